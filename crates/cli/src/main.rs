@@ -1,0 +1,3 @@
+#![forbid(unsafe_code)]
+//! The corecap command.
+fn main() {}

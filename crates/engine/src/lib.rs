@@ -1,0 +1,3 @@
+//! corecap engine.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]

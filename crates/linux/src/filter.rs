@@ -1,0 +1,164 @@
+//! Filter compilation with libpcap (`pcap_compile`) and the small classic BPF programs
+//! corecap builds itself: the snap-length program and the queue adapter prefix.
+//!
+//! A filter for a live interface is compiled on an activated libpcap handle of that
+//! interface, so that libpcap emits the VLAN ancillary loads the kernel needs (`vlan 100`
+//! matches nothing when compiled on a dead handle, because the kernel strips the tag).
+
+use std::ffi::{c_char, c_int, c_uint, CStr, CString};
+
+use crate::abi::{self, sock_filter};
+use crate::error::{Error, ErrorKind, Result};
+
+#[repr(C)]
+struct BpfProgram {
+    bf_len: c_uint,
+    bf_insns: *mut sock_filter,
+}
+
+#[repr(C)]
+struct PcapT {
+    _opaque: [u8; 0],
+}
+
+const PCAP_ERRBUF_SIZE: usize = 256;
+const PCAP_NETMASK_UNKNOWN: u32 = 0xffff_ffff;
+
+#[link(name = "pcap")]
+extern "C" {
+    fn pcap_create(source: *const c_char, errbuf: *mut c_char) -> *mut PcapT;
+    fn pcap_set_snaplen(p: *mut PcapT, snaplen: c_int) -> c_int;
+    fn pcap_set_buffer_size(p: *mut PcapT, size: c_int) -> c_int;
+    fn pcap_activate(p: *mut PcapT) -> c_int;
+    fn pcap_open_dead(linktype: c_int, snaplen: c_int) -> *mut PcapT;
+    fn pcap_compile(p: *mut PcapT, fp: *mut BpfProgram, s: *const c_char, optimize: c_int, netmask: u32) -> c_int;
+    fn pcap_freecode(fp: *mut BpfProgram);
+    fn pcap_geterr(p: *mut PcapT) -> *mut c_char;
+    fn pcap_statustostr(err: c_int) -> *const c_char;
+    fn pcap_close(p: *mut PcapT);
+}
+
+/// An open libpcap handle, closed on drop.
+struct Handle(*mut PcapT);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from pcap_create/pcap_open_dead and is closed once.
+        unsafe { pcap_close(self.0) };
+    }
+}
+
+impl Handle {
+    fn error(&self) -> String {
+        // SAFETY: pcap_geterr returns a NUL-terminated string owned by the live handle.
+        unsafe { CStr::from_ptr(pcap_geterr(self.0)) }.to_string_lossy().into_owned()
+    }
+
+    fn compile(&self, expr: &str) -> Result<Vec<sock_filter>> {
+        let c = CString::new(expr).map_err(|_| Error::new(ErrorKind::Filter, "filter contains NUL"))?;
+        let mut prog = BpfProgram { bf_len: 0, bf_insns: std::ptr::null_mut() };
+        // SAFETY: valid handle, program out-parameter and NUL-terminated expression.
+        let rc = unsafe { pcap_compile(self.0, &mut prog, c.as_ptr(), 1, PCAP_NETMASK_UNKNOWN) };
+        if rc != 0 {
+            return Err(Error::new(ErrorKind::Filter, format!("invalid filter '{expr}': {}", self.error())));
+        }
+        let out = if prog.bf_insns.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: libpcap returned `bf_len` instructions at `bf_insns`.
+            unsafe { std::slice::from_raw_parts(prog.bf_insns, prog.bf_len as usize) }.to_vec()
+        };
+        // SAFETY: frees the program libpcap allocated above, once.
+        unsafe { pcap_freecode(&mut prog) };
+        Ok(out)
+    }
+}
+
+/// Compiles `expr` for live capture on `iface` (needs CAP_NET_RAW, like the capture itself).
+pub fn compile_live(iface: &str, expr: &str, snaplen: u32) -> Result<Vec<sock_filter>> {
+    let dev = CString::new(iface).map_err(|_| Error::new(ErrorKind::NoSuchInterface, "interface name contains NUL"))?;
+    let mut errbuf = [0 as c_char; PCAP_ERRBUF_SIZE];
+    // SAFETY: NUL-terminated name and an errbuf of PCAP_ERRBUF_SIZE bytes.
+    let p = unsafe { pcap_create(dev.as_ptr(), errbuf.as_mut_ptr()) };
+    if p.is_null() {
+        // SAFETY: libpcap wrote a NUL-terminated message into errbuf.
+        let msg = unsafe { CStr::from_ptr(errbuf.as_ptr()) }.to_string_lossy().into_owned();
+        return Err(Error::new(ErrorKind::Filter, msg).on(iface));
+    }
+    let h = Handle(p);
+    // SAFETY: valid handle not yet activated; these only set fields.
+    unsafe {
+        pcap_set_snaplen(h.0, snaplen.min(i32::MAX as u32) as c_int);
+        pcap_set_buffer_size(h.0, 1 << 20);
+    }
+    // SAFETY: valid handle.
+    let rc = unsafe { pcap_activate(h.0) };
+    if rc < 0 {
+        let msg = h.error();
+        let msg = if msg.is_empty() {
+            // SAFETY: pcap_statustostr returns a static NUL-terminated string.
+            unsafe { CStr::from_ptr(pcap_statustostr(rc)) }.to_string_lossy().into_owned()
+        } else {
+            msg
+        };
+        return Err(Error::new(ErrorKind::Filter, format!("cannot open {iface} to compile the filter: {msg}")));
+    }
+    h.compile(expr)
+}
+
+/// Compiles `expr` for frames of link type `linktype` read from a file.
+pub fn compile_offline(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<sock_filter>> {
+    // SAFETY: plain constructor; the result is checked.
+    let p = unsafe { pcap_open_dead(c_int::from(linktype), snaplen.min(i32::MAX as u32) as c_int) };
+    if p.is_null() {
+        return Err(Error::new(ErrorKind::Filter, "pcap_open_dead failed"));
+    }
+    Handle(p).compile(expr)
+}
+
+/// `ret #snaplen`: accepts every packet, truncated to `snaplen` bytes by the kernel.
+pub fn accept_all(snaplen: u32) -> Vec<sock_filter> {
+    vec![sock_filter { code: 0x06, jt: 0, jf: 0, k: snaplen }]
+}
+
+/// `ret #0`: accepts nothing. Attached at shutdown so the ring drains to a known end.
+pub fn reject_all() -> Vec<sock_filter> {
+    vec![sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 }]
+}
+
+/// Prefixes `prog` with a test of the packet's RX queue, so the socket sees queue `queue`
+/// alone: a "virtual adapter" in the sense of TNAPI.
+pub fn queue_prefix(queue: u16, prog: &[sock_filter]) -> Vec<sock_filter> {
+    let mut out = Vec::with_capacity(prog.len() + 4);
+    // ld [SKF_AD_OFF + SKF_AD_QUEUE]
+    out.push(sock_filter { code: 0x20, jt: 0, jf: 0, k: (abi::SKF_AD_OFF + abi::SKF_AD_QUEUE) as u32 });
+    // jeq #queue, +1 (to the program), +0 (to the jump to `ret #0`)
+    out.push(sock_filter { code: 0x15, jt: 1, jf: 0, k: u32::from(queue) });
+    // ja past the program
+    out.push(sock_filter { code: 0x05, jt: 0, jf: 0, k: prog.len() as u32 });
+    out.extend_from_slice(prog);
+    out.push(sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_offline_compile() {
+        let p = compile_offline(1, 65535, "udp port 53").expect("compiles");
+        assert!(p.len() > 4);
+        assert_eq!(p.last().map(|i| i.code), Some(0x06));
+        let e = compile_offline(1, 65535, "udp port").expect_err("invalid");
+        assert_eq!(e.kind(), ErrorKind::Filter);
+    }
+
+    #[test]
+    fn test_queue_prefix_jumps() {
+        let p = queue_prefix(2, &accept_all(100));
+        assert_eq!(p.len(), 5);
+        assert_eq!(p[2].k, 1);
+        assert_eq!(p[4].k, 0);
+    }
+}

@@ -1,0 +1,25 @@
+//! Linux kernel interfaces used by corecap. This is one of the two crates that use `unsafe`;
+//! each use is small and says why it is sound.
+//!
+//! - [`socket`]: AF_PACKET sockets, socket options, fanout groups, kernel statistics.
+//! - [`ring`]: the TPACKET_V3 receive ring (blocks handed between kernel and user space)
+//!   and the TPACKET_V2 transmit ring.
+//! - [`filter`]: tcpdump expressions compiled by libpcap, and classic BPF built here.
+//! - [`netdev`]: interface index, RX queues, link type, network namespaces.
+//! - [`affinity`]: thread pinning, CPU lists, CPU time.
+//! - [`abi`]: the kernel's constants and structures.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod abi;
+pub mod affinity;
+mod error;
+pub mod filter;
+pub mod netdev;
+pub mod ring;
+pub mod socket;
+
+pub use error::{Error, ErrorKind, Result};
+pub use ring::{Block, RingConfig, RingPacket, RxRing, TxRing};
+pub use socket::{FanoutMode, KernelStats, PacketSocket};
