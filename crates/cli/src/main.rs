@@ -1,3 +1,35 @@
+//! The corecap command: packet capture on every core.
 #![forbid(unsafe_code)]
-//! The corecap command.
-fn main() {}
+
+mod args;
+mod cmd;
+mod config;
+mod report;
+
+use clap::Parser;
+
+/// CPUs for `capture --auto`, from the tuning plan of `iface`.
+pub(crate) fn auto_cpus(iface: &str, _workers: Option<usize>) -> anyhow::Result<Vec<u32>> {
+    anyhow::bail!("--auto needs the tuning planner, which is not built yet (interface {iface})")
+}
+
+fn main() {
+    let cli = args::Cli::parse();
+    let r = match cli.cmd {
+        args::Cmd::Capture(a) => cmd::capture::run(a),
+        args::Cmd::Gen(a) => cmd::gen::run(a),
+        args::Cmd::Lab { cmd } => cmd::lab::run(cmd),
+        args::Cmd::Demo(a) => cmd::demo::run(a),
+    };
+    match r {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            // A closed pipe on `-w -` is the reader's choice, not an error.
+            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+                std::process::exit(0);
+            }
+            eprintln!("corecap: error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,3 +1,21 @@
-//! corecap engine.
+//! The corecap engine. Packets flow from a source through steering to the apps and sinks:
+//!
+//! - [`source`]: AF_PACKET rings (one per worker, in a fanout group) and capture files.
+//! - [`steer`]: userspace filters.
+//! - [`worker`]: a pinned thread that runs the apps to completion on each block.
+//! - [`sink`]: pcapng/pcap files, per worker or merged in timestamp order, with rotation.
+//! - [`stats`]: per-worker counters and the exact ledger.
+//! - [`capture`]: a capture from configuration to summary.
+//! - [`lab`] and [`gen`]: the veth lab and the traffic generator used by tests and benchmarks.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod capture;
+pub mod gen;
+pub mod lab;
+pub mod packet;
+pub mod sink;
+pub mod source;
+pub mod stats;
+pub mod steer;
+pub mod worker;

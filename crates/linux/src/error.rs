@@ -1,5 +1,6 @@
 //! The error type of this crate: what failed, on which interface, with the errno.
 
+use std::fmt;
 use std::io;
 
 /// What kind of operation failed.
@@ -21,14 +22,31 @@ pub enum ErrorKind {
 }
 
 /// An error from a kernel interface, with the context a user can act on.
-#[derive(Debug, thiserror::Error)]
-#[error("{what}{}: {source}", iface.as_deref().map(|i| format!(" on {i}")).unwrap_or_default())]
+#[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
     what: String,
     iface: Option<String>,
-    #[source]
-    source: io::Error,
+    source: Option<io::Error>,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.what)?;
+        if let Some(i) = &self.iface {
+            write!(f, " on {i}")?;
+        }
+        if let Some(s) = &self.source {
+            write!(f, ": {s}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        None
+    }
 }
 
 impl Error {
@@ -43,23 +61,22 @@ impl Error {
             Some(libc::EPERM) | Some(libc::EACCES) => ErrorKind::Permission,
             Some(libc::ENODEV) | Some(libc::ENXIO) => ErrorKind::NoSuchInterface,
             Some(libc::ENOMEM) => ErrorKind::RingMemory,
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EAFNOSUPPORT) => {
-                ErrorKind::Unsupported
-            }
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EAFNOSUPPORT) => ErrorKind::Unsupported,
             _ => ErrorKind::Sys,
         };
-        Self { kind, what: what.into(), iface: None, source }
+        Self { kind, what: what.into(), iface: None, source: Some(source) }
     }
 
     /// Builds an error of a given kind with a message.
     pub fn new(kind: ErrorKind, what: impl Into<String>) -> Self {
-        let what = what.into();
-        Self { kind, source: io::Error::other(what.clone()), what, iface: None }
+        Self { kind, what: what.into(), iface: None, source: None }
     }
 
-    /// Names the interface the error is about.
+    /// Names the interface the error is about (once).
     pub fn on(mut self, iface: &str) -> Self {
-        self.iface = Some(iface.to_owned());
+        if self.iface.is_none() && !self.what.contains(iface) {
+            self.iface = Some(iface.to_owned());
+        }
         self
     }
 
@@ -70,7 +87,7 @@ impl Error {
 
     /// The errno, if the error came from a system call.
     pub fn errno(&self) -> Option<i32> {
-        self.source.raw_os_error()
+        self.source.as_ref().and_then(|s| s.raw_os_error())
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`filter`]: tcpdump expressions compiled by libpcap, and classic BPF built here.
 //! - [`netdev`]: interface index, RX queues, link type, network namespaces.
 //! - [`affinity`]: thread pinning, CPU lists, CPU time.
+//! - [`bpf`]: maps, XDP programs and live-frame runs for the generator.
 //! - [`abi`]: the kernel's constants and structures.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -14,6 +15,7 @@
 
 pub mod abi;
 pub mod affinity;
+pub mod bpf;
 mod error;
 pub mod filter;
 pub mod netdev;

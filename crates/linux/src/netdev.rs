@@ -44,8 +44,11 @@ pub fn linktype(name: &str) -> Result<u16> {
     }
 }
 
-/// Moves the calling thread into the named network namespace (`ip netns` name or a path).
-/// Threads started afterwards inherit it.
+/// Moves the process into the named network namespace (`ip netns` name or a path), as
+/// `ip netns exec` does: it also enters a private mount namespace and mounts a fresh sysfs,
+/// so /sys/class/net shows the namespace's interfaces. Call it before starting any thread
+/// (unshare of the mount namespace needs a single-threaded process); threads started
+/// afterwards inherit both namespaces.
 pub fn enter_netns(name: &str) -> Result<()> {
     let path = if name.contains('/') { name.to_owned() } else { format!("/run/netns/{name}") };
     let f = std::fs::File::open(&path).map_err(|e| Error::from_io(format!("cannot open network namespace {path}"), e))?;
@@ -53,6 +56,24 @@ pub fn enter_netns(name: &str) -> Result<()> {
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc < 0 {
         return Err(Error::last(format!("setns into {path}")));
+    }
+    // SAFETY: plain system call; fails with EINVAL if other threads exist.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } < 0 {
+        return Err(Error::last("unshare of the mount namespace"));
+    }
+    let none = c"none";
+    let root = c"/";
+    let sys = c"/sys";
+    let sysfs = c"sysfs";
+    // SAFETY: NUL-terminated constant strings; makes our mounts private so the remount of
+    // /sys below stays in this process.
+    unsafe { libc::mount(none.as_ptr(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) };
+    // SAFETY: NUL-terminated constant string; detaches the old sysfs view, if any.
+    unsafe { libc::umount2(sys.as_ptr(), libc::MNT_DETACH) };
+    // SAFETY: NUL-terminated constant strings; mounts sysfs for the current net namespace.
+    let rc = unsafe { libc::mount(sysfs.as_ptr(), sys.as_ptr(), sysfs.as_ptr(), 0, std::ptr::null()) };
+    if rc < 0 {
+        return Err(Error::last("mounting sysfs for the network namespace"));
     }
     Ok(())
 }

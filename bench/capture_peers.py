@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Capture benchmark on the veth lab: corecap against tcpdump, dumpcap and netsniff-ng.
+
+For each regime and frame size, it sends N packets into the lab's gen0 and captures them
+on cap0 with each tool in turn, one at a time. It reports, per tool: captured % of the
+packets cap0 received (its rx_packets counter), the drops the tool reports, and CPU
+seconds per million packets of the capturing process (getrusage of the child).
+
+Regimes:
+  txring     one PACKET_TX_RING generator thread, default veth (receive work in the
+             sender's softirq)
+  xdp        the XDP live-frames generator (faster than one capture core), 2-queue lab
+  contended  receive work moved onto the capture core with threaded NAPI pinned to it
+             (paper 001, test 3); the capturer is pinned to the same core
+
+Usage: bench/capture_peers.py [--packets N] [--sizes 64,1518] [--regimes txring,xdp,contended]
+       [--tools corecap-count,corecap-write,tcpdump,dumpcap,netsniff-ng] [--out FILE.md]
+Needs root, the corecap release binary (cargo build --release), and the peers installed.
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORECAP = os.path.join(ROOT, "target", "release", "corecap")
+NS = "cc-bench"
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
+
+
+def lab_up(queues, napi_cpu=None):
+    sh(CORECAP, "lab", "down", "--netns", NS, check=False)
+    extra = ["--threaded-napi", str(napi_cpu)] if napi_cpu is not None else []
+    sh(CORECAP, "lab", "up", "--netns", NS, "--queues", str(queues), *extra)
+
+
+def lab_down():
+    sh(CORECAP, "lab", "down", "--netns", NS, check=False)
+
+
+def rx_packets():
+    r = sh("ip", "netns", "exec", NS, "cat", "/sys/class/net/cap0/statistics/rx_packets")
+    return int(r.stdout.strip())
+
+
+def tool_cmd(tool, outdir, cpu):
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    nse = ["ip", "netns", "exec", NS]
+    if tool == "corecap-count":
+        cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256", *cpus]
+    if tool == "corecap-write":
+        cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+                "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
+    if tool == "tcpdump":
+        return nse + pin + ["tcpdump", "-i", "cap0", "-n", "-B", str(256 * 1024), "-w", os.path.join(outdir, "tcpdump.pcap")]
+    if tool == "dumpcap":
+        return nse + pin + ["dumpcap", "-i", "cap0", "-q", "-B", "256", "-w", os.path.join(outdir, "dumpcap.pcapng")]
+    if tool == "netsniff-ng":
+        return nse + pin + ["netsniff-ng", "--in", "cap0", "--out", os.path.join(outdir, "netsniff.pcap"), "--silent",
+                            "--ring-size", "256MiB"]
+    raise ValueError(tool)
+
+
+def parse_captured(tool, out, err):
+    """(captured, drops) as the tool reports them."""
+    text = out + "\n" + err
+    if tool.startswith("corecap"):
+        line = [l for l in out.splitlines() if '"summary"' in l][-1]
+        v = json.loads(line)
+        return v["packets"], v["drops"]["kernel"]
+    if tool == "tcpdump":
+        cap = int(re.search(r"(\d+) packets? captured", text).group(1))
+        drop = int(re.search(r"(\d+) packets? dropped by kernel", text).group(1))
+        return cap, drop
+    if tool == "dumpcap":
+        m = re.search(r"Packets captured: (\d+)", text) or re.search(r"Packets: (\d+)", text)
+        cap = int(m.group(1)) if m else 0
+        d = re.search(r"dropped on interface[^:]*:\s*(\d+)", text) or re.search(r"Packets dropped.*?(\d+)", text)
+        return cap, int(d.group(1)) if d else 0
+    if tool == "netsniff-ng":
+        inc = re.search(r"(\d+)\s+packets incoming", text)
+        passed = re.search(r"(\d+)\s+packets passed filter", text)
+        failed = re.search(r"(\d+)\s+packets failed filter", text)
+        cap = int(passed.group(1)) if passed else (int(inc.group(1)) if inc else 0)
+        return cap, int(failed.group(1)) if failed else 0
+    raise ValueError(tool)
+
+
+def run_one(tool, regime, size, packets, outdir):
+    cpu = 1 if regime == "contended" else None
+    cmd = tool_cmd(tool, outdir, cpu)
+    so = tempfile.TemporaryFile(mode="w+")
+    se = tempfile.TemporaryFile(mode="w+")
+    p = subprocess.Popen(cmd, stdout=so, stderr=se, text=True)
+    time.sleep(1.5)
+    rx0 = rx_packets()
+    gen = [CORECAP, "gen", "--netns", NS, "-i", "gen0", "--count", str(packets), "--size", str(size),
+           "--flows", "4096", "--json"]
+    if regime == "xdp":
+        gen += ["--engine", "xdp"]
+    if regime == "contended":
+        gen += ["--cpus", "0"]
+    g = sh(*gen)
+    time.sleep(1.5)
+    offered = rx_packets() - rx0
+    p.send_signal(signal.SIGINT)
+    deadline = time.time() + 60
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.time() > deadline:
+            p.kill()
+        time.sleep(0.05)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    so.seek(0)
+    se.seek(0)
+    out, err = so.read(), se.read()
+    cap, drops = parse_captured(tool, out, err)
+    gen_rep = json.loads(g.stdout)
+    for f in os.listdir(outdir):
+        os.unlink(os.path.join(outdir, f))
+    cpu_s = ru.ru_utime + ru.ru_stime
+    return {"tool": tool, "regime": regime, "size": size, "offered": offered, "sent": gen_rep["sent"],
+            "gen_pps": gen_rep["pps"], "captured": cap, "drops": drops, "cpu_s": cpu_s,
+            "cpu_s_per_mpkt": cpu_s / (cap / 1e6) if cap else None}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--packets", type=int, default=5_000_000)
+    ap.add_argument("--sizes", default="64,1518")
+    ap.add_argument("--regimes", default="txring,xdp,contended")
+    ap.add_argument("--tools", default="corecap-count,corecap-write,tcpdump,dumpcap,netsniff-ng")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("needs root")
+    tools = [t for t in a.tools.split(",") if t.startswith("corecap") or shutil.which(t)]
+    skipped = [t for t in a.tools.split(",") if t not in tools]
+    rows = []
+    outdir = tempfile.mkdtemp(prefix="corecap-bench-", dir="/dev/shm")
+    try:
+        for regime in a.regimes.split(","):
+            if regime == "txring":
+                lab_up(1)
+            elif regime == "xdp":
+                lab_up(2)
+            else:
+                lab_up(1, napi_cpu=1)
+            for size in [int(s) for s in a.sizes.split(",")]:
+                for tool in tools:
+                    r = run_one(tool, regime, size, a.packets, outdir)
+                    rows.append(r)
+                    print(json.dumps(r), flush=True)
+            lab_down()
+    finally:
+        lab_down()
+        shutil.rmtree(outdir, ignore_errors=True)
+    report(rows, a, skipped)
+
+
+def report(rows, a, skipped):
+    lines = ["# Capture benchmark: corecap and peers on the veth lab", "",
+             f"Command: `{' '.join(sys.argv)}`", "",
+             f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}; "
+             f"{a.packets} packets per cell, 4096 flows.", ""]
+    if skipped:
+        lines += [f"Skipped (not installed): {', '.join(skipped)}", ""]
+    lines += ["| regime | size | tool | gen Mpps | offered | captured | captured % | drops | CPU s | CPU s / Mpkt |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pct = 100.0 * r["captured"] / r["offered"] if r["offered"] else 0.0
+        per = f"{r['cpu_s_per_mpkt']:.3f}" if r["cpu_s_per_mpkt"] else "-"
+        lines.append(f"| {r['regime']} | {r['size']} | {r['tool']} | {r['gen_pps'] / 1e6:.2f} | {r['offered']} | "
+                     f"{r['captured']} | {pct:.2f} | {r['drops']} | {r['cpu_s']:.2f} | {per} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+            f.write("\n```json\n" + "\n".join(json.dumps(r) for r in rows) + "\n```\n")
+
+
+if __name__ == "__main__":
+    main()

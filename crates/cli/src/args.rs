@@ -1,0 +1,224 @@
+//! Command-line arguments as typed (clap). `config.rs` resolves them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Packet capture on every core: AF_PACKET workers, one per core, with exact accounting.
+#[derive(Parser, Debug)]
+#[command(name = "corecap", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Cmd {
+    /// Capture packets on interfaces (-i) or from files (-r).
+    Capture(CaptureArgs),
+    /// Send test traffic on an interface.
+    Gen(GenArgs),
+    /// Create, inspect or remove the veth lab.
+    Lab {
+        #[command(subcommand)]
+        cmd: LabCmd,
+    },
+    /// Bring up a lab, generate traffic, capture it on all cores, print the table, clean up.
+    Demo(DemoArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BalanceArg {
+    Flow,
+    Queue,
+    Cpu,
+    RoundRobin,
+    Rollover,
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct CaptureArgs {
+    /// Interface to capture on; IF@Q opens RX queue Q alone. Repeatable.
+    #[arg(short = 'i', long = "interface", value_name = "IF[@QUEUE]")]
+    pub(crate) interfaces: Vec<String>,
+    /// Read packets from a pcap or pcapng file instead. Repeatable.
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub(crate) read: Vec<PathBuf>,
+    /// List interfaces with their RX queues and exit.
+    #[arg(short = 'D', long = "list-interfaces")]
+    pub(crate) list: bool,
+    /// Write packets to FILE (pcapng; per worker: FILE.w0.pcapng ...). `-` is stdout.
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub(crate) write: Option<PathBuf>,
+    /// Write classic pcap instead of pcapng.
+    #[arg(long)]
+    pub(crate) pcap: bool,
+    /// Write one file merged in timestamp order instead of one per worker.
+    #[arg(long)]
+    pub(crate) merge: bool,
+    /// Rotate files like dumpcap: filesize:MB, duration:S, files:N (comma-separated or repeated).
+    #[arg(short = 'b', long = "ring-buffer", value_name = "KEY:VALUE")]
+    pub(crate) rotate: Vec<String>,
+    /// Stop after COUNT packets.
+    #[arg(short = 'c', long = "count")]
+    pub(crate) count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) duration: Option<f64>,
+    /// Bytes to keep of each packet.
+    #[arg(short = 's', long = "snaplen", default_value_t = 262144)]
+    pub(crate) snaplen: u32,
+    /// Ring size per worker in MiB.
+    #[arg(short = 'B', long = "buffer-size", value_name = "MiB", default_value_t = 64)]
+    pub(crate) buffer_mib: u64,
+    /// Ring block size in KiB.
+    #[arg(long, value_name = "KiB", default_value_t = 1024)]
+    pub(crate) block_size: u32,
+    /// Milliseconds after which a partly filled block is handed over.
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    pub(crate) block_timeout: u32,
+    /// Workers per interface (default: one per allowed CPU; in queue mode one per RX queue).
+    #[arg(long)]
+    pub(crate) workers: Option<usize>,
+    /// CPUs to run the workers on, e.g. 0-3,6.
+    #[arg(long, value_name = "LIST")]
+    pub(crate) cpus: Option<String>,
+    /// Place workers by the tuning plan of the interface (corecap tune plan).
+    #[arg(long)]
+    pub(crate) auto: bool,
+    /// How packets are spread over the workers of an interface.
+    #[arg(long, value_enum, default_value_t = BalanceArg::Flow)]
+    pub(crate) balance: BalanceArg,
+    /// Filter in tcpdump syntax (or give it as trailing arguments).
+    #[arg(short = 'f', long = "filter", value_name = "EXPR")]
+    pub(crate) filter: Option<String>,
+    /// Print statistics as JSON lines (stdout, or stderr with -w -).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Seconds between statistics lines (0 = only the summary). Default: 1 on a terminal or with --json.
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) stats_interval: Option<f64>,
+    /// Run inside this network namespace (an `ip netns` name).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) netns: Option<String>,
+    /// Print nothing but errors and the summary.
+    #[arg(short = 'q', long)]
+    pub(crate) quiet: bool,
+    /// Filter expression.
+    #[arg(trailing_var_arg = true, value_name = "FILTER")]
+    pub(crate) expr: Vec<String>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EngineArg {
+    Txring,
+    Xdp,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProtoArg {
+    Udp,
+    Tcp,
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct GenArgs {
+    /// Interface to send on.
+    #[arg(short = 'i', long = "interface")]
+    pub(crate) iface: String,
+    /// Run inside this network namespace.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) netns: Option<String>,
+    /// Sending engine.
+    #[arg(long, value_enum, default_value_t = EngineArg::Txring)]
+    pub(crate) engine: EngineArg,
+    /// Frame size on the wire including FCS (64..1518).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(64..=1518))]
+    pub(crate) size: u16,
+    /// Number of flows (1 source to N destinations).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    pub(crate) flows: u32,
+    /// Transport protocol.
+    #[arg(long, value_enum, default_value_t = ProtoArg::Udp)]
+    pub(crate) proto: ProtoArg,
+    /// Tag frames with this 802.1Q VLAN id.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..4096))]
+    pub(crate) vlan: Option<u16>,
+    /// Send both directions of each flow.
+    #[arg(long)]
+    pub(crate) bidir: bool,
+    /// Packets per second (default: as fast as possible).
+    #[arg(long)]
+    pub(crate) rate: Option<u64>,
+    /// Packets to send.
+    #[arg(short = 'c', long = "count")]
+    pub(crate) count: Option<u64>,
+    /// Seconds to send for.
+    #[arg(long)]
+    pub(crate) duration: Option<f64>,
+    /// Sending threads.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) threads: usize,
+    /// CPUs for the sending threads.
+    #[arg(long, value_name = "LIST")]
+    pub(crate) cpus: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum LabCmd {
+    /// Create the namespace and veth pair (gen0 -> cap0).
+    Up(LabUpArgs),
+    /// Remove the lab.
+    Down {
+        /// Namespace name.
+        #[arg(long, default_value = "corecap-lab")]
+        netns: String,
+    },
+    /// Show the lab's links and counters.
+    Status {
+        /// Namespace name.
+        #[arg(long, default_value = "corecap-lab")]
+        netns: String,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct LabUpArgs {
+    /// Namespace name.
+    #[arg(long, default_value = "corecap-lab")]
+    pub(crate) netns: String,
+    /// RX/TX queues per veth end.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) queues: u32,
+    /// Move cap0's receive processing to NAPI threads pinned to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub(crate) threaded_napi: Option<u32>,
+    /// Steer cap0's receive processing to these CPUs with RPS.
+    #[arg(long, value_name = "LIST")]
+    pub(crate) rps: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct DemoArgs {
+    /// Packets to generate.
+    #[arg(long, default_value_t = 200_000)]
+    pub(crate) packets: u64,
+    /// Frame size.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) size: u16,
+    /// Flows.
+    #[arg(long, default_value_t = 4096)]
+    pub(crate) flows: u32,
+    /// Queues of the lab veth pair.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) queues: u32,
+    /// Namespace of the demo lab.
+    #[arg(long, default_value = "corecap-demo")]
+    pub(crate) netns: String,
+    /// Also write the packets to this pcapng file.
+    #[arg(short = 'w', long = "write")]
+    pub(crate) write: Option<PathBuf>,
+}

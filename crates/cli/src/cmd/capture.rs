@@ -1,0 +1,107 @@
+//! `corecap capture`.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use corecap_engine::capture::Capture;
+
+use crate::args::CaptureArgs;
+use crate::{config, report};
+
+fn list_interfaces() -> Result<()> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .context("reading /sys/class/net")?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    for (n, name) in names.iter().enumerate() {
+        let q = corecap_linux::netdev::rx_queues(name).unwrap_or(1);
+        let idx = corecap_linux::netdev::ifindex(name).unwrap_or(0);
+        println!("{}. {name} (ifindex {idx}, {q} RX queue{})", n + 1, if q == 1 { "" } else { "s" });
+    }
+    Ok(())
+}
+
+/// Runs a capture to its end. Returns the process exit code.
+pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
+    if let Some(ns) = &a.netns {
+        corecap_linux::netdev::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))?;
+    }
+    if a.list {
+        list_interfaces()?;
+        return Ok(0);
+    }
+    let cfg = config::capture(&a)?;
+    // Signals are registered before the workers start, so none is missed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let usr1 = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone()).context("installing signal handlers")?;
+
+    let cap = Capture::start(&cfg)?;
+    let to_stdout = cfg.output.as_ref().is_some_and(|o| o.path.as_os_str() == "-");
+    let mut json_out: Box<dyn Write> = if to_stdout { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
+    if !a.quiet {
+        let inputs: Vec<String> = cfg.inputs.iter().map(|i| i.label()).chain(cfg.files.iter().map(|f| f.display().to_string())).collect();
+        eprintln!(
+            "corecap: capturing on {} with {} worker{} ({:?} balance)",
+            inputs.join(", "),
+            cap.workers.len(),
+            if cap.workers.len() == 1 { "" } else { "s" },
+            cfg.balance
+        );
+    }
+    let interval = match a.stats_interval {
+        Some(s) if s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(_) => None,
+        None if a.json || (std::io::stderr().is_terminal() && !a.quiet) => Some(Duration::from_secs(1)),
+        None => None,
+    };
+    let mut before = cap.snapshot();
+    let mut last = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        // Relaxed: flags set by signal handlers, polled here.
+        if stop.load(Ordering::Relaxed) {
+            cap.stop();
+        }
+        if usr1.swap(false, Ordering::Relaxed) {
+            let now = cap.snapshot();
+            eprint!("{}", report::interval_table(cap.elapsed().as_secs_f64(), &cap.workers, &now, &before, 0.0));
+        }
+        if let Some(iv) = interval {
+            if last.elapsed() >= iv {
+                let now = cap.snapshot();
+                let dt = last.elapsed().as_secs_f64();
+                let t = cap.elapsed().as_secs_f64();
+                if a.json {
+                    let _ = writeln!(json_out, "{}", report::interval_json(t, &cap.workers, &now, &before, dt));
+                    let _ = json_out.flush();
+                } else {
+                    eprint!("{}", report::interval_table(t, &cap.workers, &now, &before, dt));
+                }
+                before = now;
+                last = Instant::now();
+            }
+        }
+        if cap.done() {
+            break;
+        }
+    }
+    let summary = cap.finish();
+    if a.json {
+        let _ = writeln!(json_out, "{}", report::summary_json(&summary));
+        let _ = json_out.flush();
+    } else {
+        eprint!("{}", report::summary_table(&summary));
+    }
+    if let Some(e) = summary.errors.first() {
+        bail!("{e}");
+    }
+    Ok(0)
+}

@@ -1,0 +1,6 @@
+//! One module per subcommand.
+pub(crate) mod capture;
+pub(crate) mod demo;
+pub(crate) mod gen;
+pub(crate) mod lab;
+

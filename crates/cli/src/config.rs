@@ -1,0 +1,145 @@
+//! Resolving what was typed into an engine configuration: interfaces, CPUs, filter, output.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
+use corecap_engine::sink::file::{Format, Rotation};
+
+use crate::args::{BalanceArg, CaptureArgs};
+
+/// Parses `-b` options: `filesize:MB`, `duration:S`, `files:N`.
+pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
+    let mut r = Rotation::default();
+    for spec in specs.iter().flat_map(|s| s.split(',')) {
+        let (k, v) = spec.split_once(':').with_context(|| format!("bad -b option '{spec}' (expected KEY:VALUE)"))?;
+        let n: u64 = v.parse().with_context(|| format!("bad number in -b option '{spec}'"))?;
+        if n == 0 {
+            bail!("-b {k} must be greater than 0");
+        }
+        match k {
+            "filesize" => r.filesize = Some(n * 1_000_000),
+            "duration" => r.duration = Some(Duration::from_secs(n)),
+            "files" => r.files = Some(n as usize),
+            _ => bail!("unknown -b option '{k}' (use filesize:MB, duration:S or files:N)"),
+        }
+    }
+    if r.files.is_some() && !r.active() {
+        bail!("-b files:N needs filesize: or duration: as well");
+    }
+    Ok(r)
+}
+
+/// Parses a CPU list such as `0-3,6`.
+pub(crate) fn cpu_list(s: &str) -> Result<Vec<u32>> {
+    let v = corecap_linux::affinity::parse_cpu_list(s).with_context(|| format!("bad CPU list '{s}'"))?;
+    let online = corecap_linux::affinity::online_cpus();
+    if let Some(c) = v.iter().find(|c| !online.contains(c)) {
+        bail!("CPU {c} is not online (online: {online:?})");
+    }
+    Ok(v)
+}
+
+/// The filter: `-f EXPR` or the trailing words, joined as tcpdump joins them.
+pub(crate) fn filter(a: &CaptureArgs) -> Result<Option<String>> {
+    match (&a.filter, a.expr.is_empty()) {
+        (Some(_), false) => bail!("give the filter either with -f or as trailing arguments, not both"),
+        (Some(f), true) => Ok(Some(f.clone())),
+        (None, false) => Ok(Some(a.expr.join(" "))),
+        (None, true) => Ok(None),
+    }
+}
+
+/// Resolves the capture arguments.
+pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
+    if a.interfaces.is_empty() && a.read.is_empty() {
+        bail!("nothing to capture: give -i IF or -r FILE (corecap capture -D lists interfaces)");
+    }
+    let inputs = a.interfaces.iter().map(|s| Input::parse(s).map_err(anyhow::Error::msg)).collect::<Result<Vec<_>>>()?;
+    let mut cpus = match &a.cpus {
+        Some(s) => cpu_list(s)?,
+        None => vec![],
+    };
+    let mut workers = a.workers.unwrap_or(0);
+    if workers > 1024 {
+        bail!("--workers {workers} is more than 1024");
+    }
+    if a.auto {
+        let iface = inputs.first().map(|i| i.iface.clone()).context("--auto needs -i IF")?;
+        cpus = crate::auto_cpus(&iface, a.workers)?;
+        if workers == 0 {
+            workers = cpus.len();
+        }
+    }
+    if a.snaplen == 0 || a.snaplen > 262144 {
+        bail!("-s {} is out of range (1..262144)", a.snaplen);
+    }
+    if a.buffer_mib == 0 {
+        bail!("-B must be at least 1 MiB");
+    }
+    if a.block_size < 4 || a.block_size % 4 != 0 {
+        bail!("--block-size must be a multiple of 4 KiB");
+    }
+    let block_size = a.block_size.checked_mul(1024).context("--block-size is too large")?;
+    let output = match &a.write {
+        Some(p) => Some(OutputConfig {
+            path: p.clone(),
+            format: if a.pcap { Format::Pcap } else { Format::Pcapng },
+            merge: a.merge,
+            rotation: rotation(&a.rotate)?,
+        }),
+        None => {
+            if a.merge || a.pcap || !a.rotate.is_empty() {
+                bail!("--merge, --pcap and -b need -w FILE");
+            }
+            None
+        }
+    };
+    if let Some(o) = &output {
+        if o.path.as_os_str() == "-" && o.rotation.active() {
+            bail!("-b cannot rotate standard output");
+        }
+    }
+    let duration = match a.duration {
+        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
+        Some(d) => Some(Duration::from_secs_f64(d)),
+        None => None,
+    };
+    Ok(CaptureConfig {
+        inputs,
+        files: a.read.clone(),
+        workers,
+        cpus,
+        balance: match a.balance {
+            BalanceArg::Flow => Balance::Flow,
+            BalanceArg::Queue => Balance::Queue,
+            BalanceArg::Cpu => Balance::Cpu,
+            BalanceArg::RoundRobin => Balance::RoundRobin,
+            BalanceArg::Rollover => Balance::Rollover,
+        },
+        filter: filter(a)?,
+        snaplen: a.snaplen,
+        ring_bytes: a.buffer_mib << 20,
+        block_size,
+        block_timeout_ms: a.block_timeout.max(1),
+        count: a.count,
+        duration,
+        output,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_rotation() {
+        let r = rotation(&["filesize:10,files:3".into(), "duration:60".into()]).expect("valid");
+        assert_eq!(r.filesize, Some(10_000_000));
+        assert_eq!(r.files, Some(3));
+        assert_eq!(r.duration, Some(Duration::from_secs(60)));
+        assert!(rotation(&["size:1".into()]).is_err());
+        assert!(rotation(&["files:3".into()]).is_err());
+        assert!(rotation(&["filesize:x".into()]).is_err());
+    }
+}

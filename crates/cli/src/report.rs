@@ -1,0 +1,149 @@
+//! Statistics as people and programs read them: a table on a terminal, JSON lines with
+//! `--json`, and the final summary.
+
+use corecap_engine::capture::{Summary, WorkerInfo};
+use corecap_engine::stats::ledger::Snapshot;
+use serde_json::{json, Value};
+
+/// Rates between two snapshots `dt` seconds apart.
+fn rates(now: &Snapshot, before: &Snapshot, dt: f64) -> (f64, f64) {
+    if dt <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let p = now.packets.saturating_sub(before.packets) as f64 / dt;
+    let b = now.bytes.saturating_sub(before.bytes) as f64 * 8.0 / dt;
+    (p, b)
+}
+
+fn drops(s: &Snapshot) -> Value {
+    json!({"kernel": s.kernel_drops, "app": s.app_drops, "stop": s.stop_drops})
+}
+
+fn worker_json(info: &WorkerInfo, s: &Snapshot) -> Value {
+    json!({
+        "id": info.id, "cpu": info.cpu, "input": info.input, "queue": info.queue,
+        "packets": s.packets, "bytes": s.bytes, "kernel_packets": s.kernel_packets,
+        "drops": drops(s), "freezes": s.freezes, "filtered": s.filtered,
+    })
+}
+
+fn total(snaps: &[Snapshot]) -> Snapshot {
+    let mut t = Snapshot::default();
+    for s in snaps {
+        t += *s;
+    }
+    t
+}
+
+/// One per-interval JSON line.
+pub(crate) fn interval_json(t: f64, infos: &[WorkerInfo], now: &[Snapshot], before: &[Snapshot], dt: f64) -> String {
+    let workers: Vec<Value> = infos
+        .iter()
+        .zip(now.iter().zip(before))
+        .map(|(i, (n, b))| {
+            let (pps, bps) = rates(n, b, dt);
+            let mut v = worker_json(i, n);
+            v["pps"] = json!(pps.round());
+            v["bps"] = json!(bps.round());
+            v
+        })
+        .collect();
+    let (tn, tb) = (total(now), total(before));
+    let (pps, bps) = rates(&tn, &tb, dt);
+    json!({
+        "type": "stats", "t": (t * 1000.0).round() / 1000.0,
+        "packets": tn.packets, "bytes": tn.bytes, "pps": pps.round(), "bps": bps.round(),
+        "kernel_packets": tn.kernel_packets, "drops": drops(&tn), "freezes": tn.freezes,
+        "workers": workers,
+    })
+    .to_string()
+}
+
+fn human(v: f64) -> String {
+    match v {
+        v if v >= 1e9 => format!("{:.2}G", v / 1e9),
+        v if v >= 1e6 => format!("{:.2}M", v / 1e6),
+        v if v >= 1e3 => format!("{:.1}k", v / 1e3),
+        v => format!("{v:.0}"),
+    }
+}
+
+/// The per-interval table.
+pub(crate) fn interval_table(t: f64, infos: &[WorkerInfo], now: &[Snapshot], before: &[Snapshot], dt: f64) -> String {
+    let mut out = format!(
+        "[{t:7.1}s] {:<6} {:>4} {:>10} {:>12} {:>9} {:>10} {:>10} {:>8} {:>8}\n",
+        "worker", "cpu", "packets", "bytes", "pps", "bps", "kdrops", "freezes", "appdrop"
+    );
+    let mut row = |name: &str, cpu: String, n: &Snapshot, b: &Snapshot| {
+        let (pps, bps) = rates(n, b, dt);
+        out.push_str(&format!(
+            "          {name:<6} {cpu:>4} {:>10} {:>12} {:>9} {:>10} {:>10} {:>8} {:>8}\n",
+            n.packets,
+            n.bytes,
+            human(pps),
+            human(bps),
+            n.kernel_drops,
+            n.freezes,
+            n.app_drops
+        ));
+    };
+    for (i, (n, b)) in infos.iter().zip(now.iter().zip(before)) {
+        row(&format!("w{}", i.id), i.cpu.map_or("-".into(), |c| c.to_string()), n, b);
+    }
+    row("total", String::new(), &total(now), &total(before));
+    out
+}
+
+/// The summary as one JSON line.
+pub(crate) fn summary_json(s: &Summary) -> String {
+    let t = &s.total;
+    let workers: Vec<Value> = s.workers.iter().map(|(i, w)| worker_json(i, w)).collect();
+    json!({
+        "type": "summary", "packets": t.packets, "bytes": t.bytes, "kernel_packets": t.kernel_packets,
+        "drops": drops(t), "freezes": t.freezes, "filtered": t.filtered, "balanced": t.balanced(),
+        "seconds": (s.seconds * 1000.0).round() / 1000.0, "files": s.files, "errors": s.errors,
+        "workers": workers,
+    })
+    .to_string()
+}
+
+/// The summary as a table.
+pub(crate) fn summary_table(s: &Summary) -> String {
+    let mut out = String::from("corecap summary\n");
+    out.push_str(&format!(
+        "  {:<6} {:>4} {:<10} {:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8}\n",
+        "worker", "cpu", "input", "queue", "packets", "bytes", "kernel", "kdrops", "freezes", "appdrop", "stopped"
+    ));
+    let row = |name: String, cpu: String, input: &str, q: String, w: &Snapshot| {
+        format!(
+            "  {name:<6} {cpu:>4} {input:<10} {q:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8}\n",
+            w.packets, w.bytes, w.kernel_packets, w.kernel_drops, w.freezes, w.app_drops, w.stop_drops
+        )
+    };
+    for (i, w) in &s.workers {
+        out.push_str(&row(
+            format!("w{}", i.id),
+            i.cpu.map_or("-".into(), |c| c.to_string()),
+            &i.input,
+            i.queue.map_or("-".into(), |q| q.to_string()),
+            w,
+        ));
+    }
+    out.push_str(&row("total".into(), String::new(), "", String::new(), &s.total));
+    let t = &s.total;
+    let pct = if t.kernel_packets > 0 { 100.0 * t.packets as f64 / t.kernel_packets as f64 } else { 100.0 };
+    out.push_str(&format!(
+        "  {} packets delivered of {} counted ({pct:.3}%) in {:.2}s; accounting {}\n",
+        t.packets,
+        t.kernel_packets,
+        s.seconds,
+        if t.balanced() { "exact" } else { "UNBALANCED" }
+    ));
+    if t.filtered > 0 {
+        out.push_str(&format!("  {} packets rejected by the filter\n", t.filtered));
+    }
+    for f in &s.files {
+        out.push_str(&format!("  wrote {}\n", f.display()));
+    }
+    out
+}

@@ -1,0 +1,206 @@
+//! The test harness: `Lab` (a namespace with a veth pair, removed on drop), `Gen` (the
+//! generator), and `Capture` (a corecap capture process and its JSON summary).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_corecap")
+}
+
+/// Whether the tests can create namespaces (root). Network tests skip with a note otherwise.
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
+}
+
+pub fn have(tool: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+macro_rules! require_root {
+    () => {
+        if !util::is_root() {
+            eprintln!("skipped: needs root to create network namespaces");
+            return;
+        }
+    };
+}
+pub(crate) use require_root;
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A scratch directory, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("corecap-test-{}-{}-{tag}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir_all(&p).expect("create scratch dir");
+        Self(p)
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A lab namespace made by `corecap lab up`, removed by `corecap lab down` on drop.
+pub struct Lab {
+    pub netns: String,
+}
+
+impl Lab {
+    pub fn new(queues: u32) -> Self {
+        Self::with_args(queues, &[])
+    }
+
+    pub fn with_args(queues: u32, extra: &[&str]) -> Self {
+        let netns = format!("cc-t{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let out = Command::new(bin())
+            .args(["lab", "up", "--netns", &netns, "--queues", &queues.to_string()])
+            .args(extra)
+            .output()
+            .expect("run corecap lab up");
+        assert!(out.status.success(), "lab up failed: {}", String::from_utf8_lossy(&out.stderr));
+        Self { netns }
+    }
+
+    /// Sends `count` frames with extra generator arguments; returns the count sent.
+    pub fn gen(&self, count: u64, extra: &[&str]) -> u64 {
+        let out = Command::new(bin())
+            .args(["gen", "--netns", &self.netns, "-i", "gen0", "--json", "--count", &count.to_string()])
+            .args(extra)
+            .output()
+            .expect("run corecap gen");
+        assert!(out.status.success(), "gen failed: {}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("gen prints JSON");
+        v["sent"].as_u64().expect("sent")
+    }
+
+    /// Starts a capture on cap0 with `args`; returns once it is capturing.
+    pub fn capture(&self, args: &[&str]) -> Capture {
+        Capture::start(&["--netns", &self.netns, "-i", "cap0"], args)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new(bin()).args(["lab", "down", "--netns", &self.netns]).output();
+    }
+}
+
+/// A running `corecap capture --json`.
+pub struct Capture {
+    child: Child,
+    stderr: Vec<String>,
+}
+
+impl Capture {
+    pub fn start(pre: &[&str], args: &[&str]) -> Self {
+        let mut child = Command::new(bin())
+            .arg("capture")
+            .args(pre)
+            .args(["--json", "--stats-interval", "0", "--duration", "60"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start corecap capture");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut lines = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => {
+                    let ready = l.contains("capturing on");
+                    lines.push(l);
+                    if ready {
+                        break;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if let Ok(Some(st)) = child.try_wait() {
+                        panic!("capture exited before it was ready ({st}): {}", lines.join("\n"));
+                    }
+                    assert!(Instant::now() < deadline, "capture not ready in 20 s: {}", lines.join("\n"));
+                }
+                Err(_) => {
+                    let st = child.wait().expect("wait");
+                    panic!("capture exited before it was ready ({st}): {}", lines.join("\n"));
+                }
+            }
+        }
+        std::thread::spawn(move || for _ in rx {});
+        Self { child, stderr: lines }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM to the capture (by its PID) and returns its summary.
+    pub fn stop(self) -> Value {
+        // Let the last blocks retire before stopping.
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        self.wait()
+    }
+
+    /// Waits (at most 60 s) for the capture to end and returns its JSON summary.
+    pub fn wait(mut self) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                let mut out = String::new();
+                self.child.stdout.take().expect("stdout").read_to_string(&mut out).expect("read stdout");
+                assert!(st.success(), "capture failed ({st}): {out}");
+                let last = out.lines().rev().find(|l| l.contains("\"summary\"")).unwrap_or_else(|| panic!("no summary in: {out}"));
+                let v: Value = serde_json::from_str(last).expect("summary is JSON");
+                assert_eq!(v["balanced"], Value::Bool(true), "accounting must balance: {v}");
+                return v;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("capture did not end in 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Runs corecap with `args` and returns its output.
+pub fn corecap(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run corecap")
+}
+
+/// Reads every packet of a capture file with the project's reader.
+pub fn read_all(path: &Path) -> Vec<(Vec<u8>, Option<u32>)> {
+    let mut r = corecap_wire::read::CaptureReader::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut v = Vec::new();
+    while let Some(rec) = r.next_packet().unwrap_or_else(|e| panic!("read {}: {e}", path.display())) {
+        v.push((rec.data.to_vec(), rec.queue));
+    }
+    v
+}
+
+pub fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+}

@@ -1,0 +1,441 @@
+//! A capture: the resolved configuration, the workers it starts, and its summary.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use corecap_linux::abi::sock_filter;
+use corecap_linux::{filter, netdev, FanoutMode, RingConfig};
+use corecap_wire::pcapng::InterfaceDesc;
+use serde::Serialize;
+
+use crate::sink::file::{suffixed_path, FileConfig, FileSink, Format, Rotation};
+use crate::sink::merge::{self, MergeHandle};
+use crate::source::afpacket::{FanoutGroup, LiveSpec};
+use crate::source::replay::FileSpec;
+use crate::stats::ledger::{Snapshot, WorkerCounters};
+use crate::steer::filter::Program;
+use crate::worker::{self, App, Control, Outcome, Source, Worker};
+
+/// How packets of an interface are spread over its workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balance {
+    /// Symmetric flow hash: both directions of a flow on one worker.
+    Flow,
+    /// By RX queue: worker i gets queue i.
+    Queue,
+    /// By the CPU that received the packet.
+    Cpu,
+    /// Round robin.
+    RoundRobin,
+    /// Fill one worker, then overflow to the next.
+    Rollover,
+}
+
+impl Balance {
+    fn fanout(self) -> FanoutMode {
+        match self {
+            Balance::Flow => FanoutMode::Hash,
+            Balance::Queue => FanoutMode::Queue,
+            Balance::Cpu => FanoutMode::Cpu,
+            Balance::RoundRobin => FanoutMode::RoundRobin,
+            Balance::Rollover => FanoutMode::Rollover,
+        }
+    }
+}
+
+/// An interface to capture on: all of it, or one RX queue (`IF@Q`, a virtual adapter).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Input {
+    /// Interface name.
+    pub iface: String,
+    /// RX queue, for a virtual adapter.
+    pub queue: Option<u16>,
+}
+
+impl Input {
+    /// Parses `eth0` or `eth0@2`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.rsplit_once('@') {
+            Some((i, q)) => {
+                let q = q.parse().map_err(|_| format!("bad queue number in '{s}' (expected IF@QUEUE)"))?;
+                Ok(Self { iface: i.to_owned(), queue: Some(q) })
+            }
+            None => Ok(Self { iface: s.to_owned(), queue: None }),
+        }
+    }
+
+    /// `eth0` or `eth0@2`.
+    pub fn label(&self) -> String {
+        match self.queue {
+            Some(q) => format!("{}@{q}", self.iface),
+            None => self.iface.clone(),
+        }
+    }
+}
+
+/// Where and how to write packets.
+#[derive(Clone, Debug)]
+pub struct OutputConfig {
+    /// `-w` path; `-` is standard output.
+    pub path: PathBuf,
+    /// pcapng or pcap.
+    pub format: Format,
+    /// One file in timestamp order instead of one file per worker.
+    pub merge: bool,
+    /// Rotation.
+    pub rotation: Rotation,
+}
+
+/// A resolved capture configuration.
+#[derive(Clone, Debug)]
+pub struct CaptureConfig {
+    /// Live inputs.
+    pub inputs: Vec<Input>,
+    /// File inputs (`-r`).
+    pub files: Vec<PathBuf>,
+    /// Workers per whole interface (or for files).
+    pub workers: usize,
+    /// CPUs to pin workers to, in order (reused round robin).
+    pub cpus: Vec<u32>,
+    /// Spreading mode.
+    pub balance: Balance,
+    /// tcpdump filter expression.
+    pub filter: Option<String>,
+    /// Bytes kept of each packet.
+    pub snaplen: u32,
+    /// Ring bytes per worker.
+    pub ring_bytes: u64,
+    /// Ring block size.
+    pub block_size: u32,
+    /// Block retire timeout in ms.
+    pub block_timeout_ms: u32,
+    /// Stop after this many packets.
+    pub count: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Output files.
+    pub output: Option<OutputConfig>,
+}
+
+/// Errors that stop a capture before it starts.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// A kernel interface failed.
+    #[error(transparent)]
+    Linux(#[from] corecap_linux::Error),
+    /// The configuration is not possible.
+    #[error("{0}")]
+    Config(String),
+    /// An output file could not be created.
+    #[error("{0}")]
+    Output(String),
+}
+
+/// A worker's line in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkerInfo {
+    /// Worker index.
+    pub id: usize,
+    /// CPU it is pinned to.
+    pub cpu: Option<u32>,
+    /// Input it reads (`eth0`, `eth0@1`, or `files`).
+    pub input: String,
+    /// RX queue of all its packets, when known.
+    pub queue: Option<u32>,
+}
+
+/// A running capture.
+#[derive(Debug)]
+pub struct Capture {
+    /// The shared control block (stop flag, count budget).
+    pub control: Arc<Control>,
+    /// Per-worker counters.
+    pub counters: Vec<Arc<WorkerCounters>>,
+    /// Static description of the workers.
+    pub workers: Vec<WorkerInfo>,
+    handles: Vec<JoinHandle<Outcome>>,
+    merge: Option<JoinHandle<(FileSink, u64)>>,
+    started: Instant,
+    duration: Option<Duration>,
+}
+
+/// The end of a capture.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// Totals over all workers (plus merge-writer drops in `app_drops`).
+    pub total: Snapshot,
+    /// Per worker.
+    pub workers: Vec<(WorkerInfo, Snapshot)>,
+    /// Seconds the capture ran.
+    pub seconds: f64,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+    /// Errors that ended workers early (e.g. a truncated input file).
+    pub errors: Vec<String>,
+}
+
+fn compile(input: &Input, expr: Option<&str>, snaplen: u32) -> Result<Vec<sock_filter>, CaptureError> {
+    let prog = match expr {
+        Some(e) => filter::compile_live(&input.iface, e, snaplen)?,
+        None => filter::accept_all(snaplen),
+    };
+    Ok(match input.queue {
+        Some(q) => filter::queue_prefix(q, &prog),
+        None => prog,
+    })
+}
+
+impl Capture {
+    /// Checks the configuration, opens outputs and starts the workers. Returns once every
+    /// worker's socket is open and joined, so traffic sent after this is captured.
+    pub fn start(cfg: &CaptureConfig) -> Result<Self, CaptureError> {
+        let mut specs: Vec<(WorkerInfo, Source)> = Vec::new();
+        let mut ifaces: Vec<InterfaceDesc> = Vec::new();
+        let cpus = if cfg.cpus.is_empty() { corecap_linux::affinity::allowed_cpus() } else { cfg.cpus.clone() };
+        let ring = RingConfig::with_size(cfg.ring_bytes, cfg.block_size, cfg.block_timeout_ms);
+        let mut next_cpu = 0usize;
+        let mut take_cpu = || {
+            let c = cpus[next_cpu % cpus.len()];
+            next_cpu += 1;
+            c
+        };
+        for input in &cfg.inputs {
+            let ifindex = netdev::ifindex(&input.iface).map_err(|e| CaptureError::Config(e.to_string()))?;
+            let linktype = netdev::linktype(&input.iface)?;
+            let queues = netdev::rx_queues(&input.iface)?;
+            if let Some(q) = input.queue {
+                if u32::from(q) >= queues {
+                    return Err(CaptureError::Config(format!(
+                        "{} has {queues} RX queue{}; queue {q} is out of range (0..{})",
+                        input.iface,
+                        if queues == 1 { "" } else { "s" },
+                        queues - 1
+                    )));
+                }
+            }
+            let prog = compile(input, cfg.filter.as_deref(), cfg.snaplen)?;
+            let if_id = ifaces.len() as u32;
+            ifaces.push(InterfaceDesc {
+                name: input.label(),
+                description: Some(format!("{} captured by corecap", input.label())),
+                linktype,
+                snaplen: cfg.snaplen,
+            });
+            let n = match (input.queue, cfg.balance) {
+                (Some(_), _) => 1,
+                (None, Balance::Queue) if cfg.workers == 0 => queues as usize,
+                (None, _) if cfg.workers == 0 => cpus.len(),
+                (None, _) => cfg.workers,
+            };
+            let group = (n > 1).then(|| Arc::new(FanoutGroup::default()));
+            for member in 0..n {
+                let queue = match (input.queue, cfg.balance) {
+                    (Some(q), _) => Some(u32::from(q)),
+                    (None, Balance::Queue) if n as u32 == queues => Some(member as u32),
+                    (None, _) if queues == 1 => Some(0),
+                    _ => None,
+                };
+                let spec = LiveSpec {
+                    iface: input.iface.clone(),
+                    ifindex,
+                    fanout: cfg.balance.fanout(),
+                    group: group.clone(),
+                    member,
+                    ring,
+                    filter: prog.clone(),
+                };
+                let cpu = match input.queue {
+                    Some(q) => cpus[q as usize % cpus.len()],
+                    None => take_cpu(),
+                };
+                specs.push((
+                    WorkerInfo { id: specs.len(), cpu: Some(cpu), input: input.label(), queue },
+                    Source::Live { spec, if_id, queue },
+                ));
+            }
+        }
+        if !cfg.files.is_empty() {
+            let n = cfg.workers.max(1);
+            let mut files = Vec::new();
+            for path in &cfg.files {
+                let r = corecap_wire::read::CaptureReader::open(path)
+                    .map_err(|e| CaptureError::Config(format!("{}: {e}", path.display())))?;
+                let lt = r.interfaces().first().map_or(1, |i| i.linktype);
+                let filter = match &cfg.filter {
+                    Some(e) => Some(
+                        Program::new(filter::compile_offline(lt, cfg.snaplen, e)?)
+                            .map_err(|e| CaptureError::Config(e.to_string()))?,
+                    ),
+                    None => None,
+                };
+                files.push(FileSpec { path: path.clone(), if_id: ifaces.len() as u32, filter });
+                ifaces.push(InterfaceDesc { name: path.display().to_string(), description: None, linktype: lt, snaplen: cfg.snaplen });
+            }
+            for _ in 0..n {
+                let cpu = if cfg.cpus.is_empty() { None } else { Some(take_cpu()) };
+                specs.push((
+                    WorkerInfo { id: specs.len(), cpu, input: "files".into(), queue: None },
+                    Source::Files { files: files.clone(), workers: n },
+                ));
+            }
+        }
+        if specs.is_empty() {
+            return Err(CaptureError::Config("nothing to capture: give -i IF or -r FILE".into()));
+        }
+        // Outputs are opened before any worker starts, so an unwritable path fails early.
+        let nworkers = specs.len();
+        let mut apps: Vec<App> = Vec::with_capacity(nworkers);
+        let mut merge = None;
+        match &cfg.output {
+            None => apps.extend((0..nworkers).map(|_| App::Count)),
+            Some(o) if o.merge || o.path.as_os_str() == "-" || nworkers == 1 => {
+                let sink = FileSink::create(FileConfig {
+                    path: o.path.clone(),
+                    format: o.format,
+                    rotation: o.rotation,
+                    interfaces: ifaces.clone(),
+                    snaplen: cfg.snaplen,
+                })
+                .map_err(|e| CaptureError::Output(e.to_string()))?;
+                if nworkers == 1 {
+                    apps.push(App::File(Box::new(sink)));
+                } else {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(256);
+                    apps.extend((0..nworkers).map(|w| App::Merge(MergeHandle::new(w, tx.clone()))));
+                    merge = Some(
+                        std::thread::Builder::new()
+                            .name("corecap-merge".into())
+                            .spawn(move || merge::run(rx, nworkers, sink))
+                            .map_err(|e| CaptureError::Config(format!("cannot start the merge thread: {e}")))?,
+                    );
+                }
+            }
+            Some(o) => {
+                for (info, src) in &specs {
+                    let if_id = match src {
+                        Source::Live { if_id, .. } => *if_id as usize,
+                        Source::Files { .. } => 0,
+                    };
+                    let interfaces = match src {
+                        Source::Live { .. } => vec![ifaces[if_id].clone()],
+                        Source::Files { .. } => ifaces.clone(),
+                    };
+                    let sink = FileSink::create(FileConfig {
+                        path: suffixed_path(&o.path, &format!("w{}", info.id)),
+                        format: o.format,
+                        rotation: o.rotation,
+                        interfaces,
+                        snaplen: cfg.snaplen,
+                    })
+                    .map_err(|e| CaptureError::Output(e.to_string()))?;
+                    apps.push(App::File(Box::new(sink)));
+                }
+            }
+        }
+        // A worker with its own file numbers its one interface 0.
+        let own_file = matches!(apps.first(), Some(App::File(_))) && nworkers > 1;
+        let control = Arc::new(Control::new(cfg.count));
+        let mut counters = Vec::new();
+        let mut handles = Vec::new();
+        let mut infos = Vec::new();
+        for ((info, mut source), app) in specs.into_iter().zip(apps) {
+            if own_file {
+                if let Source::Live { if_id, .. } = &mut source {
+                    *if_id = 0;
+                }
+            }
+            let c = Arc::new(WorkerCounters::default());
+            counters.push(c.clone());
+            let ctl = control.clone();
+            let w = Worker { id: info.id, cpu: info.cpu, source, app };
+            let h = std::thread::Builder::new()
+                .name(format!("corecap-w{}", info.id))
+                .spawn(move || worker::run(w, ctl, c))
+                .map_err(|e| CaptureError::Config(format!("cannot start a worker thread: {e}")))?;
+            handles.push(h);
+            infos.push(info);
+        }
+        let cap = Capture { control, counters, workers: infos, handles, merge, started: Instant::now(), duration: cfg.duration };
+        // Wait until every worker has opened its source (or failed).
+        while cap.control.ready.load(Ordering::Acquire) < nworkers as u64 {
+            if cap.handles.iter().all(|h| h.is_finished()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if cap.control.stop.load(Ordering::Relaxed) {
+            let s = cap.finish();
+            let msg = s.errors.first().cloned().unwrap_or_else(|| "capture failed to start".into());
+            return Err(CaptureError::Config(msg));
+        }
+        Ok(cap)
+    }
+
+    /// Current per-worker counters.
+    pub fn snapshot(&self) -> Vec<Snapshot> {
+        self.counters.iter().map(|c| c.read()).collect()
+    }
+
+    /// Whether the capture has ended by itself (count, duration, end of files, error).
+    pub fn done(&self) -> bool {
+        if let Some(d) = self.duration {
+            if self.started.elapsed() >= d {
+                self.control.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        self.control.stop.load(Ordering::Relaxed) || self.handles.iter().all(|h| h.is_finished())
+    }
+
+    /// Time since the start.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Asks every worker to stop.
+    pub fn stop(&self) {
+        self.control.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops, waits for the workers and the merge writer, and returns the summary.
+    pub fn finish(self) -> Summary {
+        self.stop();
+        let mut total = Snapshot::default();
+        let mut workers = Vec::new();
+        let mut files = Vec::new();
+        let mut errors = Vec::new();
+        for (h, info) in self.handles.into_iter().zip(self.workers) {
+            let o = h.join().unwrap_or_else(|_| Outcome {
+                snapshot: Snapshot::default(),
+                files: vec![],
+                error: Some(format!("worker {} panicked", info.id)),
+            });
+            total += o.snapshot;
+            files.extend(o.files);
+            if let Some(e) = o.error {
+                if !errors.contains(&e) {
+                    errors.push(e);
+                }
+            }
+            workers.push((info, o.snapshot));
+        }
+        if let Some(m) = self.merge {
+            match m.join() {
+                Ok((sink, lost)) => {
+                    total.app_drops += lost;
+                    total.packets -= lost.min(total.packets);
+                    let stats: Vec<(u64, u64)> = vec![(total.kernel_packets, total.kernel_drops)];
+                    match sink.finish(&stats) {
+                        Ok(p) => files.extend(p),
+                        Err(e) => errors.push(format!("closing the output file: {e}")),
+                    }
+                }
+                Err(_) => errors.push("the merge writer panicked".into()),
+            }
+        }
+        Summary { total, workers, seconds: self.started.elapsed().as_secs_f64(), files, errors }
+    }
+}

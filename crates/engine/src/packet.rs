@@ -1,0 +1,25 @@
+//! The packet as the apps see it: bytes plus what the engine knows about them.
+
+/// One captured packet, borrowed from a ring block or a file buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<'a> {
+    /// Receive timestamp, nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    /// Captured bytes, from the MAC header (without the VLAN tag the kernel stripped).
+    pub data: &'a [u8],
+    /// Length on the wire (without the stripped VLAN tag).
+    pub wire_len: u32,
+    /// Index of the interface (input) in the capture.
+    pub iface: u32,
+    /// RX queue the packet arrived on, when known.
+    pub queue: Option<u32>,
+    /// VLAN TCI the kernel stripped from the frame, when it did.
+    pub vlan: Option<u16>,
+}
+
+impl Packet<'_> {
+    /// Symmetric flow hash of the packet (Toeplitz, the same for both directions).
+    pub fn hash(&self) -> u32 {
+        corecap_wire::hash::frame_hash(self.data, self.vlan.map(|t| t & 0x0fff))
+    }
+}

@@ -1,0 +1,139 @@
+//! One output file for all workers, in timestamp order (`--merge`, and `-w -`).
+//!
+//! Workers copy each block's packets into a batch and send it to the merge thread over a
+//! bounded channel (a full channel makes the worker wait, so its ring fills and the kernel
+//! counts the drops). Each batch carries a watermark: the worker will send no packet older
+//! than it. The merge thread writes the oldest pending packet once every other worker either
+//! has a pending packet or a watermark past it, a k-way merge over the workers.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::time::Duration;
+
+use super::file::FileSink;
+use crate::packet::Packet;
+
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    ts_ns: u64,
+    off: u32,
+    len: u32,
+    wire_len: u32,
+    iface: u32,
+    queue: Option<u32>,
+    vlan: Option<u16>,
+}
+
+/// Packets of one worker on their way to the merge thread.
+#[derive(Debug, Default)]
+pub struct Batch {
+    worker: usize,
+    data: Vec<u8>,
+    recs: Vec<Rec>,
+    watermark: u64,
+    done: bool,
+}
+
+/// A worker's end of the merge.
+#[derive(Debug)]
+pub struct MergeHandle {
+    worker: usize,
+    tx: SyncSender<Batch>,
+    cur: Batch,
+}
+
+impl MergeHandle {
+    /// A handle for `worker`.
+    pub fn new(worker: usize, tx: SyncSender<Batch>) -> Self {
+        Self { worker, tx, cur: Batch { worker, ..Default::default() } }
+    }
+
+    /// Copies a packet into the current batch.
+    pub fn push(&mut self, p: &Packet<'_>) {
+        let off = self.cur.data.len() as u32;
+        self.cur.data.extend_from_slice(p.data);
+        self.cur.recs.push(Rec {
+            ts_ns: p.ts_ns,
+            off,
+            len: p.data.len() as u32,
+            wire_len: p.wire_len,
+            iface: p.iface,
+            queue: p.queue,
+            vlan: p.vlan,
+        });
+    }
+
+    /// Sends the current batch with a watermark. Returns false if the merge thread is gone.
+    pub fn send(&mut self, watermark: u64) -> bool {
+        let cap = self.cur.data.capacity();
+        let next = Batch { worker: self.worker, data: Vec::with_capacity(cap), ..Default::default() };
+        let mut b = std::mem::replace(&mut self.cur, next);
+        b.watermark = watermark.max(b.recs.last().map_or(0, |r| r.ts_ns));
+        self.tx.send(b).is_ok()
+    }
+
+    /// Sends what is left and tells the merge thread this worker is done.
+    pub fn finish(mut self) {
+        let mut b = std::mem::take(&mut self.cur);
+        b.worker = self.worker;
+        b.watermark = u64::MAX;
+        b.done = true;
+        let _ = self.tx.send(b);
+    }
+}
+
+/// Runs the merge until every worker is done. Returns the sink and the packets it could not
+/// write.
+pub fn run(rx: Receiver<Batch>, workers: usize, mut sink: FileSink) -> (FileSink, u64) {
+    let mut queues: Vec<VecDeque<(Batch, usize)>> = (0..workers).map(|_| VecDeque::new()).collect();
+    let mut wm = vec![0u64; workers];
+    let mut done = vec![false; workers];
+    let mut errors = 0u64;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(b) => {
+                let w = b.worker.min(workers - 1);
+                wm[w] = wm[w].max(b.watermark);
+                done[w] |= b.done;
+                if !b.recs.is_empty() {
+                    queues[w].push_back((b, 0));
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => done.iter_mut().for_each(|d| *d = true),
+        }
+        let all_done = done.iter().all(|d| *d);
+        errors += drain(&mut queues, &wm, &done, all_done, &mut sink);
+        if all_done {
+            return (sink, errors);
+        }
+    }
+}
+
+fn drain(q: &mut [VecDeque<(Batch, usize)>], wm: &[u64], done: &[bool], all: bool, sink: &mut FileSink) -> u64 {
+    let mut errors = 0;
+    loop {
+        let head = q
+            .iter()
+            .enumerate()
+            .filter_map(|(w, d)| d.front().map(|(b, i)| (b.recs[*i].ts_ns, w)))
+            .min();
+        let Some((ts, w)) = head else { return errors };
+        let ready = all
+            || q.iter().enumerate().all(|(v, d)| v == w || !d.is_empty() || done[v] || wm[v] >= ts);
+        if !ready {
+            return errors;
+        }
+        let Some((b, i)) = q[w].front_mut() else { return errors };
+        let r = b.recs[*i];
+        let data = &b.data[r.off as usize..(r.off + r.len) as usize];
+        let p = Packet { ts_ns: r.ts_ns, data, wire_len: r.wire_len, iface: r.iface, queue: r.queue, vlan: r.vlan };
+        if sink.write(&p).is_err() {
+            errors += 1;
+        }
+        *i += 1;
+        if *i >= b.recs.len() {
+            q[w].pop_front();
+        }
+    }
+}

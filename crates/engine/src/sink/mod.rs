@@ -1,0 +1,4 @@
+//! Sinks: where packets end up.
+pub mod file;
+pub mod merge;
+pub mod output;

@@ -1,0 +1,3 @@
+//! Sources: where packets come from.
+pub mod afpacket;
+pub mod replay;

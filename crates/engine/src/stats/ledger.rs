@@ -1,0 +1,120 @@
+//! Per-worker counters and the ledger that sums them.
+//!
+//! Each worker owns one [`WorkerCounters`], cache-padded so that workers never share a cache
+//! line. The worker keeps running totals in plain locals and publishes them once per block
+//! with Relaxed stores (only the owner writes its counters); readers sum them when asked.
+//! The accounting identity is
+//! `kernel_packets = packets + drops.kernel + drops.app + drops.stop`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+use serde::Serialize;
+
+/// Counters of one worker, written only by that worker.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    inner: CachePadded<Counters>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+    kernel_packets: AtomicU64,
+    kernel_drops: AtomicU64,
+    freezes: AtomicU64,
+    app_drops: AtomicU64,
+    stop_drops: AtomicU64,
+    filtered: AtomicU64,
+}
+
+/// A snapshot of one worker's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Snapshot {
+    /// Packets delivered to the apps.
+    pub packets: u64,
+    /// Wire bytes of the delivered packets.
+    pub bytes: u64,
+    /// Packets the source counted (the kernel for live capture), drops included.
+    pub kernel_packets: u64,
+    /// Packets the kernel dropped because the ring was full.
+    pub kernel_drops: u64,
+    /// Times the kernel froze the ring.
+    pub freezes: u64,
+    /// Packets an app could not take (write error, full queue).
+    pub app_drops: u64,
+    /// Packets received after the capture had reached its count or been stopped.
+    pub stop_drops: u64,
+    /// Packets a userspace filter rejected (file input only; the kernel filter is not counted).
+    pub filtered: u64,
+}
+
+impl std::ops::AddAssign for Snapshot {
+    fn add_assign(&mut self, o: Self) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.kernel_packets += o.kernel_packets;
+        self.kernel_drops += o.kernel_drops;
+        self.freezes += o.freezes;
+        self.app_drops += o.app_drops;
+        self.stop_drops += o.stop_drops;
+        self.filtered += o.filtered;
+    }
+}
+
+impl Snapshot {
+    /// Whether every counted packet is delivered or counted as dropped.
+    pub fn balanced(&self) -> bool {
+        self.kernel_packets == self.packets + self.kernel_drops + self.app_drops + self.stop_drops
+    }
+}
+
+impl WorkerCounters {
+    /// Publishes the owner's running totals. Relaxed: only the owning worker writes.
+    pub fn publish(&self, s: &Snapshot) {
+        let c = &*self.inner;
+        c.packets.store(s.packets, Ordering::Relaxed);
+        c.bytes.store(s.bytes, Ordering::Relaxed);
+        c.kernel_packets.store(s.kernel_packets, Ordering::Relaxed);
+        c.kernel_drops.store(s.kernel_drops, Ordering::Relaxed);
+        c.freezes.store(s.freezes, Ordering::Relaxed);
+        c.app_drops.store(s.app_drops, Ordering::Relaxed);
+        c.stop_drops.store(s.stop_drops, Ordering::Relaxed);
+        c.filtered.store(s.filtered, Ordering::Relaxed);
+    }
+
+    /// Reads the last published totals. Relaxed: a snapshot may mix two publications, which
+    /// only matters for the live display; the final summary is read after the worker joined.
+    pub fn read(&self) -> Snapshot {
+        let c = &*self.inner;
+        Snapshot {
+            packets: c.packets.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            kernel_packets: c.kernel_packets.load(Ordering::Relaxed),
+            kernel_drops: c.kernel_drops.load(Ordering::Relaxed),
+            freezes: c.freezes.load(Ordering::Relaxed),
+            app_drops: c.app_drops.load(Ordering::Relaxed),
+            stop_drops: c.stop_drops.load(Ordering::Relaxed),
+            filtered: c.filtered.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_publish_read_and_balance() {
+        let c = WorkerCounters::default();
+        let s = Snapshot { packets: 7, bytes: 700, kernel_packets: 10, kernel_drops: 2, stop_drops: 1, ..Default::default() };
+        c.publish(&s);
+        assert_eq!(c.read(), s);
+        assert!(s.balanced());
+        let mut t = s;
+        t += s;
+        assert_eq!(t.packets, 14);
+        assert!(t.balanced());
+    }
+}

@@ -1,0 +1,2 @@
+//! Counters and reports.
+pub mod ledger;

@@ -1,0 +1,2 @@
+//! Steering: deciding which packets go where.
+pub mod filter;

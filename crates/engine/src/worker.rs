@@ -1,0 +1,306 @@
+//! A capture worker: pinned to its core, it owns one source and runs the apps to completion
+//! on every packet of a block before handing the block back.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use corecap_linux::{filter, RxRing};
+
+use crate::packet::Packet;
+use crate::sink::file::FileSink;
+use crate::sink::merge::MergeHandle;
+use crate::source::afpacket::{self, LiveSpec};
+use crate::source::replay::{self, FileSpec};
+use crate::stats::ledger::{Snapshot, WorkerCounters};
+
+/// What a worker reads.
+#[derive(Debug)]
+pub enum Source {
+    /// A socket on a live interface.
+    Live {
+        /// How to open it.
+        spec: LiveSpec,
+        /// Interface index in the capture.
+        if_id: u32,
+        /// RX queue every packet of this worker comes from, when known.
+        queue: Option<u32>,
+    },
+    /// Files, split over the workers by flow hash.
+    Files {
+        /// The files, read in order.
+        files: Vec<FileSpec>,
+        /// Number of workers sharing them.
+        workers: usize,
+    },
+}
+
+/// What a worker does with each packet.
+#[derive(Debug)]
+pub enum App {
+    /// Count only (like pfcount).
+    Count,
+    /// Write a file of its own.
+    File(Box<FileSink>),
+    /// Send to the merged output.
+    Merge(MergeHandle),
+}
+
+/// State shared by all workers of a capture.
+#[derive(Debug)]
+pub struct Control {
+    /// Set to stop the capture (signal, duration, count reached, error).
+    pub stop: AtomicBool,
+    /// Packets still allowed by `-c` (u64::MAX for no limit).
+    pub remaining: AtomicU64,
+    /// Workers whose source is open and joined.
+    pub ready: AtomicU64,
+}
+
+impl Control {
+    /// Control for a capture of at most `count` packets.
+    pub fn new(count: Option<u64>) -> Self {
+        Self { stop: AtomicBool::new(false), remaining: AtomicU64::new(count.unwrap_or(u64::MAX)), ready: AtomicU64::new(0) }
+    }
+
+    fn stopped(&self) -> bool {
+        // Relaxed: a flag polled once per block; lateness only delays the stop.
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Claims up to `n` packets from the `-c` budget; stops the capture when it runs out.
+    fn claim(&self, n: u64) -> u64 {
+        let mut cur = self.remaining.load(Ordering::Relaxed);
+        loop {
+            if cur == u64::MAX {
+                return n;
+            }
+            let take = cur.min(n);
+            // Relaxed: the budget is a counter; no other memory depends on it.
+            match self.remaining.compare_exchange_weak(cur, cur - take, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    if cur - take == 0 {
+                        self.stop.store(true, Ordering::Relaxed);
+                    }
+                    return take;
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+/// A worker as configured.
+#[derive(Debug)]
+pub struct Worker {
+    /// Worker index.
+    pub id: usize,
+    /// CPU to pin to.
+    pub cpu: Option<u32>,
+    /// Its source.
+    pub source: Source,
+    /// Its app.
+    pub app: App,
+}
+
+/// What a worker hands back when it ends.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Final counters.
+    pub snapshot: Snapshot,
+    /// Files written, when the app wrote its own.
+    pub files: Vec<std::path::PathBuf>,
+    /// The error that ended the worker early, if any.
+    pub error: Option<String>,
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+struct Run<'a> {
+    ctl: &'a Control,
+    counters: &'a WorkerCounters,
+    app: App,
+    s: Snapshot,
+}
+
+impl Run<'_> {
+    /// Delivers one packet to the app. Returns false if the app refused it.
+    fn deliver(&mut self, p: &Packet<'_>) {
+        let ok = match &mut self.app {
+            App::Count => true,
+            App::File(f) => f.write(p).is_ok(),
+            App::Merge(m) => {
+                m.push(p);
+                true
+            }
+        };
+        if ok {
+            self.s.packets += 1;
+            self.s.bytes += u64::from(p.wire_len) + if p.vlan.is_some() { 4 } else { 0 };
+        } else {
+            self.s.app_drops += 1;
+        }
+    }
+
+    fn end_batch(&mut self, watermark: u64) {
+        if let App::Merge(m) = &mut self.app {
+            if !m.send(watermark) {
+                self.ctl.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        self.counters.publish(&self.s);
+    }
+
+    /// Runs every packet of a block through the app (or counts it as a stop drop).
+    fn block(&mut self, ring: &mut RxRing, if_id: u32, queue: Option<u32>) -> bool {
+        let Some(block) = ring.next_block() else { return false };
+        let n = u64::from(block.len());
+        let allowed = self.ctl.claim(n);
+        let mut i = 0u64;
+        for rp in block.packets() {
+            i += 1;
+            if i > allowed {
+                self.s.stop_drops += 1;
+                continue;
+            }
+            let p = Packet {
+                ts_ns: u64::from(rp.sec) * 1_000_000_000 + u64::from(rp.nsec),
+                data: rp.data,
+                wire_len: rp.len,
+                iface: if_id,
+                queue,
+                vlan: rp.vlan(),
+            };
+            self.deliver(&p);
+        }
+        // A block whose packet walk stopped early still had `n` packets counted by the kernel.
+        if i < n {
+            self.s.app_drops += n - i;
+        }
+        drop(block);
+        true
+    }
+}
+
+/// Runs a worker to its end.
+pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outcome {
+    if let Some(cpu) = w.cpu {
+        if let Err(e) = corecap_linux::affinity::pin_current_thread(cpu) {
+            ctl.ready.fetch_add(1, Ordering::Release);
+            return Outcome { snapshot: Snapshot::default(), files: vec![], error: Some(format!("worker {}: {e}", w.id)) };
+        }
+    }
+    let mut run = Run { ctl: &ctl, counters: &counters, app: w.app, s: Snapshot::default() };
+    let error = match w.source {
+        Source::Live { spec, if_id, queue } => live(&mut run, &spec, if_id, queue),
+        Source::Files { files, workers } => {
+            ctl.ready.fetch_add(1, Ordering::Release);
+            files_loop(&mut run, &files, w.id, workers)
+        }
+    };
+    counters.publish(&run.s);
+    let mut files = vec![];
+    let mut error = error;
+    match run.app {
+        App::File(f) => {
+            let stats = [(run.s.kernel_packets, run.s.kernel_drops)];
+            match f.finish(&stats) {
+                Ok(p) => files = p,
+                Err(e) => {
+                    error.get_or_insert(format!("closing the output file: {e}"));
+                }
+            }
+        }
+        App::Merge(m) => m.finish(),
+        App::Count => {}
+    }
+    Outcome { snapshot: run.s, files, error }
+}
+
+fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> Option<String> {
+    let stop = || run.ctl.stopped();
+    let ring = afpacket::open(spec, &stop);
+    run.ctl.ready.fetch_add(1, Ordering::Release);
+    let mut ring = match ring {
+        Ok(r) => r,
+        Err(e) => {
+            run.ctl.stop.store(true, Ordering::Relaxed);
+            return Some(format!("{e:#}"));
+        }
+    };
+    let tov = spec.ring.retire_tov_ms.max(1) as i32;
+    let mut last_stats = Instant::now();
+    let take_stats = |run: &mut Run<'_>, ring: &RxRing| {
+        if let Ok(k) = ring.socket().take_stats() {
+            run.s.kernel_packets += k.packets;
+            run.s.kernel_drops += k.drops;
+            run.s.freezes += k.freezes;
+        }
+    };
+    while !run.ctl.stopped() {
+        if !run.block(&mut ring, if_id, queue) && ring.wait(100) {
+            run.block(&mut ring, if_id, queue);
+        }
+        // Packets still to come carry a kernel timestamp no older than about now.
+        run.end_batch(now_ns().saturating_sub(50_000_000));
+        if last_stats.elapsed() >= Duration::from_millis(500) {
+            take_stats(run, &ring);
+            run.counters.publish(&run.s);
+            last_stats = Instant::now();
+        }
+    }
+    // Drain: refuse new packets, then read every block the kernel still closes, until each
+    // packet it counted is delivered or counted as dropped.
+    let _ = ring.socket().attach_filter(&filter::reject_all());
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        while run.block(&mut ring, if_id, queue) {}
+        take_stats(run, &ring);
+        let accounted = run.s.packets + run.s.kernel_drops + run.s.app_drops + run.s.stop_drops;
+        if accounted >= run.s.kernel_packets && !ring.wait(3 * tov + 10) {
+            break;
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+        ring.wait(tov);
+    }
+    run.end_batch(now_ns());
+    None
+}
+
+fn files_loop(run: &mut Run<'_>, files: &[FileSpec], me: usize, n: usize) -> Option<String> {
+    let ctl = run.ctl;
+    let stop = || ctl.stopped();
+    let mut since = 0u32;
+    for spec in files {
+        let (taken, filtered, err) = replay::replay(spec, me, n, &stop, |ts, data, orig, queue| {
+            let p = Packet { ts_ns: ts, data, wire_len: orig, iface: spec.if_id, queue, vlan: None };
+            run.s.kernel_packets += 1;
+            if run.ctl.claim(1) == 0 {
+                run.s.stop_drops += 1;
+                return false;
+            }
+            run.deliver(&p);
+            since += 1;
+            if since >= 256 {
+                since = 0;
+                run.end_batch(ts);
+            }
+            true
+        });
+        let _ = taken;
+        run.s.filtered += filtered;
+        if err.is_some() {
+            run.end_batch(u64::MAX - 1);
+            return err;
+        }
+        if run.ctl.stopped() {
+            break;
+        }
+    }
+    run.end_batch(u64::MAX - 1);
+    None
+}
