@@ -202,7 +202,8 @@ fn issue8_bad_inputs_get_one_clear_error() {
     expect_error(&["capture", "--netns", ns, "-i", "cap0@9"], "queue 9 is out of range");
     expect_error(&["capture", "--netns", ns, "-i", "cap0", "udp", "port"], "invalid filter 'udp port'");
     expect_error(&["capture", "--netns", ns, "-i", "cap0", "-B", "100000000"], "could not allocate a ring");
-    expect_error(&["capture", "--netns", ns, "-i", "cap0", "-w", "/nonexistent/dir/x.pcapng"], "cannot create /nonexistent/dir/x.pcapng");
+    expect_error(&["capture", "--netns", ns, "-i", "cap0", "-w", "/nonexistent/dir/x.pcapng"], "cannot create /nonexistent/dir/x.w0.pcapng");
+    expect_error(&["capture", "--netns", ns, "-i", "cap0", "--workers", "1", "-w", "/nonexistent/dir/x.pcapng"], "cannot create /nonexistent/dir/x.pcapng");
     if util::have("setpriv") {
         let out = Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", util::bin(), "capture", "-i", "lo", "-c", "1"])
@@ -234,4 +235,42 @@ fn issue8_truncated_file_names_the_offset_after_good_packets() {
     assert!(err.contains(&format!("offset {}", 24 + 7 * 112)), "{err}");
     let v: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().expect("summary")).expect("json");
     assert_eq!(u(&v, "packets"), 7, "the 7 good packets were delivered first");
+}
+
+fn rx_packets(lab: &Lab) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.netns, "cat", "/sys/class/net/cap0/statistics/rx_packets"])
+        .output()
+        .expect("ip netns exec");
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("rx_packets")
+}
+
+#[test]
+fn issue8_xdp_generator_sends_live_frames_that_are_all_accounted() {
+    require_root!();
+    let lab = Lab::new(2);
+    let cap = lab.capture(&["--workers", "2"]);
+    let before = rx_packets(&lab);
+    let sent = lab.gen(20_000, &["--engine", "xdp", "--flows", "4096", "--size", "64"]);
+    let v = cap.stop();
+    let received = rx_packets(&lab) - before;
+    assert_eq!(sent, 20_000);
+    assert_eq!(u(&v, "kernel_packets"), received, "every frame cap0 received was counted: {v}");
+    assert_eq!(u(&v, "packets") + v["drops"]["kernel"].as_u64().unwrap_or(0), received, "{v}");
+    // 4096 rotating destinations spread over both workers.
+    assert!(worker_packets(&v).iter().all(|p| *p > 1000), "{v}");
+}
+
+#[test]
+fn issue8_count_stops_at_exactly_count_and_counts_the_rest() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("count");
+    let out = dir.path("c.pcapng");
+    let cap = lab.capture(&["--workers", "2", "-c", "1000", "-w", out.to_str().expect("utf8"), "--merge"]);
+    let sent = lab.gen(3000, &["--flows", "32", "--rate", "100000"]);
+    let v = cap.wait();
+    assert_eq!(sent, 3000);
+    assert_eq!(u(&v, "packets"), 1000, "{v}");
+    assert_eq!(util::read_all(&out).len(), 1000);
 }

@@ -82,7 +82,7 @@ impl Mmap {
 
     /// The status word at `off`, which the kernel writes concurrently.
     fn status(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len);
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len);
         // SAFETY: `off` is in bounds and 4-aligned (the mapping is page-aligned); the word is
         // only ever accessed atomically by user space, and the kernel writes it as a u32.
         unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast::<u32>()) }
@@ -90,7 +90,7 @@ impl Mmap {
 
     /// Reads a u32 the kernel wrote before publishing the block (ordered by A1).
     fn read_u32(&self, off: usize) -> u32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len);
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len);
         // SAFETY: in bounds and aligned; the kernel does not write it while we own the block.
         unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off).cast::<u32>()) }
     }
@@ -137,7 +137,7 @@ impl RxRing {
     /// Sets up a TPACKET_V3 ring on `sock` and maps it. Call before `bind`.
     pub fn new(sock: PacketSocket, cfg: RingConfig) -> Result<Self> {
         let page = 4096u32;
-        if cfg.block_size < page || cfg.block_size % page != 0 {
+        if cfg.block_size < page || !cfg.block_size.is_multiple_of(page) {
             return Err(Error::new(ErrorKind::RingMemory, "block size must be a multiple of 4096"));
         }
         sock.set_version(abi::TPACKET_V3)?;
@@ -158,7 +158,7 @@ impl RxRing {
                         "the kernel could not allocate a ring of {} blocks of {} KiB ({} MiB); choose a smaller -B",
                         cfg.block_nr,
                         cfg.block_size / 1024,
-                        u64::from(cfg.block_nr) * u64::from(cfg.block_size) >> 20
+                        (u64::from(cfg.block_nr) * u64::from(cfg.block_size)) >> 20
                     ),
                 )
             } else {
