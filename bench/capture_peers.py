@@ -57,9 +57,11 @@ def rx_packets():
 def tool_cmd(tool, outdir, cpu):
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
     nse = ["ip", "netns", "exec", NS]
+    # The same ring memory for every tool: corecap's -B is per worker.
+    ring_mib = "256" if cpu is not None else "128"
     if tool == "corecap-count":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256", *cpus]
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", ring_mib, *cpus]
     if tool == "corecap-write":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
@@ -86,10 +88,11 @@ def parse_captured(tool, out, err):
         drop = int(re.search(r"(\d+) packets? dropped by kernel", text).group(1))
         return cap, drop
     if tool == "dumpcap":
-        m = re.search(r"Packets captured: (\d+)", text) or re.search(r"Packets: (\d+)", text)
-        cap = int(m.group(1)) if m else 0
-        d = re.search(r"dropped on interface[^:]*:\s*(\d+)", text) or re.search(r"Packets dropped.*?(\d+)", text)
-        return cap, int(d.group(1)) if d else 0
+        m = re.search(r"received/dropped on interface[^:]*:\s*(\d+)/(\d+)", text)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+        m = re.search(r"Packets(?: captured)?: (\d+)", text)
+        return (int(m.group(1)) if m else 0), 0
     if tool == "netsniff-ng":
         inc = re.search(r"(\d+)\s+packets incoming", text)
         passed = re.search(r"(\d+)\s+packets passed filter", text)

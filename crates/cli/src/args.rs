@@ -72,7 +72,7 @@ pub(crate) struct CaptureArgs {
     #[arg(short = 'B', long = "buffer-size", value_name = "MiB", default_value_t = 64)]
     pub(crate) buffer_mib: u64,
     /// Ring block size in KiB.
-    #[arg(long, value_name = "KiB", default_value_t = 1024)]
+    #[arg(long, value_name = "KiB", default_value_t = 256)]
     pub(crate) block_size: u32,
     /// Milliseconds after which a partly filled block is handed over.
     #[arg(long, value_name = "MS", default_value_t = 10)]

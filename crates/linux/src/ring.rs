@@ -45,37 +45,22 @@ unsafe impl Send for Mmap {}
 
 impl Mmap {
     fn map(sock: &PacketSocket, len: usize) -> Result<Self> {
+        // packet_mmap() inserts every ring page at mmap time, so MAP_POPULATE would only
+        // repeat that work, and the pages are kernel memory that is never swapped.
         // SAFETY: maps the ring the kernel allocated for this socket; the result is checked.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
+                libc::MAP_SHARED,
                 sock.raw(),
                 0,
             )
         };
-        let p = if p == libc::MAP_FAILED {
-            // MAP_LOCKED fails under a low RLIMIT_MEMLOCK; the ring works unlocked too.
-            // SAFETY: as above, without MAP_LOCKED.
-            let p2 = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    sock.raw(),
-                    0,
-                )
-            };
-            if p2 == libc::MAP_FAILED {
-                return Err(Error::last("mmap of the packet ring"));
-            }
-            p2
-        } else {
-            p
-        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::last("mmap of the packet ring"));
+        }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::new(ErrorKind::Sys, "mmap returned null"))?;
         Ok(Self { ptr, len })
     }
