@@ -274,3 +274,71 @@ fn issue8_count_stops_at_exactly_count_and_counts_the_rest() {
     assert_eq!(u(&v, "packets"), 1000, "{v}");
     assert_eq!(util::read_all(&out).len(), 1000);
 }
+
+#[test]
+fn issue8_rotation_keeps_the_newest_files_each_valid() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("rot");
+    let out = dir.path("r.pcapng");
+    let cap = lab.capture(&["--workers", "1", "-w", out.to_str().expect("utf8"), "-b", "filesize:1,files:3"]);
+    // 6000 frames of 1518 bytes is about 9 MB: nine or ten 1 MB files, of which 3 are kept.
+    let sent = lab.gen(6000, &["--size", "1518", "--rate", "100000"]);
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent);
+    let mut kept: Vec<_> = std::fs::read_dir(&dir.0).expect("dir").map(|e| e.expect("entry").path()).collect();
+    kept.sort();
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    let names: Vec<String> = kept.iter().map(|p| p.file_name().expect("name").to_string_lossy().into_owned()).collect();
+    assert!(names[0].starts_with("r_000") && names[0].ends_with(".pcapng"), "{names:?}");
+    for p in &kept {
+        let n = util::read_all(p).len();
+        assert!(n > 0 && n <= 700, "{} holds {n} packets", p.display());
+    }
+}
+
+#[test]
+fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
+    require_root!();
+    if !util::have("tshark") {
+        eprintln!("skipped: tshark not installed");
+        return;
+    }
+    let lab = Lab::new(1);
+    let mut child = Command::new(util::bin())
+        .args(["capture", "--netns", &lab.netns, "-i", "cap0", "--workers", "2", "-c", "800", "--duration", "30", "-w", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("capture");
+    let stdout = child.stdout.take().expect("stdout");
+    let tshark = Command::new("tshark")
+        .args(["-r", "-", "-T", "fields", "-e", "frame.interface_queue"])
+        .stdin(stdout)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("tshark");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    loop {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("capture reports it is ready");
+        if line.contains("capturing on") {
+            break;
+        }
+    }
+    let sent = lab.gen(800, &["--flows", "8", "--rate", "50000"]);
+    assert_eq!(sent, 800);
+    let st = child.wait().expect("wait");
+    assert!(st.success());
+    let out = tshark.wait_with_output().expect("tshark output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 800);
+    assert!(text.lines().all(|l| l.trim() == "0"), "every packet carries queue 0");
+}
