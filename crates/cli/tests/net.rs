@@ -41,7 +41,8 @@ fn issue8_queue_mode_tags_each_worker_with_its_queue() {
     let dir = Scratch::new("qm");
     let out = dir.path("q.pcapng");
     let cap = lab.capture(&["--balance", "queue", "-w", out.to_str().expect("utf8")]);
-    let sent = lab.gen(4000, &["--flows", "256", "--rate", "50000"]);
+    // Two generator threads on two CPUs send on TX queues 0 and 1, flow by flow.
+    let sent = lab.gen(4000, &["--flows", "256", "--rate", "50000", "--threads", "2", "--bidir"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent, "{v}");
     let per = worker_packets(&v);
@@ -341,4 +342,22 @@ fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.lines().count(), 800);
     assert!(text.lines().all(|l| l.trim() == "0"), "every packet carries queue 0");
+}
+
+#[test]
+fn issue8_capture_threads_drop_capabilities_once_sockets_are_open() {
+    require_root!();
+    let lab = Lab::new(1);
+    let cap = lab.capture(&["--workers", "2"]);
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", cap.pid())).expect("tasks");
+    let mut n = 0;
+    for t in tasks {
+        let status = std::fs::read_to_string(t.expect("task").path().join("status")).expect("status");
+        let eff = status.lines().find(|l| l.starts_with("CapEff:")).expect("CapEff");
+        assert!(eff.ends_with("0000000000000000"), "a capture thread kept capabilities: {eff}");
+        n += 1;
+    }
+    assert!(n >= 3, "main thread and two workers");
+    let sent = lab.gen(100, &[]);
+    assert_eq!(u(&cap.stop(), "packets"), sent);
 }

@@ -309,7 +309,10 @@ impl Capture {
                     merge = Some(
                         std::thread::Builder::new()
                             .name("corecap-merge".into())
-                            .spawn(move || merge::run(rx, nworkers, sink))
+                            .spawn(move || {
+                                let _ = corecap_linux::privilege::drop_thread_capabilities();
+                                merge::run(rx, nworkers, sink)
+                            })
                             .map_err(|e| CaptureError::Config(format!("cannot start the merge thread: {e}")))?,
                     );
                 }

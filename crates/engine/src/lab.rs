@@ -3,8 +3,10 @@
 //!
 //! IPv6 is off in the namespace, so no router solicitation or DAD packet spoils an exact
 //! count. With `queues > 1` the pair is multi-queue, GRO is on at `cap0` (which gives each
-//! veth RX queue its own NAPI instance) and TSO is off at `gen0`; the generator's frames
-//! then spread over the TX queues by flow hash, and veth hands TX queue i to RX queue i.
+//! veth RX queue its own NAPI instance) and TSO is off at `gen0`. A packet socket sends on
+//! the TX queue of its CPU, and veth hands TX queue i to RX queue i, so `corecap gen
+//! --threads N` (threads pinned to distinct CPUs, each sending its own flows) spreads the
+//! flows over the RX queues the way RSS would.
 //! Options move the receive work onto chosen CPUs (threaded NAPI, or RPS), which is the
 //! contended regime of paper 001's test 3.
 

@@ -230,6 +230,8 @@ fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> O
             return Some(format!("{e:#}"));
         }
     };
+    // The socket is open: this thread needs no capability from here on.
+    let _ = corecap_linux::privilege::drop_thread_capabilities();
     let tov = spec.ring.retire_tov_ms.max(1) as i32;
     let mut last_stats = Instant::now();
     let take_stats = |run: &mut Run<'_>, ring: &RxRing| {

@@ -8,6 +8,7 @@
 //! - [`netdev`]: interface index, RX queues, link type, network namespaces.
 //! - [`affinity`]: thread pinning, CPU lists, CPU time.
 //! - [`bpf`]: maps, XDP programs and live-frame runs for the generator.
+//! - [`privilege`]: dropping capabilities once the sockets are open.
 //! - [`abi`]: the kernel's constants and structures.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -19,6 +20,7 @@ pub mod bpf;
 mod error;
 pub mod filter;
 pub mod netdev;
+pub mod privilege;
 pub mod ring;
 pub mod socket;
 

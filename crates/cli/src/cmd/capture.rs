@@ -44,6 +44,8 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone()).context("installing signal handlers")?;
 
     let cap = Capture::start(&cfg)?;
+    // Every socket is open; the main thread drops its capabilities too.
+    corecap_linux::privilege::drop_thread_capabilities().context("dropping capabilities")?;
     let to_stdout = cfg.output.as_ref().is_some_and(|o| o.path.as_os_str() == "-");
     let mut json_out: Box<dyn Write> = if to_stdout { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
     if !a.quiet {

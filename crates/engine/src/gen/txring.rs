@@ -1,6 +1,11 @@
 //! The PACKET_TX_RING engine: each thread owns a socket with a TPACKET_V2 transmit ring
 //! and `PACKET_QDISC_BYPASS`, fills a batch of frames, and flushes it with one `send()`.
-//! Thread `t` of `T` sends frames `t, t+T, t+2T, ...`, so the flows stay mixed.
+//!
+//! Thread `t` of `T` sends the frames of the flows `f` with `f % T == t`, in frame order,
+//! so both directions of a flow leave from one thread. The kernel picks a packet socket's
+//! TX queue from the sending CPU (`packet_pick_tx_queue`), and veth hands TX queue `i` to
+//! the peer's RX queue `i`; so with threads pinned to different CPUs, each flow arrives on
+//! one RX queue and the flows spread over the queues, as RSS would spread them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -59,15 +64,26 @@ fn thread(
     cfg: &GenConfig,
     stop: &AtomicBool,
 ) -> Result<(u64, u64), corecap_linux::Error> {
-    if let Some(cpu) = cfg.cpus.get(t % cfg.cpus.len().max(1)) {
-        let _ = corecap_linux::affinity::pin_current_thread(*cpu);
+    // Pinned threads send on distinct TX queues; by default thread t runs on CPU t.
+    let cpu = if cfg.cpus.is_empty() {
+        (threads > 1).then(|| {
+            let all = corecap_linux::affinity::allowed_cpus();
+            all[t % all.len().max(1)]
+        })
+    } else {
+        Some(cfg.cpus[t % cfg.cpus.len()])
+    };
+    if let Some(cpu) = cpu {
+        let _ = corecap_linux::affinity::pin_current_thread(cpu);
     }
     let tn = threads as u64;
-    let my_count = cfg.count.map(|n| n / tn + u64::from((t as u64) < n % tn));
+    let spec = cfg.frames;
+    let mine = |i: u64| threads == 1 || spec.flow_of(i).0 as usize % threads == t;
+    let my_count = cfg.count.map(|n| if threads == 1 { n } else { (0..n).filter(|i| mine(*i)).count() as u64 });
     let rate = cfg.rate.map(|r| (r as f64 / tn as f64).max(1.0));
     let start = Instant::now();
     let mut k = 0u64; // frames this thread submitted
-    let spec = cfg.frames;
+    let mut i = 0u64; // next frame index to consider
     loop {
         // Relaxed: a stop flag polled once per batch.
         if stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| start.elapsed() >= d) {
@@ -95,10 +111,13 @@ fn thread(
         }
         let mut filled = 0;
         while filled < want {
-            let i = t as u64 + (k + filled) * tn;
+            while !mine(i) {
+                i += 1;
+            }
             if !ring.push(|buf| spec.fill(i, buf)) {
                 break;
             }
+            i += 1;
             filled += 1;
         }
         if filled == 0 {
