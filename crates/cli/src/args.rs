@@ -69,7 +69,12 @@ pub(crate) struct CaptureArgs {
     #[arg(short = 's', long = "snaplen", default_value_t = 262144)]
     pub(crate) snaplen: u32,
     /// Ring size per worker in MiB.
-    #[arg(short = 'B', long = "buffer-size", value_name = "MiB", default_value_t = 64)]
+    #[arg(
+        short = 'B',
+        long = "buffer-size",
+        value_name = "MiB",
+        default_value_t = 64
+    )]
     pub(crate) buffer_mib: u64,
     /// Ring block size in KiB.
     #[arg(long, value_name = "KiB", default_value_t = 256)]

@@ -12,8 +12,12 @@ use crate::args::{BalanceArg, CaptureArgs};
 pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
     let mut r = Rotation::default();
     for spec in specs.iter().flat_map(|s| s.split(',')) {
-        let (k, v) = spec.split_once(':').with_context(|| format!("bad -b option '{spec}' (expected KEY:VALUE)"))?;
-        let n: u64 = v.parse().with_context(|| format!("bad number in -b option '{spec}'"))?;
+        let (k, v) = spec
+            .split_once(':')
+            .with_context(|| format!("bad -b option '{spec}' (expected KEY:VALUE)"))?;
+        let n: u64 = v
+            .parse()
+            .with_context(|| format!("bad number in -b option '{spec}'"))?;
         if n == 0 {
             bail!("-b {k} must be greater than 0");
         }
@@ -32,7 +36,8 @@ pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
 
 /// Parses a CPU list such as `0-3,6`.
 pub(crate) fn cpu_list(s: &str) -> Result<Vec<u32>> {
-    let v = corecap_linux::affinity::parse_cpu_list(s).with_context(|| format!("bad CPU list '{s}'"))?;
+    let v = corecap_linux::affinity::parse_cpu_list(s)
+        .with_context(|| format!("bad CPU list '{s}'"))?;
     let online = corecap_linux::affinity::online_cpus();
     if let Some(c) = v.iter().find(|c| !online.contains(c)) {
         bail!("CPU {c} is not online (online: {online:?})");
@@ -43,7 +48,9 @@ pub(crate) fn cpu_list(s: &str) -> Result<Vec<u32>> {
 /// The filter: `-f EXPR` or the trailing words, joined as tcpdump joins them.
 pub(crate) fn filter(a: &CaptureArgs) -> Result<Option<String>> {
     match (&a.filter, a.expr.is_empty()) {
-        (Some(_), false) => bail!("give the filter either with -f or as trailing arguments, not both"),
+        (Some(_), false) => {
+            bail!("give the filter either with -f or as trailing arguments, not both")
+        }
         (Some(f), true) => Ok(Some(f.clone())),
         (None, false) => Ok(Some(a.expr.join(" "))),
         (None, true) => Ok(None),
@@ -55,7 +62,11 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if a.interfaces.is_empty() && a.read.is_empty() {
         bail!("nothing to capture: give -i IF or -r FILE (corecap capture -D lists interfaces)");
     }
-    let inputs = a.interfaces.iter().map(|s| Input::parse(s).map_err(anyhow::Error::msg)).collect::<Result<Vec<_>>>()?;
+    let inputs = a
+        .interfaces
+        .iter()
+        .map(|s| Input::parse(s).map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>>>()?;
     let mut cpus = match &a.cpus {
         Some(s) => cpu_list(s)?,
         None => vec![],
@@ -65,7 +76,10 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         bail!("--workers {workers} is more than 1024");
     }
     if a.auto {
-        let iface = inputs.first().map(|i| i.iface.clone()).context("--auto needs -i IF")?;
+        let iface = inputs
+            .first()
+            .map(|i| i.iface.clone())
+            .context("--auto needs -i IF")?;
         cpus = crate::auto_cpus(&iface, a.workers)?;
         if workers == 0 {
             workers = cpus.len();
@@ -77,10 +91,13 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if a.buffer_mib == 0 {
         bail!("-B must be at least 1 MiB");
     }
-    if a.block_size < 4 || a.block_size % 4 != 0 {
+    if a.block_size < 4 || !a.block_size.is_multiple_of(4) {
         bail!("--block-size must be a multiple of 4 KiB");
     }
-    let block_size = a.block_size.checked_mul(1024).context("--block-size is too large")?;
+    let block_size = a
+        .block_size
+        .checked_mul(1024)
+        .context("--block-size is too large")?;
     let output = match &a.write {
         Some(p) => Some(OutputConfig {
             path: p.clone(),
@@ -101,7 +118,9 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         }
     }
     let duration = match a.duration {
-        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
+        Some(d) if !(d > 0.0 && d.is_finite()) => {
+            bail!("--duration must be a positive number of seconds")
+        }
         Some(d) => Some(Duration::from_secs_f64(d)),
         None => None,
     };

@@ -36,7 +36,13 @@ fn total(snaps: &[Snapshot]) -> Snapshot {
 }
 
 /// One per-interval JSON line.
-pub(crate) fn interval_json(t: f64, infos: &[WorkerInfo], now: &[Snapshot], before: &[Snapshot], dt: f64) -> String {
+pub(crate) fn interval_json(
+    t: f64,
+    infos: &[WorkerInfo],
+    now: &[Snapshot],
+    before: &[Snapshot],
+    dt: f64,
+) -> String {
     let workers: Vec<Value> = infos
         .iter()
         .zip(now.iter().zip(before))
@@ -69,7 +75,13 @@ fn human(v: f64) -> String {
 }
 
 /// The per-interval table.
-pub(crate) fn interval_table(t: f64, infos: &[WorkerInfo], now: &[Snapshot], before: &[Snapshot], dt: f64) -> String {
+pub(crate) fn interval_table(
+    t: f64,
+    infos: &[WorkerInfo],
+    now: &[Snapshot],
+    before: &[Snapshot],
+    dt: f64,
+) -> String {
     let mut out = format!(
         "[{t:7.1}s] {:<6} {:>4} {:>10} {:>12} {:>9} {:>10} {:>10} {:>8} {:>8}\n",
         "worker", "cpu", "packets", "bytes", "pps", "bps", "kdrops", "freezes", "appdrop"
@@ -88,7 +100,12 @@ pub(crate) fn interval_table(t: f64, infos: &[WorkerInfo], now: &[Snapshot], bef
         ));
     };
     for (i, (n, b)) in infos.iter().zip(now.iter().zip(before)) {
-        row(&format!("w{}", i.id), i.cpu.map_or("-".into(), |c| c.to_string()), n, b);
+        row(
+            &format!("w{}", i.id),
+            i.cpu.map_or("-".into(), |c| c.to_string()),
+            n,
+            b,
+        );
     }
     row("total", String::new(), &total(now), &total(before));
     out
@@ -112,7 +129,17 @@ pub(crate) fn summary_table(s: &Summary) -> String {
     let mut out = String::from("corecap summary\n");
     out.push_str(&format!(
         "  {:<6} {:>4} {:<10} {:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8}\n",
-        "worker", "cpu", "input", "queue", "packets", "bytes", "kernel", "kdrops", "freezes", "appdrop", "stopped"
+        "worker",
+        "cpu",
+        "input",
+        "queue",
+        "packets",
+        "bytes",
+        "kernel",
+        "kdrops",
+        "freezes",
+        "appdrop",
+        "stopped"
     ));
     let row = |name: String, cpu: String, input: &str, q: String, w: &Snapshot| {
         format!(
@@ -129,9 +156,19 @@ pub(crate) fn summary_table(s: &Summary) -> String {
             w,
         ));
     }
-    out.push_str(&row("total".into(), String::new(), "", String::new(), &s.total));
+    out.push_str(&row(
+        "total".into(),
+        String::new(),
+        "",
+        String::new(),
+        &s.total,
+    ));
     let t = &s.total;
-    let pct = if t.kernel_packets > 0 { 100.0 * t.packets as f64 / t.kernel_packets as f64 } else { 100.0 };
+    let pct = if t.kernel_packets > 0 {
+        100.0 * t.packets as f64 / t.kernel_packets as f64
+    } else {
+        100.0
+    };
     out.push_str(&format!(
         "  {} packets delivered of {} counted ({pct:.3}%) in {:.2}s; accounting {}\n",
         t.packets,
@@ -140,7 +177,10 @@ pub(crate) fn summary_table(s: &Summary) -> String {
         if t.balanced() { "exact" } else { "UNBALANCED" }
     ));
     if t.filtered > 0 {
-        out.push_str(&format!("  {} packets rejected by the filter\n", t.filtered));
+        out.push_str(&format!(
+            "  {} packets rejected by the filter\n",
+            t.filtered
+        ));
     }
     for f in &s.files {
         out.push_str(&format!("  wrote {}\n", f.display()));

@@ -11,7 +11,12 @@ use serde_json::Value;
 use util::{require_root, u, Lab, Scratch};
 
 fn worker_packets(v: &Value) -> Vec<u64> {
-    v["workers"].as_array().expect("workers").iter().map(|w| u(w, "packets")).collect()
+    v["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| u(w, "packets"))
+        .collect()
 }
 
 #[test]
@@ -42,7 +47,18 @@ fn issue8_queue_mode_tags_each_worker_with_its_queue() {
     let out = dir.path("q.pcapng");
     let cap = lab.capture(&["--balance", "queue", "-w", out.to_str().expect("utf8")]);
     // Two generator threads on two CPUs send on TX queues 0 and 1, flow by flow.
-    let sent = lab.gen(4000, &["--flows", "256", "--rate", "50000", "--threads", "2", "--bidir"]);
+    let sent = lab.gen(
+        4000,
+        &[
+            "--flows",
+            "256",
+            "--rate",
+            "50000",
+            "--threads",
+            "2",
+            "--bidir",
+        ],
+    );
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent, "{v}");
     let per = worker_packets(&v);
@@ -51,7 +67,10 @@ fn issue8_queue_mode_tags_each_worker_with_its_queue() {
         let pkts = util::read_all(&dir.path(&format!("q.w{w}.pcapng")));
         assert_eq!(pkts.len() as u64, per[w as usize]);
         assert!(!pkts.is_empty(), "queue {w} received packets");
-        assert!(pkts.iter().all(|(_, q)| *q == Some(w)), "worker {w} packets carry queue {w}");
+        assert!(
+            pkts.iter().all(|(_, q)| *q == Some(w)),
+            "worker {w} packets carry queue {w}"
+        );
     }
 }
 
@@ -61,21 +80,33 @@ fn issue8_flow_mode_keeps_both_directions_on_one_worker() {
     let lab = Lab::new(1);
     let dir = Scratch::new("flow");
     let out = dir.path("f.pcapng");
-    let cap = lab.capture(&["--workers", "2", "--balance", "flow", "-w", out.to_str().expect("utf8")]);
+    let cap = lab.capture(&[
+        "--workers",
+        "2",
+        "--balance",
+        "flow",
+        "-w",
+        out.to_str().expect("utf8"),
+    ]);
     let sent = lab.gen(4096, &["--flows", "512", "--bidir"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
     let mut owner: HashMap<corecap_wire::flow::FlowKey, (usize, u32)> = HashMap::new();
     for w in 0..2 {
         for (data, _) in util::read_all(&dir.path(&format!("f.w{w}.pcapng"))) {
-            let k = corecap_wire::flow::flow_key(&data, None).expect("generated frames parse").canonical();
+            let k = corecap_wire::flow::flow_key(&data, None)
+                .expect("generated frames parse")
+                .canonical();
             let e = owner.entry(k).or_insert((w, 0));
             assert_eq!(e.0, w, "flow {k:?} seen on two workers");
             e.1 += 1;
         }
     }
     assert_eq!(owner.len(), 512);
-    assert!(owner.values().all(|(_, n)| *n == 8), "each flow: 4 packets each way");
+    assert!(
+        owner.values().all(|(_, n)| *n == 8),
+        "each flow: 4 packets each way"
+    );
 }
 
 #[test]
@@ -94,7 +125,14 @@ fn issue8_vlan_filter_on_tagged_traffic() {
     let lab = Lab::new(1);
     let dir = Scratch::new("vlan");
     let out = dir.path("v.pcapng");
-    let cap = lab.capture(&["--workers", "1", "-w", out.to_str().expect("utf8"), "vlan", "100"]);
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "-w",
+        out.to_str().expect("utf8"),
+        "vlan",
+        "100",
+    ]);
     let a = lab.gen(300, &["--vlan", "100"]);
     let b = lab.gen(200, &["--vlan", "200"]);
     let c = lab.gen(100, &[]);
@@ -104,7 +142,9 @@ fn issue8_vlan_filter_on_tagged_traffic() {
     // The writer put the stripped tag back into every frame.
     let pkts = util::read_all(&out);
     assert_eq!(pkts.len(), 300);
-    assert!(pkts.iter().all(|(d, _)| d[12..16] == [0x81, 0x00, 0x00, 100]));
+    assert!(pkts
+        .iter()
+        .all(|(d, _)| d[12..16] == [0x81, 0x00, 0x00, 100]));
 }
 
 #[test]
@@ -113,17 +153,45 @@ fn issue8_tshark_reads_pcapng_with_queue_and_tcpdump_reads_pcap() {
     let lab = Lab::new(1);
     let dir = Scratch::new("peer");
     let ng = dir.path("t.pcapng");
-    let cap = lab.capture(&["-w", ng.to_str().expect("utf8"), "--merge", "--workers", "2"]);
+    let cap = lab.capture(&[
+        "-w",
+        ng.to_str().expect("utf8"),
+        "--merge",
+        "--workers",
+        "2",
+    ]);
     let sent = lab.gen(1000, &["--flows", "16", "--size", "128"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
     if util::have("tshark") {
-        let out = Command::new("tshark").args(["-r", ng.to_str().expect("utf8"), "-T", "fields", "-e", "frame.number", "-e", "frame.len"]).output().expect("tshark");
-        assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("tshark")
+            .args([
+                "-r",
+                ng.to_str().expect("utf8"),
+                "-T",
+                "fields",
+                "-e",
+                "frame.number",
+                "-e",
+                "frame.len",
+            ])
+            .output()
+            .expect("tshark");
+        assert!(
+            out.status.success(),
+            "tshark: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(text.lines().count() as u64, sent);
-        assert!(text.lines().all(|l| l.ends_with("\t124")), "128-byte frames are 124 bytes without FCS");
-        let verbose = Command::new("tshark").args(["-r", ng.to_str().expect("utf8"), "-V", "-c", "1"]).output().expect("tshark -V");
+        assert!(
+            text.lines().all(|l| l.ends_with("\t124")),
+            "128-byte frames are 124 bytes without FCS"
+        );
+        let verbose = Command::new("tshark")
+            .args(["-r", ng.to_str().expect("utf8"), "-V", "-c", "1"])
+            .output()
+            .expect("tshark -V");
         let vt = String::from_utf8_lossy(&verbose.stdout).to_lowercase();
         assert!(vt.contains("queue"), "tshark shows the queue option: {vt}");
     } else {
@@ -135,9 +203,19 @@ fn issue8_tshark_reads_pcapng_with_queue_and_tcpdump_reads_pcap() {
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
     if util::have("tcpdump") {
-        let out = Command::new("tcpdump").args(["-r", pc.to_str().expect("utf8"), "-nn"]).output().expect("tcpdump");
-        assert!(out.status.success(), "tcpdump: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count() as u64, sent);
+        let out = Command::new("tcpdump")
+            .args(["-r", pc.to_str().expect("utf8"), "-nn"])
+            .output()
+            .expect("tcpdump");
+        assert!(
+            out.status.success(),
+            "tcpdump: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).lines().count() as u64,
+            sent
+        );
     } else {
         eprintln!("note: tcpdump not installed; pcap check skipped");
     }
@@ -153,17 +231,34 @@ fn issue8_sigterm_mid_capture_leaves_a_valid_file() {
     let netns = lab.netns.clone();
     let g = std::thread::spawn(move || {
         Command::new(util::bin())
-            .args(["gen", "--netns", &netns, "-i", "gen0", "--duration", "1.5", "--rate", "20000"])
+            .args([
+                "gen",
+                "--netns",
+                &netns,
+                "-i",
+                "gen0",
+                "--duration",
+                "1.5",
+                "--rate",
+                "20000",
+            ])
             .output()
             .expect("gen")
     });
     std::thread::sleep(std::time::Duration::from_millis(600));
-    let _ = Command::new("kill").args(["-TERM", &cap.pid().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &cap.pid().to_string()])
+        .status();
+    let mut cap = cap;
     let v = cap.wait();
     let _ = g.join();
     let n = u(&v, "packets");
     assert!(n > 0, "captured something before SIGTERM");
-    assert_eq!(util::read_all(&out).len() as u64, n, "every delivered packet is in the file");
+    assert_eq!(
+        util::read_all(&out).len() as u64,
+        n,
+        "every delivered packet is in the file"
+    );
 }
 
 #[test]
@@ -176,8 +271,23 @@ fn issue8_file_input_is_split_by_flow_and_counted() {
     let sent = lab.gen(2000, &["--flows", "50", "--bidir"]);
     cap.stop();
     // Replaying needs no root; the same symmetric hash splits it.
-    let out = util::corecap(&["capture", "-r", src.to_str().expect("utf8"), "--workers", "2", "--json", "--stats-interval", "0", "port", "5001"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = util::corecap(&[
+        "capture",
+        "-r",
+        src.to_str().expect("utf8"),
+        "--workers",
+        "2",
+        "--json",
+        "--stats-interval",
+        "0",
+        "port",
+        "5001",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let v: Value = serde_json::from_str(text.lines().last().expect("summary")).expect("json");
     assert_eq!(u(&v, "packets"), sent / 2);
@@ -188,10 +298,23 @@ fn issue8_file_input_is_split_by_flow_and_counted() {
 fn expect_error(args: &[&str], needle: &str) {
     let out = util::corecap(args);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?} should exit 2; stderr: {err}");
-    assert!(err.contains(needle), "{args:?}: expected '{needle}' in: {err}");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?} should exit 2; stderr: {err}"
+    );
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected '{needle}' in: {err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(err.lines().filter(|l| l.starts_with("corecap: error")).count(), 1, "one error line: {err}");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("corecap: error"))
+            .count(),
+        1,
+        "one error line: {err}"
+    );
 }
 
 #[test]
@@ -199,15 +322,62 @@ fn issue8_bad_inputs_get_one_clear_error() {
     require_root!();
     let lab = Lab::new(2);
     let ns = lab.netns.as_str();
-    expect_error(&["capture", "--netns", ns, "-i", "nosuch0"], "no such interface: nosuch0");
-    expect_error(&["capture", "--netns", ns, "-i", "cap0@9"], "queue 9 is out of range");
-    expect_error(&["capture", "--netns", ns, "-i", "cap0", "udp", "port"], "invalid filter 'udp port'");
-    expect_error(&["capture", "--netns", ns, "-i", "cap0", "-B", "100000000"], "could not allocate a ring");
-    expect_error(&["capture", "--netns", ns, "-i", "cap0", "-w", "/nonexistent/dir/x.pcapng"], "cannot create /nonexistent/dir/x.w0.pcapng");
-    expect_error(&["capture", "--netns", ns, "-i", "cap0", "--workers", "1", "-w", "/nonexistent/dir/x.pcapng"], "cannot create /nonexistent/dir/x.pcapng");
+    expect_error(
+        &["capture", "--netns", ns, "-i", "nosuch0"],
+        "no such interface: nosuch0",
+    );
+    expect_error(
+        &["capture", "--netns", ns, "-i", "cap0@9"],
+        "queue 9 is out of range",
+    );
+    expect_error(
+        &["capture", "--netns", ns, "-i", "cap0", "udp", "port"],
+        "invalid filter 'udp port'",
+    );
+    expect_error(
+        &["capture", "--netns", ns, "-i", "cap0", "-B", "100000000"],
+        "could not allocate a ring",
+    );
+    expect_error(
+        &[
+            "capture",
+            "--netns",
+            ns,
+            "-i",
+            "cap0",
+            "-w",
+            "/nonexistent/dir/x.pcapng",
+        ],
+        "cannot create /nonexistent/dir/x.w0.pcapng",
+    );
+    expect_error(
+        &[
+            "capture",
+            "--netns",
+            ns,
+            "-i",
+            "cap0",
+            "--workers",
+            "1",
+            "-w",
+            "/nonexistent/dir/x.pcapng",
+        ],
+        "cannot create /nonexistent/dir/x.pcapng",
+    );
     if util::have("setpriv") {
         let out = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", util::bin(), "capture", "-i", "lo", "-c", "1"])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                util::bin(),
+                "capture",
+                "-i",
+                "lo",
+                "-c",
+                "1",
+            ])
             .output()
             .expect("setpriv");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -222,7 +392,13 @@ fn issue8_truncated_file_names_the_offset_after_good_packets() {
     let lab = Lab::new(1);
     let dir = Scratch::new("trunc");
     let src = dir.path("t.pcap");
-    let cap = lab.capture(&["-w", src.to_str().expect("utf8"), "--pcap", "--workers", "1"]);
+    let cap = lab.capture(&[
+        "-w",
+        src.to_str().expect("utf8"),
+        "--pcap",
+        "--workers",
+        "1",
+    ]);
     lab.gen(10, &["--size", "100"]);
     cap.stop();
     let bytes = std::fs::read(&src).expect("read");
@@ -230,20 +406,46 @@ fn issue8_truncated_file_names_the_offset_after_good_packets() {
     assert_eq!(bytes.len(), 24 + 10 * 112);
     let cut = dir.path("cut.pcap");
     std::fs::write(&cut, &bytes[..24 + 7 * 112 + 20]).expect("write");
-    let out = util::corecap(&["capture", "-r", cut.to_str().expect("utf8"), "--json", "--stats-interval", "0"]);
+    let out = util::corecap(&[
+        "capture",
+        "-r",
+        cut.to_str().expect("utf8"),
+        "--json",
+        "--stats-interval",
+        "0",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("offset {}", 24 + 7 * 112)), "{err}");
-    let v: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().expect("summary")).expect("json");
-    assert_eq!(u(&v, "packets"), 7, "the 7 good packets were delivered first");
+    let v: Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .expect("summary"),
+    )
+    .expect("json");
+    assert_eq!(
+        u(&v, "packets"),
+        7,
+        "the 7 good packets were delivered first"
+    );
 }
 
 fn rx_packets(lab: &Lab) -> u64 {
     let out = Command::new("ip")
-        .args(["netns", "exec", &lab.netns, "cat", "/sys/class/net/cap0/statistics/rx_packets"])
+        .args([
+            "netns",
+            "exec",
+            &lab.netns,
+            "cat",
+            "/sys/class/net/cap0/statistics/rx_packets",
+        ])
         .output()
         .expect("ip netns exec");
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("rx_packets")
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("rx_packets")
 }
 
 #[test]
@@ -252,12 +454,23 @@ fn issue8_xdp_generator_sends_live_frames_that_are_all_accounted() {
     let lab = Lab::new(2);
     let cap = lab.capture(&["--workers", "2"]);
     let before = rx_packets(&lab);
-    let sent = lab.gen(20_000, &["--engine", "xdp", "--flows", "4096", "--size", "64"]);
+    let sent = lab.gen(
+        20_000,
+        &["--engine", "xdp", "--flows", "4096", "--size", "64"],
+    );
     let v = cap.stop();
     let received = rx_packets(&lab) - before;
     assert_eq!(sent, 20_000);
-    assert_eq!(u(&v, "kernel_packets"), received, "every frame cap0 received was counted: {v}");
-    assert_eq!(u(&v, "packets") + v["drops"]["kernel"].as_u64().unwrap_or(0), received, "{v}");
+    assert_eq!(
+        u(&v, "kernel_packets"),
+        received,
+        "every frame cap0 received was counted: {v}"
+    );
+    assert_eq!(
+        u(&v, "packets") + v["drops"]["kernel"].as_u64().unwrap_or(0),
+        received,
+        "{v}"
+    );
     // 4096 rotating destinations spread over both workers.
     assert!(worker_packets(&v).iter().all(|p| *p > 1000), "{v}");
 }
@@ -268,8 +481,17 @@ fn issue8_count_stops_at_exactly_count_and_counts_the_rest() {
     let lab = Lab::new(1);
     let dir = Scratch::new("count");
     let out = dir.path("c.pcapng");
-    let cap = lab.capture(&["--workers", "2", "-c", "1000", "-w", out.to_str().expect("utf8"), "--merge"]);
+    let cap = lab.capture(&[
+        "--workers",
+        "2",
+        "-c",
+        "1000",
+        "-w",
+        out.to_str().expect("utf8"),
+        "--merge",
+    ]);
     let sent = lab.gen(3000, &["--flows", "32", "--rate", "100000"]);
+    let mut cap = cap;
     let v = cap.wait();
     assert_eq!(sent, 3000);
     assert_eq!(u(&v, "packets"), 1000, "{v}");
@@ -282,16 +504,32 @@ fn issue8_rotation_keeps_the_newest_files_each_valid() {
     let lab = Lab::new(1);
     let dir = Scratch::new("rot");
     let out = dir.path("r.pcapng");
-    let cap = lab.capture(&["--workers", "1", "-w", out.to_str().expect("utf8"), "-b", "filesize:1,files:3"]);
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "-w",
+        out.to_str().expect("utf8"),
+        "-b",
+        "filesize:1,files:3",
+    ]);
     // 6000 frames of 1518 bytes is about 9 MB: nine or ten 1 MB files, of which 3 are kept.
     let sent = lab.gen(6000, &["--size", "1518", "--rate", "100000"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
-    let mut kept: Vec<_> = std::fs::read_dir(&dir.0).expect("dir").map(|e| e.expect("entry").path()).collect();
+    let mut kept: Vec<_> = std::fs::read_dir(&dir.0)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
     kept.sort();
     assert_eq!(kept.len(), 3, "{kept:?}");
-    let names: Vec<String> = kept.iter().map(|p| p.file_name().expect("name").to_string_lossy().into_owned()).collect();
-    assert!(names[0].starts_with("r_000") && names[0].ends_with(".pcapng"), "{names:?}");
+    let names: Vec<String> = kept
+        .iter()
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names[0].starts_with("r_000") && names[0].ends_with(".pcapng"),
+        "{names:?}"
+    );
     for p in &kept {
         let n = util::read_all(p).len();
         assert!(n > 0 && n <= 700, "{} holds {n} packets", p.display());
@@ -307,7 +545,21 @@ fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
     }
     let lab = Lab::new(1);
     let mut child = Command::new(util::bin())
-        .args(["capture", "--netns", &lab.netns, "-i", "cap0", "--workers", "2", "-c", "800", "--duration", "30", "-w", "-"])
+        .args([
+            "capture",
+            "--netns",
+            &lab.netns,
+            "-i",
+            "cap0",
+            "--workers",
+            "2",
+            "-c",
+            "800",
+            "--duration",
+            "30",
+            "-w",
+            "-",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -324,12 +576,17 @@ fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
             let _ = tx.send(line);
         }
     });
     loop {
-        let line = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("capture reports it is ready");
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("capture reports it is ready");
         if line.contains("capturing on") {
             break;
         }
@@ -341,7 +598,10 @@ fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
     let out = tshark.wait_with_output().expect("tshark output");
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.lines().count(), 800);
-    assert!(text.lines().all(|l| l.trim() == "0"), "every packet carries queue 0");
+    assert!(
+        text.lines().all(|l| l.trim() == "0"),
+        "every packet carries queue 0"
+    );
 }
 
 #[test]
@@ -352,9 +612,16 @@ fn issue8_capture_threads_drop_capabilities_once_sockets_are_open() {
     let tasks = std::fs::read_dir(format!("/proc/{}/task", cap.pid())).expect("tasks");
     let mut n = 0;
     for t in tasks {
-        let status = std::fs::read_to_string(t.expect("task").path().join("status")).expect("status");
-        let eff = status.lines().find(|l| l.starts_with("CapEff:")).expect("CapEff");
-        assert!(eff.ends_with("0000000000000000"), "a capture thread kept capabilities: {eff}");
+        let status =
+            std::fs::read_to_string(t.expect("task").path().join("status")).expect("status");
+        let eff = status
+            .lines()
+            .find(|l| l.starts_with("CapEff:"))
+            .expect("CapEff");
+        assert!(
+            eff.ends_with("0000000000000000"),
+            "a capture thread kept capabilities: {eff}"
+        );
         n += 1;
     }
     assert!(n >= 3, "main thread and two workers");

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::sink::file::{suffixed_path, FileConfig, FileSink, Format, Rotation};
 use crate::sink::merge::{self, MergeHandle};
 use crate::source::afpacket::{FanoutGroup, LiveSpec};
+use crate::source::afxdp::XdpSetup;
 use crate::source::replay::FileSpec;
 use crate::stats::ledger::{Snapshot, WorkerCounters};
 use crate::steer::filter::Program;
@@ -47,32 +48,53 @@ impl Balance {
     }
 }
 
-/// An interface to capture on: all of it, or one RX queue (`IF@Q`, a virtual adapter).
+/// An interface to capture on: all of it, or one RX queue (`IF@Q`, a virtual adapter),
+/// through AF_PACKET or (with the `xdp:` prefix) AF_XDP.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Input {
     /// Interface name.
     pub iface: String,
     /// RX queue, for a virtual adapter.
     pub queue: Option<u16>,
+    /// Capture through AF_XDP instead of AF_PACKET.
+    pub xdp: bool,
 }
 
 impl Input {
-    /// Parses `eth0` or `eth0@2`.
+    /// Parses `eth0`, `eth0@2`, `xdp:eth0` or `xdp:eth0@2`.
     pub fn parse(s: &str) -> Result<Self, String> {
-        match s.rsplit_once('@') {
+        let (xdp, rest) = match s.strip_prefix("xdp:") {
+            Some(r) => (true, r),
+            None => (false, s),
+        };
+        if rest.is_empty() {
+            return Err(format!("empty interface name in '{s}'"));
+        }
+        match rest.rsplit_once('@') {
             Some((i, q)) => {
-                let q = q.parse().map_err(|_| format!("bad queue number in '{s}' (expected IF@QUEUE)"))?;
-                Ok(Self { iface: i.to_owned(), queue: Some(q) })
+                let q = q
+                    .parse()
+                    .map_err(|_| format!("bad queue number in '{s}' (expected IF@QUEUE)"))?;
+                Ok(Self {
+                    iface: i.to_owned(),
+                    queue: Some(q),
+                    xdp,
+                })
             }
-            None => Ok(Self { iface: s.to_owned(), queue: None }),
+            None => Ok(Self {
+                iface: rest.to_owned(),
+                queue: None,
+                xdp,
+            }),
         }
     }
 
-    /// `eth0` or `eth0@2`.
+    /// `eth0`, `eth0@2`, `xdp:eth0`...
     pub fn label(&self) -> String {
+        let p = if self.xdp { "xdp:" } else { "" };
         match self.queue {
-            Some(q) => format!("{}@{q}", self.iface),
-            None => self.iface.clone(),
+            Some(q) => format!("{p}{}@{q}", self.iface),
+            None => format!("{p}{}", self.iface),
         }
     }
 }
@@ -157,8 +179,11 @@ pub struct Capture {
     pub counters: Vec<Arc<WorkerCounters>>,
     /// Static description of the workers.
     pub workers: Vec<WorkerInfo>,
+    /// What the capture wants the user to know (XDP modes, fallbacks).
+    pub notes: Vec<String>,
     handles: Vec<JoinHandle<Outcome>>,
     merge: Option<JoinHandle<(FileSink, u64)>>,
+    xdp: Vec<Arc<XdpSetup>>,
     started: Instant,
     duration: Option<Duration>,
 }
@@ -178,7 +203,11 @@ pub struct Summary {
     pub errors: Vec<String>,
 }
 
-fn compile(input: &Input, expr: Option<&str>, snaplen: u32) -> Result<Vec<sock_filter>, CaptureError> {
+fn compile(
+    input: &Input,
+    expr: Option<&str>,
+    snaplen: u32,
+) -> Result<Vec<sock_filter>, CaptureError> {
     let prog = match expr {
         Some(e) => filter::compile_live(&input.iface, e, snaplen)?,
         None => filter::accept_all(snaplen),
@@ -195,16 +224,23 @@ impl Capture {
     pub fn start(cfg: &CaptureConfig) -> Result<Self, CaptureError> {
         let mut specs: Vec<(WorkerInfo, Source)> = Vec::new();
         let mut ifaces: Vec<InterfaceDesc> = Vec::new();
-        let cpus = if cfg.cpus.is_empty() { corecap_linux::affinity::allowed_cpus() } else { cfg.cpus.clone() };
+        let cpus = if cfg.cpus.is_empty() {
+            corecap_linux::affinity::allowed_cpus()
+        } else {
+            cfg.cpus.clone()
+        };
         let ring = RingConfig::with_size(cfg.ring_bytes, cfg.block_size, cfg.block_timeout_ms);
         let mut next_cpu = 0usize;
+        let mut xdp: Vec<Arc<XdpSetup>> = Vec::new();
+        let mut xdp_notes: Vec<String> = Vec::new();
         let mut take_cpu = || {
             let c = cpus[next_cpu % cpus.len()];
             next_cpu += 1;
             c
         };
         for input in &cfg.inputs {
-            let ifindex = netdev::ifindex(&input.iface).map_err(|e| CaptureError::Config(e.to_string()))?;
+            let ifindex =
+                netdev::ifindex(&input.iface).map_err(|e| CaptureError::Config(e.to_string()))?;
             let linktype = netdev::linktype(&input.iface)?;
             let queues = netdev::rx_queues(&input.iface)?;
             if let Some(q) = input.queue {
@@ -217,8 +253,57 @@ impl Capture {
                     )));
                 }
             }
-            let prog = compile(input, cfg.filter.as_deref(), cfg.snaplen)?;
             let if_id = ifaces.len() as u32;
+            if input.xdp {
+                ifaces.push(InterfaceDesc {
+                    name: input.label(),
+                    description: Some(format!("{} captured by corecap", input.label())),
+                    linktype,
+                    snaplen: cfg.snaplen,
+                });
+                let setup = Arc::new(XdpSetup::new(&input.iface, ifindex, queues)?);
+                // Attach first: a queue without a socket yet passes its frames to the stack,
+                // and an interface that has another XDP program fails here, before any socket.
+                let mode = setup.attach()?;
+                if mode == corecap_linux::xsk::AttachMode::Generic {
+                    xdp_notes.push(format!(
+                        "warning: {} does not support native XDP; using generic (skb) XDP, which is slower",
+                        input.iface
+                    ));
+                }
+                xdp.push(setup.clone());
+                let filter = match &cfg.filter {
+                    Some(e) => Some(
+                        Program::new(filter::compile_offline(linktype, cfg.snaplen, e)?)
+                            .map_err(|e| CaptureError::Config(e.to_string()))?,
+                    ),
+                    None => None,
+                };
+                let qs: Vec<u32> = match input.queue {
+                    Some(q) => vec![u32::from(q)],
+                    None => (0..queues).collect(),
+                };
+                for q in qs {
+                    let cpu = cpus[q as usize % cpus.len()];
+                    specs.push((
+                        WorkerInfo {
+                            id: specs.len(),
+                            cpu: Some(cpu),
+                            input: input.label(),
+                            queue: Some(q),
+                        },
+                        Source::Xdp {
+                            setup: setup.clone(),
+                            queue: q,
+                            if_id,
+                            filter: filter.clone(),
+                            snaplen: cfg.snaplen,
+                        },
+                    ));
+                }
+                continue;
+            }
+            let prog = compile(input, cfg.filter.as_deref(), cfg.snaplen)?;
             ifaces.push(InterfaceDesc {
                 name: input.label(),
                 description: Some(format!("{} captured by corecap", input.label())),
@@ -253,7 +338,12 @@ impl Capture {
                     None => take_cpu(),
                 };
                 specs.push((
-                    WorkerInfo { id: specs.len(), cpu: Some(cpu), input: input.label(), queue },
+                    WorkerInfo {
+                        id: specs.len(),
+                        cpu: Some(cpu),
+                        input: input.label(),
+                        queue,
+                    },
                     Source::Live { spec, if_id, queue },
                 ));
             }
@@ -272,19 +362,42 @@ impl Capture {
                     ),
                     None => None,
                 };
-                files.push(FileSpec { path: path.clone(), if_id: ifaces.len() as u32, filter });
-                ifaces.push(InterfaceDesc { name: path.display().to_string(), description: None, linktype: lt, snaplen: cfg.snaplen });
+                files.push(FileSpec {
+                    path: path.clone(),
+                    if_id: ifaces.len() as u32,
+                    filter,
+                });
+                ifaces.push(InterfaceDesc {
+                    name: path.display().to_string(),
+                    description: None,
+                    linktype: lt,
+                    snaplen: cfg.snaplen,
+                });
             }
             for _ in 0..n {
-                let cpu = if cfg.cpus.is_empty() { None } else { Some(take_cpu()) };
+                let cpu = if cfg.cpus.is_empty() {
+                    None
+                } else {
+                    Some(take_cpu())
+                };
                 specs.push((
-                    WorkerInfo { id: specs.len(), cpu, input: "files".into(), queue: None },
-                    Source::Files { files: files.clone(), workers: n },
+                    WorkerInfo {
+                        id: specs.len(),
+                        cpu,
+                        input: "files".into(),
+                        queue: None,
+                    },
+                    Source::Files {
+                        files: files.clone(),
+                        workers: n,
+                    },
                 ));
             }
         }
         if specs.is_empty() {
-            return Err(CaptureError::Config("nothing to capture: give -i IF or -r FILE".into()));
+            return Err(CaptureError::Config(
+                "nothing to capture: give -i IF or -r FILE".into(),
+            ));
         }
         // Outputs are opened before any worker starts, so an unwritable path fails early.
         let nworkers = specs.len();
@@ -313,18 +426,18 @@ impl Capture {
                                 let _ = corecap_linux::privilege::drop_thread_capabilities();
                                 merge::run(rx, nworkers, sink)
                             })
-                            .map_err(|e| CaptureError::Config(format!("cannot start the merge thread: {e}")))?,
+                            .map_err(|e| {
+                                CaptureError::Config(format!("cannot start the merge thread: {e}"))
+                            })?,
                     );
                 }
             }
             Some(o) => {
                 for (info, src) in &specs {
-                    let if_id = match src {
-                        Source::Live { if_id, .. } => *if_id as usize,
-                        Source::Files { .. } => 0,
-                    };
                     let interfaces = match src {
-                        Source::Live { .. } => vec![ifaces[if_id].clone()],
+                        Source::Live { if_id, .. } | Source::Xdp { if_id, .. } => {
+                            vec![ifaces[*if_id as usize].clone()]
+                        }
                         Source::Files { .. } => ifaces.clone(),
                     };
                     let sink = FileSink::create(FileConfig {
@@ -347,14 +460,19 @@ impl Capture {
         let mut infos = Vec::new();
         for ((info, mut source), app) in specs.into_iter().zip(apps) {
             if own_file {
-                if let Source::Live { if_id, .. } = &mut source {
+                if let Source::Live { if_id, .. } | Source::Xdp { if_id, .. } = &mut source {
                     *if_id = 0;
                 }
             }
             let c = Arc::new(WorkerCounters::default());
             counters.push(c.clone());
             let ctl = control.clone();
-            let w = Worker { id: info.id, cpu: info.cpu, source, app };
+            let w = Worker {
+                id: info.id,
+                cpu: info.cpu,
+                source,
+                app,
+            };
             let h = std::thread::Builder::new()
                 .name(format!("corecap-w{}", info.id))
                 .spawn(move || worker::run(w, ctl, c))
@@ -362,7 +480,17 @@ impl Capture {
             handles.push(h);
             infos.push(info);
         }
-        let cap = Capture { control, counters, workers: infos, handles, merge, started: Instant::now(), duration: cfg.duration };
+        let mut cap = Capture {
+            control,
+            counters,
+            workers: infos,
+            notes: Vec::new(),
+            handles,
+            merge,
+            xdp,
+            started: Instant::now(),
+            duration: cfg.duration,
+        };
         // Wait until every worker has opened its source (or failed).
         while cap.control.ready.load(Ordering::Acquire) < nworkers as u64 {
             if cap.handles.iter().all(|h| h.is_finished()) {
@@ -370,9 +498,25 @@ impl Capture {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        if !cap.control.stop.load(Ordering::Relaxed) {
+            cap.notes = xdp_notes;
+            for x in &cap.xdp {
+                if let Some(mode) = x.attach_mode() {
+                    cap.notes.push(format!(
+                        "{}: {}",
+                        x.iface,
+                        crate::source::afxdp::describe(mode, x.bind_mode())
+                    ));
+                }
+            }
+        }
         if cap.control.stop.load(Ordering::Relaxed) {
             let s = cap.finish();
-            let msg = s.errors.first().cloned().unwrap_or_else(|| "capture failed to start".into());
+            let msg = s
+                .errors
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "capture failed to start".into());
             return Err(CaptureError::Config(msg));
         }
         Ok(cap)
@@ -406,6 +550,10 @@ impl Capture {
     /// Stops, waits for the workers and the merge writer, and returns the summary.
     pub fn finish(self) -> Summary {
         self.stop();
+        // No new frame is redirected to a socket once the program is gone.
+        for x in &self.xdp {
+            x.detach();
+        }
         let mut total = Snapshot::default();
         let mut workers = Vec::new();
         let mut files = Vec::new();
@@ -439,6 +587,12 @@ impl Capture {
                 Err(_) => errors.push("the merge writer panicked".into()),
             }
         }
-        Summary { total, workers, seconds: self.started.elapsed().as_secs_f64(), files, errors }
+        Summary {
+            total,
+            workers,
+            seconds: self.started.elapsed().as_secs_f64(),
+            files,
+            errors,
+        }
     }
 }

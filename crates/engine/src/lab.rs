@@ -39,7 +39,12 @@ fn run(args: &[&str]) -> Result<String, LabError> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .output()
-        .map_err(|e| LabError(format!("cannot run {}: {e} (is iproute2 installed?)", args[0])))?;
+        .map_err(|e| {
+            LabError(format!(
+                "cannot run {}: {e} (is iproute2 installed?)",
+                args[0]
+            ))
+        })?;
     if !out.status.success() {
         return Err(LabError(format!(
             "`{}` failed: {}",
@@ -60,38 +65,93 @@ fn mask(cpus: &[u32]) -> String {
     for c in cpus {
         words[*c as usize / 32] |= 1 << (c % 32);
     }
-    words.iter().rev().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(",")
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Creates the lab. Fails if it already exists.
 pub fn up(cfg: &LabConfig) -> Result<(), LabError> {
     if exists(&cfg.netns) {
-        return Err(LabError(format!("lab {} already exists; run `corecap lab down --netns {}` first", cfg.netns, cfg.netns)));
+        return Err(LabError(format!(
+            "lab {} already exists; run `corecap lab down --netns {}` first",
+            cfg.netns, cfg.netns
+        )));
     }
     let ns = cfg.netns.as_str();
     let q = cfg.queues.max(1).to_string();
     run(&["ip", "netns", "add", ns])?;
     let r = (|| {
-        run(&["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
-        run(&["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])?;
         run(&[
-            "ip", "-n", ns, "link", "add", GEN_IF, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer",
-            "name", CAP_IF, "numtxqueues", &q, "numrxqueues", &q,
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+        ])?;
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ])?;
+        run(&[
+            "ip",
+            "-n",
+            ns,
+            "link",
+            "add",
+            GEN_IF,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            CAP_IF,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ])?;
         if cfg.queues > 1 || cfg.threaded_napi_cpu.is_some() {
-            run(&["ip", "netns", "exec", ns, "ethtool", "-K", CAP_IF, "gro", "on"])?;
-            run(&["ip", "netns", "exec", ns, "ethtool", "-K", GEN_IF, "tso", "off", "gso", "off"])?;
+            run(&[
+                "ip", "netns", "exec", ns, "ethtool", "-K", CAP_IF, "gro", "on",
+            ])?;
+            run(&[
+                "ip", "netns", "exec", ns, "ethtool", "-K", GEN_IF, "tso", "off", "gso", "off",
+            ])?;
         }
         for dev in ["lo", GEN_IF, CAP_IF] {
             run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
         }
         if let Some(cpu) = cfg.threaded_napi_cpu {
-            run(&["ip", "netns", "exec", ns, "sh", "-c", &format!("echo 1 > /sys/class/net/{CAP_IF}/threaded")])?;
+            run(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sh",
+                "-c",
+                &format!("echo 1 > /sys/class/net/{CAP_IF}/threaded"),
+            ])?;
             pin_napi_threads(cpu)?;
         }
         if let Some(cpus) = &cfg.rps_cpus {
             let m = mask(cpus);
-            let cmd = format!("for f in /sys/class/net/{CAP_IF}/queues/rx-*/rps_cpus; do echo {m} > $f; done");
+            let cmd = format!(
+                "for f in /sys/class/net/{CAP_IF}/queues/rx-*/rps_cpus; do echo {m} > $f; done"
+            );
             run(&["ip", "netns", "exec", ns, "sh", "-c", &cmd])?;
         }
         Ok(())
@@ -104,7 +164,9 @@ pub fn up(cfg: &LabConfig) -> Result<(), LabError> {
 
 /// Pins the `napi/cap0-*` kernel threads to `cpu`.
 fn pin_napi_threads(cpu: u32) -> Result<(), LabError> {
-    let Ok(rd) = std::fs::read_dir("/proc") else { return Ok(()) };
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Ok(());
+    };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if !name.bytes().all(|b| b.is_ascii_digit()) {
@@ -129,7 +191,9 @@ pub fn down(netns: &str) -> Result<(), LabError> {
 /// A description of the lab's links and their counters.
 pub fn status(netns: &str) -> Result<String, LabError> {
     if !exists(netns) {
-        return Err(LabError(format!("no lab named {netns} (run `corecap lab up`)")));
+        return Err(LabError(format!(
+            "no lab named {netns} (run `corecap lab up`)"
+        )));
     }
     run(&["ip", "-n", netns, "-s", "link", "show"])
 }

@@ -26,6 +26,19 @@ pub enum Source {
         /// RX queue every packet of this worker comes from, when known.
         queue: Option<u32>,
     },
+    /// An AF_XDP socket on one RX queue.
+    Xdp {
+        /// The interface's shared program and map.
+        setup: Arc<crate::source::afxdp::XdpSetup>,
+        /// RX queue of this worker.
+        queue: u32,
+        /// Interface index in the capture.
+        if_id: u32,
+        /// Userspace filter (AF_XDP has no socket filter).
+        filter: Option<crate::steer::filter::Program>,
+        /// Snap length.
+        snaplen: u32,
+    },
     /// Files, split over the workers by flow hash.
     Files {
         /// The files, read in order.
@@ -60,7 +73,11 @@ pub struct Control {
 impl Control {
     /// Control for a capture of at most `count` packets.
     pub fn new(count: Option<u64>) -> Self {
-        Self { stop: AtomicBool::new(false), remaining: AtomicU64::new(count.unwrap_or(u64::MAX)), ready: AtomicU64::new(0) }
+        Self {
+            stop: AtomicBool::new(false),
+            remaining: AtomicU64::new(count.unwrap_or(u64::MAX)),
+            ready: AtomicU64::new(0),
+        }
     }
 
     fn stopped(&self) -> bool {
@@ -77,7 +94,12 @@ impl Control {
             }
             let take = cur.min(n);
             // Relaxed: the budget is a counter; no other memory depends on it.
-            match self.remaining.compare_exchange_weak(cur, cur - take, Ordering::Relaxed, Ordering::Relaxed) {
+            match self.remaining.compare_exchange_weak(
+                cur,
+                cur - take,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => {
                     if cur - take == 0 {
                         self.stop.store(true, Ordering::Relaxed);
@@ -115,7 +137,9 @@ pub struct Outcome {
 }
 
 fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 struct Run<'a> {
@@ -155,7 +179,9 @@ impl Run<'_> {
 
     /// Runs every packet of a block through the app (or counts it as a stop drop).
     fn block(&mut self, ring: &mut RxRing, if_id: u32, queue: Option<u32>) -> bool {
-        let Some(block) = ring.next_block() else { return false };
+        let Some(block) = ring.next_block() else {
+            return false;
+        };
         let n = u64::from(block.len());
         let allowed = self.ctl.claim(n);
         let mut i = 0u64;
@@ -189,12 +215,28 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
     if let Some(cpu) = w.cpu {
         if let Err(e) = corecap_linux::affinity::pin_current_thread(cpu) {
             ctl.ready.fetch_add(1, Ordering::Release);
-            return Outcome { snapshot: Snapshot::default(), files: vec![], error: Some(format!("worker {}: {e}", w.id)) };
+            return Outcome {
+                snapshot: Snapshot::default(),
+                files: vec![],
+                error: Some(format!("worker {}: {e}", w.id)),
+            };
         }
     }
-    let mut run = Run { ctl: &ctl, counters: &counters, app: w.app, s: Snapshot::default() };
+    let mut run = Run {
+        ctl: &ctl,
+        counters: &counters,
+        app: w.app,
+        s: Snapshot::default(),
+    };
     let error = match w.source {
         Source::Live { spec, if_id, queue } => live(&mut run, &spec, if_id, queue),
+        Source::Xdp {
+            setup,
+            queue,
+            if_id,
+            filter,
+            snaplen,
+        } => xdp(&mut run, &setup, queue, if_id, filter.as_ref(), snaplen),
         Source::Files { files, workers } => {
             ctl.ready.fetch_add(1, Ordering::Release);
             files_loop(&mut run, &files, w.id, workers)
@@ -216,7 +258,11 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         App::Merge(m) => m.finish(),
         App::Count => {}
     }
-    Outcome { snapshot: run.s, files, error }
+    Outcome {
+        snapshot: run.s,
+        files,
+        error,
+    }
 }
 
 fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> Option<String> {
@@ -273,13 +319,110 @@ fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> O
     None
 }
 
+fn xdp(
+    run: &mut Run<'_>,
+    setup: &crate::source::afxdp::XdpSetup,
+    queue: u32,
+    if_id: u32,
+    filter: Option<&crate::steer::filter::Program>,
+    snaplen: u32,
+) -> Option<String> {
+    let sock = setup.open(queue);
+    run.ctl.ready.fetch_add(1, Ordering::Release);
+    let mut sock = match sock {
+        Ok(s) => s,
+        Err(e) => {
+            run.ctl.stop.store(true, Ordering::Relaxed);
+            return Some(e.to_string());
+        }
+    };
+    let _ = corecap_linux::privilege::drop_thread_capabilities();
+    let mut frames = Vec::with_capacity(256);
+    let mut passed = 0u64; // frames that passed the filter: the source's count
+    let mut last_stats = Instant::now();
+    let fold = |run: &mut Run<'_>, sock: &corecap_linux::xsk::XskSocket, passed: u64| {
+        if let Ok(k) = sock.stats() {
+            // XDP_STATISTICS is cumulative: set, don't add.
+            run.s.kernel_drops = k.rx_dropped + k.rx_ring_full;
+        }
+        run.s.kernel_packets = passed + run.s.kernel_drops;
+    };
+    let mut draining = false;
+    loop {
+        if run.ctl.stopped() && !draining {
+            draining = true;
+        }
+        let n = sock.receive(&mut frames, 256);
+        if n == 0 {
+            if draining {
+                break;
+            }
+            sock.wait(100);
+        } else {
+            let ts = now_ns();
+            let allowed = run.ctl.claim(n as u64);
+            let mut k = 0u64;
+            for f in &frames {
+                let data = sock.data(f);
+                if let Some(p) = filter {
+                    let meta = crate::steer::filter::Meta {
+                        vlan: None,
+                        queue,
+                        protocol: 0,
+                    };
+                    if p.run(data, data.len() as u32, &meta) == 0 {
+                        run.s.filtered += 1;
+                        continue;
+                    }
+                }
+                passed += 1;
+                k += 1;
+                if k > allowed {
+                    run.s.stop_drops += 1;
+                    continue;
+                }
+                let cut = &data[..data.len().min(snaplen as usize)];
+                let p = Packet {
+                    ts_ns: ts,
+                    data: cut,
+                    wire_len: data.len() as u32,
+                    iface: if_id,
+                    queue: Some(queue),
+                    vlan: None,
+                };
+                run.deliver(&p);
+            }
+            sock.release(&frames);
+        }
+        if n > 0 || last_stats.elapsed() >= Duration::from_millis(500) {
+            if last_stats.elapsed() >= Duration::from_millis(500) {
+                fold(run, &sock, passed);
+                last_stats = Instant::now();
+            } else {
+                run.s.kernel_packets = passed + run.s.kernel_drops;
+            }
+            run.end_batch(now_ns().saturating_sub(50_000_000));
+        }
+    }
+    fold(run, &sock, passed);
+    run.end_batch(now_ns());
+    None
+}
+
 fn files_loop(run: &mut Run<'_>, files: &[FileSpec], me: usize, n: usize) -> Option<String> {
     let ctl = run.ctl;
     let stop = || ctl.stopped();
     let mut since = 0u32;
     for spec in files {
         let (taken, filtered, err) = replay::replay(spec, me, n, &stop, |ts, data, orig, queue| {
-            let p = Packet { ts_ns: ts, data, wire_len: orig, iface: spec.if_id, queue, vlan: None };
+            let p = Packet {
+                ts_ns: ts,
+                data,
+                wire_len: orig,
+                iface: spec.if_id,
+                queue,
+                vlan: None,
+            };
             run.s.kernel_packets += 1;
             if run.ctl.claim(1) == 0 {
                 run.s.stop_drops += 1;

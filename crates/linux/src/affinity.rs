@@ -5,7 +5,10 @@ use crate::error::{Error, ErrorKind, Result};
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: u32) -> Result<()> {
     if cpu as usize >= libc::CPU_SETSIZE as usize {
-        return Err(Error::new(ErrorKind::Sys, format!("cpu {cpu} is out of range")));
+        return Err(Error::new(
+            ErrorKind::Sys,
+            format!("cpu {cpu} is out of range"),
+        ));
     }
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -49,13 +52,16 @@ pub fn allowed_cpus() -> Vec<u32> {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is writable and of the size passed.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc < 0 {
         return online_cpus();
     }
     (0..libc::CPU_SETSIZE as usize)
         // SAFETY: `c` is below CPU_SETSIZE.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).map(|c| c as u32).collect()
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .map(|c| c as u32)
+        .collect()
 }
 
 /// Online CPUs, from /sys/devices/system/cpu/online.
@@ -83,7 +89,10 @@ mod tests {
 
     #[test]
     fn test_parse_cpu_list() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(parse_cpu_list("5"), Some(vec![5]));
         assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(parse_cpu_list("x"), None);

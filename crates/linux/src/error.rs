@@ -61,15 +61,27 @@ impl Error {
             Some(libc::EPERM) | Some(libc::EACCES) => ErrorKind::Permission,
             Some(libc::ENODEV) | Some(libc::ENXIO) => ErrorKind::NoSuchInterface,
             Some(libc::ENOMEM) => ErrorKind::RingMemory,
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EAFNOSUPPORT) => ErrorKind::Unsupported,
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EAFNOSUPPORT) => {
+                ErrorKind::Unsupported
+            }
             _ => ErrorKind::Sys,
         };
-        Self { kind, what: what.into(), iface: None, source: Some(source) }
+        Self {
+            kind,
+            what: what.into(),
+            iface: None,
+            source: Some(source),
+        }
     }
 
     /// Builds an error of a given kind with a message.
     pub fn new(kind: ErrorKind, what: impl Into<String>) -> Self {
-        Self { kind, what: what.into(), iface: None, source: None }
+        Self {
+            kind,
+            what: what.into(),
+            iface: None,
+            source: None,
+        }
     }
 
     /// Names the interface the error is about (once).

@@ -31,7 +31,13 @@ extern "C" {
     fn pcap_set_buffer_size(p: *mut PcapT, size: c_int) -> c_int;
     fn pcap_activate(p: *mut PcapT) -> c_int;
     fn pcap_open_dead(linktype: c_int, snaplen: c_int) -> *mut PcapT;
-    fn pcap_compile(p: *mut PcapT, fp: *mut BpfProgram, s: *const c_char, optimize: c_int, netmask: u32) -> c_int;
+    fn pcap_compile(
+        p: *mut PcapT,
+        fp: *mut BpfProgram,
+        s: *const c_char,
+        optimize: c_int,
+        netmask: u32,
+    ) -> c_int;
     fn pcap_freecode(fp: *mut BpfProgram);
     fn pcap_geterr(p: *mut PcapT) -> *mut c_char;
     fn pcap_statustostr(err: c_int) -> *const c_char;
@@ -51,16 +57,25 @@ impl Drop for Handle {
 impl Handle {
     fn error(&self) -> String {
         // SAFETY: pcap_geterr returns a NUL-terminated string owned by the live handle.
-        unsafe { CStr::from_ptr(pcap_geterr(self.0)) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(pcap_geterr(self.0)) }
+            .to_string_lossy()
+            .into_owned()
     }
 
     fn compile(&self, expr: &str) -> Result<Vec<sock_filter>> {
-        let c = CString::new(expr).map_err(|_| Error::new(ErrorKind::Filter, "filter contains NUL"))?;
-        let mut prog = BpfProgram { bf_len: 0, bf_insns: std::ptr::null_mut() };
+        let c =
+            CString::new(expr).map_err(|_| Error::new(ErrorKind::Filter, "filter contains NUL"))?;
+        let mut prog = BpfProgram {
+            bf_len: 0,
+            bf_insns: std::ptr::null_mut(),
+        };
         // SAFETY: valid handle, program out-parameter and NUL-terminated expression.
         let rc = unsafe { pcap_compile(self.0, &mut prog, c.as_ptr(), 1, PCAP_NETMASK_UNKNOWN) };
         if rc != 0 {
-            return Err(Error::new(ErrorKind::Filter, format!("invalid filter '{expr}': {}", self.error())));
+            return Err(Error::new(
+                ErrorKind::Filter,
+                format!("invalid filter '{expr}': {}", self.error()),
+            ));
         }
         let out = if prog.bf_insns.is_null() {
             Vec::new()
@@ -76,13 +91,16 @@ impl Handle {
 
 /// Compiles `expr` for live capture on `iface` (needs CAP_NET_RAW, like the capture itself).
 pub fn compile_live(iface: &str, expr: &str, snaplen: u32) -> Result<Vec<sock_filter>> {
-    let dev = CString::new(iface).map_err(|_| Error::new(ErrorKind::NoSuchInterface, "interface name contains NUL"))?;
+    let dev = CString::new(iface)
+        .map_err(|_| Error::new(ErrorKind::NoSuchInterface, "interface name contains NUL"))?;
     let mut errbuf = [0 as c_char; PCAP_ERRBUF_SIZE];
     // SAFETY: NUL-terminated name and an errbuf of PCAP_ERRBUF_SIZE bytes.
     let p = unsafe { pcap_create(dev.as_ptr(), errbuf.as_mut_ptr()) };
     if p.is_null() {
         // SAFETY: libpcap wrote a NUL-terminated message into errbuf.
-        let msg = unsafe { CStr::from_ptr(errbuf.as_ptr()) }.to_string_lossy().into_owned();
+        let msg = unsafe { CStr::from_ptr(errbuf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
         return Err(Error::new(ErrorKind::Filter, msg).on(iface));
     }
     let h = Handle(p);
@@ -97,11 +115,16 @@ pub fn compile_live(iface: &str, expr: &str, snaplen: u32) -> Result<Vec<sock_fi
         let msg = h.error();
         let msg = if msg.is_empty() {
             // SAFETY: pcap_statustostr returns a static NUL-terminated string.
-            unsafe { CStr::from_ptr(pcap_statustostr(rc)) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(pcap_statustostr(rc)) }
+                .to_string_lossy()
+                .into_owned()
         } else {
             msg
         };
-        return Err(Error::new(ErrorKind::Filter, format!("cannot open {iface} to compile the filter: {msg}")));
+        return Err(Error::new(
+            ErrorKind::Filter,
+            format!("cannot open {iface} to compile the filter: {msg}"),
+        ));
     }
     h.compile(expr)
 }
@@ -118,12 +141,22 @@ pub fn compile_offline(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<so
 
 /// `ret #snaplen`: accepts every packet, truncated to `snaplen` bytes by the kernel.
 pub fn accept_all(snaplen: u32) -> Vec<sock_filter> {
-    vec![sock_filter { code: 0x06, jt: 0, jf: 0, k: snaplen }]
+    vec![sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: snaplen,
+    }]
 }
 
 /// `ret #0`: accepts nothing. Attached at shutdown so the ring drains to a known end.
 pub fn reject_all() -> Vec<sock_filter> {
-    vec![sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 }]
+    vec![sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }]
 }
 
 /// Prefixes `prog` with a test of the packet's RX queue, so the socket sees queue `queue`
@@ -131,13 +164,33 @@ pub fn reject_all() -> Vec<sock_filter> {
 pub fn queue_prefix(queue: u16, prog: &[sock_filter]) -> Vec<sock_filter> {
     let mut out = Vec::with_capacity(prog.len() + 4);
     // ld [SKF_AD_OFF + SKF_AD_QUEUE]
-    out.push(sock_filter { code: 0x20, jt: 0, jf: 0, k: (abi::SKF_AD_OFF + abi::SKF_AD_QUEUE) as u32 });
+    out.push(sock_filter {
+        code: 0x20,
+        jt: 0,
+        jf: 0,
+        k: (abi::SKF_AD_OFF + abi::SKF_AD_QUEUE) as u32,
+    });
     // jeq #queue, +1 (to the program), +0 (to the jump to `ret #0`)
-    out.push(sock_filter { code: 0x15, jt: 1, jf: 0, k: u32::from(queue) });
+    out.push(sock_filter {
+        code: 0x15,
+        jt: 1,
+        jf: 0,
+        k: u32::from(queue),
+    });
     // ja past the program
-    out.push(sock_filter { code: 0x05, jt: 0, jf: 0, k: prog.len() as u32 });
+    out.push(sock_filter {
+        code: 0x05,
+        jt: 0,
+        jf: 0,
+        k: prog.len() as u32,
+    });
     out.extend_from_slice(prog);
-    out.push(sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 });
+    out.push(sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    });
     out
 }
 

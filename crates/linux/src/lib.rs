@@ -4,6 +4,7 @@
 //! - [`socket`]: AF_PACKET sockets, socket options, fanout groups, kernel statistics.
 //! - [`ring`]: the TPACKET_V3 receive ring (blocks handed between kernel and user space)
 //!   and the TPACKET_V2 transmit ring.
+//! - [`xsk`]: AF_XDP sockets, UMEM and rings, the XSKMAP redirect program.
 //! - [`filter`]: tcpdump expressions compiled by libpcap, and classic BPF built here.
 //! - [`netdev`]: interface index, RX queues, link type, network namespaces.
 //! - [`affinity`]: thread pinning, CPU lists, CPU time.
@@ -23,6 +24,7 @@ pub mod netdev;
 pub mod privilege;
 pub mod ring;
 pub mod socket;
+pub mod xsk;
 
 pub use error::{Error, ErrorKind, Result};
 pub use ring::{Block, RingConfig, RingPacket, RxRing, TxRing};

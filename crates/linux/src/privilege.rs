@@ -23,7 +23,10 @@ struct CapData {
 /// Clears every capability of the calling thread (effective, permitted, inheritable).
 /// Capabilities are per thread, so each thread that opened something privileged calls it.
 pub fn drop_thread_capabilities() -> Result<()> {
-    let hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let hdr = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
     let data = [CapData::default(); 2];
     // SAFETY: capset reads one header and two data structs, both valid for the call.
     let rc = unsafe { libc::syscall(libc::SYS_capset, &hdr as *const CapHeader, data.as_ptr()) };
@@ -35,9 +38,18 @@ pub fn drop_thread_capabilities() -> Result<()> {
 
 /// Whether the calling thread still has CAP_NET_RAW in its effective set.
 pub fn has_net_raw() -> bool {
-    let hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let hdr = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
     let mut data = [CapData::default(); 2];
     // SAFETY: capget writes two data structs, both valid and writable for the call.
-    let rc = unsafe { libc::syscall(libc::SYS_capget, &hdr as *const CapHeader, data.as_mut_ptr()) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &hdr as *const CapHeader,
+            data.as_mut_ptr(),
+        )
+    };
     rc == 0 && data[0].effective & (1 << CAP_NET_RAW) != 0
 }

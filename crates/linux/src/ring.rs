@@ -61,7 +61,8 @@ impl Mmap {
         if p == libc::MAP_FAILED {
             return Err(Error::last("mmap of the packet ring"));
         }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::new(ErrorKind::Sys, "mmap returned null"))?;
+        let ptr = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| Error::new(ErrorKind::Sys, "mmap returned null"))?;
         Ok(Self { ptr, len })
     }
 
@@ -103,7 +104,11 @@ impl RingConfig {
     /// A ring of about `total` bytes in blocks of `block_size` bytes.
     pub fn with_size(total: u64, block_size: u32, retire_tov_ms: u32) -> Self {
         let block_nr = (total / u64::from(block_size)).clamp(2, u64::from(u32::MAX)) as u32;
-        Self { block_size, block_nr, retire_tov_ms }
+        Self {
+            block_size,
+            block_nr,
+            retire_tov_ms,
+        }
     }
 }
 
@@ -123,7 +128,10 @@ impl RxRing {
     pub fn new(sock: PacketSocket, cfg: RingConfig) -> Result<Self> {
         let page = 4096u32;
         if cfg.block_size < page || !cfg.block_size.is_multiple_of(page) {
-            return Err(Error::new(ErrorKind::RingMemory, "block size must be a multiple of 4096"));
+            return Err(Error::new(
+                ErrorKind::RingMemory,
+                "block size must be a multiple of 4096",
+            ));
         }
         sock.set_version(abi::TPACKET_V3)?;
         let req = abi::tpacket_req3 {
@@ -152,7 +160,13 @@ impl RxRing {
         })?;
         let len = cfg.block_size as usize * cfg.block_nr as usize;
         let map = Mmap::map(&sock, len)?;
-        Ok(Self { sock, map, block_size: cfg.block_size as usize, block_nr: cfg.block_nr as usize, next: 0 })
+        Ok(Self {
+            sock,
+            map,
+            block_size: cfg.block_size as usize,
+            block_nr: cfg.block_nr as usize,
+            next: 0,
+        })
     }
 
     /// The socket of this ring.
@@ -178,7 +192,14 @@ impl RxRing {
         let blk_len = (self.map.read_u32(base + block_desc::BLK_LEN) as usize).min(self.block_size);
         let seq = u64::from(self.map.read_u32(base + block_desc::SEQ_NUM))
             | (u64::from(self.map.read_u32(base + block_desc::SEQ_NUM + 4)) << 32);
-        Some(Block { ring: self, base, num, first, blk_len, seq })
+        Some(Block {
+            ring: self,
+            base,
+            num,
+            first,
+            blk_len,
+            seq,
+        })
     }
 
     /// Waits up to `timeout_ms` for a block.
@@ -222,8 +243,14 @@ impl Block<'_> {
         let end = self.base + self.blk_len.max(block_desc::SIZE);
         // SAFETY: [start, end) lies inside the mapping; the kernel does not write this block
         // until `drop` stores TP_STATUS_KERNEL (A1/R1), and the slice borrows `self`.
-        let bytes = unsafe { std::slice::from_raw_parts(self.ring.map.ptr.as_ptr().add(start), end - start) };
-        Packets { bytes, off: self.first.saturating_sub(block_desc::SIZE), left: self.num }
+        let bytes = unsafe {
+            std::slice::from_raw_parts(self.ring.map.ptr.as_ptr().add(start), end - start)
+        };
+        Packets {
+            bytes,
+            off: self.first.saturating_sub(block_desc::SIZE),
+            left: self.num,
+        }
     }
 }
 
@@ -258,7 +285,8 @@ pub struct RingPacket<'a> {
 impl RingPacket<'_> {
     /// The stripped VLAN tag, if the kernel reported one.
     pub fn vlan(&self) -> Option<u16> {
-        (self.status & abi::TP_STATUS_VLAN_VALID != 0 || self.vlan_tci != 0).then_some(self.vlan_tci)
+        (self.status & abi::TP_STATUS_VLAN_VALID != 0 || self.vlan_tci != 0)
+            .then_some(self.vlan_tci)
     }
 }
 
@@ -271,7 +299,8 @@ pub struct Packets<'a> {
 }
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    b.get(off..off + 4).map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+    b.get(off..off + 4)
+        .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 impl<'a> Iterator for Packets<'a> {
@@ -286,9 +315,13 @@ impl<'a> Iterator for Packets<'a> {
         let hdr = b.get(o..o + tpacket3_hdr::SIZE)?;
         let next = u32_at(hdr, tpacket3_hdr::TP_NEXT_OFFSET)? as usize;
         let snaplen = u32_at(hdr, tpacket3_hdr::TP_SNAPLEN)? as usize;
-        let mac = u16::from_ne_bytes([hdr[tpacket3_hdr::TP_MAC], hdr[tpacket3_hdr::TP_MAC + 1]]) as usize;
+        let mac =
+            u16::from_ne_bytes([hdr[tpacket3_hdr::TP_MAC], hdr[tpacket3_hdr::TP_MAC + 1]]) as usize;
         let tci = u32_at(hdr, tpacket3_hdr::TP_VLAN_TCI)?;
-        let tpid = u16::from_ne_bytes([hdr[tpacket3_hdr::TP_VLAN_TPID], hdr[tpacket3_hdr::TP_VLAN_TPID + 1]]);
+        let tpid = u16::from_ne_bytes([
+            hdr[tpacket3_hdr::TP_VLAN_TPID],
+            hdr[tpacket3_hdr::TP_VLAN_TPID + 1],
+        ]);
         let data = b.get(o + mac..o + mac + snaplen)?;
         let p = RingPacket {
             sec: u32_at(hdr, tpacket3_hdr::TP_SEC)?,

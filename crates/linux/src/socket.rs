@@ -100,10 +100,13 @@ impl PacketSocket {
         // SAFETY: plain system call; the result is checked below.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(Error::last("cannot open an AF_PACKET socket (needs root or CAP_NET_RAW)"));
+            return Err(Error::last(
+                "cannot open an AF_PACKET socket (needs root or CAP_NET_RAW)",
+            ));
         }
         // SAFETY: `fd` was just returned by socket() and is owned by nothing else.
-        Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 
     /// Raw descriptor, for `poll` and `mmap`.
@@ -113,37 +116,80 @@ impl PacketSocket {
 
     /// Selects the ring header version (`TPACKET_V2` or `TPACKET_V3`).
     pub fn set_version(&self, version: libc::c_int) -> Result<()> {
-        set_opt(self.raw(), abi::SOL_PACKET, abi::PACKET_VERSION, &version, "PACKET_VERSION")
+        set_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_VERSION,
+            &version,
+            "PACKET_VERSION",
+        )
     }
 
     /// Sends frames straight to the driver, skipping the qdisc layer.
     pub fn set_qdisc_bypass(&self) -> Result<()> {
         let one: libc::c_int = 1;
-        set_opt(self.raw(), abi::SOL_PACKET, abi::PACKET_QDISC_BYPASS, &one, "PACKET_QDISC_BYPASS")
+        set_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_QDISC_BYPASS,
+            &one,
+            "PACKET_QDISC_BYPASS",
+        )
     }
 
     /// Does not capture packets this host sends on the interface.
     pub fn set_ignore_outgoing(&self) -> Result<()> {
         let one: libc::c_int = 1;
-        set_opt(self.raw(), abi::SOL_PACKET, abi::PACKET_IGNORE_OUTGOING, &one, "PACKET_IGNORE_OUTGOING")
+        set_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_IGNORE_OUTGOING,
+            &one,
+            "PACKET_IGNORE_OUTGOING",
+        )
     }
 
     /// Requests a TPACKET_V3 receive ring.
     pub fn set_rx_ring(&self, req: &abi::tpacket_req3) -> Result<()> {
-        set_opt(self.raw(), abi::SOL_PACKET, abi::PACKET_RX_RING, req, "PACKET_RX_RING")
+        set_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_RX_RING,
+            req,
+            "PACKET_RX_RING",
+        )
     }
 
     /// Requests a TPACKET_V2 transmit ring.
     pub fn set_tx_ring(&self, req: &abi::tpacket_req) -> Result<()> {
-        set_opt(self.raw(), abi::SOL_PACKET, abi::PACKET_TX_RING, req, "PACKET_TX_RING")
+        set_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_TX_RING,
+            req,
+            "PACKET_TX_RING",
+        )
     }
 
     /// Attaches a classic BPF program; it replaces any earlier one.
     pub fn attach_filter(&self, prog: &[sock_filter]) -> Result<()> {
-        let len = u16::try_from(prog.len())
-            .map_err(|_| Error::new(crate::ErrorKind::Filter, "filter has more than 65535 instructions"))?;
-        let fprog = sock_fprog { len, filter: prog.as_ptr() };
-        set_opt(self.raw(), libc::SOL_SOCKET, abi::SO_ATTACH_FILTER, &fprog, "SO_ATTACH_FILTER")
+        let len = u16::try_from(prog.len()).map_err(|_| {
+            Error::new(
+                crate::ErrorKind::Filter,
+                "filter has more than 65535 instructions",
+            )
+        })?;
+        let fprog = sock_fprog {
+            len,
+            filter: prog.as_ptr(),
+        };
+        set_opt(
+            self.raw(),
+            libc::SOL_SOCKET,
+            abi::SO_ATTACH_FILTER,
+            &fprog,
+            "SO_ATTACH_FILTER",
+        )
     }
 
     /// Binds to an interface and starts receiving `protocol` (host order; 0 receives nothing).
@@ -178,15 +224,30 @@ impl PacketSocket {
             kind |= abi::PACKET_FANOUT_FLAG_UNIQUEID;
         }
         let arg: u32 = u32::from(id.unwrap_or(0)) | (u32::from(kind) << 16);
-        set_opt(self.raw(), abi::SOL_PACKET, abi::PACKET_FANOUT, &arg, "PACKET_FANOUT")?;
-        let got: u32 = get_opt(self.raw(), abi::SOL_PACKET, abi::PACKET_FANOUT, "PACKET_FANOUT")?;
+        set_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_FANOUT,
+            &arg,
+            "PACKET_FANOUT",
+        )?;
+        let got: u32 = get_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_FANOUT,
+            "PACKET_FANOUT",
+        )?;
         Ok((got & 0xffff) as u16)
     }
 
     /// Reads and resets the kernel counters of this socket.
     pub fn take_stats(&self) -> Result<KernelStats> {
-        let s: tpacket_stats_v3 =
-            get_opt(self.raw(), abi::SOL_PACKET, abi::PACKET_STATISTICS, "PACKET_STATISTICS")?;
+        let s: tpacket_stats_v3 = get_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_STATISTICS,
+            "PACKET_STATISTICS",
+        )?;
         // tp_packets already includes tp_drops (packet_getsockopt adds them).
         Ok(KernelStats {
             packets: u64::from(s.tp_packets),
@@ -198,8 +259,16 @@ impl PacketSocket {
     /// Waits up to `timeout_ms` for the socket to become readable (or writable with `out`).
     /// Returns false on timeout or interruption.
     pub fn poll(&self, timeout_ms: i32, out: bool) -> bool {
-        let events = if out { libc::POLLOUT } else { libc::POLLIN | libc::POLLERR };
-        let mut pfd = libc::pollfd { fd: self.raw(), events, revents: 0 };
+        let events = if out {
+            libc::POLLOUT
+        } else {
+            libc::POLLIN | libc::POLLERR
+        };
+        let mut pfd = libc::pollfd {
+            fd: self.raw(),
+            events,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd for the duration of the call.
         let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         rc > 0

@@ -20,7 +20,11 @@ fn list_interfaces() -> Result<()> {
     for (n, name) in names.iter().enumerate() {
         let q = corecap_linux::netdev::rx_queues(name).unwrap_or(1);
         let idx = corecap_linux::netdev::ifindex(name).unwrap_or(0);
-        println!("{}. {name} (ifindex {idx}, {q} RX queue{})", n + 1, if q == 1 { "" } else { "s" });
+        println!(
+            "{}. {name} (ifindex {idx}, {q} RX queue{})",
+            n + 1,
+            if q == 1 { "" } else { "s" }
+        );
     }
     Ok(())
 }
@@ -28,7 +32,8 @@ fn list_interfaces() -> Result<()> {
 /// Runs a capture to its end. Returns the process exit code.
 pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     if let Some(ns) = &a.netns {
-        corecap_linux::netdev::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))?;
+        corecap_linux::netdev::enter_netns(ns)
+            .with_context(|| format!("entering network namespace {ns}"))?;
     }
     if a.list {
         list_interfaces()?;
@@ -41,15 +46,31 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
-    signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone()).context("installing signal handlers")?;
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone())
+        .context("installing signal handlers")?;
 
     let cap = Capture::start(&cfg)?;
     // Every socket is open; the main thread drops its capabilities too.
     corecap_linux::privilege::drop_thread_capabilities().context("dropping capabilities")?;
-    let to_stdout = cfg.output.as_ref().is_some_and(|o| o.path.as_os_str() == "-");
-    let mut json_out: Box<dyn Write> = if to_stdout { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
+    let to_stdout = cfg
+        .output
+        .as_ref()
+        .is_some_and(|o| o.path.as_os_str() == "-");
+    let mut json_out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
     if !a.quiet {
-        let inputs: Vec<String> = cfg.inputs.iter().map(|i| i.label()).chain(cfg.files.iter().map(|f| f.display().to_string())).collect();
+        for n in &cap.notes {
+            eprintln!("corecap: {n}");
+        }
+        let inputs: Vec<String> = cfg
+            .inputs
+            .iter()
+            .map(|i| i.label())
+            .chain(cfg.files.iter().map(|f| f.display().to_string()))
+            .collect();
         eprintln!(
             "corecap: capturing on {} with {} worker{} ({:?} balance)",
             inputs.join(", "),
@@ -61,7 +82,9 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     let interval = match a.stats_interval {
         Some(s) if s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(_) => None,
-        None if a.json || (std::io::stderr().is_terminal() && !a.quiet) => Some(Duration::from_secs(1)),
+        None if a.json || (std::io::stderr().is_terminal() && !a.quiet) => {
+            Some(Duration::from_secs(1))
+        }
         None => None,
     };
     let mut before = cap.snapshot();
@@ -74,7 +97,16 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         }
         if usr1.swap(false, Ordering::Relaxed) {
             let now = cap.snapshot();
-            eprint!("{}", report::interval_table(cap.elapsed().as_secs_f64(), &cap.workers, &now, &before, 0.0));
+            eprint!(
+                "{}",
+                report::interval_table(
+                    cap.elapsed().as_secs_f64(),
+                    &cap.workers,
+                    &now,
+                    &before,
+                    0.0
+                )
+            );
         }
         if let Some(iv) = interval {
             if last.elapsed() >= iv {
@@ -82,10 +114,17 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
                 let dt = last.elapsed().as_secs_f64();
                 let t = cap.elapsed().as_secs_f64();
                 if a.json {
-                    let _ = writeln!(json_out, "{}", report::interval_json(t, &cap.workers, &now, &before, dt));
+                    let _ = writeln!(
+                        json_out,
+                        "{}",
+                        report::interval_json(t, &cap.workers, &now, &before, dt)
+                    );
                     let _ = json_out.flush();
                 } else {
-                    eprint!("{}", report::interval_table(t, &cap.workers, &now, &before, dt));
+                    eprint!(
+                        "{}",
+                        report::interval_table(t, &cap.workers, &now, &before, dt)
+                    );
                 }
                 before = now;
                 last = Instant::now();

@@ -23,19 +23,43 @@ impl Drop for LabGuard {
 pub(crate) fn run(a: DemoArgs) -> Result<i32> {
     let exe = std::env::current_exe().context("finding the corecap binary")?;
     if lab::exists(&a.netns) {
-        bail!("a lab named {} exists already; remove it with `corecap lab down --netns {}`", a.netns, a.netns);
+        bail!(
+            "a lab named {} exists already; remove it with `corecap lab down --netns {}`",
+            a.netns,
+            a.netns
+        );
     }
-    println!("corecap demo: lab {} with {} queue(s), {} packets of {} bytes in {} flows", a.netns, a.queues, a.packets, a.size, a.flows);
-    lab::up(&LabConfig { netns: a.netns.clone(), queues: a.queues, threaded_napi_cpu: None, rps_cpus: None })?;
+    println!(
+        "corecap demo: lab {} with {} queue(s), {} packets of {} bytes in {} flows",
+        a.netns, a.queues, a.packets, a.size, a.flows
+    );
+    lab::up(&LabConfig {
+        netns: a.netns.clone(),
+        queues: a.queues,
+        threaded_napi_cpu: None,
+        rps_cpus: None,
+    })?;
     let _guard = LabGuard(a.netns.clone());
 
     let mut cap = Command::new(&exe);
-    cap.args(["capture", "--netns", &a.netns, "-i", lab::CAP_IF, "--stats-interval", "0"])
-        .args(["-c", &a.packets.to_string(), "--duration", "60"]);
+    cap.args([
+        "capture",
+        "--netns",
+        &a.netns,
+        "-i",
+        lab::CAP_IF,
+        "--stats-interval",
+        "0",
+    ])
+    .args(["-c", &a.packets.to_string(), "--duration", "60"]);
     if let Some(w) = &a.write {
         cap.arg("-w").arg(w);
     }
-    let mut child = cap.stderr(Stdio::piped()).stdout(Stdio::inherit()).spawn().context("starting the capture")?;
+    let mut child = cap
+        .stderr(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .spawn()
+        .context("starting the capture")?;
     let stderr = child.stderr.take().context("capture stderr")?;
     let mut lines = BufReader::new(stderr).lines();
     let mut ready = false;
@@ -52,8 +76,22 @@ pub(crate) fn run(a: DemoArgs) -> Result<i32> {
         bail!("the capture did not start ({status})");
     }
     let gen = Command::new(&exe)
-        .args(["gen", "--netns", &a.netns, "-i", lab::GEN_IF, "--count", &a.packets.to_string()])
-        .args(["--size", &a.size.to_string(), "--flows", &a.flows.to_string(), "--bidir"])
+        .args([
+            "gen",
+            "--netns",
+            &a.netns,
+            "-i",
+            lab::GEN_IF,
+            "--count",
+            &a.packets.to_string(),
+        ])
+        .args([
+            "--size",
+            &a.size.to_string(),
+            "--flows",
+            &a.flows.to_string(),
+            "--bidir",
+        ])
         .output()
         .context("running the generator")?;
     print!("generator: {}", String::from_utf8_lossy(&gen.stdout));

@@ -12,7 +12,8 @@ use crate::config;
 
 pub(crate) fn run(a: GenArgs) -> Result<i32> {
     if let Some(ns) = &a.netns {
-        corecap_linux::netdev::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))?;
+        corecap_linux::netdev::enter_netns(ns)
+            .with_context(|| format!("entering network namespace {ns}"))?;
     }
     if a.count.is_none() && a.duration.is_none() {
         bail!("give --count or --duration, so the generator stops by itself");
@@ -50,7 +51,10 @@ pub(crate) fn run(a: GenArgs) -> Result<i32> {
         EngineArg::Xdp => gen::xdp::run(&cfg, stop)?,
     };
     if a.json {
-        println!("{}", serde_json::json!({"type": "gen", "sent": rep.sent, "errors": rep.errors, "seconds": rep.seconds, "pps": rep.pps.round()}));
+        println!(
+            "{}",
+            serde_json::json!({"type": "gen", "sent": rep.sent, "errors": rep.errors, "seconds": rep.seconds, "pps": rep.pps.round()})
+        );
     } else {
         println!(
             "sent {} packets in {:.3}s ({:.0} pps, {:.1} Mbit/s){}",
@@ -58,7 +62,11 @@ pub(crate) fn run(a: GenArgs) -> Result<i32> {
             rep.seconds,
             rep.pps,
             rep.pps * f64::from(a.size) * 8.0 / 1e6,
-            if rep.errors > 0 { format!(", {} refused by the kernel", rep.errors) } else { String::new() }
+            if rep.errors > 0 {
+                format!(", {} refused by the kernel", rep.errors)
+            } else {
+                String::new()
+            }
         );
     }
     Ok(0)

@@ -3,4 +3,3 @@ pub(crate) mod capture;
 pub(crate) mod demo;
 pub(crate) mod gen;
 pub(crate) mod lab;
-

@@ -1,7 +1,7 @@
 //! The test harness: `Lab` (a namespace with a veth pair, removed on drop), `Gen` (the
 //! generator), and `Capture` (a corecap capture process and its JSON summary).
 
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -17,11 +17,19 @@ pub fn bin() -> &'static str {
 
 /// Whether the tests can create namespaces (root). Network tests skip with a note otherwise.
 pub fn is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
 }
 
 pub fn have(tool: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 macro_rules! require_root {
@@ -41,7 +49,11 @@ pub struct Scratch(pub PathBuf);
 
 impl Scratch {
     pub fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("corecap-test-{}-{}-{tag}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+        let p = std::env::temp_dir().join(format!(
+            "corecap-test-{}-{}-{tag}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&p).expect("create scratch dir");
         Self(p)
     }
@@ -67,24 +79,52 @@ impl Lab {
     }
 
     pub fn with_args(queues: u32, extra: &[&str]) -> Self {
-        let netns = format!("cc-t{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let netns = format!(
+            "cc-t{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
         let out = Command::new(bin())
-            .args(["lab", "up", "--netns", &netns, "--queues", &queues.to_string()])
+            .args([
+                "lab",
+                "up",
+                "--netns",
+                &netns,
+                "--queues",
+                &queues.to_string(),
+            ])
             .args(extra)
             .output()
             .expect("run corecap lab up");
-        assert!(out.status.success(), "lab up failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "lab up failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Self { netns }
     }
 
     /// Sends `count` frames with extra generator arguments; returns the count sent.
     pub fn gen(&self, count: u64, extra: &[&str]) -> u64 {
         let out = Command::new(bin())
-            .args(["gen", "--netns", &self.netns, "-i", "gen0", "--json", "--count", &count.to_string()])
+            .args([
+                "gen",
+                "--netns",
+                &self.netns,
+                "-i",
+                "gen0",
+                "--json",
+                "--count",
+                &count.to_string(),
+            ])
             .args(extra)
             .output()
             .expect("run corecap gen");
-        assert!(out.status.success(), "gen failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "gen failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let v: Value = serde_json::from_slice(&out.stdout).expect("gen prints JSON");
         v["sent"].as_u64().expect("sent")
     }
@@ -97,7 +137,9 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        let _ = Command::new(bin()).args(["lab", "down", "--netns", &self.netns]).output();
+        let _ = Command::new(bin())
+            .args(["lab", "down", "--netns", &self.netns])
+            .output();
     }
 }
 
@@ -138,18 +180,31 @@ impl Capture {
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     if let Ok(Some(st)) = child.try_wait() {
-                        panic!("capture exited before it was ready ({st}): {}", lines.join("\n"));
+                        panic!(
+                            "capture exited before it was ready ({st}): {}",
+                            lines.join("\n")
+                        );
                     }
-                    assert!(Instant::now() < deadline, "capture not ready in 20 s: {}", lines.join("\n"));
+                    assert!(
+                        Instant::now() < deadline,
+                        "capture not ready in 20 s: {}",
+                        lines.join("\n")
+                    );
                 }
                 Err(_) => {
                     let st = child.wait().expect("wait");
-                    panic!("capture exited before it was ready ({st}): {}", lines.join("\n"));
+                    panic!(
+                        "capture exited before it was ready ({st}): {}",
+                        lines.join("\n")
+                    );
                 }
             }
         }
         std::thread::spawn(move || for _ in rx {});
-        Self { child, stderr: lines }
+        Self {
+            child,
+            stderr: lines,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -157,24 +212,39 @@ impl Capture {
     }
 
     /// Sends SIGTERM to the capture (by its PID) and returns its summary.
-    pub fn stop(self) -> Value {
+    pub fn stop(mut self) -> Value {
         // Let the last blocks retire before stopping.
         std::thread::sleep(Duration::from_millis(300));
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         self.wait()
     }
 
     /// Waits (at most 60 s) for the capture to end and returns its JSON summary.
-    pub fn wait(mut self) -> Value {
+    pub fn wait(&mut self) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(st) = self.child.try_wait().expect("try_wait") {
                 let mut out = String::new();
-                self.child.stdout.take().expect("stdout").read_to_string(&mut out).expect("read stdout");
+                self.child
+                    .stdout
+                    .take()
+                    .expect("stdout")
+                    .read_to_string(&mut out)
+                    .expect("read stdout");
                 assert!(st.success(), "capture failed ({st}): {out}");
-                let last = out.lines().rev().find(|l| l.contains("\"summary\"")).unwrap_or_else(|| panic!("no summary in: {out}"));
+                let last = out
+                    .lines()
+                    .rev()
+                    .find(|l| l.contains("\"summary\""))
+                    .unwrap_or_else(|| panic!("no summary in: {out}"));
                 let v: Value = serde_json::from_str(last).expect("summary is JSON");
-                assert_eq!(v["balanced"], Value::Bool(true), "accounting must balance: {v}");
+                assert_eq!(
+                    v["balanced"],
+                    Value::Bool(true),
+                    "accounting must balance: {v}"
+                );
                 return v;
             }
             if Instant::now() > deadline {
@@ -186,21 +256,39 @@ impl Capture {
     }
 }
 
+impl Drop for Capture {
+    /// A capture left running by a failed test is ended (it is our child) and reaped.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
 /// Runs corecap with `args` and returns its output.
 pub fn corecap(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run corecap")
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run corecap")
 }
 
 /// Reads every packet of a capture file with the project's reader.
 pub fn read_all(path: &Path) -> Vec<(Vec<u8>, Option<u32>)> {
-    let mut r = corecap_wire::read::CaptureReader::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut r = corecap_wire::read::CaptureReader::open(path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     let mut v = Vec::new();
-    while let Some(rec) = r.next_packet().unwrap_or_else(|e| panic!("read {}: {e}", path.display())) {
+    while let Some(rec) = r
+        .next_packet()
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+    {
         v.push((rec.data.to_vec(), rec.queue));
     }
     v
 }
 
 pub fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }

@@ -51,12 +51,15 @@ impl FrameSpec {
     /// Flow index and direction (true = reverse) of frame `i`.
     pub fn flow_of(&self, i: u64) -> (u32, bool) {
         let d = if self.bidir { 2 } else { 1 };
-        (((i / d) % u64::from(self.flows.max(1))) as u32, self.bidir && i % 2 == 1)
+        (
+            ((i / d) % u64::from(self.flows.max(1))) as u32,
+            self.bidir && i % 2 == 1,
+        )
     }
 
     /// Destination port of flow `f`.
     pub fn dport(f: u32) -> u16 {
-        if f % 2 == 0 {
+        if f.is_multiple_of(2) {
             5001
         } else {
             5002
@@ -78,8 +81,11 @@ impl FrameSpec {
         let (smac, dmac) = if rev { (MAC_B, MAC_A) } else { (MAC_A, MAC_B) };
         let a = [10, 0, 0, 1];
         let b = Self::daddr(f);
-        let (saddr, daddr, sport, dport) =
-            if rev { (b, a, Self::dport(f), SPORT) } else { (a, b, SPORT, Self::dport(f)) };
+        let (saddr, daddr, sport, dport) = if rev {
+            (b, a, Self::dport(f), SPORT)
+        } else {
+            (a, b, SPORT, Self::dport(f))
+        };
         let frame = &mut buf[..len];
         frame.fill(0);
         frame[0..6].copy_from_slice(&dmac);
@@ -151,7 +157,13 @@ mod tests {
     #[test]
     fn test_emit_sizes_and_flows() {
         for size in [64u16, 128, 256, 512, 1024, 1280, 1518] {
-            let s = FrameSpec { size, flows: 4, proto: Proto::Udp, vlan: None, bidir: true };
+            let s = FrameSpec {
+                size,
+                flows: 4,
+                proto: Proto::Udp,
+                vlan: None,
+                bidir: true,
+            };
             let mut buf = vec![0u8; 2048];
             let n = s.fill(3, &mut buf);
             assert_eq!(n, usize::from(size) - 4);
@@ -159,13 +171,23 @@ mod tests {
             let fwd = corecap_wire::flow::flow_key(&buf[..n], None).expect("parses");
             s.fill(2, &mut buf);
             let rev = corecap_wire::flow::flow_key(&buf[..n], None).expect("parses");
-            assert_eq!(fwd.reversed(), rev, "frames 2 and 3 are the two directions of flow 1");
+            assert_eq!(
+                fwd.reversed(),
+                rev,
+                "frames 2 and 3 are the two directions of flow 1"
+            );
         }
     }
 
     #[test]
     fn test_emit_vlan_tcp() {
-        let s = FrameSpec { size: 64, flows: 1, proto: Proto::Tcp, vlan: Some(100), bidir: false };
+        let s = FrameSpec {
+            size: 64,
+            flows: 1,
+            proto: Proto::Tcp,
+            vlan: Some(100),
+            bidir: false,
+        };
         let mut buf = vec![0u8; 128];
         let n = s.fill(0, &mut buf);
         assert_eq!(n, 60);

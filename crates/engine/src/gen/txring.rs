@@ -28,7 +28,9 @@ pub fn run(cfg: &GenConfig, stop: Arc<AtomicBool>) -> Result<GenReport, corecap_
         let sock = PacketSocket::open()?;
         let _ = sock.set_qdisc_bypass();
         let ring = TxRing::new(sock, 2048, 4096)?;
-        ring.socket().bind(ifindex, 0).map_err(|e| e.on(&cfg.iface))?;
+        ring.socket()
+            .bind(ifindex, 0)
+            .map_err(|e| e.on(&cfg.iface))?;
         rings.push(ring);
     }
     let start = Instant::now();
@@ -49,11 +51,20 @@ pub fn run(cfg: &GenConfig, stop: Arc<AtomicBool>) -> Result<GenReport, corecap_
                 rep.errors += errors;
             }
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(corecap_linux::Error::new(corecap_linux::ErrorKind::Sys, "generator thread panicked")),
+            Err(_) => {
+                return Err(corecap_linux::Error::new(
+                    corecap_linux::ErrorKind::Sys,
+                    "generator thread panicked",
+                ))
+            }
         }
     }
     rep.seconds = start.elapsed().as_secs_f64();
-    rep.pps = if rep.seconds > 0.0 { rep.sent as f64 / rep.seconds } else { 0.0 };
+    rep.pps = if rep.seconds > 0.0 {
+        rep.sent as f64 / rep.seconds
+    } else {
+        0.0
+    };
     Ok(rep)
 }
 
@@ -79,7 +90,13 @@ fn thread(
     let tn = threads as u64;
     let spec = cfg.frames;
     let mine = |i: u64| threads == 1 || spec.flow_of(i).0 as usize % threads == t;
-    let my_count = cfg.count.map(|n| if threads == 1 { n } else { (0..n).filter(|i| mine(*i)).count() as u64 });
+    let my_count = cfg.count.map(|n| {
+        if threads == 1 {
+            n
+        } else {
+            (0..n).filter(|i| mine(*i)).count() as u64
+        }
+    });
     let rate = cfg.rate.map(|r| (r as f64 / tn as f64).max(1.0));
     let start = Instant::now();
     let mut k = 0u64; // frames this thread submitted

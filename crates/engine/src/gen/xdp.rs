@@ -64,13 +64,13 @@ fn program(map_fd: i32, ip: i16, flows: u32, base_sum: u32) -> Vec<BpfInsn> {
     let exit_jump_1 = p.len();
     p.push(i(JMP | JEQ | K, 0, 0, 0, 0)); // if r0 == 0 goto out (patched)
     p.extend([
-        i(LDX | MEM | DW, 7, 0, 0, 0),   // r7 = counter
-        i(ALU64 | MOV | X, 8, 7, 0, 0),  // r8 = r7 + 1
+        i(LDX | MEM | DW, 7, 0, 0, 0),  // r7 = counter
+        i(ALU64 | MOV | X, 8, 7, 0, 0), // r8 = r7 + 1
         i(ALU64 | ADD | K, 8, 0, 0, 1),
-        i(STX | MEM | DW, 0, 8, 0, 0),   // counter = r8 (one sending CPU per map)
-        i(LDX | MEM | W, 2, 6, 0, 0),    // r2 = ctx->data
-        i(LDX | MEM | W, 3, 6, 4, 0),    // r3 = ctx->data_end
-        i(ALU64 | MOV | X, 4, 2, 0, 0),  // r4 = data + ip + 24
+        i(STX | MEM | DW, 0, 8, 0, 0), // counter = r8 (one sending CPU per map)
+        i(LDX | MEM | W, 2, 6, 0, 0),  // r2 = ctx->data
+        i(LDX | MEM | W, 3, 6, 4, 0),  // r3 = ctx->data_end
+        i(ALU64 | MOV | X, 4, 2, 0, 0), // r4 = data + ip + 24
         i(ALU64 | ADD | K, 4, 0, 0, i32::from(ip) + 24),
     ]);
     let exit_jump_2 = p.len();
@@ -105,7 +105,10 @@ fn program(map_fd: i32, ip: i16, flows: u32, base_sum: u32) -> Vec<BpfInsn> {
         i(STX | MEM | H, 2, 5, ip + 22, 0),
     ]);
     let out = p.len();
-    p.extend([i(ALU64 | MOV | K, 0, 0, 0, XDP_TX), i(JMP | EXIT, 0, 0, 0, 0)]);
+    p.extend([
+        i(ALU64 | MOV | K, 0, 0, 0, XDP_TX),
+        i(JMP | EXIT, 0, 0, 0, 0),
+    ]);
     for j in [exit_jump_1, exit_jump_2] {
         p[j].off = (out - j - 1) as i16;
     }
@@ -154,9 +157,19 @@ pub fn run(cfg: &GenConfig, stop: Arc<AtomicBool>) -> Result<GenReport, corecap_
             }
             chunk = chunk.min(due - sent);
         }
-        bpf::run_live_frames(&prog, &frame, ifindex, chunk as u32, 64).map_err(|e| e.on(&cfg.iface))?;
+        bpf::run_live_frames(&prog, &frame, ifindex, chunk as u32, 64)
+            .map_err(|e| e.on(&cfg.iface))?;
         sent += chunk;
     }
     let seconds = start.elapsed().as_secs_f64();
-    Ok(GenReport { sent, errors: 0, seconds, pps: if seconds > 0.0 { sent as f64 / seconds } else { 0.0 } })
+    Ok(GenReport {
+        sent,
+        errors: 0,
+        seconds,
+        pps: if seconds > 0.0 {
+            sent as f64 / seconds
+        } else {
+            0.0
+        },
+    })
 }

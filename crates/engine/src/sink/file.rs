@@ -97,7 +97,10 @@ pub struct FileSink {
 
 /// The path of rotated file number `seq` for `base`.
 pub fn rotated_path(base: &Path, seq: u32) -> PathBuf {
-    let stem = base.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = base
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let name = match base.extension() {
         Some(ext) => format!("{stem}_{seq:05}.{}", ext.to_string_lossy()),
         None => format!("{stem}_{seq:05}"),
@@ -110,7 +113,10 @@ pub fn suffixed_path(base: &Path, suffix: &str) -> PathBuf {
     if base == Path::new("-") {
         return base.to_owned();
     }
-    let stem = base.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = base
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let name = match base.extension() {
         Some(ext) => format!("{stem}.{suffix}.{}", ext.to_string_lossy()),
         None => format!("{stem}.{suffix}"),
@@ -119,7 +125,8 @@ pub fn suffixed_path(base: &Path, suffix: &str) -> PathBuf {
 }
 
 fn open(cfg: &FileConfig, path: &Path) -> io::Result<Writer> {
-    let out = Output::create(path).map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
+    let out = Output::create(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
     Ok(match cfg.format {
         Format::Pcapng => Writer::Pcapng(PcapngWriter::new(out, "corecap", &cfg.interfaces)?),
         Format::Pcap => {
@@ -132,7 +139,11 @@ fn open(cfg: &FileConfig, path: &Path) -> io::Result<Writer> {
 impl FileSink {
     /// Creates the first file.
     pub fn create(cfg: FileConfig) -> io::Result<Self> {
-        let path = if cfg.rotation.active() { rotated_path(&cfg.path, 1) } else { cfg.path.clone() };
+        let path = if cfg.rotation.active() {
+            rotated_path(&cfg.path, 1)
+        } else {
+            cfg.path.clone()
+        };
         let writer = open(&cfg, &path)?;
         let n = cfg.interfaces.len();
         Ok(Self {
@@ -187,7 +198,10 @@ impl FileSink {
     }
 
     fn commit(&mut self) -> io::Result<()> {
-        self.writer.out().commit().inspect_err(|e| self.failed = Some(e.kind()))
+        self.writer
+            .out()
+            .commit()
+            .inspect_err(|e| self.failed = Some(e.kind()))
     }
 
     fn rotate(&mut self) -> io::Result<()> {
@@ -214,7 +228,10 @@ impl FileSink {
     fn close_current(&mut self, stats: &[(u64, u64)]) -> io::Result<()> {
         if let Writer::Pcapng(w) = &mut self.writer {
             for i in 0..self.cfg.interfaces.len() {
-                let (recv, drop) = stats.get(i).copied().map_or((None, None), |(r, d)| (Some(r), Some(d)));
+                let (recv, drop) = stats
+                    .get(i)
+                    .copied()
+                    .map_or((None, None), |(r, d)| (Some(r), Some(d)));
                 let isb = Isb {
                     start_ns: self.first_ts,
                     end_ns: Some(self.last_ts),
@@ -248,9 +265,18 @@ mod tests {
 
     #[test]
     fn test_paths() {
-        assert_eq!(suffixed_path(Path::new("/tmp/out.pcapng"), "w1"), PathBuf::from("/tmp/out.w1.pcapng"));
-        assert_eq!(suffixed_path(Path::new("out"), "w0"), PathBuf::from("out.w0"));
-        assert_eq!(rotated_path(Path::new("/d/out.w0.pcap"), 3), PathBuf::from("/d/out.w0_00003.pcap"));
+        assert_eq!(
+            suffixed_path(Path::new("/tmp/out.pcapng"), "w1"),
+            PathBuf::from("/tmp/out.w1.pcapng")
+        );
+        assert_eq!(
+            suffixed_path(Path::new("out"), "w0"),
+            PathBuf::from("out.w0")
+        );
+        assert_eq!(
+            rotated_path(Path::new("/d/out.w0.pcap"), 3),
+            PathBuf::from("/d/out.w0_00003.pcap")
+        );
         assert_eq!(suffixed_path(Path::new("-"), "w0"), PathBuf::from("-"));
     }
 }

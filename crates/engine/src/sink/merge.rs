@@ -45,7 +45,14 @@ pub struct MergeHandle {
 impl MergeHandle {
     /// A handle for `worker`.
     pub fn new(worker: usize, tx: SyncSender<Batch>) -> Self {
-        Self { worker, tx, cur: Batch { worker, ..Default::default() } }
+        Self {
+            worker,
+            tx,
+            cur: Batch {
+                worker,
+                ..Default::default()
+            },
+        }
     }
 
     /// Copies a packet into the current batch.
@@ -66,7 +73,11 @@ impl MergeHandle {
     /// Sends the current batch with a watermark. Returns false if the merge thread is gone.
     pub fn send(&mut self, watermark: u64) -> bool {
         let cap = self.cur.data.capacity();
-        let next = Batch { worker: self.worker, data: Vec::with_capacity(cap), ..Default::default() };
+        let next = Batch {
+            worker: self.worker,
+            data: Vec::with_capacity(cap),
+            ..Default::default()
+        };
         let mut b = std::mem::replace(&mut self.cur, next);
         b.watermark = watermark.max(b.recs.last().map_or(0, |r| r.ts_ns));
         self.tx.send(b).is_ok()
@@ -110,7 +121,13 @@ pub fn run(rx: Receiver<Batch>, workers: usize, mut sink: FileSink) -> (FileSink
     }
 }
 
-fn drain(q: &mut [VecDeque<(Batch, usize)>], wm: &[u64], done: &[bool], all: bool, sink: &mut FileSink) -> u64 {
+fn drain(
+    q: &mut [VecDeque<(Batch, usize)>],
+    wm: &[u64],
+    done: &[bool],
+    all: bool,
+    sink: &mut FileSink,
+) -> u64 {
     let mut errors = 0;
     loop {
         let head = q
@@ -120,14 +137,25 @@ fn drain(q: &mut [VecDeque<(Batch, usize)>], wm: &[u64], done: &[bool], all: boo
             .min();
         let Some((ts, w)) = head else { return errors };
         let ready = all
-            || q.iter().enumerate().all(|(v, d)| v == w || !d.is_empty() || done[v] || wm[v] >= ts);
+            || q.iter()
+                .enumerate()
+                .all(|(v, d)| v == w || !d.is_empty() || done[v] || wm[v] >= ts);
         if !ready {
             return errors;
         }
-        let Some((b, i)) = q[w].front_mut() else { return errors };
+        let Some((b, i)) = q[w].front_mut() else {
+            return errors;
+        };
         let r = b.recs[*i];
         let data = &b.data[r.off as usize..(r.off + r.len) as usize];
-        let p = Packet { ts_ns: r.ts_ns, data, wire_len: r.wire_len, iface: r.iface, queue: r.queue, vlan: r.vlan };
+        let p = Packet {
+            ts_ns: r.ts_ns,
+            data,
+            wire_len: r.wire_len,
+            iface: r.iface,
+            queue: r.queue,
+            vlan: r.vlan,
+        };
         if sink.write(&p).is_err() {
             errors += 1;
         }

@@ -51,7 +51,10 @@ pub fn open(spec: &LiveSpec, stop: &dyn Fn() -> bool) -> corecap_linux::Result<R
         // store is visible.
         while g.turn.load(Ordering::Acquire) < spec.member {
             if stop() {
-                return Err(corecap_linux::Error::new(corecap_linux::ErrorKind::Sys, "capture stopped during setup"));
+                return Err(corecap_linux::Error::new(
+                    corecap_linux::ErrorKind::Sys,
+                    "capture stopped during setup",
+                ));
             }
             std::thread::sleep(Duration::from_micros(200));
         }

@@ -1,3 +1,4 @@
 //! Sources: where packets come from.
 pub mod afpacket;
+pub mod afxdp;
 pub mod replay;

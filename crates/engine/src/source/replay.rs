@@ -44,14 +44,24 @@ pub fn replay(
         let rec = match r.next_packet() {
             Ok(Some(rec)) => rec,
             Ok(None) => return (taken, filtered, None),
-            Err(e) => return (taken, filtered, Some(format!("{}: {e}", spec.path.display()))),
+            Err(e) => {
+                return (
+                    taken,
+                    filtered,
+                    Some(format!("{}: {e}", spec.path.display())),
+                )
+            }
         };
         let h = corecap_wire::hash::frame_hash(rec.data, None);
         if n > 1 && (h as usize) % n != me {
             continue;
         }
         if let Some(p) = &spec.filter {
-            let meta = Meta { vlan: None, queue: rec.queue.unwrap_or(0), protocol: ethertype(rec.data) };
+            let meta = Meta {
+                vlan: None,
+                queue: rec.queue.unwrap_or(0),
+                protocol: ethertype(rec.data),
+            };
             if p.run(rec.data, rec.orig_len, &meta) == 0 {
                 filtered += 1;
                 continue;
@@ -65,5 +75,6 @@ pub fn replay(
 }
 
 fn ethertype(d: &[u8]) -> u16 {
-    d.get(12..14).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+    d.get(12..14)
+        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
 }

@@ -108,7 +108,14 @@ mod tests {
     #[test]
     fn test_publish_read_and_balance() {
         let c = WorkerCounters::default();
-        let s = Snapshot { packets: 7, bytes: 700, kernel_packets: 10, kernel_drops: 2, stop_drops: 1, ..Default::default() };
+        let s = Snapshot {
+            packets: 7,
+            bytes: 700,
+            kernel_packets: 10,
+            kernel_drops: 2,
+            stop_drops: 1,
+            ..Default::default()
+        };
         c.publish(&s);
         assert_eq!(c.read(), s);
         assert!(s.balanced());

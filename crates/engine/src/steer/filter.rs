@@ -101,8 +101,12 @@ impl Program {
         let load = |off: u64, size: u16| -> Option<u32> {
             let off = usize::try_from(off).ok()?;
             match size {
-                0x00 => pkt.get(off..off + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-                0x08 => pkt.get(off..off + 2).map(|b| u32::from(u16::from_be_bytes([b[0], b[1]]))),
+                0x00 => pkt
+                    .get(off..off + 4)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+                0x08 => pkt
+                    .get(off..off + 2)
+                    .map(|b| u32::from(u16::from_be_bytes([b[0], b[1]]))),
                 0x10 => pkt.get(off).map(|b| u32::from(*b)),
                 _ => None,
             }
@@ -237,7 +241,9 @@ mod tests {
             f.extend_from_slice(&v.to_be_bytes());
         }
         f.extend_from_slice(&[0x08, 0x00]);
-        f.extend_from_slice(&[0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&[
+            0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
         f.extend_from_slice(&1000u16.to_be_bytes());
         f.extend_from_slice(&dport.to_be_bytes());
         f.extend_from_slice(&[0, 8, 0, 0]);
@@ -246,13 +252,15 @@ mod tests {
 
     #[test]
     fn test_libpcap_programs() {
-        let p = Program::new(compile_offline(1, 65535, "udp dst port 53").expect("compiles")).expect("valid");
+        let p = Program::new(compile_offline(1, 65535, "udp dst port 53").expect("compiles"))
+            .expect("valid");
         let m = Meta::default();
         let a = udp_frame(53, None);
         let b = udp_frame(54, None);
         assert_eq!(p.run(&a, a.len() as u32, &m), 65535);
         assert_eq!(p.run(&b, b.len() as u32, &m), 0);
-        let v = Program::new(compile_offline(1, 65535, "vlan 100 and udp").expect("compiles")).expect("valid");
+        let v = Program::new(compile_offline(1, 65535, "vlan 100 and udp").expect("compiles"))
+            .expect("valid");
         let t = udp_frame(53, Some(100));
         let u = udp_frame(53, Some(101));
         assert!(v.run(&t, t.len() as u32, &m) > 0);
@@ -262,20 +270,43 @@ mod tests {
 
     #[test]
     fn test_truncated_packet_rejects() {
-        let p = Program::new(compile_offline(1, 65535, "udp dst port 53").expect("compiles")).expect("valid");
+        let p = Program::new(compile_offline(1, 65535, "udp dst port 53").expect("compiles"))
+            .expect("valid");
         let a = udp_frame(53, None);
         for cut in 0..a.len() {
-            assert_eq!(p.run(&a[..cut], a.len() as u32, &Meta::default()), 0, "cut {cut}");
+            assert_eq!(
+                p.run(&a[..cut], a.len() as u32, &Meta::default()),
+                0,
+                "cut {cut}"
+            );
         }
     }
 
     #[test]
     fn test_bad_programs() {
-        let ret = sock_filter { code: 0x06, jt: 0, jf: 0, k: 1 };
+        let ret = sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: 1,
+        };
         assert_eq!(Program::new(vec![]).err(), Some(ProgramError::Length));
-        let ja = sock_filter { code: 0x05, jt: 0, jf: 0, k: 5 };
-        assert_eq!(Program::new(vec![ja, ret]).err(), Some(ProgramError::Jump(0)));
-        let ld = sock_filter { code: 0x00, jt: 0, jf: 0, k: 1 };
+        let ja = sock_filter {
+            code: 0x05,
+            jt: 0,
+            jf: 0,
+            k: 5,
+        };
+        assert_eq!(
+            Program::new(vec![ja, ret]).err(),
+            Some(ProgramError::Jump(0))
+        );
+        let ld = sock_filter {
+            code: 0x00,
+            jt: 0,
+            jf: 0,
+            k: 1,
+        };
         assert_eq!(Program::new(vec![ld]).err(), Some(ProgramError::NoReturn));
         assert!(Program::new(vec![ld, ret]).is_ok());
     }

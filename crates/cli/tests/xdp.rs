@@ -1,0 +1,108 @@
+//! AF_XDP capture tests (issue 7) on a veth lab in native XDP mode.
+
+mod util;
+
+use std::process::Command;
+
+use util::{require_root, u, Lab, Scratch};
+
+fn xdp_attached(lab: &Lab) -> bool {
+    let out = Command::new("ip")
+        .args(["-n", &lab.netns, "link", "show", "cap0"])
+        .output()
+        .expect("ip link");
+    String::from_utf8_lossy(&out.stdout).contains("xdp")
+}
+
+fn xdp_capture(lab: &Lab, iface: &str, args: &[&str]) -> util::Capture {
+    util::Capture::start(&["--netns", &lab.netns, "-i", iface], args)
+}
+
+#[test]
+fn issue7_af_xdp_counts_exactly_with_queue_ids_and_detaches() {
+    require_root!();
+    let lab = Lab::new(2);
+    let dir = Scratch::new("xdp");
+    let out = dir.path("x.pcapng");
+    let cap = xdp_capture(&lab, "xdp:cap0", &["-w", out.to_str().expect("utf8")]);
+    assert!(xdp_attached(&lab), "program attached while capturing");
+    let sent = lab.gen(
+        4000,
+        &["--flows", "64", "--threads", "2", "--rate", "50000"],
+    );
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    assert!(!xdp_attached(&lab), "program detached after exit");
+    let workers = v["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2, "one AF_XDP worker per RX queue");
+    for w in 0..2u32 {
+        let pkts = util::read_all(&dir.path(&format!("x.w{w}.pcapng")));
+        assert!(!pkts.is_empty(), "queue {w} got packets");
+        assert!(
+            pkts.iter().all(|(_, q)| *q == Some(w)),
+            "worker {w} packets carry queue {w}"
+        );
+    }
+}
+
+#[test]
+fn issue7_af_xdp_filter_and_single_queue_adapter() {
+    require_root!();
+    let lab = Lab::new(2);
+    let cap = xdp_capture(&lab, "xdp:cap0@1", &["dst", "host", "10.1.0.1"]);
+    // Thread 1 (CPU 1) sends the odd flows on TX queue 1, which veth hands to RX queue 1.
+    let sent = lab.gen(4000, &["--flows", "4", "--threads", "2", "--rate", "50000"]);
+    let v = cap.stop();
+    assert_eq!(sent, 4000);
+    // Queue 1 carries flows 1 and 3, 1000 frames each; the filter keeps flow 1 (10.1.0.1).
+    assert_eq!(u(&v, "packets"), 1000, "{v}");
+    assert_eq!(u(&v, "filtered"), 1000, "{v}");
+    assert_eq!(
+        v["workers"].as_array().map(|w| w.len()),
+        Some(1),
+        "one worker for the adapter"
+    );
+    assert!(!xdp_attached(&lab));
+}
+
+#[test]
+fn issue7_af_xdp_detaches_after_sigterm_and_refuses_a_foreign_program() {
+    require_root!();
+    let lab = Lab::new(2);
+    let first = xdp_capture(&lab, "xdp:cap0", &[]);
+    // A second capture finds an XDP program it did not attach, and refuses to replace it.
+    let out = util::corecap(&[
+        "capture", "--netns", &lab.netns, "-i", "xdp:cap0", "-c", "1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("already has an XDP program attached"), "{err}");
+    let pid = first.pid();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let mut first = first;
+    first.wait();
+    assert!(!xdp_attached(&lab), "detached after SIGTERM");
+}
+
+#[test]
+fn issue7_af_xdp_program_leaves_with_the_process_even_on_sigkill() {
+    require_root!();
+    let lab = Lab::new(1);
+    let cap = xdp_capture(&lab, "xdp:cap0", &[]);
+    assert!(xdp_attached(&lab));
+    let _ = Command::new("kill")
+        .args(["-KILL", &cap.pid().to_string()])
+        .status();
+    // The BPF link closes with the process; give the kernel a moment to reap it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while xdp_attached(&lab) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !xdp_attached(&lab),
+        "an XDP program was left on the interface"
+    );
+    drop(cap);
+}
