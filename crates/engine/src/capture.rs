@@ -579,9 +579,12 @@ impl Capture {
                     total.app_drops += lost;
                     total.packets -= lost.min(total.packets);
                     let stats: Vec<(u64, u64)> = vec![(total.kernel_packets, total.kernel_drops)];
-                    match sink.finish(&stats) {
-                        Ok(p) => files.extend(p),
-                        Err(e) => errors.push(format!("closing the output file: {e}")),
+                    let (paths, cut, err) = sink.finish(&stats);
+                    files.extend(paths);
+                    total.app_drops += cut;
+                    total.packets -= cut.min(total.packets);
+                    if let Some(e) = err {
+                        errors.push(format!("closing the output file: {e}"));
                     }
                 }
                 Err(_) => errors.push("the merge writer panicked".into()),

@@ -248,12 +248,15 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
     match run.app {
         App::File(f) => {
             let stats = [(run.s.kernel_packets, run.s.kernel_drops)];
-            match f.finish(&stats) {
-                Ok(p) => files = p,
-                Err(e) => {
-                    error.get_or_insert(format!("closing the output file: {e}"));
-                }
+            let (paths, lost, err) = f.finish(&stats);
+            files = paths;
+            // Packets cut from a file after a failed write were not delivered after all.
+            run.s.packets -= lost.min(run.s.packets);
+            run.s.app_drops += lost;
+            if let Some(e) = err {
+                error.get_or_insert(format!("closing the output file: {e}"));
             }
+            counters.publish(&run.s);
         }
         App::Merge(m) => m.finish(),
         App::Count => {}

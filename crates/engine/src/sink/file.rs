@@ -92,6 +92,10 @@ pub struct FileSink {
     last_ts: u64,
     /// Packets written per interface in the current file.
     delivered: Vec<u64>,
+    /// Packets written to the current file.
+    written: u64,
+    /// Packets removed from files cut back after a failed write.
+    lost: u64,
     failed: Option<io::ErrorKind>,
 }
 
@@ -155,6 +159,8 @@ impl FileSink {
             first_ts: None,
             last_ts: 0,
             delivered: vec![0; n],
+            written: 0,
+            lost: 0,
             failed: None,
         })
     }
@@ -191,22 +197,39 @@ impl FileSink {
         if let Some(d) = self.delivered.get_mut(p.iface as usize) {
             *d += 1;
         }
+        self.written += 1;
         if self.writer.out().due() {
-            self.commit()?;
+            // A failed commit cuts the file back; the packets it removes, this one
+            // included, are counted by `lost`, and later packets are refused.
+            let _ = self.commit();
         }
         Ok(())
     }
 
     fn commit(&mut self) -> io::Result<()> {
-        self.writer
-            .out()
-            .commit()
-            .inspect_err(|e| self.failed = Some(e.kind()))
+        let written = self.written;
+        let r = self.writer.out().commit(written, false);
+        self.note(r)
+    }
+
+    fn note(&mut self, r: io::Result<()>) -> io::Result<()> {
+        if let Err(e) = &r {
+            self.failed = Some(e.kind());
+            self.lost += self.writer.out().lost();
+        }
+        r
+    }
+
+    /// Packets that were written and then removed when a failed write cut a file back;
+    /// they count as app drops, not as delivered.
+    pub fn lost(&self) -> u64 {
+        self.lost
     }
 
     fn rotate(&mut self) -> io::Result<()> {
         self.close_current(&[])?;
         self.seq += 1;
+        self.written = 0;
         let path = rotated_path(&self.cfg.path, self.seq);
         self.writer = open(&self.cfg, &path)?;
         self.opened = Instant::now();
@@ -244,18 +267,21 @@ impl FileSink {
                 w.write_isb(i as u32, self.last_ts, &isb)?;
             }
         }
-        self.writer.out().close()
+        let written = self.written;
+        let r = self.writer.out().close(written);
+        self.note(r)
     }
 
     /// Closes the file, with per-interface (received, dropped) statistics for the ISBs.
-    /// Returns the paths of the files kept.
-    pub fn finish(mut self, stats: &[(u64, u64)]) -> io::Result<Vec<PathBuf>> {
-        if self.failed.is_some() {
-            // The file was cut back to its last good block; write nothing more to it.
-            return Ok(self.kept.into());
-        }
-        self.close_current(stats)?;
-        Ok(self.kept.into())
+    /// Returns the paths of the files kept and the packets lost to a cut-back file.
+    pub fn finish(mut self, stats: &[(u64, u64)]) -> (Vec<PathBuf>, u64, Option<io::Error>) {
+        // A file cut back to its last good block after a failed write gets nothing more.
+        let err = if self.failed.is_some() {
+            None
+        } else {
+            self.close_current(stats).err()
+        };
+        (self.kept.into(), self.lost, err)
     }
 }
 

@@ -273,7 +273,8 @@ mod tests {
         let p = Program::new(compile_offline(1, 65535, "udp dst port 53").expect("compiles"))
             .expect("valid");
         let a = udp_frame(53, None);
-        for cut in 0..a.len() {
+        // The destination port ends at byte 38: any shorter capture cannot match.
+        for cut in 0..38 {
             assert_eq!(
                 p.run(&a[..cut], a.len() as u32, &Meta::default()),
                 0,
