@@ -13,8 +13,12 @@ Regimes:
   contended  receive work moved onto the capture core with threaded NAPI pinned to it
              (paper 001, test 3); the capturer is pinned to the same core
 
+Tools: corecap-count (one worker per core, AF_PACKET), corecap-count-1w (one worker on
+CPU 1, away from the generator on CPU 0), corecap-write (pcapng files), corecap-xdp and
+corecap-xdp-write (AF_XDP, one worker per RX queue), tcpdump -w, dumpcap -w, netsniff-ng.
+
 Usage: bench/capture_peers.py [--packets N] [--sizes 64,1518] [--regimes txring,xdp,contended]
-       [--tools corecap-count,corecap-write,tcpdump,dumpcap,netsniff-ng] [--out FILE.md]
+       [--tools LIST] [--out FILE.md]
 Needs root, the corecap release binary (cargo build --release), and the peers installed.
 """
 
@@ -62,6 +66,13 @@ def tool_cmd(tool, outdir, cpu):
     if tool == "corecap-count":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", ring_mib, *cpus]
+    if tool == "corecap-count-1w":
+        # One worker on the core the generator does not use (the placement paper 001 advises).
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+                "--workers", "1", "--cpus", "1"]
+    if tool in ("corecap-xdp", "corecap-xdp-write"):
+        w = ["-w", os.path.join(outdir, "corecap-xdp.pcapng")] if tool == "corecap-xdp-write" else []
+        return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *w]
     if tool == "corecap-write":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
@@ -110,12 +121,11 @@ def run_one(tool, regime, size, packets, outdir):
     p = subprocess.Popen(cmd, stdout=so, stderr=se, text=True)
     time.sleep(1.5)
     rx0 = rx_packets()
+    # The generator always runs on CPU 0, so every tool meets the same sender.
     gen = [CORECAP, "gen", "--netns", NS, "-i", "gen0", "--count", str(packets), "--size", str(size),
-           "--flows", "4096", "--json"]
+           "--flows", "4096", "--json", "--cpus", "0"]
     if regime == "xdp":
         gen += ["--engine", "xdp"]
-    if regime == "contended":
-        gen += ["--cpus", "0"]
     g = sh(*gen)
     time.sleep(1.5)
     offered = rx_packets() - rx0
@@ -147,7 +157,8 @@ def main():
     ap.add_argument("--packets", type=int, default=5_000_000)
     ap.add_argument("--sizes", default="64,1518")
     ap.add_argument("--regimes", default="txring,xdp,contended")
-    ap.add_argument("--tools", default="corecap-count,corecap-write,tcpdump,dumpcap,netsniff-ng")
+    ap.add_argument("--tools", default="corecap-count,corecap-count-1w,corecap-write,corecap-xdp,corecap-xdp-write,"
+                                       "tcpdump,dumpcap,netsniff-ng")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if os.geteuid() != 0:
