@@ -25,6 +25,8 @@ pub(crate) enum Cmd {
     },
     /// Bring up a lab, generate traffic, capture it on all cores, print the table, clean up.
     Demo(DemoArgs),
+    /// Measure capture on the lab against tcpdump, dumpcap and netsniff-ng; write the papers' tables.
+    Bench(BenchArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +90,9 @@ pub(crate) struct CaptureArgs {
     /// CPUs to run the workers on, e.g. 0-3,6.
     #[arg(long, value_name = "LIST")]
     pub(crate) cpus: Option<String>,
+    /// Do not pin workers to CPUs; the scheduler places them.
+    #[arg(long)]
+    pub(crate) no_pin: bool,
     /// Place workers by the tuning plan of the interface (corecap tune plan).
     #[arg(long)]
     pub(crate) auto: bool,
@@ -226,4 +231,41 @@ pub(crate) struct DemoArgs {
     /// Also write the packets to this pcapng file.
     #[arg(short = 'w', long = "write")]
     pub(crate) write: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct BenchArgs {
+    /// A small subset that runs in about two minutes.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Repetitions per cell.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) reps: usize,
+    /// Packets per cell.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) packets: u64,
+    /// Frame sizes.
+    #[arg(long, value_delimiter = ',', default_values_t = [64u16, 128, 256, 512, 1024, 1280, 1518])]
+    pub(crate) sizes: Vec<u16>,
+    /// Offered rates, in percent of the generator maximum.
+    #[arg(long, value_delimiter = ',', default_values_t = [10u32, 25, 50, 75, 100])]
+    pub(crate) rates: Vec<u32>,
+    /// Tools: corecap, corecap-write, tcpdump, dumpcap, netsniff-ng.
+    #[arg(long, value_delimiter = ',', default_values_t = ["corecap".to_string(), "corecap-write".into(), "tcpdump".into(), "dumpcap".into(), "netsniff-ng".into()])]
+    pub(crate) tools: Vec<String>,
+    /// Parts to run: table1, lossfree, placement.
+    #[arg(long, value_delimiter = ',', default_values_t = ["table1".to_string(), "lossfree".into(), "placement".into()])]
+    pub(crate) parts: Vec<String>,
+    /// Install missing peers with apt-get.
+    #[arg(long)]
+    pub(crate) install_peers: bool,
+    /// Directory for report.md, report.json and the SVG plots.
+    #[arg(long, default_value = "bench-report")]
+    pub(crate) out: std::path::PathBuf,
+    /// Namespace of the benchmark lab.
+    #[arg(long, default_value = "corecap-bench")]
+    pub(crate) netns: String,
+    /// Generator engine: xdp (faster than one capture core) or txring.
+    #[arg(long, default_value = "xdp", value_parser = ["xdp", "txring"])]
+    pub(crate) engine: String,
 }

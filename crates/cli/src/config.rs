@@ -129,6 +129,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         files: a.read.clone(),
         workers,
         cpus,
+        pin: !a.no_pin,
         balance: match a.balance {
             BalanceArg::Flow => Balance::Flow,
             BalanceArg::Queue => Balance::Queue,

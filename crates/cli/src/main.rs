@@ -20,6 +20,7 @@ fn main() {
         args::Cmd::Gen(a) => cmd::gen::run(a),
         args::Cmd::Lab { cmd } => cmd::lab::run(cmd),
         args::Cmd::Demo(a) => cmd::demo::run(a),
+        args::Cmd::Bench(a) => cmd::bench::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -123,6 +123,8 @@ pub struct CaptureConfig {
     pub workers: usize,
     /// CPUs to pin workers to, in order (reused round robin).
     pub cpus: Vec<u32>,
+    /// Pin each worker to its CPU (false leaves placement to the scheduler).
+    pub pin: bool,
     /// Spreading mode.
     pub balance: Balance,
     /// tcpdump filter expression.
@@ -458,7 +460,10 @@ impl Capture {
         let mut counters = Vec::new();
         let mut handles = Vec::new();
         let mut infos = Vec::new();
-        for ((info, mut source), app) in specs.into_iter().zip(apps) {
+        for ((mut info, mut source), app) in specs.into_iter().zip(apps) {
+            if !cfg.pin {
+                info.cpu = None;
+            }
             if own_file {
                 if let Source::Live { if_id, .. } | Source::Xdp { if_id, .. } = &mut source {
                     *if_id = 0;

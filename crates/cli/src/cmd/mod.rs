@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub(crate) mod bench;
 pub(crate) mod capture;
 pub(crate) mod demo;
 pub(crate) mod gen;

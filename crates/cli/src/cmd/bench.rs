@@ -1,0 +1,535 @@
+//! `corecap bench`: the papers' tables on this machine, with the other tools in the same
+//! run. It drives the lab, the generator and each capture tool as child processes, one at
+//! a time, and measures each tool's CPU from its rusage.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use corecap_engine::bench::bisect::loss_free_rate;
+use corecap_engine::bench::peer::{self, PeerKind};
+use corecap_engine::bench::report::{self, GenMax, Header, LossFreeRow, PlacementRow, Report};
+use corecap_engine::bench::Sample;
+use corecap_engine::lab::{self, LabConfig};
+use corecap_linux::affinity::children_cpu_seconds;
+
+use crate::args::BenchArgs;
+
+/// The lab of one experiment, removed on drop.
+struct BenchLab(String);
+
+impl BenchLab {
+    fn up(netns: &str, queues: u32) -> Result<Self> {
+        if lab::exists(netns) {
+            lab::down(netns)?;
+        }
+        lab::up(&LabConfig {
+            netns: netns.into(),
+            queues,
+            threaded_napi_cpu: None,
+            rps_cpus: None,
+        })?;
+        Ok(Self(netns.into()))
+    }
+
+    fn rx_packets(&self) -> Result<u64> {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.0,
+                "cat",
+                "/sys/class/net/cap0/statistics/rx_packets",
+            ])
+            .output()
+            .context("reading cap0 counters")?;
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .context("parsing cap0 rx_packets")
+    }
+}
+
+impl Drop for BenchLab {
+    fn drop(&mut self) {
+        let _ = lab::down(&self.0);
+    }
+}
+
+/// How to run one capture tool.
+#[derive(Clone, Debug)]
+struct Tool {
+    name: String,
+    peer: Option<PeerKind>,
+    /// Extra corecap capture arguments.
+    extra: Vec<String>,
+}
+
+struct Runner {
+    exe: PathBuf,
+    scratch: PathBuf,
+    packets: u64,
+    engine: String,
+}
+
+impl Runner {
+    fn command(&self, tool: &Tool, netns: &str) -> Command {
+        let out = |f: &str| self.scratch.join(f).to_string_lossy().into_owned();
+        match tool.peer {
+            None => {
+                let mut c = Command::new(&self.exe);
+                c.args([
+                    "capture",
+                    "--netns",
+                    netns,
+                    "-i",
+                    "cap0",
+                    "--json",
+                    "--stats-interval",
+                    "0",
+                ]);
+                c.args(&tool.extra);
+                if tool.name == "corecap-write" {
+                    c.args(["-w", &out("corecap.pcapng")]);
+                }
+                c
+            }
+            Some(kind) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", netns, kind.program()]);
+                match kind {
+                    // Every tool runs with its default buffer: what a user gets.
+                    PeerKind::Tcpdump => c.args(["-i", "cap0", "-n", "-w", &out("tcpdump.pcap")]),
+                    PeerKind::Dumpcap => c.args(["-i", "cap0", "-q", "-w", &out("dumpcap.pcapng")]),
+                    PeerKind::NetsniffNg => {
+                        c.args(["--in", "cap0", "--out", &out("netsniff.pcap"), "--silent"])
+                    }
+                };
+                c
+            }
+        }
+    }
+
+    fn wait_ready(&self, child: &mut Child, err_path: &Path, corecap: bool) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(if corecap { 20 } else { 3 });
+        loop {
+            if let Some(st) = child.try_wait()? {
+                let text = std::fs::read_to_string(err_path).unwrap_or_default();
+                bail!(
+                    "capture tool exited before it was ready ({st}): {}",
+                    text.trim()
+                );
+            }
+            let text = std::fs::read_to_string(err_path).unwrap_or_default();
+            if text.contains("capturing on")
+                || text.contains("listening on")
+                || text.contains("Capturing on")
+            {
+                // Peers print before their socket is in place; give them a moment.
+                std::thread::sleep(Duration::from_millis(if corecap { 50 } else { 300 }));
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                if corecap {
+                    bail!("corecap did not start in 20 s");
+                }
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `packets` frames of `size` at `rate` (None: maximum) from `threads` threads
+    /// pinned from CPU 0, returning (sent, achieved pps).
+    fn gen(&self, netns: &str, size: u16, rate: Option<f64>, threads: usize) -> Result<(u64, f64)> {
+        let mut c = Command::new(&self.exe);
+        c.args([
+            "gen",
+            "--netns",
+            netns,
+            "-i",
+            "gen0",
+            "--json",
+            "--flows",
+            "4096",
+            "--engine",
+            &self.engine,
+        ])
+        .args([
+            "--count",
+            &self.packets.to_string(),
+            "--size",
+            &size.to_string(),
+        ])
+        .args([
+            "--threads",
+            &threads.to_string(),
+            "--cpus",
+            if threads > 1 { "0-1" } else { "0" },
+        ]);
+        if let Some(r) = rate {
+            c.args(["--rate", &(r.max(1.0) as u64).to_string()]);
+        }
+        let out = c.output().context("running the generator")?;
+        if !out.status.success() {
+            bail!(
+                "generator failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).context("generator report")?;
+        Ok((
+            v["sent"].as_u64().unwrap_or(0),
+            v["pps"].as_f64().unwrap_or(0.0),
+        ))
+    }
+
+    /// One cell: start the tool, send, stop the tool, read its counts and CPU.
+    fn cell(
+        &self,
+        lab: &BenchLab,
+        tool: &Tool,
+        size: u16,
+        fraction: f64,
+        max_pps: f64,
+        threads: usize,
+    ) -> Result<Sample> {
+        let err_path = self.scratch.join("tool.err");
+        let out_path = self.scratch.join("tool.out");
+        let mut cmd = self.command(tool, &lab.0);
+        cmd.stdout(File::create(&out_path)?)
+            .stderr(File::create(&err_path)?)
+            .stdin(Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", tool.name))?;
+        self.wait_ready(&mut child, &err_path, tool.peer.is_none())?;
+        let rx0 = lab.rx_packets()?;
+        let rate = (fraction < 0.999).then_some(fraction * max_pps);
+        let gen = self.gen(&lab.0, size, rate, threads);
+        std::thread::sleep(Duration::from_millis(500));
+        let rx1 = lab.rx_packets()?;
+        let cpu0 = children_cpu_seconds();
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let cpu_s = children_cpu_seconds() - cpu0;
+        let (sent, achieved) = gen?;
+        let _ = sent;
+        let text = format!(
+            "{}\n{}",
+            std::fs::read_to_string(&out_path).unwrap_or_default(),
+            std::fs::read_to_string(&err_path).unwrap_or_default()
+        );
+        let (captured, drops) = match tool.peer {
+            None => {
+                let line = text
+                    .lines()
+                    .rev()
+                    .find(|l| l.contains("\"summary\""))
+                    .context("no corecap summary")?;
+                let v: serde_json::Value = serde_json::from_str(line)?;
+                (
+                    v["packets"].as_u64().unwrap_or(0),
+                    v["drops"]["kernel"].as_u64().unwrap_or(0),
+                )
+            }
+            Some(kind) => kind.parse_stats(&text).with_context(|| {
+                format!("cannot read {} statistics from: {}", tool.name, text.trim())
+            })?,
+        };
+        for e in std::fs::read_dir(&self.scratch)?.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+        Ok(Sample {
+            tool: tool.name.clone(),
+            size,
+            fraction,
+            asked_pps: rate.unwrap_or(max_pps),
+            achieved_pps: achieved,
+            offered: rx1 - rx0,
+            captured,
+            drops,
+            cpu_s,
+        })
+    }
+}
+
+fn text_of(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn header(a: &BenchArgs, versions: Vec<(String, String)>, skipped: Vec<String>) -> Header {
+    let cpu = text_of("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
+        .unwrap_or_default();
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M:%S UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    Header {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        date,
+        cpu,
+        cores: corecap_linux::affinity::online_cpus().len(),
+        kernel: text_of("/proc/sys/kernel/osrelease").trim().to_owned(),
+        nic: format!(
+            "veth pair in a namespace (gen0 -> cap0, 2 queues), generator engine {}; every tool with its default buffer",
+            a.engine
+        ),
+        versions,
+        skipped,
+        packets: a.packets,
+        reps: a.reps,
+    }
+}
+
+pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
+    if a.quick {
+        a.reps = a.reps.min(1);
+        a.packets = a.packets.min(200_000);
+        a.sizes = vec![64, 1518];
+        a.rates = vec![50, 100];
+    }
+    if a.reps == 0 || a.packets == 0 {
+        bail!("--reps and --packets must be at least 1");
+    }
+    let path = std::env::var("PATH").unwrap_or_default();
+    let (mut found, mut missing) = peer::detect(&path);
+    let wanted: Vec<PeerKind> = PeerKind::ALL
+        .into_iter()
+        .filter(|k| a.tools.iter().any(|t| t == k.program()))
+        .collect();
+    if a.install_peers && wanted.iter().any(|k| missing.contains(k)) {
+        let pkgs: Vec<&str> = wanted
+            .iter()
+            .filter(|k| missing.contains(k))
+            .map(|k| k.package())
+            .collect();
+        let st = Command::new("apt-get")
+            .args(["install", "-y", "-q"])
+            .args(&pkgs)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()?;
+        if !st.success() {
+            bail!("apt-get install {} failed", pkgs.join(" "));
+        }
+        (found, missing) = peer::detect(&path);
+    }
+    let mut versions = vec![("corecap".to_string(), env!("CARGO_PKG_VERSION").to_string())];
+    let mut tools = Vec::new();
+    let mut skipped = Vec::new();
+    for t in &a.tools {
+        match t.as_str() {
+            "corecap" | "corecap-write" => tools.push(Tool {
+                name: t.clone(),
+                peer: None,
+                extra: vec![],
+            }),
+            name => match PeerKind::ALL.into_iter().find(|k| k.program() == name) {
+                Some(kind) if !missing.contains(&kind) => {
+                    if let Some(p) = found.iter().find(|p| p.kind == kind) {
+                        versions.push((name.into(), p.version.clone()));
+                    }
+                    tools.push(Tool {
+                        name: name.into(),
+                        peer: Some(kind),
+                        extra: vec![],
+                    });
+                }
+                Some(_) => {
+                    eprintln!("corecap bench: {name} is not installed; skipped (--install-peers installs it)");
+                    skipped.push(name.to_string());
+                }
+                None => bail!(
+                    "unknown tool '{name}' (corecap, corecap-write, tcpdump, dumpcap, netsniff-ng)"
+                ),
+            },
+        }
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let scratch = std::env::temp_dir().join(format!("corecap-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let runner = Runner {
+        exe: std::env::current_exe()?,
+        scratch: scratch.clone(),
+        packets: a.packets,
+        engine: a.engine.clone(),
+    };
+    let mut rep = Report {
+        header: header(&a, versions, skipped),
+        ..Default::default()
+    };
+    let result = measure(&a, &runner, &tools, &mut rep);
+    let _ = std::fs::remove_dir_all(&scratch);
+    // Whatever was measured is written, even after a failure.
+    let md = report::markdown(&rep);
+    std::fs::write(a.out.join("report.md"), &md)?;
+    std::fs::write(
+        a.out.join("report.json"),
+        serde_json::to_string_pretty(&rep)?,
+    )?;
+    for t in &tools {
+        std::fs::write(
+            a.out.join(format!("captured-{}.svg", t.name)),
+            report::svg_captured(&rep.table1, &t.name),
+        )?;
+    }
+    print!("{md}");
+    println!("\nwrote {}", a.out.join("report.md").display());
+    result.map(|_| 0)
+}
+
+fn measure(a: &BenchArgs, r: &Runner, tools: &[Tool], rep: &mut Report) -> Result<()> {
+    // Two queues: GRO on cap0 gives it NAPI, which the XDP generator needs.
+    let lab = BenchLab::up(&a.netns, 2)?;
+    for &size in &a.sizes {
+        let (_, pps) = r.gen(&lab.0, size, None, 1)?;
+        eprintln!("corecap bench: generator maximum for {size}-byte frames: {pps:.0} pps");
+        rep.gen_max.push(GenMax { size, pps });
+    }
+    let max_of = |rep: &Report, size: u16| {
+        rep.gen_max
+            .iter()
+            .find(|g| g.size == size)
+            .map_or(1.0, |g| g.pps)
+    };
+    if a.parts.iter().any(|p| p == "table1") {
+        for t in tools {
+            for &size in &a.sizes {
+                for &pct in &a.rates {
+                    for _ in 0..a.reps {
+                        let s =
+                            r.cell(&lab, t, size, f64::from(pct) / 100.0, max_of(rep, size), 1)?;
+                        eprintln!(
+                            "corecap bench: {} {size} B {pct}%: {:.2}% captured",
+                            t.name,
+                            s.captured_pct()
+                        );
+                        rep.table1.push(s);
+                    }
+                }
+            }
+        }
+    }
+    let cores = corecap_linux::affinity::online_cpus().len().max(1);
+    if a.parts.iter().any(|p| p == "lossfree") {
+        let size = a.sizes[0];
+        let max = max_of(rep, size);
+        let balances: &[&str] = if a.quick {
+            &["flow"]
+        } else {
+            &["flow", "round-robin", "cpu", "rollover"]
+        };
+        for &bal in balances {
+            for workers in 1..=cores {
+                let tool = Tool {
+                    name: "corecap".into(),
+                    peer: None,
+                    extra: vec![
+                        "--workers".into(),
+                        workers.to_string(),
+                        "--balance".into(),
+                        bal.into(),
+                    ],
+                };
+                let mut last_cpu = None;
+                let res =
+                    loss_free_rate(0.05 * max, max, 0.02, if a.quick { 4 } else { 8 }, |rate| {
+                        match r.cell(&lab, &tool, size, rate / max, max, 1) {
+                            Ok(s) => {
+                                let ok = s.captured == s.offered && s.drops == 0;
+                                if ok {
+                                    last_cpu = s.cpu_per_mpkt();
+                                }
+                                ok
+                            }
+                            Err(e) => {
+                                eprintln!("corecap bench: probe failed: {e:#}");
+                                false
+                            }
+                        }
+                    });
+                eprintln!(
+                    "corecap bench: {bal} with {workers} worker(s): loss-free up to {:.0} pps",
+                    res.rate
+                );
+                rep.loss_free.push(LossFreeRow {
+                    balance: bal.into(),
+                    workers,
+                    size,
+                    rate: res.rate,
+                    cpu_per_mpkt: last_cpu,
+                    probes: res.probes,
+                });
+            }
+        }
+    }
+    if a.parts.iter().any(|p| p == "placement") {
+        let size = a.sizes[0];
+        let max = max_of(rep, size);
+        let other = if cores > 1 { "1" } else { "0" };
+        let setups: Vec<(&str, Vec<&str>)> = vec![
+            (
+                "1 worker on the sender's core (CPU 0)",
+                vec!["--workers", "1", "--cpus", "0"],
+            ),
+            (
+                "1 worker on another core",
+                vec!["--workers", "1", "--cpus", other],
+            ),
+            ("1 worker, unpinned", vec!["--workers", "1", "--no-pin"]),
+            ("one worker per core, pinned", vec![]),
+        ];
+        for (name, extra) in setups {
+            let tool = Tool {
+                name: "corecap".into(),
+                peer: None,
+                extra: extra.iter().map(|s| s.to_string()).collect(),
+            };
+            let mut samples = Vec::new();
+            for _ in 0..a.reps {
+                samples.push(r.cell(&lab, &tool, size, 1.0, max, 1)?);
+            }
+            rep.placement.push(PlacementRow {
+                setup: name.into(),
+                samples,
+            });
+        }
+        // Queue mode against flow mode: two sending threads, one per queue.
+        let lab2 = &lab;
+        for (name, bal) in [
+            ("2-queue veth, queue mode", "queue"),
+            ("2-queue veth, flow mode", "flow"),
+        ] {
+            let tool = Tool {
+                name: "corecap".into(),
+                peer: None,
+                extra: vec!["--balance".into(), bal.into()],
+            };
+            let mut samples = Vec::new();
+            for _ in 0..a.reps {
+                samples.push(r.cell(lab2, &tool, size, 1.0, max, 2)?);
+            }
+            rep.placement.push(PlacementRow {
+                setup: name.into(),
+                samples,
+            });
+        }
+    }
+    Ok(())
+}
