@@ -99,6 +99,21 @@ pub(crate) struct CaptureArgs {
     /// How packets are spread over the workers of an interface.
     #[arg(long, value_enum, default_value_t = BalanceArg::Flow)]
     pub(crate) balance: BalanceArg,
+    /// Run to completion on the capture cores (workers), or steer to stage cores (pipeline).
+    #[arg(long, value_parser = ["workers", "pipeline"], default_value = "workers")]
+    pub(crate) mode: String,
+    /// Consumer groups on stage cores, e.g. balance:3,copy:1 (implies --mode pipeline).
+    #[arg(long, value_name = "KIND:N,...")]
+    pub(crate) groups: Option<String>,
+    /// CPUs for the stage threads (group members).
+    #[arg(long, value_name = "LIST")]
+    pub(crate) stage_cpus: Option<String>,
+    /// Filter of one group, as GROUP=EXPR (repeatable), e.g. 1='udp port 53'.
+    #[arg(long, value_name = "G=EXPR")]
+    pub(crate) group_filter: Vec<String>,
+    /// Snap length of one group, as GROUP=BYTES (repeatable).
+    #[arg(long, value_name = "G=BYTES")]
+    pub(crate) group_snaplen: Vec<String>,
     /// Filter in tcpdump syntax (or give it as trailing arguments).
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
     pub(crate) filter: Option<String>,

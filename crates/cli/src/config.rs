@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::steer::group::{GroupKind, GroupSpec};
 
 use crate::args::{BalanceArg, CaptureArgs};
 
@@ -124,7 +125,63 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         Some(d) => Some(Duration::from_secs_f64(d)),
         None => None,
     };
+    let mut groups = match (&a.groups, a.mode.as_str()) {
+        (Some(g), _) => GroupSpec::parse_list(g).map_err(anyhow::Error::msg)?,
+        (None, "pipeline") => {
+            let n = a
+                .stage_cpus
+                .as_deref()
+                .map(cpu_list)
+                .transpose()?
+                .map_or(1, |v| v.len().max(1));
+            vec![GroupSpec {
+                kind: GroupKind::Balance,
+                members: n as u16,
+                filter: None,
+                snaplen: None,
+            }]
+        }
+        (None, _) => vec![],
+    };
+    let ngroups = groups.len();
+    for (flag, list) in [
+        ("--group-filter", &a.group_filter),
+        ("--group-snaplen", &a.group_snaplen),
+    ] {
+        for item in list {
+            let (g, v) = item
+                .split_once('=')
+                .with_context(|| format!("bad {flag} '{item}' (expected GROUP=VALUE)"))?;
+            let g: usize = g
+                .trim()
+                .parse()
+                .with_context(|| format!("bad group number in {flag} '{item}'"))?;
+            let spec = groups.get_mut(g).with_context(|| {
+                format!("{flag} names group {g}, but there are {ngroups} groups")
+            })?;
+            if flag == "--group-filter" {
+                spec.filter = Some(v.to_owned());
+            } else {
+                let n: u32 = v
+                    .parse()
+                    .with_context(|| format!("bad snap length in '{item}'"))?;
+                if n == 0 || n > 262144 {
+                    bail!("{flag} {item}: snap length out of range (1..262144)");
+                }
+                spec.snaplen = Some(n);
+            }
+        }
+    }
+    let stage_cpus = match &a.stage_cpus {
+        Some(s) => cpu_list(s)?,
+        None => vec![],
+    };
+    if groups.is_empty() && a.stage_cpus.is_some() {
+        bail!("--stage-cpus needs --mode pipeline or --groups");
+    }
     Ok(CaptureConfig {
+        groups: std::mem::take(&mut groups),
+        stage_cpus,
         inputs,
         files: a.read.clone(),
         workers,

@@ -119,7 +119,7 @@ pub(crate) fn summary_json(s: &Summary) -> String {
         "type": "summary", "packets": t.packets, "bytes": t.bytes, "kernel_packets": t.kernel_packets,
         "drops": drops(t), "freezes": t.freezes, "filtered": t.filtered, "balanced": t.balanced(),
         "seconds": (s.seconds * 1000.0).round() / 1000.0, "files": s.files, "errors": s.errors,
-        "workers": workers,
+        "workers": workers, "groups": s.groups,
     })
     .to_string()
 }
@@ -181,6 +181,23 @@ pub(crate) fn summary_table(s: &Summary) -> String {
             "  {} packets rejected by the filter\n",
             t.filtered
         ));
+    }
+    for g in &s.groups {
+        out.push_str(&format!(
+            "  group {} ({:?}): {} filtered out\n",
+            g.id, g.kind, g.filtered
+        ));
+        for m in &g.members {
+            out.push_str(&format!(
+                "    member {} cpu {}: {} steered, {} delivered, {} pipe full, {} app drops\n",
+                m.id,
+                m.cpu.map_or("-".into(), |c| c.to_string()),
+                m.steered,
+                m.outcome.delivered,
+                m.steer_full,
+                m.outcome.app_drops
+            ));
+        }
     }
     for f in &s.files {
         out.push_str(&format!("  wrote {}\n", f.display()));

@@ -16,8 +16,12 @@ use crate::sink::merge::{self, MergeHandle};
 use crate::source::afpacket::{FanoutGroup, LiveSpec};
 use crate::source::afxdp::XdpSetup;
 use crate::source::replay::FileSpec;
+use crate::stage::member::{self as stage_member, MemberOutcome};
+use crate::stage::pipe;
 use crate::stats::ledger::{Snapshot, WorkerCounters};
 use crate::steer::filter::Program;
+use crate::steer::group::{Group, GroupKind, GroupSpec, Steer, SteerCounts};
+use crate::steer::indirection::Indirection;
 use crate::worker::{self, App, Control, Outcome, Source, Worker};
 
 /// How packets of an interface are spread over its workers.
@@ -143,6 +147,10 @@ pub struct CaptureConfig {
     pub duration: Option<Duration>,
     /// Output files.
     pub output: Option<OutputConfig>,
+    /// Consumer groups; non-empty means pipeline mode (apps on stage threads).
+    pub groups: Vec<GroupSpec>,
+    /// CPUs for the stage threads (group members), reused round robin.
+    pub stage_cpus: Vec<u32>,
 }
 
 /// Errors that stop a capture before it starts.
@@ -185,6 +193,8 @@ pub struct Capture {
     pub notes: Vec<String>,
     handles: Vec<JoinHandle<Outcome>>,
     merge: Option<JoinHandle<(FileSink, u64)>>,
+    stages: Vec<(usize, usize, Option<u32>, JoinHandle<MemberOutcome>)>,
+    group_kinds: Vec<GroupKind>,
     xdp: Vec<Arc<XdpSetup>>,
     started: Instant,
     duration: Option<Duration>,
@@ -203,6 +213,37 @@ pub struct Summary {
     pub files: Vec<PathBuf>,
     /// Errors that ended workers early (e.g. a truncated input file).
     pub errors: Vec<String>,
+    /// Consumer groups, in pipeline mode.
+    pub groups: Vec<GroupSummary>,
+}
+
+/// A member of a group in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemberSummary {
+    /// Member index in its group.
+    pub id: usize,
+    /// Stage CPU.
+    pub cpu: Option<u32>,
+    /// Packets the workers handed to it.
+    pub steered: u64,
+    /// Packets lost because its pipe was full.
+    pub steer_full: u64,
+    /// Its app's result.
+    #[serde(flatten)]
+    pub outcome: MemberOutcome,
+}
+
+/// A consumer group in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupSummary {
+    /// Group index.
+    pub id: usize,
+    /// Copy or balance.
+    pub kind: GroupKind,
+    /// Packets its filter rejected.
+    pub filtered: u64,
+    /// Its members.
+    pub members: Vec<MemberSummary>,
 }
 
 fn compile(
@@ -405,7 +446,87 @@ impl Capture {
         let nworkers = specs.len();
         let mut apps: Vec<App> = Vec::with_capacity(nworkers);
         let mut merge = None;
+        let mut stages = Vec::new();
+        let mut group_kinds = Vec::new();
+        if !cfg.groups.is_empty() {
+            if cfg
+                .output
+                .as_ref()
+                .is_some_and(|o| o.merge || o.path.as_os_str() == "-")
+            {
+                return Err(CaptureError::Config(
+                    "--merge and -w - do not combine with --groups".into(),
+                ));
+            }
+            let lt = ifaces.first().map_or(1, |i| i.linktype);
+            let mut groups = Vec::new();
+            let mut member_of = Vec::new(); // (group, member-in-group)
+            for (gi, gs) in cfg.groups.iter().enumerate() {
+                let filter = match &gs.filter {
+                    Some(e) => Some(
+                        Program::new(filter::compile_offline(lt, cfg.snaplen, e)?)
+                            .map_err(|e| CaptureError::Config(e.to_string()))?,
+                    ),
+                    None => None,
+                };
+                groups.push(Group {
+                    kind: gs.kind,
+                    table: Indirection::new(gs.members),
+                    filter,
+                    snaplen: gs.snaplen.unwrap_or(cfg.snaplen),
+                    first: member_of.len(),
+                    members: usize::from(gs.members),
+                });
+                group_kinds.push(gs.kind);
+                member_of.extend((0..usize::from(gs.members)).map(|m| (gi, m)));
+            }
+            let stage_cpus = if cfg.stage_cpus.is_empty() {
+                cpus.clone()
+            } else {
+                cfg.stage_cpus.clone()
+            };
+            // One pipe per (worker, member).
+            let mut txs: Vec<Vec<pipe::PipeTx>> = (0..nworkers).map(|_| Vec::new()).collect();
+            let mut rxs: Vec<Vec<pipe::PipeRx>> =
+                (0..member_of.len()).map(|_| Vec::new()).collect();
+            for tx in txs.iter_mut() {
+                for rx in rxs.iter_mut() {
+                    let (t, r) = pipe::pipe(256);
+                    tx.push(t);
+                    rx.push(r);
+                }
+            }
+            for (m, rx) in rxs.into_iter().enumerate() {
+                let (g, i) = member_of[m];
+                let sink = match &cfg.output {
+                    Some(o) => Some(
+                        FileSink::create(FileConfig {
+                            path: suffixed_path(&o.path, &format!("g{g}m{i}")),
+                            format: o.format,
+                            rotation: o.rotation,
+                            interfaces: ifaces.clone(),
+                            snaplen: cfg.snaplen,
+                        })
+                        .map_err(|e| CaptureError::Output(e.to_string()))?,
+                    ),
+                    None => None,
+                };
+                let cpu = cfg.pin.then(|| stage_cpus[m % stage_cpus.len()]);
+                let h = std::thread::Builder::new()
+                    .name(format!("corecap-g{g}m{i}"))
+                    .spawn(move || stage_member::run(cpu, rx, sink))
+                    .map_err(|e| {
+                        CaptureError::Config(format!("cannot start a stage thread: {e}"))
+                    })?;
+                stages.push((g, i, cpu, h));
+            }
+            apps.extend(
+                txs.into_iter()
+                    .map(|tx| App::Steer(Box::new(Steer::new(groups.clone(), tx)))),
+            );
+        }
         match &cfg.output {
+            _ if !cfg.groups.is_empty() => {}
             None => apps.extend((0..nworkers).map(|_| App::Count)),
             Some(o) if o.merge || o.path.as_os_str() == "-" || nworkers == 1 => {
                 let sink = FileSink::create(FileConfig {
@@ -492,6 +613,8 @@ impl Capture {
             notes: Vec::new(),
             handles,
             merge,
+            stages,
+            group_kinds,
             xdp,
             started: Instant::now(),
             duration: cfg.duration,
@@ -563,20 +686,59 @@ impl Capture {
         let mut workers = Vec::new();
         let mut files = Vec::new();
         let mut errors = Vec::new();
+        let mut steer_counts = Vec::new();
         for (h, info) in self.handles.into_iter().zip(self.workers) {
             let o = h.join().unwrap_or_else(|_| Outcome {
+                steer: None,
                 snapshot: Snapshot::default(),
                 files: vec![],
                 error: Some(format!("worker {} panicked", info.id)),
             });
             total += o.snapshot;
             files.extend(o.files);
+            steer_counts.push(o.steer);
             if let Some(e) = o.error {
                 if !errors.contains(&e) {
                     errors.push(e);
                 }
             }
             workers.push((info, o.snapshot));
+        }
+        let mut groups: Vec<GroupSummary> = Vec::new();
+        if !self.stages.is_empty() {
+            let mut counts = SteerCounts::default();
+            for sc in steer_counts.iter().flatten() {
+                add_into(&mut counts.filtered, &sc.filtered);
+                add_into(&mut counts.steered, &sc.steered);
+                add_into(&mut counts.steer_full, &sc.steer_full);
+            }
+            for (gi, kind) in self.group_kinds.iter().enumerate() {
+                groups.push(GroupSummary {
+                    id: gi,
+                    kind: *kind,
+                    filtered: counts.filtered.get(gi).copied().unwrap_or(0),
+                    members: vec![],
+                });
+            }
+            for (m, (g, i, cpu, h)) in self.stages.into_iter().enumerate() {
+                let outcome = h.join().unwrap_or_else(|_| MemberOutcome {
+                    error: Some("stage thread panicked".into()),
+                    ..Default::default()
+                });
+                if let Some(e) = &outcome.error {
+                    errors.push(e.clone());
+                }
+                files.extend(outcome.files.iter().cloned());
+                if let Some(gs) = groups.get_mut(g) {
+                    gs.members.push(MemberSummary {
+                        id: i,
+                        cpu,
+                        steered: counts.steered.get(m).copied().unwrap_or(0),
+                        steer_full: counts.steer_full.get(m).copied().unwrap_or(0),
+                        outcome,
+                    });
+                }
+            }
         }
         if let Some(m) = self.merge {
             match m.join() {
@@ -601,6 +763,16 @@ impl Capture {
             seconds: self.started.elapsed().as_secs_f64(),
             files,
             errors,
+            groups,
         }
+    }
+}
+
+fn add_into(acc: &mut Vec<u64>, v: &[u64]) {
+    if acc.len() < v.len() {
+        acc.resize(v.len(), 0);
+    }
+    for (a, x) in acc.iter_mut().zip(v) {
+        *a += x;
     }
 }

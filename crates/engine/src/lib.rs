@@ -17,6 +17,7 @@ pub mod lab;
 pub mod packet;
 pub mod sink;
 pub mod source;
+pub mod stage;
 pub mod stats;
 pub mod steer;
 pub mod worker;

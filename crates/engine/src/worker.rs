@@ -57,6 +57,8 @@ pub enum App {
     File(Box<FileSink>),
     /// Send to the merged output.
     Merge(MergeHandle),
+    /// Steer to consumer groups on stage cores (pipeline mode).
+    Steer(Box<crate::steer::group::Steer>),
 }
 
 /// State shared by all workers of a capture.
@@ -134,6 +136,8 @@ pub struct Outcome {
     pub files: Vec<std::path::PathBuf>,
     /// The error that ended the worker early, if any.
     pub error: Option<String>,
+    /// Steering counters, in pipeline mode.
+    pub steer: Option<crate::steer::group::SteerCounts>,
 }
 
 fn now_ns() -> u64 {
@@ -159,6 +163,10 @@ impl Run<'_> {
                 m.push(p);
                 true
             }
+            App::Steer(st) => {
+                st.packet(p);
+                true
+            }
         };
         if ok {
             self.s.packets += 1;
@@ -169,10 +177,14 @@ impl Run<'_> {
     }
 
     fn end_batch(&mut self, watermark: u64) {
-        if let App::Merge(m) = &mut self.app {
-            if !m.send(watermark) {
-                self.ctl.stop.store(true, Ordering::Relaxed);
+        match &mut self.app {
+            App::Merge(m) => {
+                if !m.send(watermark) {
+                    self.ctl.stop.store(true, Ordering::Relaxed);
+                }
             }
+            App::Steer(st) => st.flush(),
+            _ => {}
         }
         self.counters.publish(&self.s);
     }
@@ -219,6 +231,7 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
                 snapshot: Snapshot::default(),
                 files: vec![],
                 error: Some(format!("worker {}: {e}", w.id)),
+                steer: None,
             };
         }
     }
@@ -245,7 +258,12 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
     counters.publish(&run.s);
     let mut files = vec![];
     let mut error = error;
+    let mut steer = None;
     match run.app {
+        App::Steer(mut st) => {
+            st.flush();
+            steer = Some(st.counts.clone());
+        }
         App::File(f) => {
             let stats = [(run.s.kernel_packets, run.s.kernel_drops)];
             let (paths, lost, err) = f.finish(&stats);
@@ -265,6 +283,7 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         snapshot: run.s,
         files,
         error,
+        steer,
     }
 }
 

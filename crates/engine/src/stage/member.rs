@@ -1,0 +1,76 @@
+//! A member of a consumer group, running on a stage core: it drains one pipe per capture
+//! worker and runs its app on every packet, until every worker has ended.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::sink::file::FileSink;
+use crate::stage::pipe::PipeRx;
+
+/// What a member ended with.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct MemberOutcome {
+    /// Packets the app took.
+    pub delivered: u64,
+    /// Wire bytes of those packets.
+    pub bytes: u64,
+    /// Packets the app could not take (write errors, and packets cut from a file).
+    pub app_drops: u64,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+    /// A file error, if any.
+    pub error: Option<String>,
+}
+
+/// Runs a member to its end.
+pub fn run(cpu: Option<u32>, mut rx: Vec<PipeRx>, mut sink: Option<FileSink>) -> MemberOutcome {
+    if let Some(c) = cpu {
+        let _ = corecap_linux::affinity::pin_current_thread(c);
+    }
+    let _ = corecap_linux::privilege::drop_thread_capabilities();
+    let mut o = MemberOutcome::default();
+    let mut idle = 0u32;
+    loop {
+        let mut got = false;
+        for r in rx.iter_mut() {
+            while let Some(b) = r.recv() {
+                got = true;
+                b.for_each(|p, _hash| {
+                    let ok = match &mut sink {
+                        Some(s) => s.write(p).is_ok(),
+                        None => true,
+                    };
+                    if ok {
+                        o.delivered += 1;
+                        o.bytes += u64::from(p.wire_len);
+                    } else {
+                        o.app_drops += 1;
+                    }
+                });
+                r.recycle(b);
+            }
+        }
+        if got {
+            idle = 0;
+            continue;
+        }
+        if rx.iter().all(|r| r.closed()) {
+            break;
+        }
+        // Back off while idle: spin briefly, then sleep, so an idle stage costs nothing.
+        idle += 1;
+        if idle < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    if let Some(s) = sink {
+        let (files, lost, err) = s.finish(&[]);
+        o.files = files;
+        o.delivered -= lost.min(o.delivered);
+        o.app_drops += lost;
+        o.error = err.map(|e| format!("closing the output file: {e}"));
+    }
+    o
+}

@@ -1,0 +1,197 @@
+//! Batches of packets between a capture worker and a stage thread (paper 003's double
+//! buffers): the worker copies a block's packets for one consumer into a batch, hands the
+//! whole batch over a single-producer single-consumer ring (rtrb), and gets emptied
+//! batches back on a second ring, so the steady state allocates nothing. A full ring is
+//! a counted drop of the batch's packets (`steer_full`), never a wait on the capture core.
+
+use rtrb::{Consumer, Producer, RingBuffer};
+
+use crate::packet::Packet;
+
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    ts_ns: u64,
+    off: u32,
+    len: u32,
+    wire_len: u32,
+    iface: u32,
+    queue: Option<u32>,
+    vlan: Option<u16>,
+    hash: u32,
+}
+
+/// Packets copied for one consumer.
+#[derive(Debug, Default)]
+pub struct Batch {
+    data: Vec<u8>,
+    recs: Vec<Rec>,
+}
+
+impl Batch {
+    /// Copies a packet in, cut to `snaplen` bytes.
+    pub fn push(&mut self, p: &Packet<'_>, hash: u32, snaplen: u32) {
+        let data = &p.data[..p.data.len().min(snaplen as usize)];
+        let off = self.data.len() as u32;
+        self.data.extend_from_slice(data);
+        self.recs.push(Rec {
+            ts_ns: p.ts_ns,
+            off,
+            len: data.len() as u32,
+            wire_len: p.wire_len,
+            iface: p.iface,
+            queue: p.queue,
+            vlan: p.vlan,
+            hash,
+        });
+    }
+
+    /// Packets in the batch.
+    pub fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+
+    /// Empties the batch, keeping its memory.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.recs.clear();
+    }
+
+    /// Calls `f` on every packet with its flow hash.
+    pub fn for_each(&self, mut f: impl FnMut(&Packet<'_>, u32)) {
+        for r in &self.recs {
+            let p = Packet {
+                ts_ns: r.ts_ns,
+                data: &self.data[r.off as usize..(r.off + r.len) as usize],
+                wire_len: r.wire_len,
+                iface: r.iface,
+                queue: r.queue,
+                vlan: r.vlan,
+            };
+            f(&p, r.hash);
+        }
+    }
+}
+
+/// The worker's end of a pipe.
+#[derive(Debug)]
+pub struct PipeTx {
+    full: Producer<Batch>,
+    empty: Consumer<Batch>,
+    /// The batch being filled.
+    pub cur: Batch,
+}
+
+/// The stage's end of a pipe.
+#[derive(Debug)]
+pub struct PipeRx {
+    full: Consumer<Batch>,
+    empty: Producer<Batch>,
+}
+
+/// A pipe holding up to `depth` batches in flight.
+pub fn pipe(depth: usize) -> (PipeTx, PipeRx) {
+    let (ftx, frx) = RingBuffer::new(depth.max(1));
+    let (etx, erx) = RingBuffer::new(depth.max(1) + 1);
+    (
+        PipeTx {
+            full: ftx,
+            empty: erx,
+            cur: Batch::default(),
+        },
+        PipeRx {
+            full: frx,
+            empty: etx,
+        },
+    )
+}
+
+impl PipeTx {
+    /// Sends the current batch. Returns the number of packets dropped because the pipe
+    /// was full (the whole batch), else 0.
+    pub fn send(&mut self) -> u64 {
+        if self.cur.is_empty() {
+            return 0;
+        }
+        if self.full.is_full() {
+            let n = self.cur.len() as u64;
+            self.cur.clear();
+            return n;
+        }
+        let next = self.empty.pop().unwrap_or_default();
+        let b = std::mem::replace(&mut self.cur, next);
+        // Cannot fail: the ring was checked not full and only this thread pushes.
+        let _ = self.full.push(b);
+        0
+    }
+}
+
+impl PipeRx {
+    /// Takes the next batch, if any.
+    pub fn recv(&mut self) -> Option<Batch> {
+        self.full.pop().ok()
+    }
+
+    /// Hands an emptied batch back for reuse.
+    pub fn recycle(&mut self, mut b: Batch) {
+        b.clear();
+        let _ = self.empty.push(b);
+    }
+
+    /// Whether the worker end is gone and nothing is left.
+    pub fn closed(&self) -> bool {
+        self.full.is_abandoned() && self.full.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(data: &[u8], ts: u64) -> Packet<'_> {
+        Packet {
+            ts_ns: ts,
+            data,
+            wire_len: data.len() as u32,
+            iface: 0,
+            queue: Some(1),
+            vlan: None,
+        }
+    }
+
+    #[test]
+    fn test_batches_pass_in_order_and_are_recycled() {
+        let (mut tx, mut rx) = pipe(2);
+        for i in 0..3u64 {
+            tx.cur.push(&pkt(&[i as u8; 10], i), i as u32, 4);
+            assert_eq!(tx.send(), 0);
+            let b = rx.recv().expect("a batch");
+            let mut seen = vec![];
+            b.for_each(|p, h| seen.push((p.ts_ns, p.data.to_vec(), h, p.wire_len)));
+            assert_eq!(
+                seen,
+                vec![(i, vec![i as u8; 4], i as u32, 10)],
+                "cut to snaplen, wire length kept"
+            );
+            rx.recycle(b);
+        }
+    }
+
+    #[test]
+    fn test_full_pipe_counts_the_batch_as_dropped() {
+        let (mut tx, mut rx) = pipe(1);
+        tx.cur.push(&pkt(&[1; 8], 1), 0, 100);
+        assert_eq!(tx.send(), 0);
+        tx.cur.push(&pkt(&[2; 8], 2), 0, 100);
+        tx.cur.push(&pkt(&[3; 8], 3), 0, 100);
+        assert_eq!(tx.send(), 2, "ring full: both packets counted");
+        assert!(tx.cur.is_empty());
+        assert_eq!(rx.recv().map(|b| b.len()), Some(1));
+        drop(tx);
+        assert!(rx.closed());
+    }
+}
