@@ -108,6 +108,9 @@ pub(crate) struct CaptureArgs {
     /// CPUs for the stage threads (group members).
     #[arg(long, value_name = "LIST")]
     pub(crate) stage_cpus: Option<String>,
+    /// Write flow records (JSON lines) per stage thread: FILE.g0m0 ... (implies --mode pipeline).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) flows: Option<std::path::PathBuf>,
     /// Filter of one group, as GROUP=EXPR (repeatable), e.g. 1='udp port 53'.
     #[arg(long, value_name = "G=EXPR")]
     pub(crate) group_filter: Vec<String>,

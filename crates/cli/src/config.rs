@@ -125,9 +125,10 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         Some(d) => Some(Duration::from_secs_f64(d)),
         None => None,
     };
-    let mut groups = match (&a.groups, a.mode.as_str()) {
+    let pipeline = a.mode == "pipeline" || a.flows.is_some();
+    let mut groups = match (&a.groups, pipeline) {
         (Some(g), _) => GroupSpec::parse_list(g).map_err(anyhow::Error::msg)?,
-        (None, "pipeline") => {
+        (None, true) => {
             let n = a
                 .stage_cpus
                 .as_deref()
@@ -141,7 +142,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
                 snaplen: None,
             }]
         }
-        (None, _) => vec![],
+        (None, false) => vec![],
     };
     let ngroups = groups.len();
     for (flag, list) in [
@@ -182,6 +183,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     Ok(CaptureConfig {
         groups: std::mem::take(&mut groups),
         stage_cpus,
+        flows: a.flows.clone(),
         inputs,
         files: a.read.clone(),
         workers,

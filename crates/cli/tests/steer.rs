@@ -106,3 +106,50 @@ fn issue3_group_filter_and_pipeline_match_workers_mode() {
         "{v}"
     );
 }
+
+#[test]
+fn issue3_flow_records_match_what_was_sent() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("flows");
+    let out = dir.path("f.jsonl");
+    let cap = lab.capture(&[
+        "--workers",
+        "2",
+        "--groups",
+        "balance:2",
+        "--flows",
+        out.to_str().expect("utf8"),
+    ]);
+    // 50 flows, both directions, 20 frames of 100 bytes each way.
+    let sent = lab.gen(
+        2000,
+        &[
+            "--flows", "50", "--bidir", "--size", "100", "--proto", "tcp",
+        ],
+    );
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent);
+    let mut flows = 0;
+    for m in 0..2 {
+        let text =
+            std::fs::read_to_string(dir.path(&format!("f.g0m{m}.jsonl"))).expect("flow file");
+        for line in text.lines() {
+            let r: Value = serde_json::from_str(line).expect("json");
+            assert_eq!(r["end"], "exit");
+            assert_eq!(
+                (u(&r, "packets_fwd"), u(&r, "packets_rev")),
+                (20, 20),
+                "{r}"
+            );
+            assert_eq!(
+                (u(&r, "bytes_fwd"), u(&r, "bytes_rev")),
+                (20 * 96, 20 * 96),
+                "{r}"
+            );
+            assert_eq!(u(&r, "tcp_flags"), 0x18);
+            flows += 1;
+        }
+    }
+    assert_eq!(flows, 50);
+}

@@ -151,6 +151,8 @@ pub struct CaptureConfig {
     pub groups: Vec<GroupSpec>,
     /// CPUs for the stage threads (group members), reused round robin.
     pub stage_cpus: Vec<u32>,
+    /// Flow records (JSON lines) written per stage thread, `FILE.gGmM`.
+    pub flows: Option<PathBuf>,
 }
 
 /// Errors that stop a capture before it starts.
@@ -511,10 +513,21 @@ impl Capture {
                     ),
                     None => None,
                 };
+                let flows = match &cfg.flows {
+                    Some(p) => Some(
+                        crate::stage::flows::FlowTable::create(
+                            &suffixed_path(p, &format!("g{g}m{i}")),
+                            &format!("g{g}m{i}"),
+                            crate::stage::flows::FlowConfig::default(),
+                        )
+                        .map_err(|e| CaptureError::Output(e.to_string()))?,
+                    ),
+                    None => None,
+                };
                 let cpu = cfg.pin.then(|| stage_cpus[m % stage_cpus.len()]);
                 let h = std::thread::Builder::new()
                     .name(format!("corecap-g{g}m{i}"))
-                    .spawn(move || stage_member::run(cpu, rx, sink))
+                    .spawn(move || stage_member::run(cpu, rx, sink, flows))
                     .map_err(|e| {
                         CaptureError::Config(format!("cannot start a stage thread: {e}"))
                     })?;

@@ -204,7 +204,7 @@ impl Shared {
     /// Marks the record at byte `off` of buffer `b` complete.
     fn publish(&self, b: usize, off: u64) {
         // R3: pairs with A4 in `Walk::step`: the record's bytes are visible once its flag reads 1.
-        self.flags[b][(off / 8) as usize].store(1, Ordering::Release);
+        self.flags[b][(off / 8) as usize].store(1, Ordering::Relaxed);
     }
 
     /// Claims a free counter slot, or shares slot 0 if all are taken.
@@ -581,7 +581,7 @@ impl Walk<'_> {
         let len = u32::from_ne_bytes([head[0], head[1], head[2], head[3]]) as u64;
         let caplen = u32::from_ne_bytes([head[4], head[5], head[6], head[7]]);
         let valid_len = if caplen == PAD_CAPLEN {
-            len >= 8 && len % 8 == 0
+            len >= 8 && len.is_multiple_of(8)
         } else {
             record_len(caplen as usize) == Some(len)
         };

@@ -22,11 +22,13 @@ use std::cell::UnsafeCell;
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {
     /// Spins used so far, as a power of two; `SPIN_LIMIT` and above means yield.
+    #[cfg_attr(loom, allow(dead_code))] // loom always yields
     step: u32,
 }
 
 impl Backoff {
     /// After `2^0 + .. + 2^SPIN_LIMIT` spin hints (about 127), yield the CPU.
+    #[cfg_attr(loom, allow(dead_code))] // loom always yields
     const SPIN_LIMIT: u32 = 6;
 
     /// Waits a little longer than the previous call.

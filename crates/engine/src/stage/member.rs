@@ -20,10 +20,17 @@ pub struct MemberOutcome {
     pub files: Vec<PathBuf>,
     /// A file error, if any.
     pub error: Option<String>,
+    /// Flow accounting, when it ran.
+    pub flows: Option<crate::stage::flows::FlowStats>,
 }
 
 /// Runs a member to its end.
-pub fn run(cpu: Option<u32>, mut rx: Vec<PipeRx>, mut sink: Option<FileSink>) -> MemberOutcome {
+pub fn run(
+    cpu: Option<u32>,
+    mut rx: Vec<PipeRx>,
+    mut sink: Option<FileSink>,
+    mut flows: Option<crate::stage::flows::FlowTable>,
+) -> MemberOutcome {
     if let Some(c) = cpu {
         let _ = corecap_linux::affinity::pin_current_thread(c);
     }
@@ -36,6 +43,9 @@ pub fn run(cpu: Option<u32>, mut rx: Vec<PipeRx>, mut sink: Option<FileSink>) ->
             while let Some(b) = r.recv() {
                 got = true;
                 b.for_each(|p, _hash| {
+                    if let Some(t) = &mut flows {
+                        t.packet(p);
+                    }
                     let ok = match &mut sink {
                         Some(s) => s.write(p).is_ok(),
                         None => true,
@@ -65,12 +75,20 @@ pub fn run(cpu: Option<u32>, mut rx: Vec<PipeRx>, mut sink: Option<FileSink>) ->
             std::thread::sleep(Duration::from_micros(200));
         }
     }
+    if let Some(t) = flows {
+        match t.finish() {
+            Ok(st) => o.flows = Some(st),
+            Err(e) => o.error = Some(format!("writing flow records: {e}")),
+        }
+    }
     if let Some(s) = sink {
         let (files, lost, err) = s.finish(&[]);
         o.files = files;
         o.delivered -= lost.min(o.delivered);
         o.app_drops += lost;
-        o.error = err.map(|e| format!("closing the output file: {e}"));
+        if let Some(e) = err {
+            o.error = Some(format!("closing the output file: {e}"));
+        }
     }
     o
 }

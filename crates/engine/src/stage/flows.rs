@@ -1,0 +1,318 @@
+//! Flow accounting (`--flows FILE`): a flow table per stage thread, keyed by the symmetric
+//! 5-tuple with the VLAN, counting packets and bytes in each direction, first and last
+//! timestamps and the TCP flags seen. A flow ends on an idle timeout, an active timeout,
+//! FIN from both sides, RST, eviction from a full table, or the end of the capture; each
+//! end writes one JSON line. Memory is bounded by the table size; evictions are counted.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use corecap_wire::flow::{flow_key, parse_l2, FlowKey};
+
+use crate::packet::Packet;
+
+/// Timeouts and size of a flow table.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowConfig {
+    /// End a flow after this long without packets (ns).
+    pub idle_ns: u64,
+    /// End a flow this long after its first packet, and start a new record (ns).
+    pub active_ns: u64,
+    /// Most flows held at once.
+    pub capacity: usize,
+}
+
+impl Default for FlowConfig {
+    fn default() -> Self {
+        Self {
+            idle_ns: 30_000_000_000,
+            active_ns: 300_000_000_000,
+            capacity: 1 << 20,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Rec {
+    packets: [u64; 2],
+    bytes: [u64; 2],
+    first_ns: u64,
+    last_ns: u64,
+    flags: u8,
+    fin: [bool; 2],
+}
+
+/// Why a flow record was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// No packet for the idle timeout.
+    Idle,
+    /// Open for the active timeout.
+    Active,
+    /// FIN seen in both directions.
+    Fin,
+    /// RST seen.
+    Rst,
+    /// Pushed out of a full table.
+    Evicted,
+    /// The capture ended.
+    Exit,
+}
+
+impl EndReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Idle => "idle",
+            EndReason::Active => "active",
+            EndReason::Fin => "fin",
+            EndReason::Rst => "rst",
+            EndReason::Evicted => "evicted",
+            EndReason::Exit => "exit",
+        }
+    }
+}
+
+/// Counters of a flow table.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct FlowStats {
+    /// Records written.
+    pub records: u64,
+    /// Flows pushed out of a full table.
+    pub evicted: u64,
+    /// Packets that are not IP (not accounted in any flow).
+    pub non_ip: u64,
+}
+
+/// A flow table writing JSON lines.
+#[derive(Debug)]
+pub struct FlowTable {
+    cfg: FlowConfig,
+    map: HashMap<FlowKey, Rec>,
+    out: BufWriter<File>,
+    member: String,
+    /// Its counters.
+    pub stats: FlowStats,
+    next_sweep: u64,
+}
+
+/// TCP flags of an IP frame, if it is TCP (0 otherwise).
+fn tcp_flags(frame: &[u8]) -> u8 {
+    let Ok(l2) = parse_l2(frame) else { return 0 };
+    let o = l2.l3_offset;
+    let (proto, l4) = match l2.ethertype {
+        0x0800 => match (frame.get(o + 9), frame.get(o)) {
+            (Some(p), Some(v)) => (*p, o + usize::from(v & 0x0f) * 4),
+            _ => return 0,
+        },
+        0x86dd => match frame.get(o + 6) {
+            Some(p) => (*p, o + 40),
+            None => return 0,
+        },
+        _ => return 0,
+    };
+    if proto != 6 {
+        return 0;
+    }
+    frame.get(l4 + 13).copied().unwrap_or(0)
+}
+
+impl FlowTable {
+    /// A table writing to `path`; `member` names the writer in each record.
+    pub fn create(path: &Path, member: &str, cfg: FlowConfig) -> std::io::Result<Self> {
+        let f = File::create(path).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
+        })?;
+        Ok(Self {
+            cfg,
+            map: HashMap::new(),
+            out: BufWriter::new(f),
+            member: member.into(),
+            stats: FlowStats::default(),
+            next_sweep: 0,
+        })
+    }
+
+    /// Accounts one packet.
+    pub fn packet(&mut self, p: &Packet<'_>) {
+        let Ok(k) = flow_key(p.data, p.vlan.map(|t| t & 0x0fff)) else {
+            self.stats.non_ip += 1;
+            return;
+        };
+        let c = k.canonical();
+        let dir = usize::from(c != k);
+        let now = p.ts_ns;
+        if now >= self.next_sweep {
+            self.sweep(now);
+            self.next_sweep = now + 1_000_000_000;
+        }
+        if !self.map.contains_key(&c) && self.map.len() >= self.cfg.capacity {
+            self.evict_oldest();
+        }
+        let flags = tcp_flags(p.data);
+        let r = self.map.entry(c).or_insert_with(|| Rec {
+            first_ns: now,
+            ..Default::default()
+        });
+        r.packets[dir] += 1;
+        r.bytes[dir] += u64::from(p.wire_len);
+        r.last_ns = r.last_ns.max(now);
+        r.flags |= flags;
+        let mut end = None;
+        if flags & 0x04 != 0 {
+            end = Some(EndReason::Rst);
+        } else if flags & 0x01 != 0 {
+            r.fin[dir] = true;
+            if r.fin[0] && r.fin[1] {
+                end = Some(EndReason::Fin);
+            }
+        } else if now.saturating_sub(r.first_ns) >= self.cfg.active_ns {
+            end = Some(EndReason::Active);
+        }
+        if let Some(why) = end {
+            if let Some(r) = self.map.remove(&c) {
+                self.emit(&c, &r, why);
+            }
+        }
+    }
+
+    fn sweep(&mut self, now: u64) {
+        let idle = self.cfg.idle_ns;
+        let dead: Vec<FlowKey> = self
+            .map
+            .iter()
+            .filter(|(_, r)| now.saturating_sub(r.last_ns) >= idle)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in dead {
+            if let Some(r) = self.map.remove(&k) {
+                self.emit(&k, &r, EndReason::Idle);
+            }
+        }
+    }
+
+    fn evict_oldest(&mut self) {
+        if let Some(k) = self
+            .map
+            .iter()
+            .min_by_key(|(_, r)| r.last_ns)
+            .map(|(k, _)| *k)
+        {
+            if let Some(r) = self.map.remove(&k) {
+                self.stats.evicted += 1;
+                self.emit(&k, &r, EndReason::Evicted);
+            }
+        }
+    }
+
+    fn emit(&mut self, k: &FlowKey, r: &Rec, why: EndReason) {
+        let line = serde_json::json!({
+            "type": "flow", "member": self.member, "proto": k.proto, "vlan": k.vlan,
+            "src": k.src_ip().to_string(), "sport": k.sport, "dst": k.dst_ip().to_string(), "dport": k.dport,
+            "packets_fwd": r.packets[0], "bytes_fwd": r.bytes[0], "packets_rev": r.packets[1], "bytes_rev": r.bytes[1],
+            "first_ns": r.first_ns, "last_ns": r.last_ns, "tcp_flags": r.flags, "end": why.as_str(),
+        });
+        let _ = writeln!(self.out, "{line}");
+        self.stats.records += 1;
+    }
+
+    /// Ends every open flow and flushes the file.
+    pub fn finish(mut self) -> std::io::Result<FlowStats> {
+        let open: Vec<(FlowKey, Rec)> = self.map.drain().collect();
+        for (k, r) in open {
+            self.emit(&k, &r, EndReason::Exit);
+        }
+        self.out.flush()?;
+        Ok(self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::frame::{FrameSpec, Proto};
+
+    fn frames(spec: FrameSpec, n: u64) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                let mut b = vec![0u8; 2048];
+                let len = spec.fill(i, &mut b);
+                b.truncate(len);
+                b
+            })
+            .collect()
+    }
+
+    fn read(path: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .expect("read")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect()
+    }
+
+    #[test]
+    fn test_flows_per_direction_and_timeouts() {
+        let dir = std::env::temp_dir().join(format!("corecap-flows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("f.jsonl");
+        let cfg = FlowConfig {
+            idle_ns: 5_000_000_000,
+            active_ns: u64::MAX,
+            capacity: 3,
+        };
+        let mut t = FlowTable::create(&path, "g0m0", cfg).expect("create");
+        let spec = FrameSpec {
+            size: 64,
+            flows: 2,
+            proto: Proto::Tcp,
+            vlan: None,
+            bidir: true,
+        };
+        for (i, f) in frames(spec, 40).iter().enumerate() {
+            let p = Packet {
+                ts_ns: 1_000 + i as u64,
+                data: f,
+                wire_len: f.len() as u32,
+                iface: 0,
+                queue: None,
+                vlan: None,
+            };
+            t.packet(&p);
+        }
+        // A third flow 10 s later: the first two go idle.
+        let late = FrameSpec {
+            size: 64,
+            flows: 3,
+            proto: Proto::Udp,
+            vlan: None,
+            bidir: false,
+        };
+        let f = &frames(late, 3)[2];
+        t.packet(&Packet {
+            ts_ns: 10_000_000_000,
+            data: f,
+            wire_len: 60,
+            iface: 0,
+            queue: None,
+            vlan: None,
+        });
+        let stats = t.finish().expect("finish");
+        let recs = read(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(stats.records, 3);
+        let idle: Vec<&serde_json::Value> = recs.iter().filter(|r| r["end"] == "idle").collect();
+        assert_eq!(idle.len(), 2);
+        for r in idle {
+            assert_eq!(
+                (r["packets_fwd"].as_u64(), r["packets_rev"].as_u64()),
+                (Some(10), Some(10)),
+                "{r}"
+            );
+            assert_eq!(r["bytes_fwd"].as_u64(), Some(600));
+            assert_eq!(r["tcp_flags"].as_u64(), Some(0x18));
+        }
+        assert!(recs.iter().any(|r| r["end"] == "exit" && r["proto"] == 17));
+    }
+}
