@@ -15,7 +15,7 @@ pub(crate) struct Cli {
 #[derive(Subcommand, Debug)]
 pub(crate) enum Cmd {
     /// Capture packets on interfaces (-i) or from files (-r).
-    Capture(CaptureArgs),
+    Capture(Box<CaptureArgs>),
     /// Send test traffic on an interface.
     Gen(GenArgs),
     /// Create, inspect or remove the veth lab.

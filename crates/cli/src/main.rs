@@ -16,7 +16,7 @@ pub(crate) fn auto_cpus(iface: &str, _workers: Option<usize>) -> anyhow::Result<
 fn main() {
     let cli = args::Cli::parse();
     let r = match cli.cmd {
-        args::Cmd::Capture(a) => cmd::capture::run(a),
+        args::Cmd::Capture(a) => cmd::capture::run(*a),
         args::Cmd::Gen(a) => cmd::gen::run(a),
         args::Cmd::Lab { cmd } => cmd::lab::run(cmd),
         args::Cmd::Demo(a) => cmd::demo::run(a),

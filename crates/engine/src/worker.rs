@@ -177,14 +177,17 @@ impl Run<'_> {
     }
 
     fn end_batch(&mut self, watermark: u64) {
-        match &mut self.app {
-            App::Merge(m) => {
-                if !m.send(watermark) {
-                    self.ctl.stop.store(true, Ordering::Relaxed);
-                }
+        // The merge thread is gone only after a failure: stop capturing.
+        let merge_gone = match &mut self.app {
+            App::Merge(m) => !m.send(watermark),
+            App::Steer(st) => {
+                st.flush();
+                false
             }
-            App::Steer(st) => st.flush(),
-            _ => {}
+            _ => false,
+        };
+        if merge_gone {
+            self.ctl.stop.store(true, Ordering::Relaxed);
         }
         self.counters.publish(&self.s);
     }

@@ -213,10 +213,33 @@ pub fn frame_hash(frame: &[u8], ring_vlan: Option<u16>) -> u32 {
     if frame.len() < ETH_HEADER_LEN {
         return 0;
     }
+    if let Some(h) = fast_ipv4_hash(frame) {
+        return h;
+    }
     match crate::flow::flow_key(frame, ring_vlan) {
         Ok(k) => flow_hash(&k),
         Err(_) => mac_hash(frame),
     }
+}
+
+/// The common case without building a [`FlowKey`]: an untagged IPv4 TCP or UDP frame with
+/// a 20-byte header, not a fragment, whose total length covers the ports. Anything else
+/// returns None and takes the general path; both give the same hash.
+#[inline]
+fn fast_ipv4_hash(f: &[u8]) -> Option<u32> {
+    let h = f.get(..38)?;
+    if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 || (h[23] != 6 && h[23] != 17) {
+        return None;
+    }
+    let total = u16::from_be_bytes([h[16], h[17]]);
+    let frag = u16::from_be_bytes([h[20], h[21]]) & 0x3fff;
+    if frag != 0 || total < 28 || usize::from(total) + 14 > f.len() {
+        return None;
+    }
+    // The same fold as `fold16` over addresses and ports, as six direct 16-bit loads.
+    let w = |i: usize| u16::from_be_bytes([h[i], h[i + 1]]);
+    let fold = w(26) ^ w(28) ^ w(30) ^ w(32) ^ w(34) ^ w(36);
+    Some(symmetric_of_fold(fold))
 }
 
 /// Symmetric Toeplitz hash of the two MAC addresses (12 bytes) of `frame`;

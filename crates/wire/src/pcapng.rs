@@ -318,46 +318,53 @@ impl<W: Write> PcapngWriter<W> {
         }
         let orig_len = vlan::tagged_orig_len(e.data.len(), e.orig_len, e.vlan_tci);
 
-        // Options first, into the tail of the scratch buffer, so the total
-        // length is known before the header goes out.
-        let b = &mut self.scratch;
-        b.clear();
-        put32(b, BLOCK_EPB);
-        put32(b, 0);
-        put32(b, e.if_id);
-        put_ts(b, e.ts_ns);
-        put32(b, caplen as u32);
-        put32(b, orig_len);
-        let header_len = b.len();
-        put_pad(b, caplen);
+        // Header and tail are assembled in fixed arrays (no Vec growth per packet): the
+        // header is 28 bytes; the tail holds the data padding (0..3), the options
+        // (hash 12, dropcount 12, queue 8, end 4) and the trailing length, 43 at most.
+        let mut tail = [0u8; 48];
+        let mut t = pad4(caplen) - caplen;
+        let mut opt = |code: u16, value: &[u8], t: &mut usize| {
+            tail[*t..*t + 2].copy_from_slice(&code.to_le_bytes());
+            tail[*t + 2..*t + 4].copy_from_slice(&(value.len() as u16).to_le_bytes());
+            tail[*t + 4..*t + 4 + value.len()].copy_from_slice(value);
+            *t += 4 + pad4(value.len());
+        };
         let mut any = false;
         if let Some(h) = e.hash {
             let mut v = [0u8; 5];
             v[0] = HASH_ALGORITHM_TOEPLITZ;
             v[1..].copy_from_slice(&h.to_be_bytes());
-            put_opt(b, EPB_HASH, &v)?;
+            opt(EPB_HASH, &v, &mut t);
             any = true;
         }
         if let Some(d) = e.dropcount {
-            put_opt(b, EPB_DROPCOUNT, &d.to_le_bytes())?;
+            opt(EPB_DROPCOUNT, &d.to_le_bytes(), &mut t);
             any = true;
         }
         if let Some(q) = e.queue {
-            put_opt(b, EPB_QUEUE, &q.to_le_bytes())?;
+            opt(EPB_QUEUE, &q.to_le_bytes(), &mut t);
             any = true;
         }
         if any {
-            put_opt(b, OPT_ENDOFOPT, &[])?;
+            opt(OPT_ENDOFOPT, &[], &mut t);
         }
-        let total = b.len() + caplen + 4;
+        let total = 28 + caplen + t + 4;
         let total32 = u32::try_from(total)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pcapng block too long"))?;
-        b[4..8].copy_from_slice(&total32.to_le_bytes());
-        put32(b, total32);
+        tail[t..t + 4].copy_from_slice(&total32.to_le_bytes());
+        t += 4;
+        let mut head = [0u8; 28];
+        head[0..4].copy_from_slice(&BLOCK_EPB.to_le_bytes());
+        head[4..8].copy_from_slice(&total32.to_le_bytes());
+        head[8..12].copy_from_slice(&e.if_id.to_le_bytes());
+        head[12..16].copy_from_slice(&((e.ts_ns >> 32) as u32).to_le_bytes());
+        head[16..20].copy_from_slice(&(e.ts_ns as u32).to_le_bytes());
+        head[20..24].copy_from_slice(&(caplen as u32).to_le_bytes());
+        head[24..28].copy_from_slice(&orig_len.to_le_bytes());
 
-        self.w.write_all(&self.scratch[..header_len])?;
+        self.w.write_all(&head)?;
         vlan::write_tagged(&mut self.w, e.data, e.vlan_tci, caplen)?;
-        self.w.write_all(&self.scratch[header_len..])?;
+        self.w.write_all(&tail[..t])?;
         self.bytes += total as u64;
         Ok(())
     }

@@ -77,3 +77,28 @@ proptest! {
         prop_assert_eq!(frame_hash(&arp_there, None), mac_hash(&arp_there));
     }
 }
+
+proptest::proptest! {
+    /// The fast IPv4 path of `frame_hash` gives exactly what the general path gives.
+    #[test]
+    fn fast_ipv4_hash_matches_the_general_path(
+        body in proptest::collection::vec(proptest::num::u8::ANY, 38..80),
+        proto in proptest::sample::select(vec![6u8, 17, 1, 132]),
+        frag in proptest::sample::select(vec![0u16, 0x2000, 0x0001, 0x4000]),
+        total in proptest::sample::select(vec![0u16, 20, 28, 40, 66, 1500]),
+        ihl in proptest::sample::select(vec![0x45u8, 0x46, 0x44, 0x55]),
+    ) {
+        let mut f = body;
+        f[12] = 0x08;
+        f[13] = 0x00;
+        f[14] = ihl;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        f[20..22].copy_from_slice(&frag.to_be_bytes());
+        f[23] = proto;
+        let general = match corecap_wire::flow::flow_key(&f, None) {
+            Ok(k) => corecap_wire::hash::flow_hash(&k),
+            Err(_) => corecap_wire::hash::mac_hash(&f),
+        };
+        proptest::prop_assert_eq!(corecap_wire::hash::frame_hash(&f, None), general);
+    }
+}

@@ -52,8 +52,7 @@ pub fn replay(
                 )
             }
         };
-        let h = corecap_wire::hash::frame_hash(rec.data, None);
-        if n > 1 && (h as usize) % n != me {
+        if n > 1 && (corecap_wire::hash::frame_hash(rec.data, None) as usize) % n != me {
             continue;
         }
         if let Some(p) = &spec.filter {
