@@ -108,6 +108,10 @@ pub(crate) struct CaptureArgs {
     /// CPUs for the stage threads (group members).
     #[arg(long, value_name = "LIST")]
     pub(crate) stage_cpus: Option<String>,
+    /// Read commands from this file (`-` for stdin) while capturing: `join GROUP` adds a
+    /// member to a group, `leave GROUP INDEX` removes one; traffic keeps flowing.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) control: Option<std::path::PathBuf>,
     /// Write flow records (JSON lines) per stage thread: FILE.g0m0 ... (implies --mode pipeline).
     #[arg(long, value_name = "FILE")]
     pub(crate) flows: Option<std::path::PathBuf>,

@@ -153,3 +153,101 @@ fn issue3_flow_records_match_what_was_sent() {
     }
     assert_eq!(flows, 50);
 }
+
+#[test]
+fn issue3_members_join_and_leave_during_traffic_and_nothing_is_lost() {
+    require_root!();
+    use std::io::{BufRead, Write};
+    use std::process::{Command, Stdio};
+    let lab = Lab::new(1);
+    let mut child = Command::new(util::bin())
+        .args([
+            "capture",
+            "--netns",
+            &lab.netns,
+            "-i",
+            "cap0",
+            "--workers",
+            "2",
+            "--groups",
+            "balance:2",
+        ])
+        .args([
+            "--control",
+            "-",
+            "--json",
+            "--stats-interval",
+            "0",
+            "--duration",
+            "60",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("capture");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(l);
+        }
+    });
+    let wait_for = |needle: &str| loop {
+        let l = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no '{needle}'"));
+        assert!(!l.contains("control:"), "{l}");
+        if l.contains(needle) {
+            break;
+        }
+    };
+    wait_for("capturing on");
+    let netns = lab.netns.clone();
+    // 30000 frames at 20 kpps: 1.5 s of traffic while members come and go.
+    let gen = std::thread::spawn(move || {
+        let out = Command::new(util::bin())
+            .args([
+                "gen", "--netns", &netns, "-i", "gen0", "--json", "--count", "30000", "--rate",
+                "20000",
+            ])
+            .args(["--flows", "4096", "--bidir"])
+            .output()
+            .expect("gen");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        u(&v, "sent")
+    });
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    writeln!(stdin, "join 0").expect("write");
+    wait_for("g0m2 joined");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    writeln!(stdin, "leave 0 0").expect("write");
+    wait_for("g0m0 left");
+    let sent = gen.join().expect("gen thread");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().expect("wait");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    let members = v["groups"][0]["members"].as_array().expect("members");
+    assert_eq!(
+        members.len(),
+        3,
+        "two first members and the one that joined: {v}"
+    );
+    let delivered: u64 = members.iter().map(|m| u(m, "delivered")).sum();
+    assert_eq!(delivered, sent, "no member lost a packet: {v}");
+    assert!(
+        members
+            .iter()
+            .all(|m| u(m, "steer_full") == 0 && u(m, "delivered") > 0),
+        "{v}"
+    );
+}

@@ -20,9 +20,13 @@ use crate::stage::member::{self as stage_member, MemberOutcome};
 use crate::stage::pipe;
 use crate::stats::ledger::{Snapshot, WorkerCounters};
 use crate::steer::filter::Program;
-use crate::steer::group::{Group, GroupKind, GroupSpec, Steer, SteerCounts};
+use crate::steer::group::{
+    Control as SteerControl, Group, GroupKind, GroupSpec, Matrix, Steer, SteerCounts,
+};
 use crate::steer::indirection::Indirection;
 use crate::worker::{self, App, Control, Outcome, Source, Worker};
+use arc_swap::ArcSwap;
+use std::sync::atomic::AtomicU64;
 
 /// How packets of an interface are spread over its workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -195,8 +199,15 @@ pub struct Capture {
     pub notes: Vec<String>,
     handles: Vec<JoinHandle<Outcome>>,
     merge: Option<JoinHandle<(FileSink, u64)>>,
-    stages: Vec<(usize, usize, Option<u32>, JoinHandle<MemberOutcome>)>,
+    stages: Vec<Stage>,
     group_kinds: Vec<GroupKind>,
+    /// Per worker: its control ring and the epoch it has applied.
+    controls: Vec<(rtrb::Producer<SteerControl>, Arc<AtomicU64>)>,
+    /// The published matrix and what it takes to start a member.
+    matrix: Option<(Arc<ArcSwap<Matrix>>, StageCtx)>,
+    epoch: u64,
+    /// Next member index of each group (file names stay unique across joins).
+    next_index: Vec<usize>,
     xdp: Vec<Arc<XdpSetup>>,
     started: Instant,
     duration: Option<Duration>,
@@ -450,6 +461,9 @@ impl Capture {
         let mut merge = None;
         let mut stages = Vec::new();
         let mut group_kinds = Vec::new();
+        let mut controls = Vec::new();
+        let mut matrix = None;
+        let mut next_index: Vec<usize> = Vec::new();
         if !cfg.groups.is_empty() {
             if cfg
                 .output
@@ -476,8 +490,7 @@ impl Capture {
                     table: Indirection::new(gs.members),
                     filter,
                     snaplen: gs.snaplen.unwrap_or(cfg.snaplen),
-                    first: member_of.len(),
-                    members: usize::from(gs.members),
+                    members: (member_of.len()..member_of.len() + usize::from(gs.members)).collect(),
                 });
                 group_kinds.push(gs.kind);
                 member_of.extend((0..usize::from(gs.members)).map(|m| (gi, m)));
@@ -498,45 +511,32 @@ impl Capture {
                     rx.push(r);
                 }
             }
+            let stage_ctx = StageCtx {
+                output: cfg.output.clone(),
+                flows: cfg.flows.clone(),
+                ifaces: ifaces.clone(),
+                snaplen: cfg.snaplen,
+                stage_cpus: stage_cpus.clone(),
+                pin: cfg.pin,
+            };
             for (m, rx) in rxs.into_iter().enumerate() {
                 let (g, i) = member_of[m];
-                let sink = match &cfg.output {
-                    Some(o) => Some(
-                        FileSink::create(FileConfig {
-                            path: suffixed_path(&o.path, &format!("g{g}m{i}")),
-                            format: o.format,
-                            rotation: o.rotation,
-                            interfaces: ifaces.clone(),
-                            snaplen: cfg.snaplen,
-                        })
-                        .map_err(|e| CaptureError::Output(e.to_string()))?,
-                    ),
-                    None => None,
-                };
-                let flows = match &cfg.flows {
-                    Some(p) => Some(
-                        crate::stage::flows::FlowTable::create(
-                            &suffixed_path(p, &format!("g{g}m{i}")),
-                            &format!("g{g}m{i}"),
-                            crate::stage::flows::FlowConfig::default(),
-                        )
-                        .map_err(|e| CaptureError::Output(e.to_string()))?,
-                    ),
-                    None => None,
-                };
-                let cpu = cfg.pin.then(|| stage_cpus[m % stage_cpus.len()]);
-                let h = std::thread::Builder::new()
-                    .name(format!("corecap-g{g}m{i}"))
-                    .spawn(move || stage_member::run(cpu, rx, sink, flows))
-                    .map_err(|e| {
-                        CaptureError::Config(format!("cannot start a stage thread: {e}"))
-                    })?;
-                stages.push((g, i, cpu, h));
+                stages.push(stage_ctx.spawn(g, i, m, rx)?);
             }
-            apps.extend(
-                txs.into_iter()
-                    .map(|tx| App::Steer(Box::new(Steer::new(groups.clone(), tx)))),
-            );
+            next_index = cfg.groups.iter().map(|g| usize::from(g.members)).collect();
+            let shared = Arc::new(ArcSwap::from_pointee(Matrix { groups }));
+            for tx in txs {
+                let (ctl_tx, ctl_rx) = rtrb::RingBuffer::new(64);
+                let ack = Arc::new(AtomicU64::new(0));
+                controls.push((ctl_tx, ack.clone()));
+                apps.push(App::Steer(Box::new(Steer::new(
+                    shared.clone(),
+                    tx,
+                    ctl_rx,
+                    ack,
+                ))));
+            }
+            matrix = Some((shared, stage_ctx));
         }
         match &cfg.output {
             _ if !cfg.groups.is_empty() => {}
@@ -628,6 +628,10 @@ impl Capture {
             merge,
             stages,
             group_kinds,
+            controls,
+            matrix,
+            epoch: 0,
+            next_index,
             xdp,
             started: Instant::now(),
             duration: cfg.duration,
@@ -733,7 +737,14 @@ impl Capture {
                     members: vec![],
                 });
             }
-            for (m, (g, i, cpu, h)) in self.stages.into_iter().enumerate() {
+            for Stage {
+                group: g,
+                index: i,
+                member: m,
+                cpu,
+                handle: h,
+            } in self.stages
+            {
                 let outcome = h.join().unwrap_or_else(|_| MemberOutcome {
                     error: Some("stage thread panicked".into()),
                     ..Default::default()
@@ -787,5 +798,166 @@ fn add_into(acc: &mut Vec<u64>, v: &[u64]) {
     }
     for (a, x) in acc.iter_mut().zip(v) {
         *a += x;
+    }
+}
+
+/// A member's stage thread.
+#[derive(Debug)]
+struct Stage {
+    group: usize,
+    index: usize,
+    member: usize,
+    cpu: Option<u32>,
+    handle: JoinHandle<MemberOutcome>,
+}
+
+/// What it takes to start a member's stage thread.
+#[derive(Clone, Debug)]
+struct StageCtx {
+    output: Option<OutputConfig>,
+    flows: Option<PathBuf>,
+    ifaces: Vec<InterfaceDesc>,
+    snaplen: u32,
+    stage_cpus: Vec<u32>,
+    pin: bool,
+}
+
+impl StageCtx {
+    fn spawn(
+        &self,
+        g: usize,
+        i: usize,
+        m: usize,
+        rx: Vec<pipe::PipeRx>,
+    ) -> Result<Stage, CaptureError> {
+        let sink = match &self.output {
+            Some(o) => Some(
+                FileSink::create(FileConfig {
+                    path: suffixed_path(&o.path, &format!("g{g}m{i}")),
+                    format: o.format,
+                    rotation: o.rotation,
+                    interfaces: self.ifaces.clone(),
+                    snaplen: self.snaplen,
+                })
+                .map_err(|e| CaptureError::Output(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let flows = match &self.flows {
+            Some(p) => Some(
+                crate::stage::flows::FlowTable::create(
+                    &suffixed_path(p, &format!("g{g}m{i}")),
+                    &format!("g{g}m{i}"),
+                    crate::stage::flows::FlowConfig::default(),
+                )
+                .map_err(|e| CaptureError::Output(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let cpu = self.pin.then(|| self.stage_cpus[m % self.stage_cpus.len()]);
+        let handle = std::thread::Builder::new()
+            .name(format!("corecap-g{g}m{i}"))
+            .spawn(move || stage_member::run(cpu, rx, sink, flows))
+            .map_err(|e| CaptureError::Config(format!("cannot start a stage thread: {e}")))?;
+        Ok(Stage {
+            group: g,
+            index: i,
+            member: m,
+            cpu,
+            handle,
+        })
+    }
+}
+
+impl Capture {
+    fn wait_acks(&self, epoch: u64) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for ((_, ack), h) in self.controls.iter().zip(&self.handles) {
+            // Acquire: pairs with the worker's Release store after it applied the message.
+            while ack.load(Ordering::Acquire) < epoch && !h.is_finished() {
+                if Instant::now() > deadline {
+                    return Err("a worker did not take the change within 5 s".into());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a member to group `g` while traffic flows; returns its name (`gGmI`).
+    pub fn join(&mut self, g: usize) -> Result<String, String> {
+        let Some((shared, ctx)) = self.matrix.clone() else {
+            return Err("no groups: start with --groups".into());
+        };
+        let cur = shared.load_full();
+        if g >= cur.groups.len() {
+            return Err(format!("no group {g} (there are {})", cur.groups.len()));
+        }
+        let m = self.stages.iter().map(|s| s.member + 1).max().unwrap_or(0);
+        let i = self.next_index[g];
+        let mut rxs = Vec::new();
+        self.epoch += 1;
+        for (ctl, _) in self.controls.iter_mut() {
+            let (tx, rx) = pipe::pipe(256);
+            rxs.push(rx);
+            ctl.push(SteerControl::Join {
+                member: m,
+                tx,
+                epoch: self.epoch,
+            })
+            .map_err(|_| "control ring full".to_string())?;
+        }
+        self.stages
+            .push(ctx.spawn(g, i, m, rxs).map_err(|e| e.to_string())?);
+        self.next_index[g] += 1;
+        self.wait_acks(self.epoch)?;
+        let mut next = (*cur).clone();
+        let grp = &mut next.groups[g];
+        grp.members.push(m);
+        if grp.kind == GroupKind::Balance {
+            grp.table.add_member();
+        }
+        shared.store(Arc::new(next));
+        Ok(format!("g{g}m{i}"))
+    }
+
+    /// Removes member `i` (its index in the group's current member list) from group `g`.
+    pub fn leave(&mut self, g: usize, i: usize) -> Result<String, String> {
+        let Some((shared, _)) = self.matrix.clone() else {
+            return Err("no groups: start with --groups".into());
+        };
+        let cur = shared.load_full();
+        let grp = cur.groups.get(g).ok_or_else(|| format!("no group {g}"))?;
+        if i >= grp.members.len() {
+            return Err(format!("group {g} has {} members", grp.members.len()));
+        }
+        if grp.members.len() == 1 {
+            return Err(format!("group {g} keeps at least one member"));
+        }
+        let m = grp.members[i];
+        let mut next = (*cur).clone();
+        let grp = &mut next.groups[g];
+        grp.members.remove(i);
+        if grp.kind == GroupKind::Balance {
+            grp.table.remove_member(i as u16);
+        }
+        shared.store(Arc::new(next));
+        self.epoch += 1;
+        for (ctl, _) in self.controls.iter_mut() {
+            ctl.push(SteerControl::Leave {
+                member: m,
+                epoch: self.epoch,
+            })
+            .map_err(|_| "control ring full".to_string())?;
+        }
+        self.wait_acks(self.epoch)?;
+        let name = self
+            .stages
+            .iter()
+            .find(|s| s.member == m)
+            .map_or(format!("member {m}"), |s| {
+                format!("g{}m{}", s.group, s.index)
+            });
+        Ok(name)
     }
 }

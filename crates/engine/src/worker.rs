@@ -182,6 +182,8 @@ impl Run<'_> {
             App::Merge(m) => !m.send(watermark),
             App::Steer(st) => {
                 st.flush();
+                // Between blocks: apply joins and leaves, load the current matrix.
+                st.refresh();
                 false
             }
             _ => false,

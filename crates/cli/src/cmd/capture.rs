@@ -29,6 +29,31 @@ fn list_interfaces() -> Result<()> {
     Ok(())
 }
 
+/// Reads control commands, one per line, on a thread of their own.
+fn control_reader(path: std::path::PathBuf) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let input: Box<dyn std::io::Read> = if path.as_os_str() == "-" {
+            Box::new(std::io::stdin())
+        } else {
+            match std::fs::File::open(&path) {
+                Ok(f) => Box::new(f),
+                Err(e) => {
+                    eprintln!("corecap: control: cannot open {}: {e}", path.display());
+                    return;
+                }
+            }
+        };
+        for line in std::io::BufReader::new(input).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Runs a capture to its end. Returns the process exit code.
 pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     if let Some(ns) = &a.netns {
@@ -49,9 +74,10 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone())
         .context("installing signal handlers")?;
 
-    let cap = Capture::start(&cfg)?;
+    let mut cap = Capture::start(&cfg)?;
     // Every socket is open; the main thread drops its capabilities too.
     corecap_linux::privilege::drop_thread_capabilities().context("dropping capabilities")?;
+    let commands = a.control.as_ref().map(|p| control_reader(p.clone()));
     let to_stdout = cfg
         .output
         .as_ref()
@@ -107,6 +133,30 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
                     0.0
                 )
             );
+        }
+        if let Some(rx) = &commands {
+            while let Ok(line) = rx.try_recv() {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let r = match words.as_slice() {
+                    ["join", g] => g
+                        .parse()
+                        .map_err(|_| "bad group".to_string())
+                        .and_then(|g| cap.join(g))
+                        .map(|n| format!("{n} joined")),
+                    ["leave", g, i] => match (g.parse(), i.parse()) {
+                        (Ok(g), Ok(i)) => cap.leave(g, i).map(|n| format!("{n} left")),
+                        _ => Err("bad group or index".into()),
+                    },
+                    [] => continue,
+                    _ => Err(format!(
+                        "unknown command '{line}' (join GROUP | leave GROUP INDEX)"
+                    )),
+                };
+                match r {
+                    Ok(msg) => eprintln!("corecap: {msg}"),
+                    Err(e) => eprintln!("corecap: control: {e}"),
+                }
+            }
         }
         if let Some(iv) = interval {
             if last.elapsed() >= iv {

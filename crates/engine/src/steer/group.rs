@@ -3,6 +3,28 @@
 //! indirection table. A group may have its own filter and snap length; a packet can go to
 //! several groups. [`Steer`] runs on a capture worker: it sends each packet to the members
 //! that take it, through per-member pipes to the stage threads.
+//!
+//! # Changing the matrix while traffic flows
+//!
+//! The groups form a [`Matrix`], published through an `ArcSwap` (RCU style): a worker
+//! loads it once per block, with no lock, and steers the whole block with that version.
+//! Members join and leave through a control ring to each worker:
+//!
+//! - join: the controller sends each worker the producer end of a new pipe, waits until
+//!   every worker has acknowledged (each stores the epoch it has applied, Release; the
+//!   controller loads it, Acquire), and only then publishes a matrix that names the new
+//!   member, so no worker can steer to a pipe it does not have;
+//! - leave: the controller first publishes a matrix without the member, then tells the
+//!   workers; a worker handles the message at a block boundary, after finishing any block
+//!   steered with the old matrix, so everything steered to the member reaches its pipe,
+//!   and then drops its end. The member drains its pipes and ends.
+//!
+//! The other members never see a change but in the indirection table, and lose nothing.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::packet::Packet;
 use crate::stage::pipe::PipeTx;
@@ -72,10 +94,36 @@ pub struct Group {
     pub filter: Option<Program>,
     /// Snap length.
     pub snaplen: u32,
-    /// Global index of the group's first member.
-    pub first: usize,
-    /// Members.
-    pub members: usize,
+    /// Global ids of the members, in member order.
+    pub members: Vec<usize>,
+}
+
+/// Every group, as published to the workers.
+#[derive(Clone, Debug, Default)]
+pub struct Matrix {
+    /// The groups.
+    pub groups: Vec<Group>,
+}
+
+/// A message from the controller to a worker.
+#[derive(Debug)]
+pub enum Control {
+    /// Start steering to member `member` through `tx` (once a matrix names it).
+    Join {
+        /// Global member id.
+        member: usize,
+        /// The worker's end of the member's pipe.
+        tx: PipeTx,
+        /// Controller epoch to acknowledge.
+        epoch: u64,
+    },
+    /// The member is gone from the matrix: flush and drop its pipe.
+    Leave {
+        /// Global member id.
+        member: usize,
+        /// Controller epoch to acknowledge.
+        epoch: u64,
+    },
 }
 
 /// Steering counters of one worker.
@@ -89,38 +137,132 @@ pub struct SteerCounts {
     pub steer_full: Vec<u64>,
 }
 
+/// Copies a packet into member `m`'s batch.
+#[inline]
+fn push(
+    tx: &mut [Option<PipeTx>],
+    counts: &mut SteerCounts,
+    m: usize,
+    p: &Packet<'_>,
+    hash: u32,
+    snaplen: u32,
+) {
+    counts.steered[m] += 1;
+    match tx.get_mut(m).and_then(|t| t.as_mut()) {
+        Some(t) => t.cur.push(p, hash, snaplen),
+        // Not reachable by the join protocol (a matrix names a member only after every
+        // worker has its pipe); counted, never silent.
+        None => counts.steer_full[m] += 1,
+    }
+}
+
 /// The steering stage of one capture worker.
 #[derive(Debug)]
 pub struct Steer {
-    groups: Vec<Group>,
-    tx: Vec<PipeTx>,
+    matrix: Arc<ArcSwap<Matrix>>,
+    cur: Arc<Matrix>,
+    tx: Vec<Option<PipeTx>>,
+    control: rtrb::Consumer<Control>,
+    ack: Arc<AtomicU64>,
     /// Counters, read when the worker ends.
     pub counts: SteerCounts,
     need_hash: bool,
 }
 
 impl Steer {
-    /// Steering over `groups` into one pipe per member (global member order).
-    pub fn new(groups: Vec<Group>, tx: Vec<PipeTx>) -> Self {
-        let need_hash = groups.iter().any(|g| g.kind == GroupKind::Balance);
-        let counts = SteerCounts {
-            filtered: vec![0; groups.len()],
-            steered: vec![0; tx.len()],
-            steer_full: vec![0; tx.len()],
+    /// Steering with the published `matrix` into one pipe per member (by global id).
+    pub fn new(
+        matrix: Arc<ArcSwap<Matrix>>,
+        tx: Vec<PipeTx>,
+        control: rtrb::Consumer<Control>,
+        ack: Arc<AtomicU64>,
+    ) -> Self {
+        let cur = matrix.load_full();
+        let n = tx.len();
+        let mut s = Self {
+            matrix,
+            cur,
+            tx: tx.into_iter().map(Some).collect(),
+            control,
+            ack,
+            counts: SteerCounts {
+                filtered: vec![],
+                steered: vec![0; n],
+                steer_full: vec![0; n],
+            },
+            need_hash: false,
         };
-        Self {
-            groups,
-            tx,
-            counts,
-            need_hash,
+        s.reload();
+        s
+    }
+
+    fn reload(&mut self) {
+        self.cur = self.matrix.load_full();
+        if let Some(m) = self
+            .cur
+            .groups
+            .iter()
+            .flat_map(|g| g.members.iter())
+            .max()
+            .copied()
+        {
+            self.grow(m);
         }
+        self.need_hash = self.cur.groups.iter().any(|g| g.kind == GroupKind::Balance);
+        if self.counts.filtered.len() < self.cur.groups.len() {
+            self.counts.filtered.resize(self.cur.groups.len(), 0);
+        }
+    }
+
+    fn grow(&mut self, m: usize) {
+        if self.tx.len() <= m {
+            self.tx.resize_with(m + 1, || None);
+            self.counts.steered.resize(m + 1, 0);
+            self.counts.steer_full.resize(m + 1, 0);
+        }
+    }
+
+    /// Applies control messages and loads the current matrix. Called between blocks.
+    pub fn refresh(&mut self) {
+        let mut epoch = None;
+        while let Ok(msg) = self.control.pop() {
+            match msg {
+                Control::Join {
+                    member,
+                    tx,
+                    epoch: e,
+                } => {
+                    self.grow(member);
+                    self.tx[member] = Some(tx);
+                    epoch = Some(e);
+                }
+                Control::Leave { member, epoch: e } => {
+                    if let Some(mut t) = self.tx.get_mut(member).and_then(|t| t.take()) {
+                        self.counts.steer_full[member] += t.send();
+                    }
+                    epoch = Some(e);
+                }
+            }
+        }
+        if let Some(e) = epoch {
+            // Release: pairs with the controller's Acquire load before it publishes.
+            self.ack.store(e, Ordering::Release);
+        }
+        self.reload();
     }
 
     /// Sends one packet to the members that take it.
     pub fn packet(&mut self, p: &Packet<'_>) {
+        let Self {
+            cur,
+            tx,
+            counts,
+            need_hash,
+            ..
+        } = self;
         // One hash per packet, shared by every balanced group (and carried to the stage).
-        let hash = if self.need_hash { p.hash() } else { 0 };
-        for (gi, g) in self.groups.iter().enumerate() {
+        let hash = if *need_hash { p.hash() } else { 0 };
+        for (gi, g) in cur.groups.iter().enumerate() {
             if let Some(f) = &g.filter {
                 let meta = Meta {
                     vlan: p.vlan,
@@ -128,21 +270,19 @@ impl Steer {
                     protocol: 0,
                 };
                 if f.run(p.data, p.wire_len, &meta) == 0 {
-                    self.counts.filtered[gi] += 1;
+                    counts.filtered[gi] += 1;
                     continue;
                 }
             }
             match g.kind {
                 GroupKind::Copy => {
-                    for m in g.first..g.first + g.members {
-                        self.tx[m].cur.push(p, hash, g.snaplen);
-                        self.counts.steered[m] += 1;
+                    for &m in &g.members {
+                        push(tx, counts, m, p, hash, g.snaplen);
                     }
                 }
                 GroupKind::Balance => {
-                    let m = g.first + usize::from(g.table.member(hash));
-                    self.tx[m].cur.push(p, hash, g.snaplen);
-                    self.counts.steered[m] += 1;
+                    let m = g.members[usize::from(g.table.member(hash)) % g.members.len().max(1)];
+                    push(tx, counts, m, p, hash, g.snaplen);
                 }
             }
         }
@@ -151,7 +291,9 @@ impl Steer {
     /// Hands every member its batch (once per ring block).
     pub fn flush(&mut self) {
         for (m, t) in self.tx.iter_mut().enumerate() {
-            self.counts.steer_full[m] += t.send();
+            if let Some(t) = t {
+                self.counts.steer_full[m] += t.send();
+            }
         }
     }
 }
