@@ -14,7 +14,8 @@ Regimes:
              (paper 001, test 3); the capturer is pinned to the same core
 
 Tools: corecap-count (one worker per core, AF_PACKET), corecap-count-1w (one worker on
-CPU 1, away from the generator on CPU 0), corecap-write (pcapng files), corecap-xdp and
+CPU 1, away from the generator on CPU 0), corecap-write (pcapng files), corecap-write-1w
+(one worker on CPU 1 writing pcapng), corecap-xdp and
 corecap-xdp-write (AF_XDP, one worker per RX queue), tcpdump -w, dumpcap -w, netsniff-ng.
 
 Usage: bench/capture_peers.py [--packets N] [--sizes 64,1518] [--regimes txring,xdp,contended]
@@ -70,6 +71,9 @@ def tool_cmd(tool, outdir, cpu):
         # One worker on the core the generator does not use (the placement paper 001 advises).
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
                 "--workers", "1", "--cpus", "1"]
+    if tool == "corecap-write-1w":
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+                "--workers", "1", "--cpus", "1", "-w", os.path.join(outdir, "corecap.pcapng")]
     if tool in ("corecap-xdp", "corecap-xdp-write"):
         w = ["-w", os.path.join(outdir, "corecap-xdp.pcapng")] if tool == "corecap-xdp-write" else []
         return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *w]

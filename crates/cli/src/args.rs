@@ -84,7 +84,8 @@ pub(crate) struct CaptureArgs {
     /// Milliseconds after which a partly filled block is handed over.
     #[arg(long, value_name = "MS", default_value_t = 10)]
     pub(crate) block_timeout: u32,
-    /// Workers per interface (default: one per allowed CPU; in queue mode one per RX queue).
+    /// Workers per interface (default: one per RX queue, at most one per CPU, placed from
+    /// the last CPU down, away from the CPUs that usually take the interrupts).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
     /// CPUs to run the workers on, e.g. 0-3,6.

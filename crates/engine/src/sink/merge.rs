@@ -12,24 +12,13 @@ use std::time::Duration;
 
 use super::file::FileSink;
 use crate::packet::Packet;
-
-#[derive(Clone, Copy, Debug)]
-struct Rec {
-    ts_ns: u64,
-    off: u32,
-    len: u32,
-    wire_len: u32,
-    iface: u32,
-    queue: Option<u32>,
-    vlan: Option<u16>,
-}
+use crate::stage::pipe;
 
 /// Packets of one worker on their way to the merge thread.
 #[derive(Debug, Default)]
 pub struct Batch {
     worker: usize,
-    data: Vec<u8>,
-    recs: Vec<Rec>,
+    packets: pipe::Batch,
     watermark: u64,
     done: bool,
 }
@@ -57,29 +46,23 @@ impl MergeHandle {
 
     /// Copies a packet into the current batch.
     pub fn push(&mut self, p: &Packet<'_>) {
-        let off = self.cur.data.len() as u32;
-        self.cur.data.extend_from_slice(p.data);
-        self.cur.recs.push(Rec {
-            ts_ns: p.ts_ns,
-            off,
-            len: p.data.len() as u32,
-            wire_len: p.wire_len,
-            iface: p.iface,
-            queue: p.queue,
-            vlan: p.vlan,
-        });
+        self.cur.packets.push(p, 0, u32::MAX);
     }
 
     /// Sends the current batch with a watermark. Returns false if the merge thread is gone.
     pub fn send(&mut self, watermark: u64) -> bool {
-        let cap = self.cur.data.capacity();
         let next = Batch {
             worker: self.worker,
-            data: Vec::with_capacity(cap),
             ..Default::default()
         };
         let mut b = std::mem::replace(&mut self.cur, next);
-        b.watermark = watermark.max(b.recs.last().map_or(0, |r| r.ts_ns));
+        let last = b
+            .packets
+            .len()
+            .checked_sub(1)
+            .and_then(|i| b.packets.ts(i))
+            .unwrap_or(0);
+        b.watermark = watermark.max(last);
         self.tx.send(b).is_ok()
     }
 
@@ -106,7 +89,7 @@ pub fn run(rx: Receiver<Batch>, workers: usize, mut sink: FileSink) -> (FileSink
                 let w = b.worker.min(workers - 1);
                 wm[w] = wm[w].max(b.watermark);
                 done[w] |= b.done;
-                if !b.recs.is_empty() {
+                if !b.packets.is_empty() {
                     queues[w].push_back((b, 0));
                 }
             }
@@ -133,7 +116,11 @@ fn drain(
         let head = q
             .iter()
             .enumerate()
-            .filter_map(|(w, d)| d.front().map(|(b, i)| (b.recs[*i].ts_ns, w)))
+            .filter_map(|(w, d)| {
+                d.front()
+                    .and_then(|(b, i)| b.packets.ts(*i))
+                    .map(|ts| (ts, w))
+            })
             .min();
         let Some((ts, w)) = head else { return errors };
         let ready = all
@@ -146,21 +133,13 @@ fn drain(
         let Some((b, i)) = q[w].front_mut() else {
             return errors;
         };
-        let r = b.recs[*i];
-        let data = &b.data[r.off as usize..(r.off + r.len) as usize];
-        let p = Packet {
-            ts_ns: r.ts_ns,
-            data,
-            wire_len: r.wire_len,
-            iface: r.iface,
-            queue: r.queue,
-            vlan: r.vlan,
-        };
-        if sink.write(&p).is_err() {
-            errors += 1;
+        if let Some((p, _)) = b.packets.get(*i) {
+            if sink.write(&p).is_err() {
+                errors += 1;
+            }
         }
         *i += 1;
-        if *i >= b.recs.len() {
+        if *i >= b.packets.len() {
             q[w].pop_front();
         }
     }

@@ -61,18 +61,31 @@ impl Batch {
         self.recs.clear();
     }
 
+    /// Timestamp of packet `i`.
+    pub fn ts(&self, i: usize) -> Option<u64> {
+        self.recs.get(i).map(|r| r.ts_ns)
+    }
+
+    /// Packet `i` and its flow hash.
+    pub fn get(&self, i: usize) -> Option<(Packet<'_>, u32)> {
+        let r = self.recs.get(i)?;
+        let p = Packet {
+            ts_ns: r.ts_ns,
+            data: self.data.get(r.off as usize..(r.off + r.len) as usize)?,
+            wire_len: r.wire_len,
+            iface: r.iface,
+            queue: r.queue,
+            vlan: r.vlan,
+        };
+        Some((p, r.hash))
+    }
+
     /// Calls `f` on every packet with its flow hash.
     pub fn for_each(&self, mut f: impl FnMut(&Packet<'_>, u32)) {
-        for r in &self.recs {
-            let p = Packet {
-                ts_ns: r.ts_ns,
-                data: &self.data[r.off as usize..(r.off + r.len) as usize],
-                wire_len: r.wire_len,
-                iface: r.iface,
-                queue: r.queue,
-                vlan: r.vlan,
-            };
-            f(&p, r.hash);
+        for i in 0..self.recs.len() {
+            if let Some((p, h)) = self.get(i) {
+                f(&p, h);
+            }
         }
     }
 }
