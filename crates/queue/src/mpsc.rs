@@ -35,7 +35,7 @@
 //! | `words[b]` | the producer that reserved the range (P3) | records; read by the consumer after the flag (C4) |
 //! | `flags[b][w]` | 0 → 1 by the producer of the record starting at word `w` (P3); 1 → 0 by the consumer (C4) | 0 or 1 |
 //! | `end[b]` | the one producer whose reservation crosses the end of buffer `b` (P4); reset by the consumer (C3) | first unwritten offset `< cap`, or `NO_END` |
-//! | `slots[i]` | producer `i` (counters, `claimed`) | event counts; the consumer sums them |
+//! | `slots[i]` | its owner (counters, plain add); producers sharing it when all slots are taken (atomic add); `claimed` by claiming (Acquire) and dropping (Release) producers | event counts; the consumer sums them |
 //! | `live` | producers (clone +1, drop −1) | producers alive |
 //!
 //! A producer inserts a record (or a batch) of `n` bytes:
@@ -59,6 +59,9 @@
 //!
 //! The consumer drains:
 //!
+//! - **C0.** Load `index` (Relaxed); if nothing is reserved, return without
+//!   swapping, so an idle consumer does not pull the index line away from
+//!   producers.
 //! - **C1.** `old = index.swap(other << 63, Release)`: later reservations go to
 //!   the other buffer, which starts empty.
 //! - **C2.** `len = min(length of old, cap)`; walk buffer `b` (the top bit of
@@ -116,8 +119,8 @@ use crate::{Full, QueueStats};
 /// Largest buffer, in bytes; larger requests are clamped to it.
 pub const MAX_CAPACITY: usize = 1 << 30;
 
-/// Producer counter slots of [`queue`]; more producers than this share slots
-/// (still exact, slower).
+/// Producer counter slots of [`queue`]; more producers than this share one
+/// more slot (still exact, slower).
 pub const DEFAULT_PRODUCER_SLOTS: usize = 64;
 
 /// Bytes in front of the packet bytes of a record: `len`, `caplen`, [`SlotHeader`].
@@ -166,7 +169,8 @@ struct Shared {
     words: [Words; 2],
     /// Bytes per buffer; a multiple of 8, at most `MAX_CAPACITY`.
     cap: u64,
-    /// Producer counters; at least one slot.
+    /// Producer counters: the claimable slots, then one never owned, shared
+    /// (with atomic adds) by producers that found no free slot.
     slots: Box<[CachePadded<ProducerSlot>]>,
     /// Producers alive; written by producers on clone and drop.
     live: AtomicUsize,
@@ -204,23 +208,26 @@ impl Shared {
     /// Marks the record at byte `off` of buffer `b` complete.
     fn publish(&self, b: usize, off: u64) {
         // R3: pairs with A4 in `Walk::step`: the record's bytes are visible once its flag reads 1.
-        self.flags[b][(off / 8) as usize].store(1, Ordering::Relaxed);
+        self.flags[b][(off / 8) as usize].store(1, Ordering::Release);
     }
 
-    /// Claims a free counter slot, or shares slot 0 if all are taken.
+    /// Claims a free counter slot, or shares the last one, which nobody owns,
+    /// if all others are taken.
     fn claim_slot(&self) -> (usize, bool) {
-        for (i, slot) in self.slots.iter().enumerate() {
-            // Relaxed: `claimed` only spreads producers over counter lines; it publishes no memory.
+        let shared = self.slots.len() - 1;
+        for (i, slot) in self.slots[..shared].iter().enumerate() {
+            // Relaxed: a hint that skips taken slots; the compare-exchange decides.
             if !slot.claimed.load(Ordering::Relaxed)
+                // A7: pairs with R7 in `Producer::drop`: we see the last owner's final counts.
                 && slot
                     .claimed
-                    .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
                 return (i, true);
             }
         }
-        (0, false)
+        (shared, false)
     }
 }
 
@@ -230,6 +237,19 @@ impl Shared {
 /// The capacity is rounded up to a multiple of 8 and clamped to
 /// [`MAX_CAPACITY`]. A record takes [`RECORD_OVERHEAD`] plus its packet bytes,
 /// rounded up to 8; a record larger than a buffer is always counted full.
+///
+/// ```
+/// use corecap_queue::{mpsc, SlotHeader};
+///
+/// let (p, mut c) = mpsc::queue(64 * 1024);
+/// let worker = p.clone(); // one producer per capture worker
+/// worker.push(&SlotHeader { ts_ns: 1, queue: 2, ..SlotHeader::default() }, b"frame")?;
+/// let mut got = Vec::new();
+/// c.drain(|h, data| got.push((h.ts_ns, h.queue, data.to_vec())));
+/// assert_eq!(got, [(1, 2, b"frame".to_vec())]);
+/// assert_eq!(c.stats().pushed, 1);
+/// # Ok::<(), corecap_queue::Full>(())
+/// ```
 pub fn queue(capacity_bytes: usize) -> (Producer, Consumer) {
     queue_with_slots(capacity_bytes, DEFAULT_PRODUCER_SLOTS)
 }
@@ -249,7 +269,7 @@ pub fn queue_with_slots(capacity_bytes: usize, producer_slots: usize) -> (Produc
         flags: [flags(), flags()],
         words: [Words::new(nwords), Words::new(nwords)],
         cap: cap as u64,
-        slots: (0..producer_slots.max(1))
+        slots: (0..producer_slots.max(1) + 1)
             .map(|_| CachePadded::new(ProducerSlot::default()))
             .collect(),
         live: AtomicUsize::new(1),
@@ -303,7 +323,7 @@ impl Producer {
             // SAFETY: P2 handed bytes off..off+n of buffer b, within cap, to this call alone.
             unsafe { sh.write_record(b, off, hdr, data) };
             sh.publish(b, off);
-            self.counters().pushed.fetch_add(1, Ordering::Relaxed); // Relaxed: event count, publishes nothing.
+            self.count(|s| &s.pushed, 1);
             Ok(())
         } else {
             // P4.
@@ -345,7 +365,9 @@ impl Producer {
             }
         }
         if take == 0 {
-            self.full(offered);
+            if offered > 0 {
+                self.full(offered);
+            }
             return 0;
         }
         self.insert_batch(items, take, total, offered)
@@ -390,8 +412,7 @@ impl Producer {
                 sh.set_end(b, x);
             }
         }
-        let slot = self.counters();
-        slot.pushed.fetch_add(pushed, Ordering::Relaxed); // Relaxed: event count, publishes nothing.
+        self.count(|s| &s.pushed, pushed);
         if offered > pushed {
             self.full(offered - pushed);
         }
@@ -407,9 +428,23 @@ impl Producer {
         &self.shared.slots[self.slot]
     }
 
+    /// Adds `n` to one of this producer's counters.
+    #[inline]
+    fn count(&self, which: impl FnOnce(&ProducerSlot) -> &AtomicU64, n: u64) {
+        let c = which(self.counters());
+        if self.owned {
+            // Relaxed: only this producer writes a slot it owns (A7 gave it the last
+            // owner's value); the consumer's sums need no order with other memory.
+            c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        } else {
+            // Relaxed: a shared slot takes atomic adds; event counts publish nothing.
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     /// Counts `n` records full.
     fn full(&self, n: u64) -> Full {
-        self.counters().full_drops.fetch_add(n, Ordering::Relaxed); // Relaxed: event count, publishes nothing.
+        self.count(|s| &s.full_drops, n);
         Full
     }
 }
@@ -439,8 +474,8 @@ impl Clone for Producer {
 impl Drop for Producer {
     fn drop(&mut self) {
         if self.owned {
-            // Relaxed: counts stay in the slot and the next owner adds to them; nothing is published.
-            self.counters().claimed.store(false, Ordering::Relaxed);
+            // R7: pairs with A7 in `Shared::claim_slot`: the next owner continues from our counts.
+            self.counters().claimed.store(false, Ordering::Release);
         }
         // R6: pairs with A6 in `Consumer::is_abandoned`: our records and reservations come first.
         self.shared.live.fetch_sub(1, Ordering::Release);
@@ -472,6 +507,11 @@ impl Consumer {
     /// them.
     pub fn drain(&mut self, mut f: impl FnMut(&SlotHeader, &[u8])) -> usize {
         let sh = &*self.shared;
+        // C0. Relaxed: a hint; a reservation made after this load is taken by the next drain.
+        // An empty buffer is not swapped, so an idle consumer leaves the index line alone.
+        if sh.index.load(Ordering::Relaxed) & LEN_MASK == 0 {
+            return 0;
+        }
         let next = self.active ^ 1;
         // C1. R1: pairs with A2 in `Producer::push`/`push_batch`: our reads and
         // flag clears of buffer `next` (previous drain) happen before its new writes.

@@ -62,6 +62,27 @@ fn copy_out(a: &[u8], b: &[u8], pos: usize, dst: &mut [u8]) {
     to_b.copy_from_slice(&b[bpos..bpos + to_b.len()]);
 }
 
+/// Walks a batch: returns (items, records that fit in `room` bytes as a
+/// prefix, their bytes).
+fn size_prefix<'a>(
+    items: impl Iterator<Item = (SlotHeader, &'a [u8])>,
+    room: usize,
+) -> (u64, usize, usize) {
+    let (mut offered, mut take, mut total) = (0u64, 0usize, 0usize);
+    let mut fits = true;
+    for (_, data) in items {
+        offered += 1;
+        match record_len(data.len()) {
+            Some(n) if fits && n <= room - total => {
+                total += n;
+                take += 1;
+            }
+            _ => fits = false,
+        }
+    }
+    (offered, take, total)
+}
+
 /// Counters of one ring; the producer adds, the consumer reads.
 #[derive(Debug, Default)]
 struct Counts {
@@ -126,21 +147,18 @@ impl Producer {
         I::IntoIter: Clone,
     {
         let items = items.into_iter();
-        let room = self.ring.slots();
-        let (mut offered, mut take, mut total) = (0u64, 0usize, 0usize);
-        let mut fits = true;
-        for (_, data) in items.clone() {
-            offered += 1;
-            match record_len(data.len()) {
-                Some(n) if fits && total + n <= room => {
-                    total += n;
-                    take += 1;
-                }
-                _ => fits = false,
+        // Size the whole batch, then ask for it; rtrb answers from its cached
+        // view of the consumer and only reloads the consumer's index when short.
+        let (mut offered, mut take, mut total) = size_prefix(items.clone(), usize::MAX);
+        let chunk = match self.ring.write_chunk_uninit(total) {
+            Ok(chunk) => Ok(chunk),
+            Err(rtrb::chunks::ChunkError::TooFewSlots(room)) => {
+                (offered, take, total) = size_prefix(items.clone(), room);
+                self.ring.write_chunk_uninit(total)
             }
-        }
+        };
         let mut pushed = 0u64;
-        if let Ok(mut chunk) = self.ring.write_chunk_uninit(total) {
+        if let Ok(mut chunk) = chunk {
             let (a, b) = chunk.as_mut_slices();
             let mut pos = 0;
             for (hdr, data) in items.take(take) {

@@ -149,3 +149,27 @@ fn loom_two_swaps_while_writing() {
 fn loom_batch_against_push() {
     run(2 * REC8 + 8, 1, [push_one_p1, batch_two_p2], None);
 }
+
+/// A producer leaves while another joins and may take over its counter slot:
+/// the new owner continues from the old owner's counts, so none are lost.
+#[test]
+fn loom_slot_handover_keeps_counts() {
+    loom::model(|| {
+        let (p, mut c) = mpsc::queue_with_slots(4 * REC8, 1);
+        let q = p.clone(); // slot taken by p: q shares the overflow slot
+        let leaver = thread::spawn(move || {
+            let _ = p.push(&hdr(1, 0), &payload(1, 0, 8));
+            let _ = p.push(&hdr(1, 1), &payload(1, 1, 40));
+        });
+        let joiner = thread::spawn(move || {
+            let r = q.clone(); // claims p's slot if p has left
+            let _ = r.push(&hdr(2, 0), &payload(2, 0, 8));
+        });
+        leaver.join().unwrap();
+        joiner.join().unwrap();
+        let mut seen = Seen::default();
+        seen.drain(&mut c);
+        seen.drain(&mut c);
+        seen.check(&c, 3);
+    });
+}
