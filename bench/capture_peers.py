@@ -15,7 +15,8 @@ Regimes:
 
 Tools: corecap-count (one worker per core, AF_PACKET), corecap-count-1w (one worker on
 CPU 1, away from the generator on CPU 0), corecap-write (pcapng files), corecap-write-1w
-(one worker on CPU 1 writing pcapng), corecap-xdp and
+(one worker on CPU 1 writing pcapng), corecap-pipeline and corecap-pipeline-mpsc (capture
+on CPU 1, the count app on a stage thread on CPU 0, over SPSC rings or the PFQ queue), corecap-xdp and
 corecap-xdp-write (AF_XDP, one worker per RX queue), tcpdump -w, dumpcap -w, netsniff-ng.
 
 Usage: bench/capture_peers.py [--packets N] [--sizes 64,1518] [--regimes txring,xdp,contended]
@@ -74,6 +75,11 @@ def tool_cmd(tool, outdir, cpu):
     if tool == "corecap-write-1w":
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
                 "--workers", "1", "--cpus", "1", "-w", os.path.join(outdir, "corecap.pcapng")]
+    if tool in ("corecap-pipeline", "corecap-pipeline-mpsc"):
+        # Capture worker on CPU 1, one stage thread (balanced group of 1) on CPU 0.
+        q = "mpsc" if tool.endswith("mpsc") else "spsc"
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+                "--workers", "1", "--cpus", "1", "--mode", "pipeline", "--stage-cpus", "0", "--queue", q]
     if tool in ("corecap-xdp", "corecap-xdp-write"):
         w = ["-w", os.path.join(outdir, "corecap-xdp.pcapng")] if tool == "corecap-xdp-write" else []
         return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *w]

@@ -106,6 +106,10 @@ pub(crate) struct CaptureArgs {
     /// Consumer groups on stage cores, e.g. balance:3,copy:1 (implies --mode pipeline).
     #[arg(long, value_name = "KIND:N,...")]
     pub(crate) groups: Option<String>,
+    /// How packets reach the stage threads: a ring per (worker, member), or one PFQ
+    /// multi-producer queue per member.
+    #[arg(long, value_parser = ["spsc", "mpsc"], default_value = "spsc")]
+    pub(crate) queue: String,
     /// CPUs for the stage threads (group members).
     #[arg(long, value_name = "LIST")]
     pub(crate) stage_cpus: Option<String>,

@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 
 use crate::args::{BalanceArg, CaptureArgs};
@@ -184,6 +185,11 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         groups: std::mem::take(&mut groups),
         stage_cpus,
         flows: a.flows.clone(),
+        transport: if a.queue == "mpsc" {
+            Transport::Mpsc
+        } else {
+            Transport::Spsc
+        },
         inputs,
         files: a.read.clone(),
         workers,

@@ -28,6 +28,15 @@ fn issue3_copy_group_members_each_get_every_packet() {
 
 #[test]
 fn issue3_balance_group_splits_exactly_and_keeps_flows_whole() {
+    balance_and_copy("spsc");
+}
+
+#[test]
+fn issue3_pfq_mpsc_queue_carries_the_same_packets() {
+    balance_and_copy("mpsc");
+}
+
+fn balance_and_copy(queue: &str) {
     require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("bal");
@@ -37,6 +46,8 @@ fn issue3_balance_group_splits_exactly_and_keeps_flows_whole() {
         "2",
         "--groups",
         "balance:2,copy:1",
+        "--queue",
+        queue,
         "-w",
         out.to_str().expect("utf8"),
     ]);

@@ -157,6 +157,8 @@ pub struct CaptureConfig {
     pub stage_cpus: Vec<u32>,
     /// Flow records (JSON lines) written per stage thread, `FILE.gGmM`.
     pub flows: Option<PathBuf>,
+    /// How packets travel from the workers to the stage threads.
+    pub transport: pipe::Transport,
 }
 
 /// Errors that stop a capture before it starts.
@@ -510,16 +512,15 @@ impl Capture {
             } else {
                 cfg.stage_cpus.clone()
             };
-            // One pipe per (worker, member).
+            // Each member gets an end per worker (spsc: a ring each; mpsc: one shared queue).
             let mut txs: Vec<Vec<pipe::PipeTx>> = (0..nworkers).map(|_| Vec::new()).collect();
-            let mut rxs: Vec<Vec<pipe::PipeRx>> =
-                (0..member_of.len()).map(|_| Vec::new()).collect();
-            for tx in txs.iter_mut() {
-                for rx in rxs.iter_mut() {
-                    let (t, r) = pipe::pipe(256);
-                    tx.push(t);
-                    rx.push(r);
+            let mut rxs: Vec<Vec<pipe::PipeRx>> = Vec::new();
+            for _ in 0..member_of.len() {
+                let (t, r) = member_pipes(cfg.transport, nworkers);
+                for (w, tx) in t.into_iter().enumerate() {
+                    txs[w].push(tx);
                 }
+                rxs.push(r);
             }
             let stage_ctx = StageCtx {
                 output: cfg.output.clone(),
@@ -528,6 +529,7 @@ impl Capture {
                 snaplen: cfg.snaplen,
                 stage_cpus: stage_cpus.clone(),
                 pin: cfg.pin,
+                transport: cfg.transport,
             };
             for (m, rx) in rxs.into_iter().enumerate() {
                 let (g, i) = member_of[m];
@@ -830,6 +832,18 @@ struct StageCtx {
     snaplen: u32,
     stage_cpus: Vec<u32>,
     pin: bool,
+    transport: pipe::Transport,
+}
+
+/// The pipes of one member: an end for each worker, and the member's ends.
+fn member_pipes(t: pipe::Transport, workers: usize) -> (Vec<pipe::PipeTx>, Vec<pipe::PipeRx>) {
+    match t {
+        pipe::Transport::Spsc => (0..workers).map(|_| pipe::pipe(256)).unzip(),
+        pipe::Transport::Mpsc => {
+            let (tx, rx) = pipe::mpsc_pipes(workers, 4 << 20);
+            (tx, vec![rx])
+        }
+    }
 }
 
 impl StageCtx {
@@ -905,11 +919,9 @@ impl Capture {
         }
         let m = self.stages.iter().map(|s| s.member + 1).max().unwrap_or(0);
         let i = self.next_index[g];
-        let mut rxs = Vec::new();
         self.epoch += 1;
-        for (ctl, _) in self.controls.iter_mut() {
-            let (tx, rx) = pipe::pipe(256);
-            rxs.push(rx);
+        let (txs, rxs) = member_pipes(ctx.transport, self.controls.len());
+        for ((ctl, _), tx) in self.controls.iter_mut().zip(txs) {
             ctl.push(SteerControl::Join {
                 member: m,
                 tx,

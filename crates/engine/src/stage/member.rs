@@ -24,6 +24,24 @@ pub struct MemberOutcome {
     pub flows: Option<crate::stage::flows::FlowStats>,
 }
 
+/// Runs the member's apps on one packet.
+fn deliver(
+    p: &crate::packet::Packet<'_>,
+    flows: &mut Option<crate::stage::flows::FlowTable>,
+    sink: &mut Option<FileSink>,
+    o: &mut MemberOutcome,
+) {
+    if let Some(t) = flows {
+        t.packet(p);
+    }
+    if sink.as_mut().is_none_or(|s| s.write(p).is_ok()) {
+        o.delivered += 1;
+        o.bytes += u64::from(p.wire_len);
+    } else {
+        o.app_drops += 1;
+    }
+}
+
 /// Runs a member to its end.
 pub fn run(
     cpu: Option<u32>,
@@ -40,32 +58,23 @@ pub fn run(
     loop {
         let mut got = false;
         for r in rx.iter_mut() {
-            while let Some(b) = r.recv() {
-                got = true;
-                b.for_each(|p, _hash| {
-                    if let Some(t) = &mut flows {
-                        t.packet(p);
-                    }
-                    let ok = match &mut sink {
-                        Some(s) => s.write(p).is_ok(),
-                        None => true,
-                    };
-                    if ok {
-                        o.delivered += 1;
-                        o.bytes += u64::from(p.wire_len);
-                    } else {
-                        o.app_drops += 1;
-                    }
-                });
-                r.recycle(b);
-            }
+            let n = r.drain(|p, _hash| deliver(p, &mut flows, &mut sink, &mut o));
+            got |= n > 0;
         }
         if got {
             idle = 0;
             continue;
         }
         if rx.iter().all(|r| r.closed()) {
-            break;
+            // The last producers may have pushed between our drain and their exit.
+            let mut rest = 0;
+            for r in rx.iter_mut() {
+                rest += r.drain(|p, _| deliver(p, &mut flows, &mut sink, &mut o));
+            }
+            if rest == 0 {
+                break;
+            }
+            continue;
         }
         // Back off while idle: spin briefly, then sleep, so an idle stage costs nothing.
         idle += 1;

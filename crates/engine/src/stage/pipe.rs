@@ -1,9 +1,17 @@
-//! Batches of packets between a capture worker and a stage thread (paper 003's double
-//! buffers): the worker copies a block's packets for one consumer into a batch, hands the
-//! whole batch over a single-producer single-consumer ring (rtrb), and gets emptied
-//! batches back on a second ring, so the steady state allocates nothing. A full ring is
-//! a counted drop of the batch's packets (`steer_full`), never a wait on the capture core.
+//! Batches of packets between capture workers and a stage thread (paper 003's double
+//! buffers). The worker copies a block's packets for one consumer into a batch, then
+//! hands it over one of two transports:
+//!
+//! - `spsc` (default): the whole batch moves over a single-producer single-consumer ring
+//!   (rtrb) per (worker, member), and emptied batches come back on a second ring, so the
+//!   steady state allocates nothing;
+//! - `mpsc`: every worker pushes the batch into the member's one multi-producer queue,
+//!   PFQ's Algorithm 1 (`corecap_queue::mpsc`), with one `fetch_add` per batch.
+//!
+//! Either way a full transport is a counted drop (`steer_full`), never a wait on the
+//! capture core.
 
+use corecap_queue::{mpsc, SlotHeader};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::packet::Packet;
@@ -90,11 +98,38 @@ impl Batch {
     }
 }
 
+/// Which transport the pipes use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// A single-producer ring per (worker, member).
+    #[default]
+    Spsc,
+    /// One multi-producer queue per member (PFQ Algorithm 1).
+    Mpsc,
+}
+
+#[derive(Debug)]
+enum TxKind {
+    Spsc {
+        full: Producer<Batch>,
+        empty: Consumer<Batch>,
+    },
+    Mpsc(mpsc::Producer),
+}
+
+#[derive(Debug)]
+enum RxKind {
+    Spsc {
+        full: Consumer<Batch>,
+        empty: Producer<Batch>,
+    },
+    Mpsc(mpsc::Consumer),
+}
+
 /// The worker's end of a pipe.
 #[derive(Debug)]
 pub struct PipeTx {
-    full: Producer<Batch>,
-    empty: Consumer<Batch>,
+    inner: TxKind,
     /// The batch being filled.
     pub cur: Batch,
 }
@@ -102,8 +137,7 @@ pub struct PipeTx {
 /// The stage's end of a pipe.
 #[derive(Debug)]
 pub struct PipeRx {
-    full: Consumer<Batch>,
-    empty: Producer<Batch>,
+    inner: RxKind,
 }
 
 /// A pipe holding up to `depth` batches in flight.
@@ -112,52 +146,137 @@ pub fn pipe(depth: usize) -> (PipeTx, PipeRx) {
     let (etx, erx) = RingBuffer::new(depth.max(1) + 1);
     (
         PipeTx {
-            full: ftx,
-            empty: erx,
+            inner: TxKind::Spsc {
+                full: ftx,
+                empty: erx,
+            },
             cur: Batch::default(),
         },
         PipeRx {
-            full: frx,
-            empty: etx,
+            inner: RxKind::Spsc {
+                full: frx,
+                empty: etx,
+            },
         },
     )
 }
 
+/// One PFQ queue of `bytes` per buffer for a member, with an end for each of `workers`.
+pub fn mpsc_pipes(workers: usize, bytes: usize) -> (Vec<PipeTx>, PipeRx) {
+    let (p, c) = mpsc::queue(bytes);
+    let tx = (0..workers)
+        .map(|_| PipeTx {
+            inner: TxKind::Mpsc(p.clone()),
+            cur: Batch::default(),
+        })
+        .collect();
+    (
+        tx,
+        PipeRx {
+            inner: RxKind::Mpsc(c),
+        },
+    )
+}
+
+/// Bits 8-15 of `SlotHeader::flags` carry the interface index.
+const IFACE_SHIFT: u16 = 8;
+
 impl PipeTx {
     /// Sends the current batch. Returns the number of packets dropped because the pipe
-    /// was full (the whole batch), else 0.
+    /// was full, else 0.
     pub fn send(&mut self) -> u64 {
         if self.cur.is_empty() {
             return 0;
         }
-        if self.full.is_full() {
-            let n = self.cur.len() as u64;
-            self.cur.clear();
-            return n;
+        match &mut self.inner {
+            TxKind::Spsc { full, empty } => {
+                if full.is_full() {
+                    let n = self.cur.len() as u64;
+                    self.cur.clear();
+                    return n;
+                }
+                let next = empty.pop().unwrap_or_default();
+                let b = std::mem::replace(&mut self.cur, next);
+                // Cannot fail: the ring was checked not full and only this thread pushes.
+                let _ = full.push(b);
+                0
+            }
+            TxKind::Mpsc(p) => {
+                let b = &self.cur;
+                let items = b.recs.iter().map(|r| {
+                    let hdr = SlotHeader {
+                        ts_ns: r.ts_ns,
+                        queue: r.queue.unwrap_or(u32::MAX),
+                        hash: r.hash,
+                        orig_len: r.wire_len,
+                        vlan_tci: r.vlan.unwrap_or(0),
+                        flags: (if r.vlan.is_some() {
+                            SlotHeader::VLAN_VALID
+                        } else {
+                            0
+                        }) | ((r.iface.min(255) as u16) << IFACE_SHIFT),
+                    };
+                    (hdr, &b.data[r.off as usize..(r.off + r.len) as usize])
+                });
+                let pushed = p.push_batch(items);
+                let dropped = (b.len() - pushed.min(b.len())) as u64;
+                self.cur.clear();
+                dropped
+            }
         }
-        let next = self.empty.pop().unwrap_or_default();
-        let b = std::mem::replace(&mut self.cur, next);
-        // Cannot fail: the ring was checked not full and only this thread pushes.
-        let _ = self.full.push(b);
-        0
     }
 }
 
 impl PipeRx {
-    /// Takes the next batch, if any.
-    pub fn recv(&mut self) -> Option<Batch> {
-        self.full.pop().ok()
+    /// Runs `f` on every packet waiting in the pipe; returns how many.
+    pub fn drain(&mut self, mut f: impl FnMut(&Packet<'_>, u32)) -> usize {
+        match &mut self.inner {
+            RxKind::Spsc { full, empty } => {
+                let mut n = 0;
+                while let Ok(mut b) = full.pop() {
+                    n += b.len();
+                    b.for_each(&mut f);
+                    b.clear();
+                    let _ = empty.push(b);
+                }
+                n
+            }
+            RxKind::Mpsc(c) => c.drain(|h, data| {
+                let p = Packet {
+                    ts_ns: h.ts_ns,
+                    data,
+                    wire_len: h.orig_len,
+                    iface: u32::from(h.flags >> IFACE_SHIFT),
+                    queue: (h.queue != u32::MAX).then_some(h.queue),
+                    vlan: (h.flags & SlotHeader::VLAN_VALID != 0).then_some(h.vlan_tci),
+                };
+                f(&p, h.hash);
+            }),
+        }
     }
 
-    /// Hands an emptied batch back for reuse.
+    /// Takes the next batch (spsc only; for tests).
+    pub fn recv(&mut self) -> Option<Batch> {
+        match &mut self.inner {
+            RxKind::Spsc { full, .. } => full.pop().ok(),
+            RxKind::Mpsc(_) => None,
+        }
+    }
+
+    /// Hands an emptied batch back for reuse (spsc only).
     pub fn recycle(&mut self, mut b: Batch) {
         b.clear();
-        let _ = self.empty.push(b);
+        if let RxKind::Spsc { empty, .. } = &mut self.inner {
+            let _ = empty.push(b);
+        }
     }
 
-    /// Whether the worker end is gone and nothing is left.
+    /// Whether every worker end is gone and nothing is left.
     pub fn closed(&self) -> bool {
-        self.full.is_abandoned() && self.full.is_empty()
+        match &self.inner {
+            RxKind::Spsc { full, .. } => full.is_abandoned() && full.is_empty(),
+            RxKind::Mpsc(c) => c.is_abandoned(),
+        }
     }
 }
 
