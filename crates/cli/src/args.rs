@@ -94,9 +94,6 @@ pub(crate) struct CaptureArgs {
     /// Do not pin workers to CPUs; the scheduler places them.
     #[arg(long)]
     pub(crate) no_pin: bool,
-    /// Place workers by the tuning plan of the interface (corecap tune plan).
-    #[arg(long)]
-    pub(crate) auto: bool,
     /// How packets are spread over the workers of an interface.
     #[arg(long, value_enum, default_value_t = BalanceArg::Flow)]
     pub(crate) balance: BalanceArg,

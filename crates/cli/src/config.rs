@@ -69,23 +69,13 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         .iter()
         .map(|s| Input::parse(s).map_err(anyhow::Error::msg))
         .collect::<Result<Vec<_>>>()?;
-    let mut cpus = match &a.cpus {
+    let cpus = match &a.cpus {
         Some(s) => cpu_list(s)?,
         None => vec![],
     };
-    let mut workers = a.workers.unwrap_or(0);
+    let workers = a.workers.unwrap_or(0);
     if workers > 1024 {
         bail!("--workers {workers} is more than 1024");
-    }
-    if a.auto {
-        let iface = inputs
-            .first()
-            .map(|i| i.iface.clone())
-            .context("--auto needs -i IF")?;
-        cpus = crate::auto_cpus(&iface, a.workers)?;
-        if workers == 0 {
-            workers = cpus.len();
-        }
     }
     if a.snaplen == 0 || a.snaplen > 262144 {
         bail!("-s {} is out of range (1..262144)", a.snaplen);

@@ -8,11 +8,6 @@ mod report;
 
 use clap::Parser;
 
-/// CPUs for `capture --auto`, from the tuning plan of `iface`.
-pub(crate) fn auto_cpus(iface: &str, _workers: Option<usize>) -> anyhow::Result<Vec<u32>> {
-    anyhow::bail!("--auto needs the tuning planner, which is not built yet (interface {iface})")
-}
-
 fn main() {
     let cli = args::Cli::parse();
     let r = match cli.cmd {
