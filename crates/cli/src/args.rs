@@ -27,6 +27,71 @@ pub(crate) enum Cmd {
     Demo(DemoArgs),
     /// Measure capture on the lab against tcpdump, dumpcap and netsniff-ng; write the papers' tables.
     Bench(BenchArgs),
+    /// Read NUMA nodes, cores, IRQs and queues; plan, apply and undo a placement.
+    Tune {
+        #[command(subcommand)]
+        cmd: TuneCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum TuneCmd {
+    /// Show nodes, cores, HT twins, the NIC's node, queues, IRQs, rings, pause, RPS/XPS.
+    Show(TuneArgs),
+    /// Propose a placement of IRQs, capture workers and stage threads, with warnings.
+    Plan(TunePlanArgs),
+    /// Apply the plan (IRQ affinity, channels, ring size, pause off), saving the old state.
+    Apply {
+        #[command(flatten)]
+        plan: TunePlanArgs,
+        /// Print every write without making it.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Put back the state saved by `tune apply`.
+    Restore {
+        #[command(flatten)]
+        target: TuneArgs,
+        /// Print every write without making it.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Copy the files tune reads (and the ethtool settings) into DIR, for bug reports and tests.
+    Snapshot {
+        #[command(flatten)]
+        target: TuneArgs,
+        /// Directory to create.
+        #[arg(short = 'o', long = "output", value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct TuneArgs {
+    /// Interface.
+    #[arg(short = 'i', long = "interface")]
+    pub(crate) iface: String,
+    /// Read (and write) under DIR instead of / (DIR holds sys/..., proc/... and ethtool/IF.json).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) root: Option<PathBuf>,
+    /// Run inside this network namespace (live root only).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) netns: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct TunePlanArgs {
+    #[command(flatten)]
+    pub(crate) target: TuneArgs,
+    /// Capture workers (default: one per RX queue, at most one per physical core of the NIC's node).
+    #[arg(long)]
+    pub(crate) workers: Option<usize>,
+    /// RX queues to configure (ethtool channels; default: as they are).
+    #[arg(long)]
+    pub(crate) queues: Option<u32>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,9 +159,14 @@ pub(crate) struct CaptureArgs {
     /// Do not pin workers to CPUs; the scheduler places them.
     #[arg(long)]
     pub(crate) no_pin: bool,
-    /// How packets are spread over the workers of an interface.
-    #[arg(long, value_enum, default_value_t = BalanceArg::Flow)]
-    pub(crate) balance: BalanceArg,
+    /// How packets are spread over the workers of an interface (default: flow; queue
+    /// with --auto on a NIC of several RX queues).
+    #[arg(long, value_enum)]
+    pub(crate) balance: Option<BalanceArg>,
+    /// Place workers and stage threads by the `corecap tune plan` of the interface: CPUs on
+    /// the NIC's node, off the IRQ CPUs and HT twins, queue i on worker i % workers.
+    #[arg(long, conflicts_with = "cpus")]
+    pub(crate) auto: bool,
     /// Run to completion on the capture cores (workers), or steer to stage cores (pipeline).
     #[arg(long, value_parser = ["workers", "pipeline"], default_value = "workers")]
     pub(crate) mode: String,

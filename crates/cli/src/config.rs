@@ -59,6 +59,45 @@ pub(crate) fn filter(a: &CaptureArgs) -> Result<Option<String>> {
     }
 }
 
+/// The `tune` plan for the one interface of `--auto`; prints where it puts the workers
+/// and each warning, on stderr.
+fn auto(a: &CaptureArgs, inputs: &[Input]) -> Result<corecap_tune::Plan> {
+    let [input] = inputs else {
+        bail!("--auto places the workers of one interface; give exactly one -i");
+    };
+    if input.queue.is_some() {
+        bail!("--auto places every queue of an interface; drop @QUEUE");
+    }
+    let root = corecap_tune::Root::live();
+    let machine = corecap_tune::Machine::read(&root, &input.iface)
+        .with_context(|| format!("--auto: reading the topology of {}", input.iface))?;
+    let plan = corecap_tune::Plan::new(
+        &machine,
+        corecap_tune::PlanOptions {
+            workers: a.workers,
+            queues: None,
+        },
+    );
+    if !a.quiet {
+        eprintln!(
+            "corecap: --auto: {} worker{} on CPUs {} (node {}), stage CPUs {}",
+            plan.workers.len(),
+            if plan.workers.len() == 1 { "" } else { "s" },
+            corecap_tune::cpus::format_list(&plan.worker_cpus()),
+            plan.node,
+            if plan.stage_cpus.is_empty() {
+                "none".to_owned()
+            } else {
+                corecap_tune::cpus::format_list(&plan.stage_cpus)
+            }
+        );
+        for w in &plan.warnings {
+            eprintln!("corecap: warning: {}", w.message);
+        }
+    }
+    Ok(plan)
+}
+
 /// Resolves the capture arguments.
 pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if a.interfaces.is_empty() && a.read.is_empty() {
@@ -164,10 +203,24 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
             }
         }
     }
-    let stage_cpus = match &a.stage_cpus {
+    let mut stage_cpus = match &a.stage_cpus {
         Some(s) => cpu_list(s)?,
         None => vec![],
     };
+    let mut balance = a.balance.unwrap_or(BalanceArg::Flow);
+    let (mut workers, mut cpus) = (workers, cpus);
+    if a.auto {
+        let placed = auto(a, &inputs)?;
+        workers = placed.workers.len();
+        cpus = placed.worker_cpus();
+        if stage_cpus.is_empty() && !groups.is_empty() {
+            stage_cpus = placed.stage_cpus.clone();
+        }
+        let queues: usize = placed.workers.iter().map(|w| w.queues.len()).sum();
+        if a.balance.is_none() && queues > 1 {
+            balance = BalanceArg::Queue;
+        }
+    }
     if groups.is_empty() && a.stage_cpus.is_some() {
         bail!("--stage-cpus needs --mode pipeline or --groups");
     }
@@ -185,7 +238,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         workers,
         cpus,
         pin: !a.no_pin,
-        balance: match a.balance {
+        balance: match balance {
             BalanceArg::Flow => Balance::Flow,
             BalanceArg::Queue => Balance::Queue,
             BalanceArg::Cpu => Balance::Cpu,

@@ -16,6 +16,7 @@ fn main() {
         args::Cmd::Lab { cmd } => cmd::lab::run(cmd),
         args::Cmd::Demo(a) => cmd::demo::run(a),
         args::Cmd::Bench(a) => cmd::bench::run(a),
+        args::Cmd::Tune { cmd } => cmd::tune::run(cmd),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -6,6 +6,7 @@
 //!   and the TPACKET_V2 transmit ring.
 //! - [`xsk`]: AF_XDP sockets, UMEM and rings, the XSKMAP redirect program.
 //! - [`filter`]: tcpdump expressions compiled by libpcap, and classic BPF built here.
+//! - [`ethtool`]: channel counts, ring sizes, pause frames and driver name (SIOCETHTOOL).
 //! - [`netdev`]: interface index, RX queues, link type, network namespaces.
 //! - [`affinity`]: thread pinning, CPU lists, CPU time.
 //! - [`bpf`]: maps, XDP programs and live-frame runs for the generator.
@@ -19,6 +20,7 @@ pub mod abi;
 pub mod affinity;
 pub mod bpf;
 mod error;
+pub mod ethtool;
 pub mod filter;
 pub mod netdev;
 pub mod privilege;

@@ -4,3 +4,4 @@ pub(crate) mod capture;
 pub(crate) mod demo;
 pub(crate) mod gen;
 pub(crate) mod lab;
+pub(crate) mod tune;

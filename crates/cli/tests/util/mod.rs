@@ -207,6 +207,12 @@ impl Capture {
         }
     }
 
+    /// What the capture printed on stderr before it was ready.
+    #[allow(dead_code)]
+    pub fn stderr_lines(&self) -> &[String] {
+        &self.stderr
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
