@@ -27,6 +27,23 @@ pub(crate) enum Cmd {
     Demo(DemoArgs),
     /// Measure capture on the lab against tcpdump, dumpcap and netsniff-ng; write the papers' tables.
     Bench(BenchArgs),
+    /// Make a key file for --encrypt (256 random bits as hex, mode 0600).
+    Keygen {
+        /// Key file to create (an existing file is not replaced).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Decrypt a sealed capture file (written with --encrypt) back to pcapng/pcap.
+    Decrypt {
+        /// Sealed file.
+        input: PathBuf,
+        /// Decrypted file to write (default: the input without .sealed).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Key file.
+        #[arg(long, value_name = "FILE")]
+        key_file: PathBuf,
+    },
     /// Read NUMA nodes, cores, IRQs and queues; plan, apply and undo a placement.
     Tune {
         #[command(subcommand)]
@@ -123,6 +140,13 @@ pub(crate) struct CaptureArgs {
     /// Write one file merged in timestamp order instead of one per worker.
     #[arg(long)]
     pub(crate) merge: bool,
+    /// Encrypt the capture files at rest (AES-256-GCM or SEED-GCM), in sealed chunks;
+    /// `corecap decrypt` gives the pcapng back. Needs -w and --key-file.
+    #[arg(long, value_name = "aes|seed", value_parser = ["aes", "seed"])]
+    pub(crate) encrypt: Option<String>,
+    /// Key-encryption key for --encrypt (64 hex digits; `corecap keygen` makes one).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) key_file: Option<PathBuf>,
     /// Rotate files like dumpcap: filesize:MB, duration:S, files:N (comma-separated or repeated).
     #[arg(short = 'b', long = "ring-buffer", value_name = "KEY:VALUE")]
     pub(crate) rotate: Vec<String>,

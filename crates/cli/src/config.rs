@@ -98,6 +98,27 @@ fn auto(a: &CaptureArgs, inputs: &[Input]) -> Result<corecap_tune::Plan> {
     Ok(plan)
 }
 
+/// The sealing of `--encrypt` with `--key-file`; warns about a key file others can read.
+fn seal(a: &CaptureArgs) -> Result<Option<corecap_engine::sink::sealed::SealConfig>> {
+    use corecap_engine::sink::sealed::{KeyFile, SealConfig};
+    let (cipher, key) = match (&a.encrypt, &a.key_file) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => {
+            bail!("--encrypt needs --key-file FILE (corecap keygen -o FILE makes one)")
+        }
+        (None, Some(_)) => bail!("--key-file is for --encrypt aes|seed"),
+        (Some(c), Some(k)) => (c, k),
+    };
+    let kek = KeyFile::load(key)?;
+    if let Some(w) = &kek.warning {
+        eprintln!("corecap: warning: {w}");
+    }
+    Ok(Some(SealConfig {
+        cipher: cipher.parse().map_err(anyhow::Error::msg)?,
+        kek: std::sync::Arc::new(kek),
+    }))
+}
+
 /// Resolves the capture arguments.
 pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if a.interfaces.is_empty() && a.read.is_empty() {
@@ -135,10 +156,11 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
             format: if a.pcap { Format::Pcap } else { Format::Pcapng },
             merge: a.merge,
             rotation: rotation(&a.rotate)?,
+            seal: seal(a)?,
         }),
         None => {
-            if a.merge || a.pcap || !a.rotate.is_empty() {
-                bail!("--merge, --pcap and -b need -w FILE");
+            if a.merge || a.pcap || !a.rotate.is_empty() || a.encrypt.is_some() {
+                bail!("--merge, --pcap, -b and --encrypt need -w FILE");
             }
             None
         }

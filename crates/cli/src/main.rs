@@ -17,6 +17,12 @@ fn main() {
         args::Cmd::Demo(a) => cmd::demo::run(a),
         args::Cmd::Bench(a) => cmd::bench::run(a),
         args::Cmd::Tune { cmd } => cmd::tune::run(cmd),
+        args::Cmd::Keygen { out } => cmd::seal::keygen(&out),
+        args::Cmd::Decrypt {
+            input,
+            out,
+            key_file,
+        } => cmd::seal::decrypt(&input, out.as_deref(), &key_file),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -118,6 +118,8 @@ pub struct OutputConfig {
     pub merge: bool,
     /// Rotation.
     pub rotation: Rotation,
+    /// Encryption at rest (sealed files), if asked for.
+    pub seal: Option<crate::sink::sealed::SealConfig>,
 }
 
 /// A resolved capture configuration.
@@ -560,6 +562,7 @@ impl Capture {
                     rotation: o.rotation,
                     interfaces: ifaces.clone(),
                     snaplen: cfg.snaplen,
+                    seal: o.seal.clone(),
                 })
                 .map_err(|e| CaptureError::Output(e.to_string()))?;
                 if nworkers == 1 {
@@ -594,6 +597,7 @@ impl Capture {
                         rotation: o.rotation,
                         interfaces,
                         snaplen: cfg.snaplen,
+                        seal: o.seal.clone(),
                     })
                     .map_err(|e| CaptureError::Output(e.to_string()))?;
                     apps.push(App::File(Box::new(sink)));
@@ -862,6 +866,7 @@ impl StageCtx {
                     rotation: o.rotation,
                     interfaces: self.ifaces.clone(),
                     snaplen: self.snaplen,
+                    seal: o.seal.clone(),
                 })
                 .map_err(|e| CaptureError::Output(e.to_string()))?,
             ),

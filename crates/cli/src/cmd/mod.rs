@@ -4,4 +4,5 @@ pub(crate) mod capture;
 pub(crate) mod demo;
 pub(crate) mod gen;
 pub(crate) mod lab;
+pub(crate) mod seal;
 pub(crate) mod tune;

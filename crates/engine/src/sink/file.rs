@@ -55,6 +55,8 @@ pub struct FileConfig {
     pub interfaces: Vec<InterfaceDesc>,
     /// Snap length recorded in the file header.
     pub snaplen: u32,
+    /// Encryption at rest, if asked for.
+    pub seal: Option<super::sealed::SealConfig>,
 }
 
 enum Writer {
@@ -117,19 +119,32 @@ pub fn suffixed_path(base: &Path, suffix: &str) -> PathBuf {
     if base == Path::new("-") {
         return base.to_owned();
     }
-    let stem = base
-        .file_stem()
+    let name = base
+        .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let name = match base.extension() {
-        Some(ext) => format!("{stem}.{suffix}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.{suffix}"),
-    };
+    // The suffix goes before the capture extension: out.w1.pcapng, out.w1.pcapng.sealed.
+    let name = [
+        ".pcapng.sealed",
+        ".pcap.sealed",
+        ".pcapng",
+        ".pcap",
+        ".sealed",
+    ]
+    .iter()
+    .find_map(|ext| {
+        let stem = name.strip_suffix(ext)?;
+        (!stem.is_empty()).then(|| format!("{stem}.{suffix}{ext}"))
+    })
+    .unwrap_or_else(|| match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.{suffix}.{ext}"),
+        _ => format!("{name}.{suffix}"),
+    });
     base.with_file_name(name)
 }
 
 fn open(cfg: &FileConfig, path: &Path) -> io::Result<Writer> {
-    let out = Output::create(path)
+    let out = Output::create(path, cfg.seal.as_ref())
         .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
     Ok(match cfg.format {
         Format::Pcapng => Writer::Pcapng(PcapngWriter::new(out, "corecap", &cfg.interfaces)?),
@@ -294,6 +309,14 @@ mod tests {
         assert_eq!(
             suffixed_path(Path::new("/tmp/out.pcapng"), "w1"),
             PathBuf::from("/tmp/out.w1.pcapng")
+        );
+        assert_eq!(
+            suffixed_path(Path::new("c.pcapng.sealed"), "g0m1"),
+            PathBuf::from("c.g0m1.pcapng.sealed")
+        );
+        assert_eq!(
+            suffixed_path(Path::new("out.bin"), "w2"),
+            PathBuf::from("out.w2.bin")
         );
         assert_eq!(
             suffixed_path(Path::new("out"), "w0"),

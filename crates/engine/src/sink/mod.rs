@@ -2,3 +2,4 @@
 pub mod file;
 pub mod merge;
 pub mod output;
+pub mod sealed;
