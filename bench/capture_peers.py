@@ -16,7 +16,11 @@ Regimes:
 Tools: corecap-count (one worker per core, AF_PACKET), corecap-count-1w (one worker on
 CPU 1, away from the generator on CPU 0), corecap-write (pcapng files), corecap-write-1w
 (one worker on CPU 1 writing pcapng), corecap-pipeline and corecap-pipeline-mpsc (capture
-on CPU 1, the count app on a stage thread on CPU 0, over SPSC rings or the PFQ queue), corecap-xdp and
+on CPU 1, the count app on a stage thread on CPU 0, over SPSC rings or the PFQ queue),
+corecap-seed-1w / corecap-aes-1w (paper 003 Table II on one core: capture, encrypt with
+SEED-GCM or AES-256-GCM and write on CPU 1), corecap-write-pipeline / corecap-seed-pipeline /
+corecap-aes-pipeline (two cores: capture on CPU 1, write or encrypt+write on a stage thread
+on CPU 0), corecap-xdp and
 corecap-xdp-write (AF_XDP, one worker per RX queue), tcpdump -w, dumpcap -w, netsniff-ng.
 
 Usage: bench/capture_peers.py [--packets N] [--sizes 64,1518] [--regimes txring,xdp,contended]
@@ -39,6 +43,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORECAP = os.path.join(ROOT, "target", "release", "corecap")
 NS = "cc-bench"
+# Key file for the encrypting tools, made once per run by `corecap keygen`.
+KEY = os.path.join(tempfile.gettempdir(), f"corecap-bench-{os.getpid()}.key")
 
 
 def sh(*args, check=True, **kw):
@@ -80,6 +86,18 @@ def tool_cmd(tool, outdir, cpu):
         q = "mpsc" if tool.endswith("mpsc") else "spsc"
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
                 "--workers", "1", "--cpus", "1", "--mode", "pipeline", "--stage-cpus", "0", "--queue", q]
+    if tool in ("corecap-seed-1w", "corecap-aes-1w"):
+        # Paper 003 Table II, one core: capture, encrypt and write on CPU 1.
+        c = "seed" if "seed" in tool else "aes"
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+                "--workers", "1", "--cpus", "1", "--encrypt", c, "--key-file", KEY,
+                "-w", os.path.join(outdir, "corecap.pcapng.sealed")]
+    if tool in ("corecap-write-pipeline", "corecap-seed-pipeline", "corecap-aes-pipeline"):
+        # Paper 003 Table II, two cores: capture on CPU 1, encrypt and write on a stage thread on CPU 0.
+        enc = [] if "write" in tool else ["--encrypt", "seed" if "seed" in tool else "aes", "--key-file", KEY]
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+                "--workers", "1", "--cpus", "1", "--mode", "pipeline", "--stage-cpus", "0", *enc,
+                "-w", os.path.join(outdir, "corecap.pcapng.sealed")]
     if tool in ("corecap-xdp", "corecap-xdp-write"):
         w = ["-w", os.path.join(outdir, "corecap-xdp.pcapng")] if tool == "corecap-xdp-write" else []
         return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *w]
@@ -176,6 +194,8 @@ def main():
     tools = [t for t in a.tools.split(",") if t.startswith("corecap") or shutil.which(t)]
     skipped = [t for t in a.tools.split(",") if t not in tools]
     rows = []
+    if any("seed" in t or "aes" in t for t in tools) and not os.path.exists(KEY):
+        sh(CORECAP, "keygen", "-o", KEY)
     outdir = tempfile.mkdtemp(prefix="corecap-bench-", dir="/dev/shm")
     try:
         for regime in a.regimes.split(","):
@@ -194,6 +214,8 @@ def main():
     finally:
         lab_down()
         shutil.rmtree(outdir, ignore_errors=True)
+        if os.path.exists(KEY):
+            os.unlink(KEY)
     report(rows, a, skipped)
 
 
