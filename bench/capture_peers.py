@@ -24,7 +24,7 @@ on CPU 0), corecap-xdp and
 corecap-xdp-write (AF_XDP, one worker per RX queue), tcpdump -w, dumpcap -w, netsniff-ng.
 
 Usage: bench/capture_peers.py [--packets N] [--sizes 64,1518] [--regimes txring,xdp,contended]
-       [--tools LIST] [--out FILE.md]
+       [--tools LIST] [--rate PPS] [--out FILE.md]
 Needs root, the corecap release binary (cargo build --release), and the peers installed.
 """
 
@@ -141,7 +141,7 @@ def parse_captured(tool, out, err):
     raise ValueError(tool)
 
 
-def run_one(tool, regime, size, packets, outdir):
+def run_one(tool, regime, size, packets, outdir, rate=None):
     cpu = 1 if regime == "contended" else None
     cmd = tool_cmd(tool, outdir, cpu)
     so = tempfile.TemporaryFile(mode="w+")
@@ -154,6 +154,8 @@ def run_one(tool, regime, size, packets, outdir):
            "--flows", "4096", "--json", "--cpus", "0"]
     if regime == "xdp":
         gen += ["--engine", "xdp"]
+    if rate:
+        gen += ["--rate", str(rate)]
     g = sh(*gen)
     time.sleep(1.5)
     offered = rx_packets() - rx0
@@ -188,6 +190,8 @@ def main():
     ap.add_argument("--tools", default="corecap-count,corecap-count-1w,corecap-write,corecap-xdp,corecap-xdp-write,"
                                        "tcpdump,dumpcap,netsniff-ng")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rate", type=int, default=None,
+                    help="offered packets per second (default: as fast as the generator goes)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
@@ -207,7 +211,7 @@ def main():
                 lab_up(1, napi_cpu=1)
             for size in [int(s) for s in a.sizes.split(",")]:
                 for tool in tools:
-                    r = run_one(tool, regime, size, a.packets, outdir)
+                    r = run_one(tool, regime, size, a.packets, outdir, a.rate)
                     rows.append(r)
                     print(json.dumps(r), flush=True)
             lab_down()
@@ -223,7 +227,9 @@ def report(rows, a, skipped):
     lines = ["# Capture benchmark: corecap and peers on the veth lab", "",
              f"Command: `{' '.join(sys.argv)}`", "",
              f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}; "
-             f"{a.packets} packets per cell, 4096 flows.", ""]
+             f"{a.packets} packets per cell, 4096 flows"
+             + (f", offered at {a.rate} packets/s." if a.rate else ", offered as fast as the generator goes.")
+             , ""]
     if skipped:
         lines += [f"Skipped (not installed): {', '.join(skipped)}", ""]
     lines += ["| regime | size | tool | gen Mpps | offered | captured | captured % | drops | CPU s | CPU s / Mpkt |",
