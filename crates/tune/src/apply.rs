@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::machine::Machine;
 use crate::plan::Plan;
 use crate::root::Root;
-use crate::settings::{ChannelCounts, PauseFrames, RingSizes, Settings};
+use crate::settings::{on_off, ChannelCounts, PauseFrames, RingSizes, Settings};
 
 /// One write that `apply` or `restore` makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,22 +82,14 @@ impl fmt::Display for ChangeOn<'_> {
             Change::Pause { from, to } => write!(
                 f,
                 "ethtool -A {iface} autoneg {} rx {} tx {} (was autoneg {} rx {} tx {})",
-                on(to.autoneg),
-                on(to.rx),
-                on(to.tx),
-                on(from.autoneg),
-                on(from.rx),
-                on(from.tx)
+                on_off(to.autoneg),
+                on_off(to.rx),
+                on_off(to.tx),
+                on_off(from.autoneg),
+                on_off(from.rx),
+                on_off(from.tx)
             ),
         }
-    }
-}
-
-fn on(b: bool) -> &'static str {
-    if b {
-        "on"
-    } else {
-        "off"
     }
 }
 

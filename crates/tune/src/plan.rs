@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::cpus::format_list;
 use crate::machine::Machine;
-use crate::settings::PauseFrames;
+use crate::settings::{on_off, PauseFrames};
 
 /// What the user asked of the plan.
 #[derive(Clone, Copy, Debug, Default)]
@@ -248,100 +248,7 @@ impl Plan {
             stage_cpus = remote.iter().copied().filter(|c| !busy(c)).collect();
         }
 
-        // Warnings about the machine as it is.
-        if let Some(pid) = machine.irqbalance {
-            warn(
-                WarningKind::Irqbalance,
-                format!(
-                    "irqbalance is running (pid {pid}) and will move IRQ affinities back; \
-                     stop it (systemctl stop irqbalance) before `corecap tune apply` (paper 001 §3.4.1)"
-                ),
-            );
-        }
-        if multi_node {
-            let mut irqs = Vec::new();
-            let mut away: Vec<u32> = Vec::new();
-            for q in &nic.irqs {
-                let far: Vec<u32> = q
-                    .affinity
-                    .iter()
-                    .flatten()
-                    .copied()
-                    .filter(|c| !local.contains(c))
-                    .collect();
-                if !far.is_empty() {
-                    irqs.push(q.irq);
-                    away.extend(far);
-                }
-            }
-            if !irqs.is_empty() {
-                warn(
-                    WarningKind::WrongNode,
-                    format!(
-                        "{} is on node {node} but IRQ{} {} may be served on CPUs {} of another node \
-                         (paper 001 test 2: queues served on the far node)",
-                        nic.name,
-                        if irqs.len() == 1 { "" } else { "s" },
-                        format_list(&irqs),
-                        format_list(&away)
-                    ),
-                );
-            }
-        }
-        if nic.irqs.len() > 1 {
-            let first = nic.irqs[0].affinity.clone();
-            if let Some(a) = first.filter(|a| a.len() == 1) {
-                if nic.irqs.iter().all(|q| q.affinity.as_ref() == Some(&a)) {
-                    warn(
-                        WarningKind::IrqSingleCpu,
-                        format!(
-                            "all {} queue IRQs of {} are served by CPU {}: one core does the receive work of every queue",
-                            nic.irqs.len(),
-                            nic.name,
-                            a[0]
-                        ),
-                    );
-                }
-            }
-        }
-        if !has_irqs {
-            let why = if nic.is_virtual() {
-                "a virtual device: receive work runs on the sending CPU or in NAPI threads"
-            } else {
-                "no queue IRQs found in /proc/interrupts"
-            };
-            warn(
-                WarningKind::NoIrqs,
-                format!("{} has no queue IRQs to place ({why})", nic.name),
-            );
-        }
-        let rps: Vec<u32> = nic
-            .rps
-            .iter()
-            .filter(|m| !m.cpus.is_empty())
-            .map(|m| m.queue)
-            .collect();
-        if !rps.is_empty() {
-            warn(
-                WarningKind::Rps,
-                format!(
-                    "RPS is on for RX queue{} {} of {}: receive work is moved to other CPUs after the IRQ",
-                    if rps.len() == 1 { "" } else { "s" },
-                    format_list(&rps),
-                    nic.name
-                ),
-            );
-        }
-        if let Some(p) = nic.settings.pause.filter(|p| p.rx || p.tx) {
-            warn(
-                WarningKind::Pause,
-                format!(
-                    "pause frames are on (rx {}, tx {}): a slow capture throttles the sender instead of counting drops; apply turns them off",
-                    on_off(p.rx),
-                    on_off(p.tx)
-                ),
-            );
-        }
+        machine_warnings(machine, node, &local, &mut warn);
 
         // Warnings about the plan.
         let remote_workers: Vec<u32> = cpus
@@ -463,11 +370,109 @@ impl Plan {
     }
 }
 
-fn on_off(b: bool) -> &'static str {
-    if b {
-        "on"
-    } else {
-        "off"
+/// Warnings about the machine as it is, before the plan changes anything: irqbalance,
+/// IRQs served off the NIC's node or all on one CPU, no queue IRQs, RPS, pause frames.
+fn machine_warnings(
+    machine: &Machine,
+    node: u32,
+    local: &[u32],
+    warn: &mut impl FnMut(WarningKind, String),
+) {
+    let nic = &machine.nic;
+    let multi_node = machine.topology.nodes.len() > 1;
+    let has_irqs = !nic.irqs.is_empty();
+    if let Some(pid) = machine.irqbalance {
+        warn(
+            WarningKind::Irqbalance,
+            format!(
+                "irqbalance is running (pid {pid}) and will move IRQ affinities back; \
+                 stop it (systemctl stop irqbalance) before `corecap tune apply` (paper 001 §3.4.1)"
+            ),
+        );
+    }
+    if multi_node {
+        let mut irqs = Vec::new();
+        let mut away: Vec<u32> = Vec::new();
+        for q in &nic.irqs {
+            let far: Vec<u32> = q
+                .affinity
+                .iter()
+                .flatten()
+                .copied()
+                .filter(|c| !local.contains(c))
+                .collect();
+            if !far.is_empty() {
+                irqs.push(q.irq);
+                away.extend(far);
+            }
+        }
+        if !irqs.is_empty() {
+            warn(
+                WarningKind::WrongNode,
+                format!(
+                    "{} is on node {node} but IRQ{} {} may be served on CPUs {} of another node \
+                     (paper 001 test 2: queues served on the far node)",
+                    nic.name,
+                    if irqs.len() == 1 { "" } else { "s" },
+                    format_list(&irqs),
+                    format_list(&away)
+                ),
+            );
+        }
+    }
+    if nic.irqs.len() > 1 {
+        let first = nic.irqs[0].affinity.clone();
+        if let Some(a) = first.filter(|a| a.len() == 1) {
+            if nic.irqs.iter().all(|q| q.affinity.as_ref() == Some(&a)) {
+                warn(
+                    WarningKind::IrqSingleCpu,
+                    format!(
+                        "all {} queue IRQs of {} are served by CPU {}: one core does the receive work of every queue",
+                        nic.irqs.len(),
+                        nic.name,
+                        a[0]
+                    ),
+                );
+            }
+        }
+    }
+    if !has_irqs {
+        let why = if nic.is_virtual() {
+            "a virtual device: receive work runs on the sending CPU or in NAPI threads"
+        } else {
+            "no queue IRQs found in /proc/interrupts"
+        };
+        warn(
+            WarningKind::NoIrqs,
+            format!("{} has no queue IRQs to place ({why})", nic.name),
+        );
+    }
+    let rps: Vec<u32> = nic
+        .rps
+        .iter()
+        .filter(|m| !m.cpus.is_empty())
+        .map(|m| m.queue)
+        .collect();
+    if !rps.is_empty() {
+        warn(
+            WarningKind::Rps,
+            format!(
+                "RPS is on for RX queue{} {} of {}: receive work is moved to other CPUs after the IRQ",
+                if rps.len() == 1 { "" } else { "s" },
+                format_list(&rps),
+                nic.name
+            ),
+        );
+    }
+    if let Some(p) = nic.settings.pause.filter(|p| p.rx || p.tx) {
+        warn(
+            WarningKind::Pause,
+            format!(
+                "pause frames are on (rx {}, tx {}): a slow capture throttles the sender instead of counting drops; apply turns them off",
+                on_off(p.rx),
+                on_off(p.tx)
+            ),
+        );
     }
 }
 

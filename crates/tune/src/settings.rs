@@ -73,6 +73,15 @@ pub struct PauseFrames {
     pub tx: bool,
 }
 
+/// `on` or `off`, as ethtool prints a flag.
+pub fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 /// Everything ethtool reports that tune uses.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Settings {
@@ -140,8 +149,17 @@ impl Settings {
         serde_json::to_string_pretty(self).expect("settings serialize") + "\n"
     }
 
-    fn write_fixture(&self, root: &Root, iface: &str) -> Result<()> {
-        root.write(fixture_path(iface), &self.to_json())
+    /// Edits the fixture file of `iface`: `edit` gets the settings and returns `None` when
+    /// the driver lacks the section it changes.
+    fn edit_fixture(
+        root: &Root,
+        iface: &str,
+        what: &str,
+        edit: impl FnOnce(&mut Self) -> Option<()>,
+    ) -> Result<()> {
+        let mut s = Self::read(root, iface)?;
+        edit(&mut s).ok_or_else(|| unsupported(iface, what))?;
+        root.write(fixture_path(iface), &s.to_json())
     }
 
     /// Sets the channel counts.
@@ -151,13 +169,11 @@ impl Settings {
             (c.rx, c.tx, c.other, c.combined) = (to.rx, to.tx, to.other, to.combined);
             return Ok(Ethtool::open(iface)?.set_channels(&c)?);
         }
-        let mut s = Self::read(root, iface)?;
-        let cur = s
-            .channels
-            .as_mut()
-            .ok_or_else(|| unsupported(iface, "channels"))?;
-        (cur.rx, cur.tx, cur.other, cur.combined) = (to.rx, to.tx, to.other, to.combined);
-        s.write_fixture(root, iface)
+        Self::edit_fixture(root, iface, "channels", |s| {
+            let cur = s.channels.as_mut()?;
+            (cur.rx, cur.tx, cur.other, cur.combined) = (to.rx, to.tx, to.other, to.combined);
+            Some(())
+        })
     }
 
     /// Sets the RX and TX ring sizes.
@@ -165,13 +181,11 @@ impl Settings {
         if root.is_live() {
             return Ok(Ethtool::open(iface)?.set_ring(rx, tx)?);
         }
-        let mut s = Self::read(root, iface)?;
-        let cur = s
-            .ring
-            .as_mut()
-            .ok_or_else(|| unsupported(iface, "ring sizes"))?;
-        (cur.rx, cur.tx) = (rx, tx);
-        s.write_fixture(root, iface)
+        Self::edit_fixture(root, iface, "ring sizes", |s| {
+            let cur = s.ring.as_mut()?;
+            (cur.rx, cur.tx) = (rx, tx);
+            Some(())
+        })
     }
 
     /// Sets pause frames.
@@ -179,13 +193,10 @@ impl Settings {
         if root.is_live() {
             return Ok(Ethtool::open(iface)?.set_pause(to.autoneg, to.rx, to.tx)?);
         }
-        let mut s = Self::read(root, iface)?;
-        let cur = s
-            .pause
-            .as_mut()
-            .ok_or_else(|| unsupported(iface, "pause frames"))?;
-        *cur = to;
-        s.write_fixture(root, iface)
+        Self::edit_fixture(root, iface, "pause frames", |s| {
+            *s.pause.as_mut()? = to;
+            Some(())
+        })
     }
 }
 

@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::cpus::format_list;
 use crate::machine::Machine;
+use crate::settings::on_off;
 
 /// Shows a [`Machine`] as the `tune show` report.
 #[derive(Debug)]
@@ -72,9 +73,9 @@ impl fmt::Display for Report<'_> {
             Some(p) => writeln!(
                 f,
                 "  pause frames: autoneg {}, rx {}, tx {}",
-                on(p.autoneg),
-                on(p.rx),
-                on(p.tx)
+                on_off(p.autoneg),
+                on_off(p.rx),
+                on_off(p.tx)
             )?,
             None => writeln!(f, "  pause frames: not supported by the driver")?,
         }
@@ -113,13 +114,5 @@ impl fmt::Display for Report<'_> {
             None => writeln!(f, "irqbalance: not running")?,
         }
         Ok(())
-    }
-}
-
-fn on(b: bool) -> &'static str {
-    if b {
-        "on"
-    } else {
-        "off"
     }
 }

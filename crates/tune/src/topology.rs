@@ -132,18 +132,15 @@ impl Topology {
     /// Physical cores of a set of CPUs: each core's CPUs (of the set), cores ordered by
     /// their lowest CPU number.
     pub fn cores_of(&self, set: &[u32]) -> Vec<Vec<u32>> {
-        let mut cores: Vec<Vec<u32>> = Vec::new();
+        // A core is named by its lowest thread (the first of every member's siblings).
+        let mut cores: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
         for &id in set {
-            let Some(cpu) = self.cpu(id) else { continue };
-            let first = cpu.siblings.first().copied().unwrap_or(id);
-            match cores
-                .iter_mut()
-                .find(|c| self.cpu(c[0]).and_then(|x| x.siblings.first().copied()) == Some(first))
-            {
-                Some(core) => core.push(id),
-                None => cores.push(vec![id]),
+            if let Some(cpu) = self.cpu(id) {
+                let first = cpu.siblings.first().copied().unwrap_or(id);
+                cores.entry(first).or_default().push(id);
             }
         }
+        let mut cores: Vec<Vec<u32>> = cores.into_values().collect();
         for c in &mut cores {
             c.sort_unstable();
         }
