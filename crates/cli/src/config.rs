@@ -129,11 +129,11 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         .iter()
         .map(|s| Input::parse(s).map_err(anyhow::Error::msg))
         .collect::<Result<Vec<_>>>()?;
-    let cpus = match &a.cpus {
+    let mut cpus = match &a.cpus {
         Some(s) => cpu_list(s)?,
         None => vec![],
     };
-    let workers = a.workers.unwrap_or(0);
+    let mut workers = a.workers.unwrap_or(0);
     if workers > 1024 {
         bail!("--workers {workers} is more than 1024");
     }
@@ -230,7 +230,6 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         None => vec![],
     };
     let mut balance = a.balance.unwrap_or(BalanceArg::Flow);
-    let (mut workers, mut cpus) = (workers, cpus);
     if a.auto {
         let placed = auto(a, &inputs)?;
         workers = placed.workers.len();

@@ -47,30 +47,14 @@ fn issue8_queue_mode_tags_each_worker_with_its_queue() {
     let out = dir.path("q.pcapng");
     let cap = lab.capture(&["--balance", "queue", "-w", out.to_str().expect("utf8")]);
     // Two generator threads on two CPUs send on TX queues 0 and 1, flow by flow.
-    let sent = lab.gen(
-        4000,
-        &[
-            "--flows",
-            "256",
-            "--rate",
-            "50000",
-            "--threads",
-            "2",
-            "--bidir",
-        ],
-    );
+    let sent = lab.gen_on_two_queues(4000);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent, "{v}");
     let per = worker_packets(&v);
     assert_eq!(per.len(), 2, "one worker per RX queue: {v}");
     for w in 0..2u32 {
-        let pkts = util::read_all(&dir.path(&format!("q.w{w}.pcapng")));
-        assert_eq!(pkts.len() as u64, per[w as usize]);
-        assert!(!pkts.is_empty(), "queue {w} received packets");
-        assert!(
-            pkts.iter().all(|(_, q)| *q == Some(w)),
-            "worker {w} packets carry queue {w}"
-        );
+        let n = util::assert_queue_tagged(&dir.path(&format!("q.w{w}.pcapng")), w);
+        assert_eq!(n as u64, per[w as usize]);
     }
 }
 

@@ -191,18 +191,7 @@ fn issue6_capture_auto_places_one_worker_per_queue() {
     let said = cap.stderr_lines().join("\n");
     assert!(said.contains("--auto: 2 workers on CPUs 0-1"), "{said}");
     assert!(said.contains("has no queue IRQs"), "{said}");
-    let sent = lab.gen(
-        4000,
-        &[
-            "--flows",
-            "256",
-            "--rate",
-            "50000",
-            "--threads",
-            "2",
-            "--bidir",
-        ],
-    );
+    let sent = lab.gen_on_two_queues(4000);
     let v = cap.stop();
     assert_eq!(util::u(&v, "packets"), sent, "{v}");
     let workers = v["workers"].as_array().unwrap();
@@ -210,8 +199,6 @@ fn issue6_capture_auto_places_one_worker_per_queue() {
     // The plan's mapping: queue i on worker i, pinned to the plan's CPU i.
     for (w, info) in workers.iter().enumerate() {
         assert_eq!(info["cpu"].as_u64(), Some(w as u64), "{v}");
-        let pkts = util::read_all(&dir.path(&format!("a.w{w}.pcapng")));
-        assert!(!pkts.is_empty(), "worker {w} received packets");
-        assert!(pkts.iter().all(|(_, q)| *q == Some(w as u32)), "worker {w}");
+        util::assert_queue_tagged(&dir.path(&format!("a.w{w}.pcapng")), w as u32);
     }
 }

@@ -122,6 +122,27 @@ pub struct OutputConfig {
     pub seal: Option<crate::sink::sealed::SealConfig>,
 }
 
+impl OutputConfig {
+    /// Opens a file sink at `path` (the `-w` path itself or one suffixed per worker or
+    /// member) describing `interfaces`, with this output's format, rotation and sealing.
+    fn sink(
+        &self,
+        path: PathBuf,
+        interfaces: Vec<InterfaceDesc>,
+        snaplen: u32,
+    ) -> Result<FileSink, CaptureError> {
+        FileSink::create(FileConfig {
+            path,
+            format: self.format,
+            rotation: self.rotation,
+            interfaces,
+            snaplen,
+            seal: self.seal.clone(),
+        })
+        .map_err(|e| CaptureError::Output(e.to_string()))
+    }
+}
+
 /// A resolved capture configuration.
 #[derive(Clone, Debug)]
 pub struct CaptureConfig {
@@ -556,15 +577,7 @@ impl Capture {
             _ if !cfg.groups.is_empty() => {}
             None => apps.extend((0..nworkers).map(|_| App::Count)),
             Some(o) if o.merge || o.path.as_os_str() == "-" || nworkers == 1 => {
-                let sink = FileSink::create(FileConfig {
-                    path: o.path.clone(),
-                    format: o.format,
-                    rotation: o.rotation,
-                    interfaces: ifaces.clone(),
-                    snaplen: cfg.snaplen,
-                    seal: o.seal.clone(),
-                })
-                .map_err(|e| CaptureError::Output(e.to_string()))?;
+                let sink = o.sink(o.path.clone(), ifaces.clone(), cfg.snaplen)?;
                 if nworkers == 1 {
                     apps.push(App::File(Box::new(sink)));
                 } else {
@@ -591,15 +604,8 @@ impl Capture {
                         }
                         Source::Files { .. } => ifaces.clone(),
                     };
-                    let sink = FileSink::create(FileConfig {
-                        path: suffixed_path(&o.path, &format!("w{}", info.id)),
-                        format: o.format,
-                        rotation: o.rotation,
-                        interfaces,
-                        snaplen: cfg.snaplen,
-                        seal: o.seal.clone(),
-                    })
-                    .map_err(|e| CaptureError::Output(e.to_string()))?;
+                    let path = suffixed_path(&o.path, &format!("w{}", info.id));
+                    let sink = o.sink(path, interfaces, cfg.snaplen)?;
                     apps.push(App::File(Box::new(sink)));
                 }
             }
@@ -859,17 +865,11 @@ impl StageCtx {
         rx: Vec<pipe::PipeRx>,
     ) -> Result<Stage, CaptureError> {
         let sink = match &self.output {
-            Some(o) => Some(
-                FileSink::create(FileConfig {
-                    path: suffixed_path(&o.path, &format!("g{g}m{i}")),
-                    format: o.format,
-                    rotation: o.rotation,
-                    interfaces: self.ifaces.clone(),
-                    snaplen: self.snaplen,
-                    seal: o.seal.clone(),
-                })
-                .map_err(|e| CaptureError::Output(e.to_string()))?,
-            ),
+            Some(o) => Some(o.sink(
+                suffixed_path(&o.path, &format!("g{g}m{i}")),
+                self.ifaces.clone(),
+                self.snaplen,
+            )?),
             None => None,
         };
         let flows = match &self.flows {

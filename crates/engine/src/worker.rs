@@ -374,11 +374,15 @@ fn xdp(
         }
         run.s.kernel_packets = passed + run.s.kernel_drops;
     };
+    // AF_XDP frames carry no VLAN tag or protocol metadata for the filter.
+    let meta = crate::steer::filter::Meta {
+        vlan: None,
+        queue,
+        protocol: 0,
+    };
     let mut draining = false;
     loop {
-        if run.ctl.stopped() && !draining {
-            draining = true;
-        }
+        draining |= run.ctl.stopped();
         let n = sock.receive(&mut frames, 256);
         if n == 0 {
             if draining {
@@ -392,11 +396,6 @@ fn xdp(
             for f in &frames {
                 let data = sock.data(f);
                 if let Some(p) = filter {
-                    let meta = crate::steer::filter::Meta {
-                        vlan: None,
-                        queue,
-                        protocol: 0,
-                    };
                     if p.run(data, data.len() as u32, &meta) == 0 {
                         run.s.filtered += 1;
                         continue;
@@ -421,13 +420,14 @@ fn xdp(
             }
             sock.release(&frames);
         }
-        if n > 0 || last_stats.elapsed() >= Duration::from_millis(500) {
-            if last_stats.elapsed() >= Duration::from_millis(500) {
-                fold(run, &sock, passed);
-                last_stats = Instant::now();
-            } else {
-                run.s.kernel_packets = passed + run.s.kernel_drops;
-            }
+        let stats_due = last_stats.elapsed() >= Duration::from_millis(500);
+        if stats_due {
+            fold(run, &sock, passed);
+            last_stats = Instant::now();
+        } else if n > 0 {
+            run.s.kernel_packets = passed + run.s.kernel_drops;
+        }
+        if n > 0 || stats_due {
             run.end_batch(now_ns().saturating_sub(50_000_000));
         }
     }

@@ -224,6 +224,16 @@ struct Ring {
 }
 
 impl Ring {
+    /// Maps the ring of `entries` entries of `entry` bytes the kernel made at `pgoff`.
+    fn map(fd: i32, off: RingOffset, entries: u32, entry: usize, pgoff: i64) -> Result<Self> {
+        Ok(Self {
+            map: Map::ring(fd, off.desc as usize + entries as usize * entry, pgoff)?,
+            off,
+            mask: entries - 1,
+            local: 0,
+        })
+    }
+
     fn producer(&self) -> &AtomicU32 {
         self.map.word(self.off.producer)
     }
@@ -309,36 +319,10 @@ impl XskSocket {
         )?;
         set(raw, XDP_RX_RING, &n, "XDP_RX_RING")?;
         let off: MmapOffsets = get(raw, XDP_MMAP_OFFSETS, "XDP_MMAP_OFFSETS")?;
-        let fill = Ring {
-            map: Map::ring(
-                raw,
-                off.fr.desc as usize + frames as usize * 8,
-                XDP_UMEM_PGOFF_FILL_RING,
-            )?,
-            off: off.fr,
-            mask: frames - 1,
-            local: 0,
-        };
-        let comp = Ring {
-            map: Map::ring(
-                raw,
-                off.cr.desc as usize + frames as usize * 8,
-                XDP_UMEM_PGOFF_COMPLETION_RING,
-            )?,
-            off: off.cr,
-            mask: frames - 1,
-            local: 0,
-        };
-        let rx = Ring {
-            map: Map::ring(
-                raw,
-                off.rx.desc as usize + frames as usize * 16,
-                XDP_PGOFF_RX_RING,
-            )?,
-            off: off.rx,
-            mask: frames - 1,
-            local: 0,
-        };
+        // Fill and completion entries are u64 addresses; RX entries are 16-byte xdp_desc.
+        let fill = Ring::map(raw, off.fr, frames, 8, XDP_UMEM_PGOFF_FILL_RING)?;
+        let comp = Ring::map(raw, off.cr, frames, 8, XDP_UMEM_PGOFF_COMPLETION_RING)?;
+        let rx = Ring::map(raw, off.rx, frames, 16, XDP_PGOFF_RX_RING)?;
         let mut s = Self {
             fd,
             umem,

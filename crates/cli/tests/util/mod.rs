@@ -104,6 +104,24 @@ impl Lab {
         Self { netns }
     }
 
+    /// Sends `count` frames of 256 two-way flows from two generator threads on two CPUs,
+    /// so a 2-queue lab receives on both RX queues (like RSS); returns the count sent.
+    #[allow(dead_code)]
+    pub fn gen_on_two_queues(&self, count: u64) -> u64 {
+        self.gen(
+            count,
+            &[
+                "--flows",
+                "256",
+                "--rate",
+                "50000",
+                "--threads",
+                "2",
+                "--bidir",
+            ],
+        )
+    }
+
     /// Sends `count` frames with extra generator arguments; returns the count sent.
     pub fn gen(&self, count: u64, extra: &[&str]) -> u64 {
         let out = Command::new(bin())
@@ -278,6 +296,19 @@ pub fn corecap(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run corecap")
+}
+
+/// Asserts that worker `w`'s file holds packets and that each carries queue `w`; returns
+/// how many it holds.
+#[allow(dead_code)]
+pub fn assert_queue_tagged(path: &Path, w: u32) -> usize {
+    let pkts = read_all(path);
+    assert!(!pkts.is_empty(), "queue {w} received packets");
+    assert!(
+        pkts.iter().all(|(_, q)| *q == Some(w)),
+        "worker {w} packets carry queue {w}"
+    );
+    pkts.len()
 }
 
 /// Reads every packet of a capture file with the project's reader.

@@ -371,10 +371,15 @@ pub struct Unsealed {
     pub chunks: u64,
     /// Plaintext bytes written.
     pub bytes: u64,
-    /// Whether the final chunk was seen (the file was closed cleanly).
-    pub complete: bool,
-    /// Offset where the file was cut short, if it was.
+    /// Offset where the file was cut short (no final chunk), if it was.
     pub truncated_at: Option<u64>,
+}
+
+impl Unsealed {
+    /// Whether the final chunk was seen (the file was closed cleanly).
+    pub fn complete(&self) -> bool {
+        self.truncated_at.is_none()
+    }
 }
 
 /// Reads exactly `buf.len()` bytes, or fewer at the end of the input; returns how many.
@@ -443,16 +448,18 @@ pub fn unseal(
         ..Default::default()
     };
     let mut buf: Vec<u8> = Vec::new();
+    // The last chunk read had the final flag.
+    let mut complete = false;
     loop {
         let mut ch = [0u8; CHUNK_HEAD];
         let got = read_full(input, &mut ch).map_err(io_err("reading a chunk"))?;
         if got == 0 {
-            if !done.complete {
+            if !complete {
                 done.truncated_at = Some(offset);
             }
             return Ok(done);
         }
-        if done.complete {
+        if complete {
             // Bytes after the final chunk were not written by corecap.
             return Err(SealError::Tampered {
                 index: done.chunks,
@@ -494,7 +501,7 @@ pub fn unseal(
         done.chunks += 1;
         done.bytes += len as u64;
         offset += (CHUNK_HEAD + len + TAG) as u64;
-        done.complete = flags & FLAG_FINAL != 0;
+        complete = flags & FLAG_FINAL != 0;
     }
 }
 
@@ -559,7 +566,7 @@ mod tests {
             let mut out = Vec::new();
             let r = unseal(&mut &s[..], &c.kek, &mut out).unwrap();
             assert_eq!(out, b"first blockthird");
-            assert!(r.complete && r.truncated_at.is_none());
+            assert!(r.complete() && r.truncated_at.is_none());
             assert_eq!(r.chunks, 3);
         }
     }
@@ -581,7 +588,7 @@ mod tests {
             let mut out = Vec::new();
             match unseal(&mut &s[..cut], &c.kek, &mut out) {
                 Ok(r) => {
-                    assert!(!r.complete);
+                    assert!(!r.complete());
                     assert_eq!(out.len() as u64, r.bytes);
                     assert_eq!(&b"aaaabbbbcccc"[..out.len()], &out[..]);
                     assert!(out.len().is_multiple_of(4));
