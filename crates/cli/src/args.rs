@@ -44,6 +44,11 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "FILE")]
         key_file: PathBuf,
     },
+    /// Run the on-demand capture daemon: an HTTP+JSON API on a Unix socket that starts and
+    /// stops captures per request (attach to a base capture's workers, or spawn a worker).
+    Serve(Box<ServeArgs>),
+    /// Talk to `corecap serve`: start, list, show and stop captures.
+    Request(RequestArgs),
     /// Read NUMA nodes, cores, IRQs and queues; plan, apply and undo a placement.
     Tune {
         #[command(subcommand)]
@@ -386,4 +391,146 @@ pub(crate) struct BenchArgs {
     /// Generator engine: xdp (faster than one capture core) or txring.
     #[arg(long, default_value = "xdp", value_parser = ["xdp", "txring"])]
     pub(crate) engine: String,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Run a base capture on this interface, so requests on it attach to its workers
+    /// (repeatable). Requests on other interfaces spawn a worker of their own.
+    #[arg(short = 'i', long = "interface", value_name = "IF")]
+    pub(crate) interfaces: Vec<String>,
+    /// Run inside this network namespace.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) netns: Option<String>,
+    /// The API's Unix socket (mode 0600).
+    #[arg(long, value_name = "PATH", default_value = "/run/corecap/corecap.sock")]
+    pub(crate) socket: std::path::PathBuf,
+    /// Also listen on this loopback TCP address (e.g. 127.0.0.1:7070); needs --token-file.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Option<std::net::SocketAddr>,
+    /// Bearer token for --listen; made (random, mode 0600) when the file does not exist.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) token_file: Option<std::path::PathBuf>,
+    /// Directory for capture files; requests name files in it, never paths.
+    #[arg(long, value_name = "DIR", default_value = "/var/spool/corecap")]
+    pub(crate) spool: std::path::PathBuf,
+    /// Most bytes the spool may hold (e.g. 500M, 20G); a request over it gets 429, and
+    /// running captures stop when it is reached.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) quota: Option<String>,
+    /// Most captures running at once (more get 429).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub(crate) max_captures: usize,
+    /// Key file for requests that ask for "encrypt" (corecap keygen makes one).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) key_file: Option<std::path::PathBuf>,
+    /// When no core is free for a spawned capture, share the least used one instead of
+    /// refusing with 429.
+    #[arg(long)]
+    pub(crate) share_cores: bool,
+    /// Workers of each base capture (default: one per RX queue, at most one per CPU).
+    #[arg(long)]
+    pub(crate) workers: Option<usize>,
+    /// CPUs for the base captures' workers.
+    #[arg(long, value_name = "LIST")]
+    pub(crate) cpus: Option<String>,
+    /// CPUs for attached captures' stage threads (default: all, round robin).
+    #[arg(long, value_name = "LIST")]
+    pub(crate) stage_cpus: Option<String>,
+    /// Ring size per worker in MiB (base and spawned workers).
+    #[arg(
+        short = 'B',
+        long = "buffer-size",
+        value_name = "MiB",
+        default_value_t = 64
+    )]
+    pub(crate) buffer_mib: u64,
+    /// Ring block size in KiB.
+    #[arg(long, value_name = "KiB", default_value_t = 256)]
+    pub(crate) block_size: u32,
+    /// Milliseconds after which a partly filled block is handed over.
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    pub(crate) block_timeout: u32,
+    /// At exit, print each capture's final state as JSON lines on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RequestArgs {
+    /// The daemon's Unix socket.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/run/corecap/corecap.sock",
+        global = true
+    )]
+    pub(crate) socket: std::path::PathBuf,
+    /// Talk to a loopback TCP address instead (http://127.0.0.1:PORT).
+    #[arg(long, value_name = "URL", global = true)]
+    pub(crate) url: Option<String>,
+    /// File holding the bearer token for --url (or set CORECAP_TOKEN).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) token_file: Option<std::path::PathBuf>,
+    /// Print the API's JSON.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) cmd: RequestCmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum RequestCmd {
+    /// Start a capture; prints its id.
+    Start(RequestStartArgs),
+    /// List captures.
+    List,
+    /// Show one capture: state, packets, thread lag, output.
+    Show {
+        /// Capture id.
+        id: String,
+    },
+    /// Stop a capture; prints its final state once its files are closed.
+    Stop {
+        /// Capture id.
+        id: String,
+    },
+    /// Print the daemon's Prometheus metrics.
+    Metrics,
+    /// Show which core runs what.
+    Cores,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RequestStartArgs {
+    /// Interface (IF, or IF@QUEUE in spawn mode).
+    #[arg(short = 'i', long = "interface")]
+    pub(crate) iface: String,
+    /// Stop after this many packets.
+    #[arg(short = 'c', long = "count")]
+    pub(crate) count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub(crate) duration: Option<f64>,
+    /// Bytes kept of each packet.
+    #[arg(short = 's', long = "snaplen")]
+    pub(crate) snaplen: Option<u32>,
+    /// File name in the daemon's spool.
+    #[arg(short = 'w', long = "write", value_name = "NAME")]
+    pub(crate) name: Option<String>,
+    /// What to produce: pcapng, pcap, flows or count.
+    #[arg(long, default_value = "pcapng")]
+    pub(crate) output: String,
+    /// attach or spawn (default: attach when the daemon runs a base capture on IF).
+    #[arg(long)]
+    pub(crate) mode: Option<String>,
+    /// CPUs to run on, e.g. 3 (spawn: the worker; attach: the stage thread).
+    #[arg(long, value_name = "LIST")]
+    pub(crate) cores: Option<String>,
+    /// Seal the file with the daemon's key: aes or seed.
+    #[arg(long)]
+    pub(crate) encrypt: Option<String>,
+    /// Filter expression (tcpdump syntax).
+    #[arg(trailing_var_arg = true)]
+    pub(crate) expr: Vec<String>,
 }

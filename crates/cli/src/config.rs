@@ -254,6 +254,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         } else {
             Transport::Spsc
         },
+        attachable: false,
         inputs,
         files: a.read.clone(),
         workers,

@@ -17,6 +17,8 @@ fn main() {
         args::Cmd::Demo(a) => cmd::demo::run(a),
         args::Cmd::Bench(a) => cmd::bench::run(a),
         args::Cmd::Tune { cmd } => cmd::tune::run(cmd),
+        args::Cmd::Serve(a) => cmd::serve::run(*a),
+        args::Cmd::Request(a) => cmd::request::run(a),
         args::Cmd::Keygen { out } => cmd::seal::keygen(&out),
         args::Cmd::Decrypt {
             input,

@@ -16,7 +16,7 @@ use crate::sink::merge::{self, MergeHandle};
 use crate::source::afpacket::{FanoutGroup, LiveSpec};
 use crate::source::afxdp::XdpSetup;
 use crate::source::replay::FileSpec;
-use crate::stage::member::{self as stage_member, MemberOutcome};
+use crate::stage::member::{self as stage_member, MemberLimits, MemberOutcome};
 use crate::stage::pipe;
 use crate::stats::ledger::{Snapshot, WorkerCounters};
 use crate::steer::filter::Program;
@@ -125,7 +125,7 @@ pub struct OutputConfig {
 impl OutputConfig {
     /// Opens a file sink at `path` (the `-w` path itself or one suffixed per worker or
     /// member) describing `interfaces`, with this output's format, rotation and sealing.
-    fn sink(
+    pub(crate) fn sink(
         &self,
         path: PathBuf,
         interfaces: Vec<InterfaceDesc>,
@@ -182,6 +182,9 @@ pub struct CaptureConfig {
     pub flows: Option<PathBuf>,
     /// How packets travel from the workers to the stage threads.
     pub transport: pipe::Transport,
+    /// Steer even with no groups, so that consumers can attach while it runs
+    /// ([`Capture::attach`]): the base capture of the on-demand manager.
+    pub attachable: bool,
 }
 
 /// Errors that stop a capture before it starts.
@@ -222,17 +225,17 @@ pub struct Capture {
     pub workers: Vec<WorkerInfo>,
     /// What the capture wants the user to know (XDP modes, fallbacks).
     pub notes: Vec<String>,
-    handles: Vec<JoinHandle<Outcome>>,
+    pub(crate) handles: Vec<JoinHandle<Outcome>>,
     merge: Option<JoinHandle<(FileSink, u64)>>,
-    stages: Vec<Stage>,
-    group_kinds: Vec<GroupKind>,
+    pub(crate) stages: Vec<Stage>,
+    pub(crate) group_kinds: Vec<GroupKind>,
     /// Per worker: its control ring and the epoch it has applied.
-    controls: Vec<(rtrb::Producer<SteerControl>, Arc<AtomicU64>)>,
+    pub(crate) controls: Vec<(rtrb::Producer<SteerControl>, Arc<AtomicU64>)>,
     /// The published matrix and what it takes to start a member.
-    matrix: Option<(Arc<ArcSwap<Matrix>>, StageCtx)>,
-    epoch: u64,
+    pub(crate) matrix: Option<(Arc<ArcSwap<Matrix>>, StageCtx)>,
+    pub(crate) epoch: u64,
     /// Next member index of each group (file names stay unique across joins).
-    next_index: Vec<usize>,
+    pub(crate) next_index: Vec<usize>,
     xdp: Vec<Arc<XdpSetup>>,
     started: Instant,
     duration: Option<Duration>,
@@ -499,7 +502,8 @@ impl Capture {
         let mut controls = Vec::new();
         let mut matrix = None;
         let mut next_index: Vec<usize> = Vec::new();
-        if !cfg.groups.is_empty() {
+        let pipeline = !cfg.groups.is_empty() || cfg.attachable;
+        if pipeline {
             if cfg
                 .output
                 .as_ref()
@@ -574,7 +578,7 @@ impl Capture {
             matrix = Some((shared, stage_ctx));
         }
         match &cfg.output {
-            _ if !cfg.groups.is_empty() => {}
+            _ if pipeline => {}
             None => apps.extend((0..nworkers).map(|_| App::Count)),
             Some(o) if o.merge || o.path.as_os_str() == "-" || nworkers == 1 => {
                 let sink = o.sink(o.path.clone(), ifaces.clone(), cfg.snaplen)?;
@@ -825,28 +829,31 @@ fn add_into(acc: &mut Vec<u64>, v: &[u64]) {
 
 /// A member's stage thread.
 #[derive(Debug)]
-struct Stage {
-    group: usize,
-    index: usize,
-    member: usize,
-    cpu: Option<u32>,
-    handle: JoinHandle<MemberOutcome>,
+pub(crate) struct Stage {
+    pub(crate) group: usize,
+    pub(crate) index: usize,
+    pub(crate) member: usize,
+    pub(crate) cpu: Option<u32>,
+    pub(crate) handle: JoinHandle<MemberOutcome>,
 }
 
 /// What it takes to start a member's stage thread.
 #[derive(Clone, Debug)]
-struct StageCtx {
-    output: Option<OutputConfig>,
-    flows: Option<PathBuf>,
-    ifaces: Vec<InterfaceDesc>,
-    snaplen: u32,
-    stage_cpus: Vec<u32>,
-    pin: bool,
-    transport: pipe::Transport,
+pub(crate) struct StageCtx {
+    pub(crate) output: Option<OutputConfig>,
+    pub(crate) flows: Option<PathBuf>,
+    pub(crate) ifaces: Vec<InterfaceDesc>,
+    pub(crate) snaplen: u32,
+    pub(crate) stage_cpus: Vec<u32>,
+    pub(crate) pin: bool,
+    pub(crate) transport: pipe::Transport,
 }
 
 /// The pipes of one member: an end for each worker, and the member's ends.
-fn member_pipes(t: pipe::Transport, workers: usize) -> (Vec<pipe::PipeTx>, Vec<pipe::PipeRx>) {
+pub(crate) fn member_pipes(
+    t: pipe::Transport,
+    workers: usize,
+) -> (Vec<pipe::PipeTx>, Vec<pipe::PipeRx>) {
     match t {
         pipe::Transport::Spsc => (0..workers).map(|_| pipe::pipe(256)).unzip(),
         pipe::Transport::Mpsc => {
@@ -857,7 +864,7 @@ fn member_pipes(t: pipe::Transport, workers: usize) -> (Vec<pipe::PipeTx>, Vec<p
 }
 
 impl StageCtx {
-    fn spawn(
+    pub(crate) fn spawn(
         &self,
         g: usize,
         i: usize,
@@ -884,9 +891,24 @@ impl StageCtx {
             None => None,
         };
         let cpu = self.pin.then(|| self.stage_cpus[m % self.stage_cpus.len()]);
+        Self::start(g, i, m, cpu, rx, sink, flows, MemberLimits::default())
+    }
+
+    /// Starts the stage thread of member `m` (`gGmI`) with its apps.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start(
+        g: usize,
+        i: usize,
+        m: usize,
+        cpu: Option<u32>,
+        rx: Vec<pipe::PipeRx>,
+        sink: Option<FileSink>,
+        flows: Option<crate::stage::flows::FlowTable>,
+        limits: MemberLimits,
+    ) -> Result<Stage, CaptureError> {
         let handle = std::thread::Builder::new()
             .name(format!("corecap-g{g}m{i}"))
-            .spawn(move || stage_member::run(cpu, rx, sink, flows))
+            .spawn(move || stage_member::run(cpu, rx, sink, flows, limits))
             .map_err(|e| CaptureError::Config(format!("cannot start a stage thread: {e}")))?;
         Ok(Stage {
             group: g,
@@ -895,96 +917,5 @@ impl StageCtx {
             cpu,
             handle,
         })
-    }
-}
-
-impl Capture {
-    fn wait_acks(&self, epoch: u64) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        for ((_, ack), h) in self.controls.iter().zip(&self.handles) {
-            // Acquire: pairs with the worker's Release store after it applied the message.
-            while ack.load(Ordering::Acquire) < epoch && !h.is_finished() {
-                if Instant::now() > deadline {
-                    return Err("a worker did not take the change within 5 s".into());
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-        Ok(())
-    }
-
-    /// Adds a member to group `g` while traffic flows; returns its name (`gGmI`).
-    pub fn join(&mut self, g: usize) -> Result<String, String> {
-        let Some((shared, ctx)) = self.matrix.clone() else {
-            return Err("no groups: start with --groups".into());
-        };
-        let cur = shared.load_full();
-        if g >= cur.groups.len() {
-            return Err(format!("no group {g} (there are {})", cur.groups.len()));
-        }
-        let m = self.stages.iter().map(|s| s.member + 1).max().unwrap_or(0);
-        let i = self.next_index[g];
-        self.epoch += 1;
-        let (txs, rxs) = member_pipes(ctx.transport, self.controls.len());
-        for ((ctl, _), tx) in self.controls.iter_mut().zip(txs) {
-            ctl.push(SteerControl::Join {
-                member: m,
-                tx,
-                epoch: self.epoch,
-            })
-            .map_err(|_| "control ring full".to_string())?;
-        }
-        self.stages
-            .push(ctx.spawn(g, i, m, rxs).map_err(|e| e.to_string())?);
-        self.next_index[g] += 1;
-        self.wait_acks(self.epoch)?;
-        let mut next = (*cur).clone();
-        let grp = &mut next.groups[g];
-        grp.members.push(m);
-        if grp.kind == GroupKind::Balance {
-            grp.table.add_member();
-        }
-        shared.store(Arc::new(next));
-        Ok(format!("g{g}m{i}"))
-    }
-
-    /// Removes member `i` (its index in the group's current member list) from group `g`.
-    pub fn leave(&mut self, g: usize, i: usize) -> Result<String, String> {
-        let Some((shared, _)) = self.matrix.clone() else {
-            return Err("no groups: start with --groups".into());
-        };
-        let cur = shared.load_full();
-        let grp = cur.groups.get(g).ok_or_else(|| format!("no group {g}"))?;
-        if i >= grp.members.len() {
-            return Err(format!("group {g} has {} members", grp.members.len()));
-        }
-        if grp.members.len() == 1 {
-            return Err(format!("group {g} keeps at least one member"));
-        }
-        let m = grp.members[i];
-        let mut next = (*cur).clone();
-        let grp = &mut next.groups[g];
-        grp.members.remove(i);
-        if grp.kind == GroupKind::Balance {
-            grp.table.remove_member(i as u16);
-        }
-        shared.store(Arc::new(next));
-        self.epoch += 1;
-        for (ctl, _) in self.controls.iter_mut() {
-            ctl.push(SteerControl::Leave {
-                member: m,
-                epoch: self.epoch,
-            })
-            .map_err(|_| "control ring full".to_string())?;
-        }
-        self.wait_acks(self.epoch)?;
-        let name = self
-            .stages
-            .iter()
-            .find(|s| s.member == m)
-            .map_or(format!("member {m}"), |s| {
-                format!("g{}m{}", s.group, s.index)
-            });
-        Ok(name)
     }
 }

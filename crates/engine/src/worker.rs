@@ -169,10 +169,22 @@ impl Run<'_> {
             }
         };
         if ok {
+            if self.s.packets == 0 {
+                self.s.first_ts_ns = p.ts_ns;
+            }
             self.s.packets += 1;
             self.s.bytes += u64::from(p.wire_len) + if p.vlan.is_some() { 4 } else { 0 };
         } else {
             self.s.app_drops += 1;
+        }
+    }
+
+    /// Before a block's packets: steering takes the current matrix and any joins or
+    /// leaves. Done when the block is already there, not before waiting for it, so a
+    /// consumer that joined during the wait gets this block.
+    fn begin_batch(&mut self) {
+        if let App::Steer(st) = &mut self.app {
+            st.refresh();
         }
     }
 
@@ -182,8 +194,6 @@ impl Run<'_> {
             App::Merge(m) => !m.send(watermark),
             App::Steer(st) => {
                 st.flush();
-                // Between blocks: apply joins and leaves, load the current matrix.
-                st.refresh();
                 false
             }
             _ => false,
@@ -199,6 +209,7 @@ impl Run<'_> {
         let Some(block) = ring.next_block() else {
             return false;
         };
+        self.begin_batch();
         let n = u64::from(block.len());
         let allowed = self.ctl.claim(n);
         let mut i = 0u64;
@@ -315,8 +326,11 @@ fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> O
         }
     };
     while !run.ctl.stopped() {
-        if !run.block(&mut ring, if_id, queue) && ring.wait(100) {
-            run.block(&mut ring, if_id, queue);
+        let got = run.block(&mut ring, if_id, queue)
+            || (ring.wait(100) && run.block(&mut ring, if_id, queue));
+        if !got {
+            // Idle: still take joins and leaves, so a leaving consumer is let go.
+            run.begin_batch();
         }
         // Packets still to come carry a kernel timestamp no older than about now.
         run.end_batch(now_ns().saturating_sub(50_000_000));
@@ -388,8 +402,11 @@ fn xdp(
             if draining {
                 break;
             }
-            sock.wait(100);
+            if !sock.wait(100) {
+                run.begin_batch();
+            }
         } else {
+            run.begin_batch();
             let ts = now_ns();
             let allowed = run.ctl.claim(n as u64);
             let mut k = 0u64;
@@ -451,6 +468,9 @@ fn files_loop(run: &mut Run<'_>, files: &[FileSpec], me: usize, n: usize) -> Opt
                 vlan: None,
             };
             run.s.kernel_packets += 1;
+            if since == 0 {
+                run.begin_batch();
+            }
             if run.ctl.claim(1) == 0 {
                 run.s.stop_drops += 1;
                 return false;

@@ -4,5 +4,7 @@ pub(crate) mod capture;
 pub(crate) mod demo;
 pub(crate) mod gen;
 pub(crate) mod lab;
+pub(crate) mod request;
 pub(crate) mod seal;
+pub(crate) mod serve;
 pub(crate) mod tune;

@@ -2,6 +2,8 @@
 //! worker and runs its app on every packet, until every worker has ended.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::sink::file::FileSink;
@@ -22,6 +24,50 @@ pub struct MemberOutcome {
     pub error: Option<String>,
     /// Flow accounting, when it ran.
     pub flows: Option<crate::stage::flows::FlowStats>,
+    /// Packets older than the member's start (an on-demand capture takes packets from its
+    /// request on; the first block it sees may hold older ones).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub before_start: u64,
+    /// Packets after the member's count was reached, until it left the matrix.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub over_count: u64,
+    /// Timestamp of the first delivered packet (ns since the epoch), 0 if none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub first_ts_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Counters of a running member, for whoever started it (the on-demand manager). The
+/// member publishes them once per drain with Relaxed stores; only it writes them, except
+/// `pipe_full`, which the workers' pipe ends add to once per lossy batch.
+#[derive(Debug, Default)]
+pub struct MemberLive {
+    /// Packets delivered so far.
+    pub packets: AtomicU64,
+    /// Their wire bytes.
+    pub bytes: AtomicU64,
+    /// Timestamp of the first delivered packet (ns since the epoch), 0 before it.
+    pub first_ts_ns: AtomicU64,
+    /// Packets lost because the member's pipe was full.
+    pub pipe_full: Arc<AtomicU64>,
+    /// Packets the app could not take.
+    pub app_drops: AtomicU64,
+    /// The count was reached: the member takes no more packets.
+    pub done: AtomicBool,
+}
+
+/// Limits of a member started on demand.
+#[derive(Clone, Debug, Default)]
+pub struct MemberLimits {
+    /// Packets with an older timestamp (ns since the epoch) are skipped.
+    pub since_ns: u64,
+    /// Stop taking packets after this many.
+    pub count: Option<u64>,
+    /// Where to publish the running counters.
+    pub live: Option<Arc<MemberLive>>,
 }
 
 /// Runs the member's apps on one packet.
@@ -29,8 +75,20 @@ fn deliver(
     p: &crate::packet::Packet<'_>,
     flows: &mut Option<crate::stage::flows::FlowTable>,
     sink: &mut Option<FileSink>,
+    lim: &MemberLimits,
     o: &mut MemberOutcome,
 ) {
+    if p.ts_ns < lim.since_ns {
+        o.before_start += 1;
+        return;
+    }
+    if lim.count.is_some_and(|c| o.delivered + o.app_drops >= c) {
+        o.over_count += 1;
+        return;
+    }
+    if o.delivered == 0 && o.app_drops == 0 {
+        o.first_ts_ns = p.ts_ns;
+    }
     if let Some(t) = flows {
         t.packet(p);
     }
@@ -42,12 +100,32 @@ fn deliver(
     }
 }
 
+impl MemberOutcome {
+    /// Publishes the running counters.
+    fn publish(&self, lim: &MemberLimits) {
+        if let Some(l) = &lim.live {
+            // Relaxed: statistics, read for display; only this thread writes them.
+            l.packets.store(self.delivered, Ordering::Relaxed);
+            l.bytes.store(self.bytes, Ordering::Relaxed);
+            l.first_ts_ns.store(self.first_ts_ns, Ordering::Relaxed);
+            l.app_drops.store(self.app_drops, Ordering::Relaxed);
+            if lim
+                .count
+                .is_some_and(|c| self.delivered + self.app_drops >= c)
+            {
+                l.done.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Runs a member to its end.
 pub fn run(
     cpu: Option<u32>,
     mut rx: Vec<PipeRx>,
     mut sink: Option<FileSink>,
     mut flows: Option<crate::stage::flows::FlowTable>,
+    lim: MemberLimits,
 ) -> MemberOutcome {
     if let Some(c) = cpu {
         let _ = corecap_linux::affinity::pin_current_thread(c);
@@ -58,10 +136,11 @@ pub fn run(
     loop {
         let mut got = false;
         for r in rx.iter_mut() {
-            let n = r.drain(|p, _hash| deliver(p, &mut flows, &mut sink, &mut o));
+            let n = r.drain(|p, _hash| deliver(p, &mut flows, &mut sink, &lim, &mut o));
             got |= n > 0;
         }
         if got {
+            o.publish(&lim);
             idle = 0;
             continue;
         }
@@ -69,7 +148,7 @@ pub fn run(
             // The last producers may have pushed between our drain and their exit.
             let mut rest = 0;
             for r in rx.iter_mut() {
-                rest += r.drain(|p, _| deliver(p, &mut flows, &mut sink, &mut o));
+                rest += r.drain(|p, _| deliver(p, &mut flows, &mut sink, &lim, &mut o));
             }
             if rest == 0 {
                 break;
@@ -99,5 +178,6 @@ pub fn run(
             o.error = Some(format!("closing the output file: {e}"));
         }
     }
+    o.publish(&lim);
     o
 }

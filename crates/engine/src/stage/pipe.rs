@@ -132,6 +132,9 @@ pub struct PipeTx {
     inner: TxKind,
     /// The batch being filled.
     pub cur: Batch,
+    /// Losses of the member across all its workers, readable while it runs (requests of
+    /// the on-demand manager report it live). Added to once per lossy batch, never per packet.
+    lost: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// The stage's end of a pipe.
@@ -151,6 +154,7 @@ pub fn pipe(depth: usize) -> (PipeTx, PipeRx) {
                 empty: erx,
             },
             cur: Batch::default(),
+            lost: None,
         },
         PipeRx {
             inner: RxKind::Spsc {
@@ -168,6 +172,7 @@ pub fn mpsc_pipes(workers: usize, bytes: usize) -> (Vec<PipeTx>, PipeRx) {
         .map(|_| PipeTx {
             inner: TxKind::Mpsc(p.clone()),
             cur: Batch::default(),
+            lost: None,
         })
         .collect();
     (
@@ -182,9 +187,25 @@ pub fn mpsc_pipes(workers: usize, bytes: usize) -> (Vec<PipeTx>, PipeRx) {
 const IFACE_SHIFT: u16 = 8;
 
 impl PipeTx {
+    /// Also counts this end's losses into `lost`, shared with the member's other ends.
+    pub fn count_losses_into(&mut self, lost: std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        self.lost = Some(lost);
+    }
+
     /// Sends the current batch. Returns the number of packets dropped because the pipe
     /// was full, else 0.
     pub fn send(&mut self) -> u64 {
+        let n = self.send_batch();
+        if n > 0 {
+            if let Some(l) = &self.lost {
+                // Relaxed: a statistic; nothing else is published through it.
+                l.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        n
+    }
+
+    fn send_batch(&mut self) -> u64 {
         if self.cur.is_empty() {
             return 0;
         }

@@ -27,6 +27,7 @@ struct Counters {
     app_drops: AtomicU64,
     stop_drops: AtomicU64,
     filtered: AtomicU64,
+    first_ts_ns: AtomicU64,
 }
 
 /// A snapshot of one worker's counters.
@@ -48,6 +49,8 @@ pub struct Snapshot {
     pub stop_drops: u64,
     /// Packets a userspace filter rejected (file input only; the kernel filter is not counted).
     pub filtered: u64,
+    /// Timestamp (ns since the epoch) of the first delivered packet; 0 before the first.
+    pub first_ts_ns: u64,
 }
 
 impl std::ops::AddAssign for Snapshot {
@@ -60,6 +63,10 @@ impl std::ops::AddAssign for Snapshot {
         self.app_drops += o.app_drops;
         self.stop_drops += o.stop_drops;
         self.filtered += o.filtered;
+        self.first_ts_ns = match (self.first_ts_ns, o.first_ts_ns) {
+            (0, t) | (t, 0) => t,
+            (a, b) => a.min(b),
+        };
     }
 }
 
@@ -82,6 +89,7 @@ impl WorkerCounters {
         c.app_drops.store(s.app_drops, Ordering::Relaxed);
         c.stop_drops.store(s.stop_drops, Ordering::Relaxed);
         c.filtered.store(s.filtered, Ordering::Relaxed);
+        c.first_ts_ns.store(s.first_ts_ns, Ordering::Relaxed);
     }
 
     /// Reads the last published totals. Relaxed: a snapshot may mix two publications, which
@@ -97,6 +105,7 @@ impl WorkerCounters {
             app_drops: c.app_drops.load(Ordering::Relaxed),
             stop_drops: c.stop_drops.load(Ordering::Relaxed),
             filtered: c.filtered.load(Ordering::Relaxed),
+            first_ts_ns: c.first_ts_ns.load(Ordering::Relaxed),
         }
     }
 }

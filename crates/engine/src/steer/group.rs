@@ -8,18 +8,28 @@
 //!
 //! The groups form a [`Matrix`], published through an `ArcSwap` (RCU style): a worker
 //! loads it once per block, with no lock, and steers the whole block with that version.
-//! Members join and leave through a control ring to each worker:
+//! Members join and leave through a control ring to each worker. A worker refreshes
+//! before each block: it loads the matrix, applies the control messages, and loads the
+//! matrix again if there were any.
 //!
-//! - join: the controller sends each worker the producer end of a new pipe, waits until
-//!   every worker has acknowledged (each stores the epoch it has applied, Release; the
-//!   controller loads it, Acquire), and only then publishes a matrix that names the new
-//!   member, so no worker can steer to a pipe it does not have;
+//! - join: the controller pushes the producer end of a new pipe to every worker, then
+//!   publishes a matrix that names the new member. A worker that loads that matrix pops
+//!   its pipe in the same refresh: the push happened before the publication (program
+//!   order, then the ArcSwap store's Release and the load's Acquire), so the pop that
+//!   follows the load sees it. No worker steers to a pipe it does not have, and the new
+//!   member gets the very next block of every worker: an on-demand capture starts within
+//!   one block of its request. The controller then waits until every worker has
+//!   acknowledged (each stores the epoch it has applied, Release; the controller loads
+//!   it, Acquire) before it reports the member as running;
 //! - leave: the controller first publishes a matrix without the member, then tells the
-//!   workers; a worker handles the message at a block boundary, after finishing any block
-//!   steered with the old matrix, so everything steered to the member reaches its pipe,
-//!   and then drops its end. The member drains its pipes and ends.
+//!   workers. A worker that pops the message loads the matrix again, which is then the
+//!   new one (publication before push), so it drops its end only after every block steered
+//!   with the old matrix was flushed, and never steers to it again. The member drains its
+//!   pipes and ends.
 //!
 //! The other members never see a change but in the indirection table, and lose nothing.
+//! A group whose last member left stays in the matrix with no members (its slot is
+//! reused by the next group added), so group indices, and their counters, never move.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -108,7 +118,7 @@ pub struct Matrix {
 /// A message from the controller to a worker.
 #[derive(Debug)]
 pub enum Control {
-    /// Start steering to member `member` through `tx` (once a matrix names it).
+    /// Start steering to member `member` through `tx` (as soon as a matrix names it).
     Join {
         /// Global member id.
         member: usize,
@@ -222,8 +232,10 @@ impl Steer {
         }
     }
 
-    /// Applies control messages and loads the current matrix. Called between blocks.
+    /// Loads the current matrix and applies control messages (see the module comment for
+    /// the order). Called before each block.
     pub fn refresh(&mut self) {
+        self.reload();
         let mut epoch = None;
         while let Ok(msg) = self.control.pop() {
             match msg {
@@ -245,10 +257,11 @@ impl Steer {
             }
         }
         if let Some(e) = epoch {
-            // Release: pairs with the controller's Acquire load before it publishes.
+            // A message may come with a matrix published after our first load.
+            self.reload();
+            // Release: pairs with the controller's Acquire load when it waits for acks.
             self.ack.store(e, Ordering::Release);
         }
-        self.reload();
     }
 
     /// Sends one packet to the members that take it.
@@ -263,6 +276,9 @@ impl Steer {
         // One hash per packet, shared by every balanced group (and carried to the stage).
         let hash = if *need_hash { p.hash() } else { 0 };
         for (gi, g) in cur.groups.iter().enumerate() {
+            if g.members.is_empty() {
+                continue;
+            }
             if let Some(f) = &g.filter {
                 let meta = Meta {
                     vlan: p.vlan,

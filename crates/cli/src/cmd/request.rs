@@ -1,0 +1,226 @@
+//! `corecap request`: the client of `corecap serve`.
+
+use anyhow::{bail, Context, Result};
+use corecap_manager::api::{CaptureView, Mode, OutputKind, StartRequest};
+use corecap_manager::http;
+use serde_json::Value;
+
+use crate::args::{RequestArgs, RequestCmd, RequestStartArgs};
+use crate::config::cpu_list;
+
+/// Sends one request to the daemon; returns the status and the body.
+fn call(a: &RequestArgs, method: &str, path: &str, body: Option<&[u8]>) -> Result<(u16, Vec<u8>)> {
+    match &a.url {
+        Some(url) => {
+            let host = url
+                .strip_prefix("http://")
+                .with_context(|| format!("--url {url}: expected http://HOST:PORT"))?
+                .trim_end_matches('/');
+            let token = match (&a.token_file, std::env::var("CORECAP_TOKEN")) {
+                (Some(f), _) => Some(
+                    std::fs::read_to_string(f)
+                        .with_context(|| format!("reading the token file {}", f.display()))?
+                        .trim()
+                        .to_owned(),
+                ),
+                (None, Ok(t)) => Some(t),
+                (None, Err(_)) => None,
+            };
+            let s = std::net::TcpStream::connect(host).with_context(|| {
+                format!("connecting to {url} (is corecap serve --listen running?)")
+            })?;
+            Ok(http::call(s, method, path, token.as_deref(), body)?)
+        }
+        None => {
+            let s = std::os::unix::net::UnixStream::connect(&a.socket).with_context(|| {
+                format!(
+                    "connecting to {} (is corecap serve running? --socket selects another)",
+                    a.socket.display()
+                )
+            })?;
+            Ok(http::call(s, method, path, None, body)?)
+        }
+    }
+}
+
+/// Calls and turns an error status into an error with the daemon's message.
+fn call_ok(a: &RequestArgs, method: &str, path: &str, body: Option<&[u8]>) -> Result<Vec<u8>> {
+    let (status, body) = call(a, method, path, body)?;
+    if status >= 300 {
+        let msg = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+        bail!("{msg} (HTTP {status})");
+    }
+    Ok(body)
+}
+
+fn start_request(s: &RequestStartArgs) -> Result<StartRequest> {
+    let output = match s.output.as_str() {
+        "pcapng" => OutputKind::Pcapng,
+        "pcap" => OutputKind::Pcap,
+        "flows" => OutputKind::Flows,
+        "count" => OutputKind::Count,
+        o => bail!("unknown --output '{o}' (pcapng, pcap, flows or count)"),
+    };
+    let mode = match s.mode.as_deref() {
+        None => None,
+        Some("attach") => Some(Mode::Attach),
+        Some("spawn") => Some(Mode::Spawn),
+        Some(m) => bail!("unknown --mode '{m}' (attach or spawn)"),
+    };
+    Ok(StartRequest {
+        interface: s.iface.clone(),
+        filter: (!s.expr.is_empty()).then(|| s.expr.join(" ")),
+        count: s.count,
+        duration: s.duration,
+        snaplen: s.snaplen,
+        output,
+        name: s.name.clone(),
+        mode,
+        cores: s.cores.as_deref().map(cpu_list).transpose()?,
+        encrypt: s.encrypt.clone(),
+    })
+}
+
+/// A capture in a few lines.
+fn describe(v: &CaptureView) -> String {
+    let mut o = format!(
+        "{}: {}{} ({} on {})\n",
+        v.id,
+        v.state.name(),
+        v.reason
+            .as_deref()
+            .map_or(String::new(), |r| format!(", {r}")),
+        v.mode.name(),
+        v.interface
+    );
+    if let Some(f) = &v.filter {
+        o += &format!("  filter: {f}\n");
+    }
+    o += &format!("  packets: {} ({} bytes)\n", v.packets, v.bytes);
+    o += &match v.lag_us {
+        Some(l) => format!("  thread lag: {l:.0} us (set up in {:.0} us)\n", v.setup_us),
+        None => format!(
+            "  thread lag: no packet yet (set up in {:.0} us)\n",
+            v.setup_us
+        ),
+    };
+    if let Some(p) = &v.path {
+        o += &format!("  output: {p} ({} bytes)\n", v.file_bytes);
+    }
+    o += &format!(
+        "  drops: kernel {}, pipe full {}, app {}\n",
+        v.drops.kernel, v.drops.pipe_full, v.drops.app
+    );
+    if !v.cores.is_empty() {
+        let c: Vec<String> = v.cores.iter().map(|c| c.to_string()).collect();
+        o += &format!("  cores: {}\n", c.join(","));
+    }
+    for n in &v.notes {
+        o += &format!("  note: {n}\n");
+    }
+    o
+}
+
+fn view(body: &[u8]) -> Result<CaptureView> {
+    serde_json::from_slice(body).context("the daemon's answer is not a capture")
+}
+
+/// Runs a client command. Returns the exit code.
+pub(crate) fn run(a: RequestArgs) -> Result<i32> {
+    let raw = |b: &[u8]| print!("{}", String::from_utf8_lossy(b));
+    match &a.cmd {
+        RequestCmd::Start(s) => {
+            let body = serde_json::to_vec(&start_request(s)?)?;
+            let b = call_ok(&a, "POST", "/captures", Some(&body))?;
+            if a.json {
+                raw(&b);
+            } else {
+                let v = view(&b)?;
+                for n in &v.notes {
+                    eprintln!("corecap: {n}");
+                }
+                println!("{}", v.id);
+            }
+        }
+        RequestCmd::List => {
+            let b = call_ok(&a, "GET", "/captures", None)?;
+            if a.json {
+                raw(&b);
+            } else {
+                let vs: Vec<CaptureView> =
+                    serde_json::from_slice(&b).context("the daemon's answer is not a list")?;
+                println!(
+                    "{:<6} {:<8} {:<7} {:<12} {:>10} {:>10}  {:<24} filter",
+                    "id", "state", "mode", "interface", "packets", "lag us", "output"
+                );
+                for v in vs {
+                    println!(
+                        "{:<6} {:<8} {:<7} {:<12} {:>10} {:>10}  {:<24} {}",
+                        v.id,
+                        v.state.name(),
+                        v.mode.name(),
+                        v.interface,
+                        v.packets,
+                        v.lag_us.map_or("-".into(), |l| format!("{l:.0}")),
+                        v.path.as_deref().unwrap_or("-"),
+                        v.filter.as_deref().unwrap_or("")
+                    );
+                }
+            }
+        }
+        RequestCmd::Show { id } | RequestCmd::Stop { id } => {
+            let method = if matches!(a.cmd, RequestCmd::Stop { .. }) {
+                "DELETE"
+            } else {
+                "GET"
+            };
+            let b = call_ok(&a, method, &format!("/captures/{id}"), None)?;
+            if a.json {
+                raw(&b);
+            } else {
+                print!("{}", describe(&view(&b)?));
+            }
+        }
+        RequestCmd::Metrics => raw(&call_ok(&a, "GET", "/metrics", None)?),
+        RequestCmd::Cores => {
+            let b = call_ok(&a, "GET", "/cores", None)?;
+            if a.json {
+                raw(&b);
+            } else {
+                let v: Value = serde_json::from_slice(&b)?;
+                for c in v.as_array().into_iter().flatten() {
+                    let roles: Vec<&str> = c["roles"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r.as_str())
+                        .collect();
+                    let irqs: Vec<&str> = c["irqs"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r.as_str())
+                        .collect();
+                    println!(
+                        "cpu {}: {}{}",
+                        c["cpu"],
+                        if roles.is_empty() {
+                            "free".to_string()
+                        } else {
+                            roles.join(", ")
+                        },
+                        if irqs.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" [IRQs of {}]", irqs.join(", "))
+                        }
+                    );
+                }
+            }
+        }
+    }
+    Ok(0)
+}

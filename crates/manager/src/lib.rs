@@ -1,0 +1,26 @@
+//! The on-demand manager (paper 004): a daemon that starts and stops captures per
+//! request, over HTTP+JSON on a Unix socket (and optionally loopback TCP with a token).
+//!
+//! - [`server`]: listeners and routes, over the small [`http`] layer;
+//! - [`manager`]: the captures, in attach mode (a consumer of a running base capture's
+//!   workers) or spawn mode (a worker of its own on a free core, see [`cores`]), with their
+//!   limits, thread lag and final accounting;
+//! - [`spool`]: the one directory files go to, and its quota;
+//! - [`api`]: the JSON; [`metrics`]: the Prometheus text.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod api;
+pub mod cores;
+pub mod http;
+pub mod manager;
+pub mod metrics;
+pub mod server;
+pub mod spool;
+
+/// A random bearer token: 32 bytes as hex.
+pub fn new_token() -> std::io::Result<String> {
+    let mut b = [0u8; 32];
+    getrandom::getrandom(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}

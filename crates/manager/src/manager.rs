@@ -1,0 +1,765 @@
+//! The manager: starts, watches and stops on-demand captures (paper 004).
+//!
+//! A capture is started in one of two ways:
+//! - attach: a copy consumer of the base capture's workers, with its own filter, added
+//!   to the steering matrix ([`Capture::attach`]); no socket or ring is made, so it takes
+//!   packets from the workers' next block on;
+//! - spawn: a capture of its own (one worker, one socket with the filter in the kernel)
+//!   on a free core, as in paper 004.
+//!
+//! Either way the request's arrival time is the capture's start: packets stamped earlier
+//! are not taken, and the thread lag is the first taken packet's timestamp minus it.
+//! The manager's state sits behind one mutex: it is the control plane, never touched by
+//! the data path.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use corecap_engine::capture::{Balance, Capture, CaptureConfig, CaptureError, Input, OutputConfig};
+use corecap_engine::sink::file::{suffixed_path, Format, Rotation};
+use corecap_engine::sink::sealed::{Cipher, KeyFile, SealConfig};
+use corecap_engine::stage::member::{MemberLimits, MemberLive};
+use corecap_engine::stage::pipe::Transport;
+use corecap_engine::steer::consumers::{compile_filter, AttachSpec, Attached};
+use corecap_engine::steer::group::{GroupKind, GroupSpec};
+
+use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
+use crate::cores::Cores;
+use crate::metrics::LagHistogram;
+use crate::spool::Spool;
+
+/// How the daemon runs.
+#[derive(Debug)]
+pub struct Config {
+    /// Where capture files go, and its quota.
+    pub spool: Spool,
+    /// Most captures running at once.
+    pub max_captures: usize,
+    /// Key for `"encrypt"` requests.
+    pub key: Option<Arc<KeyFile>>,
+    /// Let a spawned worker share a core when none is free.
+    pub share_cores: bool,
+    /// CPUs for attached consumers' stage threads (round robin); empty: any allowed CPU.
+    pub stage_cpus: Vec<u32>,
+    /// Ring bytes, block size and block timeout of spawned workers.
+    pub ring: (u64, u32, u32),
+}
+
+/// An error for the client: an HTTP status and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: u16,
+    /// What went wrong, for the user.
+    pub message: String,
+}
+
+fn err(status: u16, message: impl Into<String>) -> ApiError {
+    ApiError {
+        status,
+        message: message.into(),
+    }
+}
+
+/// A base capture: the workers that attached captures ride on.
+#[derive(Debug)]
+pub struct Base {
+    /// Interface.
+    pub iface: String,
+    /// The running capture (attachable, no groups of its own).
+    pub cap: Capture,
+}
+
+#[derive(Debug)]
+enum Runner {
+    Attach {
+        iface: String,
+        handle: Attached,
+        live: Arc<MemberLive>,
+    },
+    Spawn(Box<Capture>),
+    Ended,
+}
+
+#[derive(Debug)]
+struct Entry {
+    view: CaptureView,
+    runner: Runner,
+    since_ns: u64,
+    deadline: Option<Instant>,
+    files: Vec<PathBuf>,
+    lag_observed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    bases: Vec<Base>,
+    entries: Vec<Entry>,
+    next_id: u64,
+    next_stage: usize,
+    cores: Cores,
+    responses: BTreeMap<u16, u64>,
+    lag: BTreeMap<&'static str, LagHistogram>,
+    spool_bytes: u64,
+    quota_checked: Option<Instant>,
+}
+
+/// The on-demand manager.
+#[derive(Debug)]
+pub struct Manager {
+    cfg: Config,
+    inner: Mutex<Inner>,
+}
+
+/// Ended captures kept for `GET /captures`.
+const HISTORY: usize = 256;
+
+fn wall_ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+fn extension(o: OutputKind) -> &'static str {
+    match o {
+        OutputKind::Pcapng => "pcapng",
+        OutputKind::Pcap => "pcap",
+        OutputKind::Flows => "flows.jsonl",
+        OutputKind::Count => "",
+    }
+}
+
+impl Manager {
+    /// A manager with these base captures (already running).
+    pub fn new(cfg: Config, bases: Vec<Base>) -> Self {
+        let inner = Inner {
+            bases,
+            cores: Cores::new(),
+            next_id: 1,
+            ..Default::default()
+        };
+        Self {
+            cfg,
+            inner: Mutex::new(inner),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent-enough state for stopping.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a response by status (for the metrics).
+    pub fn count_response(&self, status: u16) {
+        *self.lock().responses.entry(status).or_default() += 1;
+    }
+
+    /// Starts a capture for a request that arrived at `t0` (`wall` on the system clock).
+    pub fn start(
+        &self,
+        r: StartRequest,
+        t0: Instant,
+        wall: SystemTime,
+    ) -> Result<CaptureView, ApiError> {
+        let since_ns = wall_ns(wall);
+        let input = Input::parse(&r.interface).map_err(|e| err(400, e))?;
+        if input.xdp {
+            return Err(err(
+                400,
+                "AF_XDP captures are not started on demand (one XDP program per interface); give the interface without xdp:",
+            ));
+        }
+        if corecap_linux::netdev::ifindex(&input.iface).is_err() {
+            return Err(err(404, format!("no interface named '{}'", input.iface)));
+        }
+        if let Some(d) = r.duration {
+            if !(d.is_finite() && d > 0.0 && d < 1e7) {
+                return Err(err(400, "duration must be a number of seconds above 0"));
+            }
+        }
+        if r.count == Some(0) {
+            return Err(err(400, "count must be at least 1"));
+        }
+        let snaplen = r.snaplen.unwrap_or(262_144);
+        if !(16..=262_144).contains(&snaplen) {
+            return Err(err(400, "snaplen must be 16 to 262144 bytes"));
+        }
+        let linktype = corecap_linux::netdev::linktype(&input.iface)
+            .map_err(|e| err(500, format!("{e:#}")))?;
+        if let Some(f) = &r.filter {
+            // Checked here, for either mode, so a bad expression is a 400 with libpcap's words.
+            compile_filter(linktype, snaplen, f).map_err(|e| err(400, e.to_string()))?;
+        }
+        let seal = match (&r.encrypt, &self.cfg.key) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(err(
+                    400,
+                    "this daemon has no key: start serve with --key-file to accept \"encrypt\"",
+                ))
+            }
+            (Some(c), Some(k)) => Some(SealConfig {
+                cipher: c.parse::<Cipher>().map_err(|e| err(400, e))?,
+                kek: k.clone(),
+            }),
+        };
+        if seal.is_some() && !matches!(r.output, OutputKind::Pcapng | OutputKind::Pcap) {
+            return Err(err(400, "encryption is for pcapng and pcap output"));
+        }
+        let mut g = self.lock();
+        let running = g
+            .entries
+            .iter()
+            .filter(|e| e.view.state == State::Running)
+            .count();
+        if running >= self.cfg.max_captures {
+            return Err(err(
+                429,
+                format!(
+                    "{running} captures are running, the most this daemon takes (--max-captures {})",
+                    self.cfg.max_captures
+                ),
+            ));
+        }
+        let writes = r.output != OutputKind::Count;
+        if let (true, Some(q)) = (writes, self.cfg.spool.quota) {
+            let used = self.cfg.spool.usage();
+            if used >= q {
+                return Err(err(
+                    429,
+                    format!("the spool holds {used} bytes, at its quota of {q} (--quota); remove files from {}", self.cfg.spool.dir().display()),
+                ));
+            }
+        }
+        let id = format!("c{}", g.next_id);
+        let path = if writes {
+            let name = r
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{id}.{}", extension(r.output)));
+            let mut p = self.cfg.spool.resolve(&name).map_err(|e| err(400, e))?;
+            if seal.is_some() && !name.ends_with(".sealed") {
+                p = PathBuf::from(format!("{}.sealed", p.display()));
+            }
+            if p.exists() {
+                return Err(err(
+                    409,
+                    format!("{} exists in the spool; choose another name", p.display()),
+                ));
+            }
+            Some(p)
+        } else {
+            None
+        };
+        let base = g.bases.iter().position(|b| b.iface == input.iface);
+        let mode = match (r.mode, base) {
+            (Some(m), _) => m,
+            (None, Some(_)) if input.queue.is_none() => Mode::Attach,
+            (None, _) => Mode::Spawn,
+        };
+        let file = path.as_ref().and_then(|p| match r.output {
+            OutputKind::Pcapng | OutputKind::Pcap => Some(OutputConfig {
+                path: p.clone(),
+                format: if r.output == OutputKind::Pcap {
+                    Format::Pcap
+                } else {
+                    Format::Pcapng
+                },
+                merge: false,
+                rotation: Rotation::default(),
+                seal: seal.clone(),
+            }),
+            _ => None,
+        });
+        let flows = path.clone().filter(|_| r.output == OutputKind::Flows);
+        let mut notes = Vec::new();
+        let (runner, cores, files) = match mode {
+            Mode::Attach => {
+                let Some(bi) = base else {
+                    return Err(err(
+                        400,
+                        format!(
+                            "attach mode needs a base capture on {}: start serve with -i {}, or ask for mode spawn",
+                            input.iface, input.iface
+                        ),
+                    ));
+                };
+                if input.queue.is_some() {
+                    return Err(err(
+                        400,
+                        "attach mode takes whole interfaces; use mode spawn for IF@QUEUE",
+                    ));
+                }
+                let cpu = match r.cores.as_deref() {
+                    Some([c, ..]) => Some(*c),
+                    Some([]) => None,
+                    None => {
+                        let pool = if self.cfg.stage_cpus.is_empty() {
+                            g.cores.allowed.clone()
+                        } else {
+                            self.cfg.stage_cpus.clone()
+                        };
+                        let k = g.next_stage;
+                        g.next_stage += 1;
+                        pool.get(k % pool.len().max(1)).copied()
+                    }
+                };
+                let live = Arc::new(MemberLive::default());
+                let spec = AttachSpec {
+                    filter: r.filter.clone(),
+                    snaplen,
+                    file,
+                    flows: flows.clone(),
+                    cpu,
+                    limits: MemberLimits {
+                        since_ns,
+                        count: r.count,
+                        live: Some(live.clone()),
+                    },
+                };
+                let handle = g.bases[bi].cap.attach(spec).map_err(start_error)?;
+                (
+                    Runner::Attach {
+                        iface: input.iface.clone(),
+                        handle,
+                        live,
+                    },
+                    cpu.into_iter().collect::<Vec<_>>(),
+                    path.iter().cloned().collect::<Vec<_>>(),
+                )
+            }
+            Mode::Spawn => {
+                let cores = match r.cores.clone() {
+                    Some(c) if !c.is_empty() => {
+                        let online = corecap_linux::affinity::online_cpus();
+                        if let Some(bad) = c.iter().find(|c| !online.contains(c)) {
+                            return Err(err(400, format!("CPU {bad} is not online")));
+                        }
+                        c
+                    }
+                    _ => {
+                        let busy = g.worker_cpus();
+                        let share = self.cfg.share_cores;
+                        let (c, note) = g
+                            .cores
+                            .pick(&input.iface, &busy, share)
+                            .map_err(|e| err(429, e))?;
+                        notes.extend(note);
+                        vec![c]
+                    }
+                };
+                let (bytes, block, tov) = self.cfg.ring;
+                let flows_group = flows.is_some();
+                let cfg = CaptureConfig {
+                    inputs: vec![input.clone()],
+                    files: vec![],
+                    workers: 1,
+                    cpus: cores.clone(),
+                    pin: true,
+                    balance: Balance::Flow,
+                    filter: r.filter.clone(),
+                    snaplen,
+                    ring_bytes: bytes,
+                    block_size: block,
+                    block_timeout_ms: tov,
+                    count: r.count,
+                    duration: None,
+                    output: file,
+                    groups: if flows_group {
+                        vec![GroupSpec {
+                            kind: GroupKind::Copy,
+                            members: 1,
+                            filter: None,
+                            snaplen: None,
+                        }]
+                    } else {
+                        vec![]
+                    },
+                    stage_cpus: cores.clone(),
+                    flows: flows.clone(),
+                    transport: Transport::Spsc,
+                    attachable: false,
+                };
+                let cap = Capture::start(&cfg).map_err(start_error)?;
+                notes.extend(cap.notes.iter().cloned());
+                // A flow table of a spawned capture is its one stage member's.
+                let files = match (&flows, &path) {
+                    (Some(f), _) => vec![suffixed_path(f, "g0m0")],
+                    (None, Some(p)) => vec![p.clone()],
+                    _ => vec![],
+                };
+                (Runner::Spawn(Box::new(cap)), cores, files)
+            }
+        };
+        g.next_id += 1;
+        let setup_us = t0.elapsed().as_secs_f64() * 1e6;
+        let view = CaptureView {
+            id: id.clone(),
+            state: State::Running,
+            reason: None,
+            mode,
+            interface: input.label(),
+            filter: r.filter.clone(),
+            output: r.output,
+            path: files.first().map(|p| p.display().to_string()),
+            file_bytes: 0,
+            cores,
+            requested_at: secs(since_ns),
+            ended_at: None,
+            setup_us,
+            lag_us: None,
+            packets: 0,
+            bytes: 0,
+            drops: Drops::default(),
+            count: r.count,
+            duration: r.duration,
+            notes,
+        };
+        g.entries.push(Entry {
+            view,
+            runner,
+            since_ns,
+            deadline: r.duration.map(|d| t0 + Duration::from_secs_f64(d)),
+            files,
+            lag_observed: false,
+        });
+        let e = g.entries.last_mut().expect("just pushed");
+        refresh(e);
+        Ok(e.view.clone())
+    }
+
+    /// Every capture, running and ended (the last 256 ended).
+    pub fn list(&self) -> Vec<CaptureView> {
+        let mut g = self.lock();
+        g.entries
+            .iter_mut()
+            .map(|e| {
+                refresh(e);
+                e.view.clone()
+            })
+            .collect()
+    }
+
+    /// One capture.
+    pub fn show(&self, id: &str) -> Result<CaptureView, ApiError> {
+        let mut g = self.lock();
+        let e = g
+            .entries
+            .iter_mut()
+            .find(|e| e.view.id == id)
+            .ok_or_else(|| err(404, format!("no capture '{id}'")))?;
+        refresh(e);
+        Ok(e.view.clone())
+    }
+
+    /// Stops a capture; returns its final view once its files are closed.
+    pub fn stop(&self, id: &str) -> Result<CaptureView, ApiError> {
+        let mut g = self.lock();
+        let i = g
+            .entries
+            .iter()
+            .position(|e| e.view.id == id)
+            .ok_or_else(|| err(404, format!("no capture '{id}'")))?;
+        if g.entries[i].view.state == State::Running {
+            g.end(i, State::Stopped, "stopped by request".into());
+        }
+        Ok(g.entries[i].view.clone())
+    }
+
+    /// Housekeeping, called often: ends captures whose count or duration is reached,
+    /// whose base capture is gone, or that would overrun the spool quota.
+    pub fn tick(&self) {
+        let mut guard = self.lock();
+        let g = &mut *guard;
+        let now = Instant::now();
+        let quota_due = g
+            .quota_checked
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_millis(200));
+        if quota_due {
+            g.quota_checked = Some(now);
+            g.spool_bytes = self.cfg.spool.usage();
+        }
+        let over_quota = self.cfg.spool.quota.filter(|q| g.spool_bytes > *q);
+        let dead_bases: Vec<String> = g
+            .bases
+            .iter()
+            .filter(|b| b.cap.done())
+            .map(|b| b.iface.clone())
+            .collect();
+        for i in 0..g.entries.len() {
+            if g.entries[i].view.state != State::Running {
+                continue;
+            }
+            let e = &mut g.entries[i];
+            refresh(e);
+            let ended = match &e.runner {
+                Runner::Attach { live, iface, .. } => {
+                    if dead_bases.contains(iface) {
+                        Some((State::Failed, format!("the base capture on {iface} ended")))
+                    } else if live.done.load(Ordering::Relaxed) {
+                        Some((State::Done, "count reached".to_string()))
+                    } else {
+                        None
+                    }
+                }
+                Runner::Spawn(cap) => cap
+                    .done()
+                    .then(|| (State::Done, "count reached".to_string())),
+                Runner::Ended => None,
+            };
+            let ended = ended.or_else(|| {
+                e.deadline
+                    .is_some_and(|d| now >= d)
+                    .then(|| (State::Done, "duration reached".to_string()))
+            });
+            let ended = ended.or_else(|| {
+                over_quota
+                    .filter(|_| e.view.output != OutputKind::Count)
+                    .map(|q| {
+                        (
+                            State::Stopped,
+                            format!("the spool reached its quota of {q} bytes"),
+                        )
+                    })
+            });
+            if let Some(lag) = e.view.lag_us.filter(|_| !e.lag_observed) {
+                e.lag_observed = true;
+                let mode = e.view.mode.name();
+                g.lag.entry(mode).or_default().observe(lag / 1e6);
+            }
+            if let Some((state, reason)) = ended {
+                g.end(i, state, reason);
+            }
+        }
+        // Keep the last HISTORY ended captures.
+        let ended = g
+            .entries
+            .iter()
+            .filter(|e| e.view.state != State::Running)
+            .count();
+        if ended > HISTORY {
+            let mut drop = ended - HISTORY;
+            g.entries.retain(|e| {
+                if drop > 0 && e.view.state != State::Running {
+                    drop -= 1;
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+
+    /// Stops every capture (files closed validly), then the base captures. Returns the
+    /// final views.
+    pub fn shutdown(&self) -> Vec<CaptureView> {
+        let mut g = self.lock();
+        for i in 0..g.entries.len() {
+            if g.entries[i].view.state == State::Running {
+                g.end(i, State::Stopped, "the daemon stopped".into());
+            }
+        }
+        for b in std::mem::take(&mut g.bases) {
+            let _ = b.cap.finish();
+        }
+        g.entries.iter().map(|e| e.view.clone()).collect()
+    }
+
+    /// `GET /cores`.
+    pub fn cores(&self) -> serde_json::Value {
+        let mut g = self.lock();
+        let mut roles: Vec<(u32, String)> = Vec::new();
+        let ifaces: Vec<String> = g.bases.iter().map(|b| b.iface.clone()).collect();
+        for b in &g.bases {
+            for w in &b.cap.workers {
+                if let Some(c) = w.cpu {
+                    roles.push((c, format!("base {} worker {}", w.input, w.id)));
+                }
+            }
+        }
+        for e in &g.entries {
+            if e.view.state != State::Running {
+                continue;
+            }
+            let what = match e.view.mode {
+                Mode::Attach => "stage (attach)",
+                Mode::Spawn => "worker (spawn)",
+            };
+            for c in &e.view.cores {
+                roles.push((*c, format!("{} {what}", e.view.id)));
+            }
+        }
+        for i in &ifaces {
+            g.cores.irq_cpus(i);
+        }
+        serde_json::to_value(g.cores.view(&roles)).unwrap_or_default()
+    }
+
+    /// `GET /metrics`, in Prometheus text format.
+    pub fn metrics(&self) -> String {
+        let mut g = self.lock();
+        for e in g.entries.iter_mut() {
+            refresh(e);
+        }
+        let bases: Vec<(String, corecap_engine::stats::ledger::Snapshot)> = g
+            .bases
+            .iter()
+            .map(|b| {
+                let mut t = corecap_engine::stats::ledger::Snapshot::default();
+                for s in b.cap.snapshot() {
+                    t += s;
+                }
+                (b.iface.clone(), t)
+            })
+            .collect();
+        let views: Vec<CaptureView> = g.entries.iter().map(|e| e.view.clone()).collect();
+        crate::metrics::render(&crate::metrics::Input {
+            captures: &views,
+            bases: &bases,
+            responses: &g.responses,
+            lag: &g.lag,
+            spool_bytes: g.spool_bytes,
+            quota: self.cfg.spool.quota,
+        })
+    }
+}
+
+impl Inner {
+    /// CPUs running capture workers now: the bases' and the spawned captures'.
+    fn worker_cpus(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .bases
+            .iter()
+            .flat_map(|b| b.cap.workers.iter().filter_map(|w| w.cpu))
+            .collect();
+        for e in &self.entries {
+            if let Runner::Spawn(c) = &e.runner {
+                v.extend(c.workers.iter().filter_map(|w| w.cpu));
+            }
+        }
+        v
+    }
+
+    /// Ends capture `i`: detaches or finishes it, and records its final counters.
+    fn end(&mut self, i: usize, state: State, reason: String) {
+        let runner = std::mem::replace(&mut self.entries[i].runner, Runner::Ended);
+        let mut state = state;
+        let mut reason = reason;
+        let e = &mut self.entries[i];
+        match runner {
+            Runner::Attach {
+                iface,
+                handle,
+                live,
+            } => {
+                let base = self.bases.iter_mut().find(|b| b.iface == iface);
+                match base.map(|b| b.cap.detach(handle)) {
+                    Some(Ok(o)) => {
+                        e.view.packets = o.delivered;
+                        e.view.bytes = o.bytes;
+                        e.view.drops.app = o.app_drops;
+                        e.view.drops.pipe_full = live.pipe_full.load(Ordering::Relaxed);
+                        if o.first_ts_ns != 0 {
+                            e.view.lag_us = Some(lag_us(o.first_ts_ns, e.since_ns));
+                        }
+                        if let Some(x) = o.error {
+                            state = State::Failed;
+                            reason = x;
+                        }
+                    }
+                    Some(Err(x)) => {
+                        state = State::Failed;
+                        reason = format!("detaching: {x}");
+                    }
+                    None => {
+                        state = State::Failed;
+                        reason = format!("the base capture on {iface} is gone");
+                    }
+                }
+            }
+            Runner::Spawn(cap) => {
+                let s = cap.finish();
+                set_from_snapshot(e, &s.total);
+                if let Some(x) = s.errors.first() {
+                    state = State::Failed;
+                    reason = x.clone();
+                }
+                if !s.files.is_empty() {
+                    e.files = s.files.clone();
+                }
+            }
+            Runner::Ended => return,
+        }
+        e.view.file_bytes = file_bytes(&e.files);
+        e.view.state = state;
+        e.view.reason = Some(reason);
+        e.view.ended_at = Some(secs(wall_ns(SystemTime::now())));
+        if let Some(lag) = e.view.lag_us.filter(|_| !e.lag_observed) {
+            e.lag_observed = true;
+            let mode = e.view.mode.name();
+            self.lag.entry(mode).or_default().observe(lag / 1e6);
+        }
+    }
+}
+
+fn start_error(e: CaptureError) -> ApiError {
+    match e {
+        CaptureError::Output(m) => err(500, format!("cannot create the output: {m}")),
+        CaptureError::Config(m) => err(400, m),
+        CaptureError::Linux(l) => err(500, format!("{l:#}")),
+    }
+}
+
+fn lag_us(first_ns: u64, since_ns: u64) -> f64 {
+    (first_ns as i128 - since_ns as i128) as f64 / 1e3
+}
+
+fn file_bytes(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn set_from_snapshot(e: &mut Entry, s: &corecap_engine::stats::ledger::Snapshot) {
+    e.view.packets = s.packets;
+    e.view.bytes = s.bytes;
+    e.view.drops.kernel = s.kernel_drops;
+    e.view.drops.app = s.app_drops;
+    if s.first_ts_ns != 0 {
+        e.view.lag_us = Some(lag_us(s.first_ts_ns, e.since_ns));
+    }
+}
+
+/// Updates a running capture's counters in its view.
+fn refresh(e: &mut Entry) {
+    match &e.runner {
+        Runner::Attach { live, .. } => {
+            // Relaxed: statistics published by the stage thread.
+            e.view.packets = live.packets.load(Ordering::Relaxed);
+            e.view.bytes = live.bytes.load(Ordering::Relaxed);
+            e.view.drops.pipe_full = live.pipe_full.load(Ordering::Relaxed);
+            e.view.drops.app = live.app_drops.load(Ordering::Relaxed);
+            let first = live.first_ts_ns.load(Ordering::Relaxed);
+            if first != 0 {
+                e.view.lag_us = Some(lag_us(first, e.since_ns));
+            }
+        }
+        Runner::Spawn(cap) => {
+            let mut t = corecap_engine::stats::ledger::Snapshot::default();
+            for s in cap.snapshot() {
+                t += s;
+            }
+            set_from_snapshot(e, &t);
+        }
+        Runner::Ended => return,
+    }
+    e.view.file_bytes = file_bytes(&e.files);
+}

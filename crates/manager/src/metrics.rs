@@ -1,0 +1,250 @@
+//! `GET /metrics`: Prometheus text exposition of the daemon's captures, base captures,
+//! responses and thread lag.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use corecap_engine::stats::ledger::Snapshot;
+
+use crate::api::{CaptureView, State};
+
+/// Upper bounds (seconds) of the thread-lag histogram's buckets: 10 µs to 1 s.
+const BUCKETS: [f64; 11] = [
+    1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 5e-1, 1.0,
+];
+
+/// A cumulative histogram of thread lags.
+#[derive(Debug, Default, Clone)]
+pub struct LagHistogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl LagHistogram {
+    /// Records one lag in seconds.
+    pub fn observe(&mut self, s: f64) {
+        for (c, b) in self.counts.iter_mut().zip(BUCKETS) {
+            if s <= b {
+                *c += 1;
+            }
+        }
+        self.count += 1;
+        self.sum += s;
+    }
+}
+
+/// What the metrics are made of.
+#[derive(Debug)]
+pub struct Input<'a> {
+    /// Every capture the daemon remembers.
+    pub captures: &'a [CaptureView],
+    /// Base captures: interface and totals.
+    pub bases: &'a [(String, Snapshot)],
+    /// Responses by status.
+    pub responses: &'a BTreeMap<u16, u64>,
+    /// Thread lag by mode.
+    pub lag: &'a BTreeMap<&'static str, LagHistogram>,
+    /// Bytes in the spool.
+    pub spool_bytes: u64,
+    /// Spool quota.
+    pub quota: Option<u64>,
+}
+
+/// Escapes a label value.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn head(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}");
+    let _ = writeln!(o, "# TYPE {name} {kind}");
+}
+
+/// Renders the metrics.
+pub fn render(i: &Input<'_>) -> String {
+    let mut o = String::new();
+    head(
+        &mut o,
+        "corecap_captures_running",
+        "gauge",
+        "Captures running now.",
+    );
+    for mode in ["attach", "spawn"] {
+        let n = i
+            .captures
+            .iter()
+            .filter(|c| c.state == State::Running && c.mode.name() == mode)
+            .count();
+        let _ = writeln!(o, "corecap_captures_running{{mode=\"{mode}\"}} {n}");
+    }
+    head(
+        &mut o,
+        "corecap_capture_packets_total",
+        "counter",
+        "Packets captured per capture.",
+    );
+    for c in i.captures {
+        let _ = writeln!(
+            o,
+            "corecap_capture_packets_total{{id=\"{}\",mode=\"{}\",interface=\"{}\",state=\"{}\"}} {}",
+            esc(&c.id),
+            c.mode.name(),
+            esc(&c.interface),
+            c.state.name(),
+            c.packets
+        );
+    }
+    head(
+        &mut o,
+        "corecap_capture_bytes_total",
+        "counter",
+        "Wire bytes captured per capture.",
+    );
+    for c in i.captures {
+        let _ = writeln!(
+            o,
+            "corecap_capture_bytes_total{{id=\"{}\"}} {}",
+            esc(&c.id),
+            c.bytes
+        );
+    }
+    head(
+        &mut o,
+        "corecap_capture_drops_total",
+        "counter",
+        "Packets lost per capture, by place.",
+    );
+    for c in i.captures {
+        for (at, n) in [
+            ("kernel", c.drops.kernel),
+            ("pipe_full", c.drops.pipe_full),
+            ("app", c.drops.app),
+        ] {
+            let _ = writeln!(
+                o,
+                "corecap_capture_drops_total{{id=\"{}\",at=\"{at}\"}} {n}",
+                esc(&c.id)
+            );
+        }
+    }
+    head(
+        &mut o,
+        "corecap_capture_lag_seconds",
+        "gauge",
+        "Thread lag: from the request to the first captured packet.",
+    );
+    for c in i.captures {
+        if let Some(l) = c.lag_us {
+            let _ = writeln!(
+                o,
+                "corecap_capture_lag_seconds{{id=\"{}\",mode=\"{}\"}} {}",
+                esc(&c.id),
+                c.mode.name(),
+                l / 1e6
+            );
+        }
+    }
+    head(
+        &mut o,
+        "corecap_thread_lag_seconds",
+        "histogram",
+        "Thread lag of every capture that captured a packet, by mode.",
+    );
+    for (mode, h) in i.lag {
+        for (b, n) in BUCKETS.iter().zip(h.counts) {
+            let _ = writeln!(
+                o,
+                "corecap_thread_lag_seconds_bucket{{mode=\"{mode}\",le=\"{b}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            o,
+            "corecap_thread_lag_seconds_bucket{{mode=\"{mode}\",le=\"+Inf\"}} {}",
+            h.count
+        );
+        let _ = writeln!(
+            o,
+            "corecap_thread_lag_seconds_sum{{mode=\"{mode}\"}} {}",
+            h.sum
+        );
+        let _ = writeln!(
+            o,
+            "corecap_thread_lag_seconds_count{{mode=\"{mode}\"}} {}",
+            h.count
+        );
+    }
+    head(
+        &mut o,
+        "corecap_base_packets_total",
+        "counter",
+        "Packets the base capture's workers took, per interface.",
+    );
+    for (iface, s) in i.bases {
+        let _ = writeln!(
+            o,
+            "corecap_base_packets_total{{interface=\"{}\"}} {}",
+            esc(iface),
+            s.packets
+        );
+    }
+    head(
+        &mut o,
+        "corecap_base_drops_total",
+        "counter",
+        "Packets the kernel dropped before the base capture's workers, per interface.",
+    );
+    for (iface, s) in i.bases {
+        let _ = writeln!(
+            o,
+            "corecap_base_drops_total{{interface=\"{}\",at=\"kernel\"}} {}",
+            esc(iface),
+            s.kernel_drops
+        );
+    }
+    head(
+        &mut o,
+        "corecap_spool_bytes",
+        "gauge",
+        "Bytes in the spool.",
+    );
+    let _ = writeln!(o, "corecap_spool_bytes {}", i.spool_bytes);
+    if let Some(q) = i.quota {
+        head(
+            &mut o,
+            "corecap_spool_quota_bytes",
+            "gauge",
+            "The spool's quota.",
+        );
+        let _ = writeln!(o, "corecap_spool_quota_bytes {q}");
+    }
+    head(
+        &mut o,
+        "corecap_api_responses_total",
+        "counter",
+        "API responses by status code.",
+    );
+    for (code, n) in i.responses {
+        let _ = writeln!(o, "corecap_api_responses_total{{code=\"{code}\"}} {n}");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_histogram_is_cumulative() {
+        let mut h = LagHistogram::default();
+        h.observe(0.0002);
+        h.observe(0.02);
+        assert_eq!(h.counts[0], 0);
+        assert_eq!(h.counts[3], 1); // <= 500 us
+        assert_eq!(h.counts[BUCKETS.len() - 1], 2);
+        assert_eq!(h.count, 2);
+        assert_eq!(esc("a\"b\\c"), "a\\\"b\\\\c");
+    }
+}

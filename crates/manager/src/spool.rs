@@ -1,0 +1,108 @@
+//! The spool: the one directory the daemon writes capture files into, and its quota.
+//! A request names a file; it never chooses a path.
+
+use std::path::{Path, PathBuf};
+
+/// The spool directory and its disk quota.
+#[derive(Clone, Debug)]
+pub struct Spool {
+    dir: PathBuf,
+    /// Bytes the spool may hold; None for no quota.
+    pub quota: Option<u64>,
+}
+
+impl Spool {
+    /// Uses (and creates, mode 0700) `dir`.
+    pub fn open(dir: &Path, quota: Option<u64>) -> std::io::Result<Self> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        let dir = dir.canonicalize()?;
+        if !dir.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory",
+                dir.display()
+            )));
+        }
+        Ok(Self { dir, quota })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path of file `name` in the spool. Only a plain file name is accepted: no
+    /// directory part, no `..`, no hidden or control characters.
+    pub fn resolve(&self, name: &str) -> Result<PathBuf, String> {
+        if name.contains('/') || name.contains('\\') || name == ".." || name.starts_with("..") {
+            return Err(format!(
+                "'{name}' is a path outside the spool; give a plain file name (it is written in {})",
+                self.dir.display()
+            ));
+        }
+        if name.is_empty() || name.starts_with('.') || name.len() > 200 {
+            return Err(format!(
+                "'{name}' is not a usable file name (1 to 200 characters, not starting with '.')"
+            ));
+        }
+        if let Some(c) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+' | '=')))
+        {
+            return Err(format!(
+                "'{name}': the character {c:?} is not allowed in a spool file name (use letters, digits, . - _ + =)"
+            ));
+        }
+        Ok(self.dir.join(name))
+    }
+
+    /// Bytes the spool's files hold now.
+    pub fn usage(&self) -> u64 {
+        std::fs::read_dir(&self.dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok()?.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_names_stay_inside() {
+        let d = std::env::temp_dir().join(format!("corecap-spool-{}", std::process::id()));
+        let s = Spool::open(&d, None).expect("spool");
+        assert_eq!(
+            s.resolve("dns.pcapng").expect("plain"),
+            s.dir().join("dns.pcapng")
+        );
+        for bad in [
+            "../x",
+            "/etc/passwd",
+            "a/b",
+            "..",
+            "...x",
+            ".hidden",
+            "",
+            "a b",
+            "x\0y",
+        ] {
+            assert!(s.resolve(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(s.resolve("../x").unwrap_err().contains("outside the spool"));
+        std::fs::write(d.join("f"), [0u8; 100]).expect("write");
+        assert_eq!(s.usage(), 100);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
