@@ -1,0 +1,462 @@
+//! Issue 5: the on-demand daemon (`corecap serve`) and its client (`corecap request`),
+//! on a veth lab in a namespace each test creates, with traffic of known shape.
+
+mod util;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use util::{bin, read_all, require_root, u, Lab, Scratch};
+
+/// A `corecap serve` child in the lab's namespace, stopped by SIGTERM (by its PID).
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    fn start(lab: &Lab, dir: &Scratch, extra: &[&str]) -> Self {
+        let socket = dir.path("api.sock");
+        let spool = dir.path("spool");
+        let mut child = Command::new(bin())
+            .args(["serve", "--netns", &lab.netns, "--json", "--socket"])
+            .arg(&socket)
+            .arg("--spool")
+            .arg(&spool)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start corecap serve");
+        let err = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) if l.contains("serving on") => break,
+                Ok(_) => {}
+                Err(_) => {
+                    if let Ok(Some(st)) = child.try_wait() {
+                        panic!("serve exited early: {st}");
+                    }
+                    assert!(Instant::now() < deadline, "serve did not come up in 30 s");
+                }
+            }
+        }
+        Self {
+            child,
+            socket,
+            stderr: rx,
+        }
+    }
+
+    /// Runs `corecap request` against this daemon.
+    fn request(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bin())
+            .arg("request")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run corecap request")
+    }
+
+    /// Runs `corecap request --json ...`, expecting success; returns the JSON.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let o = self.request(&a);
+        assert!(
+            o.status.success(),
+            "request {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).expect("request prints JSON")
+    }
+
+    /// Starts a capture; returns its id.
+    fn start_capture(&self, args: &[&str]) -> String {
+        let mut a = vec!["start", "-i", "cap0"];
+        a.extend_from_slice(args);
+        let v = self.json(&a);
+        assert_eq!(v["state"], "running", "{v}");
+        v["id"].as_str().expect("id").to_owned()
+    }
+
+    /// Polls a capture until `pred` holds (at most 30 s); returns its last view.
+    fn wait_for(&self, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let v = self.json(&["show", id]);
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "capture {id} never got there: {v}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// One raw HTTP exchange on the socket; returns the status line and the body.
+    fn raw(&self, bytes: &[u8]) -> (String, String) {
+        let mut s = UnixStream::connect(&self.socket).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        s.write_all(bytes).expect("send");
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let status = out.lines().next().unwrap_or("").to_owned();
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+        (status, body)
+    }
+
+    /// SIGTERM; waits for the exit and returns (success, stdout lines as JSON).
+    fn stop(mut self) -> (bool, Vec<Value>) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                break st;
+            }
+            assert!(Instant::now() < deadline, "serve did not stop in 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        let views = out
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (status.success(), views)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        while self.stderr.try_recv().is_ok() {}
+    }
+}
+
+fn udp_dport(p: &[u8]) -> u16 {
+    u16::from_be_bytes([p[36], p[37]])
+}
+
+fn ipv4_proto_dst(p: &[u8]) -> (u8, [u8; 4]) {
+    (p[23], [p[30], p[31], p[32], p[33]])
+}
+
+#[test]
+fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve");
+    let key = dir.path("key");
+    assert!(
+        util::corecap(&["keygen", "-o", key.to_str().expect("utf8")])
+            .status
+            .success()
+    );
+    let d = Daemon::start(
+        &lab,
+        &dir,
+        &["-i", "cap0", "--key-file", key.to_str().expect("utf8")],
+    );
+    // Background TCP traffic runs the whole time; the UDP traffic below is sent only while
+    // the UDP captures run, so what each should hold is known exactly.
+    let mut background = Command::new(bin())
+        .args(["gen", "--netns", &lab.netns, "-i", "gen0", "--proto", "tcp"])
+        .args(["--flows", "8", "--rate", "4000", "--count", "120000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start background traffic");
+
+    let a = d.start_capture(&["-w", "a.pcapng", "udp", "port", "5001"]);
+    let b = d.start_capture(&[
+        "--mode",
+        "spawn",
+        "-w",
+        "b.pcapng",
+        "udp and dst host 10.1.0.1",
+    ]);
+    let c = d.start_capture(&["-c", "500", "-w", "c.pcapng", "tcp"]);
+    assert_eq!(d.json(&["show", &a])["mode"], "attach");
+    assert_eq!(d.json(&["show", &b])["mode"], "spawn");
+
+    // 4 flows, round robin: 10.1.0.0-3, ports 5001 5002 5001 5002.
+    let sent = lab.gen(4000, &["--flows", "4", "--rate", "20000"]);
+    assert_eq!(sent, 4000);
+    let va = d.wait_for(&a, |v| u(v, "packets") >= 2000);
+    let vb = d.wait_for(&b, |v| u(v, "packets") >= 1000);
+    let vc = d.wait_for(&c, |v| v["state"] == "done");
+    assert_eq!(vc["reason"], "count reached", "{vc}");
+    assert_eq!(u(&vc, "packets"), 500, "{vc}");
+    // The count capture saw background traffic from its start: its lag is known.
+    assert!(vc["lag_us"].as_f64().is_some_and(|l| l >= 0.0), "{vc}");
+    let sa = d.json(&["stop", &a]);
+    let sb = d.json(&["stop", &b]);
+    for (s, want) in [(&sa, 2000), (&sb, 1000)] {
+        assert_eq!(s["state"], "stopped", "{s}");
+        assert_eq!(s["reason"], "stopped by request");
+        assert_eq!(u(s, "packets"), want, "{s}");
+        assert!(s["lag_us"].as_f64().is_some(), "thread lag reported: {s}");
+        assert_eq!(
+            s["drops"],
+            serde_json::json!({"kernel": 0, "pipe_full": 0, "app": 0})
+        );
+        assert!(u(s, "file_bytes") > 0);
+    }
+    let _ = (va, vb);
+
+    let spool = dir.path("spool");
+    let pa = read_all(&spool.join("a.pcapng"));
+    let pb = read_all(&spool.join("b.pcapng"));
+    let pc = read_all(&spool.join("c.pcapng"));
+    assert_eq!((pa.len(), pb.len(), pc.len()), (2000, 1000, 500));
+    assert!(pa
+        .iter()
+        .all(|(p, _)| ipv4_proto_dst(p).0 == 17 && udp_dport(p) == 5001));
+    assert!(pb
+        .iter()
+        .all(|(p, _)| ipv4_proto_dst(p) == (17, [10, 1, 0, 1])));
+    assert!(pc.iter().all(|(p, _)| ipv4_proto_dst(p).0 == 6));
+    if util::have("tshark") {
+        let o = Command::new("tshark")
+            .args(["-r"])
+            .arg(spool.join("a.pcapng"))
+            .args([
+                "-Y",
+                "udp.dstport == 5001",
+                "-T",
+                "fields",
+                "-e",
+                "frame.number",
+            ])
+            .output()
+            .expect("tshark");
+        assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2000);
+    }
+
+    // A sealed capture still running at SIGTERM is closed validly.
+    let e = d.start_capture(&["--encrypt", "aes", "-w", "e.pcapng", "udp port 5002"]);
+    assert_eq!(lab.gen(400, &["--flows", "4"]), 400);
+    d.wait_for(&e, |v| u(v, "packets") >= 200);
+    let list = d.json(&["list"]);
+    assert_eq!(list.as_array().map(Vec::len), Some(4));
+    let metrics = d.request(&["metrics"]);
+    let m = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        m.contains("corecap_thread_lag_seconds_count{mode=\"attach\"}"),
+        "{m}"
+    );
+    assert!(m.contains(&format!("corecap_capture_packets_total{{id=\"{a}\",mode=\"attach\",interface=\"cap0\",state=\"stopped\"}} 2000")), "{m}");
+    let cores = d.json(&["cores"]);
+    assert!(cores.to_string().contains("base cap0 worker 0"), "{cores}");
+    let _ = Command::new("kill")
+        .args(["-TERM", &background.id().to_string()])
+        .status();
+    let _ = background.wait();
+    let (ok, views) = d.stop();
+    assert!(ok, "serve exits 0 on SIGTERM");
+    let ve = views
+        .iter()
+        .find(|v| v["id"] == e.as_str())
+        .expect("final view");
+    assert_eq!(
+        (ve["state"].as_str(), u(ve, "packets")),
+        (Some("stopped"), 200)
+    );
+    let sealed = spool.join("e.pcapng.sealed");
+    let plain = dir.path("e.pcapng");
+    let o = util::corecap(&[
+        "decrypt",
+        sealed.to_str().expect("utf8"),
+        "-o",
+        plain.to_str().expect("utf8"),
+        "--key-file",
+        key.to_str().expect("utf8"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pe = read_all(&plain);
+    assert_eq!(pe.len(), 200);
+    assert!(pe.iter().all(|(p, _)| udp_dport(p) == 5002));
+}
+
+#[test]
+fn issue5_limits_bad_requests_and_access() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-limits");
+    let token = dir.path("token");
+    let d = Daemon::start(
+        &lab,
+        &dir,
+        &[
+            "-i",
+            "cap0",
+            "--max-captures",
+            "2",
+            "--quota",
+            "20K",
+            "--listen",
+            "127.0.0.1:7391",
+            "--token-file",
+            token.to_str().expect("utf8"),
+        ],
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&d.socket)
+        .expect("socket")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "the socket is the owner's alone");
+    let fails = |args: &[&str], status: u16, words: &str| {
+        let o = d.request(args);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&format!("HTTP {status}")), "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: wanted '{words}' in {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    };
+    fails(&["start", "-i", "cap0", "udp port"], 400, "syntax error");
+    fails(
+        &["start", "-i", "nosuch0"],
+        404,
+        "no interface named 'nosuch0'",
+    );
+    fails(
+        &["start", "-i", "cap0", "-w", "../escape.pcapng"],
+        400,
+        "outside the spool",
+    );
+    fails(
+        &["start", "-i", "cap0", "-w", "/etc/escape"],
+        400,
+        "outside the spool",
+    );
+    fails(&["start", "-i", "cap0", "--encrypt", "aes"], 400, "no key");
+    fails(&["show", "c99"], 404, "no capture 'c99'");
+    assert!(!dir.path("escape.pcapng").exists());
+
+    // Malformed, oversized and abandoned requests get a status; the daemon carries on.
+    let (s, body) = d.raw(b"POST /captures HTTP/1.1\r\nContent-Length: 5\r\n\r\n{bad}");
+    assert!(s.contains(" 400 "), "{s}");
+    assert!(body.contains("invalid request JSON"), "{body}");
+    let j = br#"{"interface":"cap0","fliter":"udp"}"#;
+    let mut req = format!(
+        "POST /captures HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+        j.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(j);
+    let (s, body) = d.raw(&req);
+    assert!(
+        s.contains(" 400 ") && body.contains("unknown field `fliter`"),
+        "{s} {body}"
+    );
+    let (s, _) = d.raw(b"POST /captures HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n");
+    assert!(s.contains(" 413 "), "{s}");
+    let (s, _) = d.raw(b"\x00\x01garbage\r\n\r\n");
+    assert!(s.contains(" 400 "), "{s}");
+    let (s, _) = d.raw(b"PUT /captures HTTP/1.1\r\n\r\n");
+    assert!(s.contains(" 405 "), "{s}");
+    {
+        // A client that goes away halfway through its body.
+        let mut c = UnixStream::connect(&d.socket).expect("connect");
+        c.write_all(b"POST /captures HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"inter")
+            .expect("send");
+    }
+    let _ = UnixStream::connect(&d.socket).expect("connect and leave at once");
+
+    // The concurrent limit.
+    let x = d.start_capture(&["--output", "count", "udp"]);
+    let _y = d.start_capture(&["--output", "count", "tcp"]);
+    fails(
+        &["start", "-i", "cap0", "--output", "count"],
+        429,
+        "--max-captures 2",
+    );
+    d.json(&["stop", &x]);
+    let z = d.start_capture(&["--output", "count"]);
+    d.json(&["stop", &z]);
+
+    // The quota: a spool over it refuses file captures and still takes count captures.
+    std::fs::write(dir.path("spool").join("old.pcapng"), vec![0u8; 30 * 1024]).expect("fill");
+    fails(&["start", "-i", "cap0", "-w", "more.pcapng"], 429, "quota");
+    let w = d.start_capture(&["--output", "count"]);
+    d.json(&["stop", &w]);
+    std::fs::remove_file(dir.path("spool").join("old.pcapng")).expect("remove");
+    // A file capture that fills the spool is stopped at the quota, with a valid file.
+    let q = d.start_capture(&["-w", "q.pcapng", "udp"]);
+    lab.gen(2000, &["--size", "1000", "--rate", "20000"]);
+    let vq = d.wait_for(&q, |v| v["state"] != "running");
+    assert_eq!(vq["state"], "stopped", "{vq}");
+    assert!(
+        vq["reason"].as_str().is_some_and(|r| r.contains("quota")),
+        "{vq}"
+    );
+    let n = read_all(&dir.path("spool").join("q.pcapng")).len() as u64;
+    assert_eq!(
+        n,
+        u(&vq, "packets"),
+        "the file holds what the capture reports"
+    );
+
+    // TCP on loopback in the lab's namespace: no token, wrong token, right token.
+    let tcp = |extra: &[&str]| {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &lab.netns,
+                bin(),
+                "request",
+                "--url",
+                "http://127.0.0.1:7391",
+            ])
+            .args(extra)
+            .args(["list"])
+            .env_remove("CORECAP_TOKEN")
+            .output()
+            .expect("ip netns exec")
+    };
+    let o = tcp(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("HTTP 401"));
+    let bad = dir.path("bad-token");
+    std::fs::write(&bad, "0123456789abcdef0123456789abcdef").expect("write");
+    let o = tcp(&["--token-file", bad.to_str().expect("utf8")]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("HTTP 401"));
+    let o = tcp(&["--token-file", token.to_str().expect("utf8")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&q));
+
+    let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).to_string();
+    assert!(
+        m.contains("corecap_api_responses_total{code=\"429\"}"),
+        "{m}"
+    );
+    let (ok, _) = d.stop();
+    assert!(ok);
+}
