@@ -445,6 +445,10 @@ pub(crate) struct ServeArgs {
         default_value_t = 64
     )]
     pub(crate) buffer_mib: u64,
+    /// Ring size of a spawned capture's worker in MiB (smaller than the base's: a spawned
+    /// capture's filter passes a part of the traffic, and its ring is made per request).
+    #[arg(long, value_name = "MiB", default_value_t = 16)]
+    pub(crate) spawn_buffer_size: u64,
     /// Ring block size in KiB.
     #[arg(long, value_name = "KiB", default_value_t = 256)]
     pub(crate) block_size: u32,

@@ -289,11 +289,12 @@ pub struct GroupSummary {
 
 fn compile(
     input: &Input,
+    linktype: u16,
     expr: Option<&str>,
     snaplen: u32,
 ) -> Result<Vec<sock_filter>, CaptureError> {
     let prog = match expr {
-        Some(e) => filter::compile_live(&input.iface, e, snaplen)?,
+        Some(e) => filter::compile_for_socket(&input.iface, linktype, e, snaplen)?,
         None => filter::accept_all(snaplen),
     };
     Ok(match input.queue {
@@ -396,7 +397,7 @@ impl Capture {
                 }
                 continue;
             }
-            let prog = compile(input, cfg.filter.as_deref(), cfg.snaplen)?;
+            let prog = compile(input, linktype, cfg.filter.as_deref(), cfg.snaplen)?;
             ifaces.push(InterfaceDesc {
                 name: input.label(),
                 description: Some(format!("{} captured by corecap", input.label())),
@@ -667,7 +668,7 @@ impl Capture {
             if cap.handles.iter().all(|h| h.is_finished()) {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(Duration::from_micros(100));
         }
         if !cap.control.stop.load(Ordering::Relaxed) {
             cap.notes = xdp_notes;

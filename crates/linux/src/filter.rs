@@ -129,6 +129,33 @@ pub fn compile_live(iface: &str, expr: &str, snaplen: u32) -> Result<Vec<sock_fi
     h.compile(expr)
 }
 
+/// Primitives whose code differs on a live Linux handle: VLAN tags live in the packet's
+/// metadata there (libpcap's special VLAN handling), and direction and ifindex need the
+/// socket's ancillary data.
+const LIVE_ONLY: [&str; 4] = ["vlan", "inbound", "outbound", "ifindex"];
+
+/// Whether `expr` needs a live handle to compile right (see [`LIVE_ONLY`]).
+pub fn needs_live_handle(expr: &str) -> bool {
+    expr.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| LIVE_ONLY.iter().any(|l| w.eq_ignore_ascii_case(l)))
+}
+
+/// Compiles `expr` for a socket on `iface` of link type `linktype`. Only expressions that
+/// need it open a live handle (which costs a socket and a ring, tens of milliseconds);
+/// the others compile offline to the same program.
+pub fn compile_for_socket(
+    iface: &str,
+    linktype: u16,
+    expr: &str,
+    snaplen: u32,
+) -> Result<Vec<sock_filter>> {
+    if needs_live_handle(expr) {
+        compile_live(iface, expr, snaplen)
+    } else {
+        compile_offline(linktype, snaplen, expr)
+    }
+}
+
 /// Compiles `expr` for frames of link type `linktype` read from a file.
 pub fn compile_offline(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<sock_filter>> {
     // SAFETY: plain constructor; the result is checked.
@@ -205,6 +232,30 @@ mod tests {
         assert_eq!(p.last().map(|i| i.code), Some(0x06));
         let e = compile_offline(1, 65535, "udp port").expect_err("invalid");
         assert_eq!(e.kind(), ErrorKind::Filter);
+    }
+
+    #[test]
+    fn test_only_vlan_and_direction_need_a_live_handle() {
+        assert!(needs_live_handle("vlan 100 and udp"));
+        assert!(needs_live_handle("(VLAN)"));
+        assert!(needs_live_handle("inbound"));
+        assert!(!needs_live_handle("udp port 5001 and host 10.0.0.1"));
+        assert!(!needs_live_handle("ether host 00:11:22:33:44:55"));
+    }
+
+    #[test]
+    fn test_offline_and_live_programs_agree_without_vlan() {
+        // The live handle needs CAP_NET_RAW; without it there is nothing to compare.
+        let Ok(live) = compile_live("lo", "udp port 5001 or tcp", 262144) else {
+            return;
+        };
+        let offline = compile_for_socket("lo", 1, "udp port 5001 or tcp", 262144).expect("ok");
+        let key = |p: &[sock_filter]| {
+            p.iter()
+                .map(|i| (i.code, i.jt, i.jf, i.k))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(key(&live), key(&offline));
     }
 
     #[test]

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use corecap_engine::capture::{Balance, Capture, CaptureConfig, CaptureError, Input, OutputConfig};
 use corecap_engine::sink::file::{suffixed_path, Format, Rotation};
 use corecap_engine::sink::sealed::{Cipher, KeyFile, SealConfig};
-use corecap_engine::stage::member::{MemberLimits, MemberLive};
+use corecap_engine::stage::member::{MemberLimits, MemberLive, MemberOutcome};
 use corecap_engine::stage::pipe::Transport;
-use corecap_engine::steer::consumers::{compile_filter, AttachSpec, Attached};
+use corecap_engine::steer::consumers::{compile_filter, AttachSpec, Attached, Detached};
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 
 use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
@@ -81,7 +81,50 @@ enum Runner {
         live: Arc<MemberLive>,
     },
     Spawn(Box<Capture>),
+    /// Being detached or finished, outside the lock.
+    Ending,
     Ended,
+}
+
+/// The slow part of ending a capture (waiting for workers, draining, closing files),
+/// done without the manager's lock so other requests go on.
+#[derive(Debug)]
+enum EndWork {
+    Detached(Detached, Arc<MemberLive>),
+    Spawn(Box<Capture>),
+    Failed(String),
+}
+
+/// A capture on its way out.
+#[derive(Debug)]
+struct Ending {
+    id: String,
+    state: State,
+    reason: String,
+    work: EndWork,
+}
+
+/// What ending it gave.
+#[derive(Debug)]
+enum EndResult {
+    Member(MemberOutcome, u64),
+    Summary(Box<corecap_engine::capture::Summary>),
+    Failed(String),
+}
+
+impl Ending {
+    fn finish(self) -> (String, State, String, EndResult) {
+        let r = match self.work {
+            EndWork::Detached(d, live) => {
+                let o = d.wait();
+                // Final once the stage thread has ended: every pipe end was dropped.
+                EndResult::Member(o, live.pipe_full.load(Ordering::Relaxed))
+            }
+            EndWork::Spawn(cap) => EndResult::Summary(Box::new(cap.finish())),
+            EndWork::Failed(m) => EndResult::Failed(m),
+        };
+        (self.id, self.state, self.reason, r)
+    }
 }
 
 #[derive(Debug)]
@@ -460,21 +503,50 @@ impl Manager {
 
     /// Stops a capture; returns its final view once its files are closed.
     pub fn stop(&self, id: &str) -> Result<CaptureView, ApiError> {
-        let mut g = self.lock();
-        let i = g
-            .entries
-            .iter()
-            .position(|e| e.view.id == id)
-            .ok_or_else(|| err(404, format!("no capture '{id}'")))?;
-        if g.entries[i].view.state == State::Running {
-            g.end(i, State::Stopped, "stopped by request".into());
+        let ending = {
+            let mut g = self.lock();
+            let i = g
+                .entries
+                .iter()
+                .position(|e| e.view.id == id)
+                .ok_or_else(|| err(404, format!("no capture '{id}'")))?;
+            g.begin_end(i, State::Stopped, "stopped by request".into())
+        };
+        if let Some(e) = ending {
+            let done = e.finish();
+            self.lock().record(done);
         }
-        Ok(g.entries[i].view.clone())
+        // Ended here, or by the housekeeping that got to it first: wait for its end.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let v = self.show(id)?;
+            if v.state != State::Running || Instant::now() > deadline {
+                return Ok(v);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Ends captures outside the lock, then records how they ended.
+    fn end_all(&self, endings: Vec<Ending>) {
+        let done: Vec<_> = endings.into_iter().map(Ending::finish).collect();
+        let mut g = self.lock();
+        for d in done {
+            g.record(d);
+        }
     }
 
     /// Housekeeping, called often: ends captures whose count or duration is reached,
     /// whose base capture is gone, or that would overrun the spool quota.
     pub fn tick(&self) {
+        let endings = self.tick_locked();
+        if !endings.is_empty() {
+            self.end_all(endings);
+        }
+    }
+
+    fn tick_locked(&self) -> Vec<Ending> {
+        let mut endings = Vec::new();
         let mut guard = self.lock();
         let g = &mut *guard;
         let now = Instant::now();
@@ -493,7 +565,12 @@ impl Manager {
             .map(|b| b.iface.clone())
             .collect();
         for i in 0..g.entries.len() {
-            if g.entries[i].view.state != State::Running {
+            if g.entries[i].view.state != State::Running
+                || !matches!(
+                    g.entries[i].runner,
+                    Runner::Attach { .. } | Runner::Spawn(_)
+                )
+            {
                 continue;
             }
             let e = &mut g.entries[i];
@@ -511,7 +588,7 @@ impl Manager {
                 Runner::Spawn(cap) => cap
                     .done()
                     .then(|| (State::Done, "count reached".to_string())),
-                Runner::Ended => None,
+                Runner::Ending | Runner::Ended => None,
             };
             let ended = ended.or_else(|| {
                 e.deadline
@@ -534,7 +611,7 @@ impl Manager {
                 g.lag.entry(mode).or_default().observe(lag / 1e6);
             }
             if let Some((state, reason)) = ended {
-                g.end(i, state, reason);
+                endings.extend(g.begin_end(i, state, reason));
             }
         }
         // Keep the last HISTORY ended captures.
@@ -554,21 +631,25 @@ impl Manager {
                 }
             });
         }
+        endings
     }
 
     /// Stops every capture (files closed validly), then the base captures. Returns the
     /// final views.
     pub fn shutdown(&self) -> Vec<CaptureView> {
-        let mut g = self.lock();
-        for i in 0..g.entries.len() {
-            if g.entries[i].view.state == State::Running {
-                g.end(i, State::Stopped, "the daemon stopped".into());
+        let (endings, bases) = {
+            let mut g = self.lock();
+            let mut endings = Vec::new();
+            for i in 0..g.entries.len() {
+                endings.extend(g.begin_end(i, State::Stopped, "the daemon stopped".into()));
             }
-        }
-        for b in std::mem::take(&mut g.bases) {
+            (endings, std::mem::take(&mut g.bases))
+        };
+        self.end_all(endings);
+        for b in bases {
             let _ = b.cap.finish();
         }
-        g.entries.iter().map(|e| e.view.clone()).collect()
+        self.lock().entries.iter().map(|e| e.view.clone()).collect()
     }
 
     /// `GET /cores`.
@@ -646,55 +727,70 @@ impl Inner {
         v
     }
 
-    /// Ends capture `i`: detaches or finishes it, and records its final counters.
-    fn end(&mut self, i: usize, state: State, reason: String) {
-        let runner = std::mem::replace(&mut self.entries[i].runner, Runner::Ended);
-        let mut state = state;
-        let mut reason = reason;
+    /// Starts ending capture `i` (if it runs): detaches it from its base, or takes its
+    /// capture out, for [`Ending::finish`] outside the lock.
+    fn begin_end(&mut self, i: usize, state: State, reason: String) -> Option<Ending> {
         let e = &mut self.entries[i];
-        match runner {
+        if e.view.state != State::Running {
+            return None;
+        }
+        refresh(e);
+        let work = match std::mem::replace(&mut e.runner, Runner::Ending) {
             Runner::Attach {
                 iface,
                 handle,
                 live,
-            } => {
-                let base = self.bases.iter_mut().find(|b| b.iface == iface);
-                match base.map(|b| b.cap.detach(handle)) {
-                    Some(Ok(o)) => {
-                        e.view.packets = o.delivered;
-                        e.view.bytes = o.bytes;
-                        e.view.drops.app = o.app_drops;
-                        e.view.drops.pipe_full = live.pipe_full.load(Ordering::Relaxed);
-                        if o.first_ts_ns != 0 {
-                            e.view.lag_us = Some(lag_us(o.first_ts_ns, e.since_ns));
-                        }
-                        if let Some(x) = o.error {
-                            state = State::Failed;
-                            reason = x;
-                        }
-                    }
-                    Some(Err(x)) => {
-                        state = State::Failed;
-                        reason = format!("detaching: {x}");
-                    }
-                    None => {
-                        state = State::Failed;
-                        reason = format!("the base capture on {iface} is gone");
-                    }
+            } => match self.bases.iter_mut().find(|b| b.iface == iface) {
+                Some(b) => match b.cap.detach(handle) {
+                    Ok(d) => EndWork::Detached(d, live),
+                    Err(x) => EndWork::Failed(format!("detaching: {x}")),
+                },
+                None => EndWork::Failed(format!("the base capture on {iface} is gone")),
+            },
+            Runner::Spawn(cap) => EndWork::Spawn(cap),
+            r @ (Runner::Ending | Runner::Ended) => {
+                e.runner = r;
+                return None;
+            }
+        };
+        Some(Ending {
+            id: e.view.id.clone(),
+            state,
+            reason,
+            work,
+        })
+    }
+
+    /// Records how a capture ended.
+    fn record(&mut self, (id, state, reason, r): (String, State, String, EndResult)) {
+        let Some(e) = self.entries.iter_mut().find(|e| e.view.id == id) else {
+            return;
+        };
+        e.runner = Runner::Ended;
+        let (mut state, mut reason) = (state, reason);
+        match r {
+            EndResult::Member(o, pipe_full) => {
+                e.view.packets = o.delivered;
+                e.view.bytes = o.bytes;
+                e.view.drops.app = o.app_drops;
+                e.view.drops.pipe_full = pipe_full;
+                if o.first_ts_ns != 0 {
+                    e.view.lag_us = Some(lag_us(o.first_ts_ns, e.since_ns));
+                }
+                if let Some(x) = o.error {
+                    (state, reason) = (State::Failed, x);
                 }
             }
-            Runner::Spawn(cap) => {
-                let s = cap.finish();
+            EndResult::Summary(s) => {
                 set_from_snapshot(e, &s.total);
                 if let Some(x) = s.errors.first() {
-                    state = State::Failed;
-                    reason = x.clone();
+                    (state, reason) = (State::Failed, x.clone());
                 }
                 if !s.files.is_empty() {
                     e.files = s.files.clone();
                 }
             }
-            Runner::Ended => return,
+            EndResult::Failed(x) => (state, reason) = (State::Failed, x),
         }
         e.view.file_bytes = file_bytes(&e.files);
         e.view.state = state;
@@ -702,8 +798,10 @@ impl Inner {
         e.view.ended_at = Some(secs(wall_ns(SystemTime::now())));
         if let Some(lag) = e.view.lag_us.filter(|_| !e.lag_observed) {
             e.lag_observed = true;
-            let mode = e.view.mode.name();
-            self.lag.entry(mode).or_default().observe(lag / 1e6);
+            self.lag
+                .entry(e.view.mode.name())
+                .or_default()
+                .observe(lag / 1e6);
         }
     }
 }
@@ -759,7 +857,7 @@ fn refresh(e: &mut Entry) {
             }
             set_from_snapshot(e, &t);
         }
-        Runner::Ended => return,
+        Runner::Ending | Runner::Ended => return,
     }
     e.view.file_bytes = file_bytes(&e.files);
 }

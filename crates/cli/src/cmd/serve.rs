@@ -96,6 +96,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         .transpose()?
         .unwrap_or_default();
     let ring = (a.buffer_mib << 20, a.block_size * 1024, a.block_timeout);
+    let spawn_ring = (a.spawn_buffer_size << 20, ring.1, ring.2);
     let mut bases = Vec::new();
     for i in &a.interfaces {
         let input = Input::parse(i).map_err(anyhow::Error::msg)?;
@@ -160,7 +161,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             key,
             share_cores: a.share_cores,
             stage_cpus,
-            ring,
+            ring: spawn_ring,
         },
         bases,
     ));

@@ -151,6 +151,7 @@ impl Capture {
             grp.table.remove_member(i as u16);
         }
         self.unpublish(&shared, next, m)?;
+        self.wait_acks(self.epoch)?;
         let name = self
             .stages
             .iter()
@@ -162,7 +163,8 @@ impl Capture {
     }
 
     /// Publishes `next` (which no longer names member `m`), then tells the workers to let
-    /// `m` go and waits until they have.
+    /// `m` go. Once they have, `m`'s stage thread ends. Its id may be given to a new member
+    /// at once: each worker takes the `Leave` before any later `Join` (one ring, in order).
     fn unpublish(
         &mut self,
         shared: &arc_swap::ArcSwap<Matrix>,
@@ -172,8 +174,7 @@ impl Capture {
         shared.store(Arc::new(next));
         self.epoch += 1;
         let epoch = self.epoch;
-        self.tell_workers(|_| Control::Leave { member: m, epoch })?;
-        self.wait_acks(epoch)
+        self.tell_workers(|_| Control::Leave { member: m, epoch })
     }
 
     /// Attaches a consumer with its own filter and apps. It takes every packet that passes
@@ -270,9 +271,9 @@ impl Capture {
             .all(|((_, ack), h)| ack.load(Ordering::Acquire) >= epoch || h.is_finished())
     }
 
-    /// Detaches a consumer: no worker steers to it once this returns, its files are
-    /// closed, and its outcome says what it took.
-    pub fn detach(&mut self, a: Attached) -> Result<MemberOutcome, CaptureError> {
+    /// Detaches a consumer: no worker steers to it after its next block. Returns at once;
+    /// [`Detached::wait`] gives its outcome once its files are closed.
+    pub fn detach(&mut self, a: Attached) -> Result<Detached, CaptureError> {
         let (shared, _) = self.steering().map_err(CaptureError::Config)?;
         let cur = shared.load_full();
         if cur.groups.get(a.group).map(|g| g.members.as_slice()) != Some(&[a.member][..]) {
@@ -298,10 +299,25 @@ impl Capture {
             )));
         };
         let stage = self.stages.swap_remove(pos);
-        // Every worker has dropped its pipe end: the member drains what is left and ends.
-        Ok(stage.handle.join().unwrap_or_else(|_| MemberOutcome {
+        Ok(Detached {
+            handle: stage.handle,
+        })
+    }
+}
+
+/// A detached consumer whose stage thread is finishing.
+#[derive(Debug)]
+pub struct Detached {
+    handle: std::thread::JoinHandle<MemberOutcome>,
+}
+
+impl Detached {
+    /// Waits until every worker has let the consumer go (at its next block, or within
+    /// 100 ms when idle) and it has drained its pipes and closed its files.
+    pub fn wait(self) -> MemberOutcome {
+        self.handle.join().unwrap_or_else(|_| MemberOutcome {
             error: Some("stage thread panicked".into()),
             ..Default::default()
-        }))
+        })
     }
 }
