@@ -449,6 +449,10 @@ pub(crate) struct ServeArgs {
     /// capture's filter passes a part of the traffic, and its ring is made per request).
     #[arg(long, value_name = "MiB", default_value_t = 16)]
     pub(crate) spawn_buffer_size: u64,
+    /// Sockets kept open (ring made, every packet refused) per interface, so a spawned
+    /// capture takes one instead of waiting for the kernel to make a ring; 0 for none.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub(crate) spares: usize,
     /// Ring block size in KiB.
     #[arg(long, value_name = "KiB", default_value_t = 256)]
     pub(crate) block_size: u32,

@@ -255,6 +255,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
             Transport::Spsc
         },
         attachable: false,
+        spare: None,
         inputs,
         files: a.read.clone(),
         workers,

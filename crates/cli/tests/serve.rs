@@ -192,6 +192,14 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
         .spawn()
         .expect("start background traffic");
 
+    // The spawned capture below takes a socket opened ahead of need.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !String::from_utf8_lossy(&d.request(&["metrics"]).stdout)
+        .contains("corecap_spare_sockets{interface=\"cap0\"} 2")
+    {
+        assert!(Instant::now() < deadline, "spare sockets never opened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let a = d.start_capture(&["-w", "a.pcapng", "udp", "port", "5001"]);
     let b = d.start_capture(&[
         "--mode",
@@ -323,6 +331,9 @@ fn issue5_limits_bad_requests_and_access() {
             "127.0.0.1:7391",
             "--token-file",
             token.to_str().expect("utf8"),
+            // Spawned captures here open their own socket (the other test takes spares).
+            "--spares",
+            "0",
         ],
     );
     use std::os::unix::fs::PermissionsExt;
@@ -391,7 +402,7 @@ fn issue5_limits_bad_requests_and_access() {
 
     // The concurrent limit.
     let x = d.start_capture(&["--output", "count", "udp"]);
-    let _y = d.start_capture(&["--output", "count", "tcp"]);
+    let y = d.start_capture(&["--output", "count", "tcp"]);
     fails(
         &["start", "-i", "cap0", "--output", "count"],
         429,
@@ -400,6 +411,7 @@ fn issue5_limits_bad_requests_and_access() {
     d.json(&["stop", &x]);
     let z = d.start_capture(&["--output", "count"]);
     d.json(&["stop", &z]);
+    d.json(&["stop", &y]);
 
     // The quota: a spool over it refuses file captures and still takes count captures.
     std::fs::write(dir.path("spool").join("old.pcapng"), vec![0u8; 30 * 1024]).expect("fill");
@@ -409,7 +421,10 @@ fn issue5_limits_bad_requests_and_access() {
     std::fs::remove_file(dir.path("spool").join("old.pcapng")).expect("remove");
     // A file capture that fills the spool is stopped at the quota, with a valid file.
     let q = d.start_capture(&["-w", "q.pcapng", "udp"]);
-    lab.gen(2000, &["--size", "1000", "--rate", "20000"]);
+    let sp = d.start_capture(&["--mode", "spawn", "--output", "count", "udp"]);
+    assert_eq!(lab.gen(2000, &["--size", "1000", "--rate", "20000"]), 2000);
+    let vs = d.wait_for(&sp, |v| u(v, "packets") >= 2000);
+    assert_eq!(u(&d.json(&["stop", &sp]), "packets"), 2000, "{vs}");
     let vq = d.wait_for(&q, |v| v["state"] != "running");
     assert_eq!(vq["state"], "stopped", "{vq}");
     assert!(

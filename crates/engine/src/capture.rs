@@ -185,6 +185,9 @@ pub struct CaptureConfig {
     /// Steer even with no groups, so that consumers can attach while it runs
     /// ([`Capture::attach`]): the base capture of the on-demand manager.
     pub attachable: bool,
+    /// A socket opened ahead of need, taken by a single-socket capture on its interface
+    /// with the same ring geometry.
+    pub spare: Option<crate::source::afpacket::Spare>,
 }
 
 /// Errors that stop a capture before it starts.
@@ -427,6 +430,7 @@ impl Capture {
                     member,
                     ring,
                     filter: prog.clone(),
+                    spare: cfg.spare.clone(),
                 };
                 let cpu = match input.queue {
                     Some(q) => cpus[q as usize % cpus.len()],

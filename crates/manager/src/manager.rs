@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use corecap_engine::capture::{Balance, Capture, CaptureConfig, CaptureError, Input, OutputConfig};
 use corecap_engine::sink::file::{suffixed_path, Format, Rotation};
 use corecap_engine::sink::sealed::{Cipher, KeyFile, SealConfig};
+use corecap_engine::source::afpacket::Spare;
 use corecap_engine::stage::member::{MemberLimits, MemberLive, MemberOutcome};
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::consumers::{compile_filter, AttachSpec, Attached, Detached};
@@ -46,6 +47,8 @@ pub struct Config {
     pub stage_cpus: Vec<u32>,
     /// Ring bytes, block size and block timeout of spawned workers.
     pub ring: (u64, u32, u32),
+    /// Sockets kept open ahead of need per interface, for spawn mode.
+    pub spares: usize,
 }
 
 /// An error for the client: an HTTP status and a message.
@@ -148,6 +151,9 @@ struct Inner {
     lag: BTreeMap<&'static str, LagHistogram>,
     spool_bytes: u64,
     quota_checked: Option<Instant>,
+    /// Per interface: sockets opened ahead of need (bases' interfaces, and every
+    /// interface a spawned capture ran on).
+    spares: BTreeMap<String, Vec<Spare>>,
 }
 
 /// The on-demand manager.
@@ -181,7 +187,12 @@ fn extension(o: OutputKind) -> &'static str {
 impl Manager {
     /// A manager with these base captures (already running).
     pub fn new(cfg: Config, bases: Vec<Base>) -> Self {
+        let spares = bases
+            .iter()
+            .map(|b| (b.iface.clone(), Vec::new()))
+            .collect();
         let inner = Inner {
+            spares,
             bases,
             cores: Cores::new(),
             next_id: 1,
@@ -399,6 +410,7 @@ impl Manager {
                 };
                 let (bytes, block, tov) = self.cfg.ring;
                 let flows_group = flows.is_some();
+                let spare = g.spares.entry(input.iface.clone()).or_default().pop();
                 let cfg = CaptureConfig {
                     inputs: vec![input.clone()],
                     files: vec![],
@@ -428,8 +440,13 @@ impl Manager {
                     flows: flows.clone(),
                     transport: Transport::Spsc,
                     attachable: false,
+                    spare: spare.clone(),
                 };
-                let cap = Capture::start(&cfg).map_err(start_error)?;
+                let cap = Capture::start(&cfg);
+                if let Some(s) = spare.filter(Spare::ready) {
+                    g.spares.entry(input.iface.clone()).or_default().push(s);
+                }
+                let cap = cap.map_err(start_error)?;
                 notes.extend(cap.notes.iter().cloned());
                 // A flow table of a spawned capture is its one stage member's.
                 let files = match (&flows, &path) {
@@ -542,6 +559,34 @@ impl Manager {
         let endings = self.tick_locked();
         if !endings.is_empty() {
             self.end_all(endings);
+        }
+        self.replenish_spares();
+    }
+
+    /// Opens the spare sockets that are missing, one per call, outside the lock (making
+    /// a ring takes the kernel milliseconds).
+    fn replenish_spares(&self) {
+        let want = {
+            let g = self.lock();
+            g.spares
+                .iter()
+                .find(|(_, v)| v.len() < self.cfg.spares)
+                .map(|(i, _)| i.clone())
+        };
+        let Some(iface) = want else {
+            return;
+        };
+        let (bytes, block, tov) = self.cfg.ring;
+        let ring = corecap_linux::RingConfig::with_size(bytes, block, tov);
+        let spare = corecap_linux::netdev::ifindex(&iface).and_then(|ix| Spare::open(ix, ring));
+        let mut g = self.lock();
+        match spare {
+            Ok(s) => g.spares.entry(iface).or_default().push(s),
+            // An interface that went away, or no memory for a ring: stop keeping spares
+            // for it; spawned captures open their own socket as before.
+            Err(_) => {
+                g.spares.remove(&iface);
+            }
         }
     }
 
@@ -700,6 +745,8 @@ impl Manager {
             })
             .collect();
         let views: Vec<CaptureView> = g.entries.iter().map(|e| e.view.clone()).collect();
+        let spares: Vec<(String, usize)> =
+            g.spares.iter().map(|(i, v)| (i.clone(), v.len())).collect();
         crate::metrics::render(&crate::metrics::Input {
             captures: &views,
             bases: &bases,
@@ -707,6 +754,7 @@ impl Manager {
             lag: &g.lag,
             spool_bytes: g.spool_bytes,
             quota: self.cfg.spool.quota,
+            spares: &spares,
         })
     }
 }

@@ -49,6 +49,8 @@ pub struct Input<'a> {
     pub spool_bytes: u64,
     /// Spool quota.
     pub quota: Option<u64>,
+    /// Spare sockets ready, per interface.
+    pub spares: &'a [(String, usize)],
 }
 
 /// Escapes a label value.
@@ -202,6 +204,19 @@ pub fn render(i: &Input<'_>) -> String {
             "corecap_base_drops_total{{interface=\"{}\",at=\"kernel\"}} {}",
             esc(iface),
             s.kernel_drops
+        );
+    }
+    head(
+        &mut o,
+        "corecap_spare_sockets",
+        "gauge",
+        "Sockets opened ahead of need for spawned captures, per interface.",
+    );
+    for (iface, n) in i.spares {
+        let _ = writeln!(
+            o,
+            "corecap_spare_sockets{{interface=\"{}\"}} {n}",
+            esc(iface)
         );
     }
     head(

@@ -123,6 +123,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             flows: None,
             transport: Transport::Spsc,
             attachable: true,
+            spare: None,
         };
         let cap = Capture::start(&cfg).with_context(|| format!("base capture on {i}"))?;
         for n in &cap.notes {
@@ -162,6 +163,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             share_cores: a.share_cores,
             stage_cpus,
             ring: spawn_ring,
+            spares: a.spares,
         },
         bases,
     ));

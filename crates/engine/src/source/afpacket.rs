@@ -9,7 +9,7 @@
 //! to worker `i` of the interface: with queue fanout, member `i` receives RX queue `i`.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use corecap_linux::abi::sock_filter;
@@ -41,6 +41,46 @@ pub struct LiveSpec {
     pub ring: RingConfig,
     /// Kernel filter (already includes the snap length and any queue prefix).
     pub filter: Vec<sock_filter>,
+    /// A socket opened ahead of need, used instead of a new one when it fits.
+    pub spare: Option<Spare>,
+}
+
+/// A socket opened ahead of need: its ring made, bound to an interface, refusing every
+/// packet. A worker that takes it swaps in its own filter (one setsockopt) instead of
+/// making a ring, which costs the kernel tens of milliseconds for tens of MiB: an
+/// on-demand capture in spawn mode starts in microseconds. The ring's pages come from the
+/// node of the thread that opened it.
+#[derive(Clone, Debug, Default)]
+pub struct Spare(Arc<Mutex<Option<(u32, RingConfig, RxRing)>>>);
+
+impl Spare {
+    /// Opens a spare socket on interface `ifindex` with ring geometry `ring`.
+    pub fn open(ifindex: u32, ring: RingConfig) -> corecap_linux::Result<Self> {
+        let sock = PacketSocket::open()?;
+        let r = RxRing::new(sock, ring)?;
+        r.socket()
+            .attach_filter(&corecap_linux::filter::reject_all())?;
+        r.socket().bind(ifindex, libc_eth_p_all())?;
+        Ok(Self(Arc::new(Mutex::new(Some((ifindex, ring, r))))))
+    }
+
+    /// Whether it still holds its socket.
+    pub fn ready(&self) -> bool {
+        self.0.lock().map(|g| g.is_some()).unwrap_or(false)
+    }
+
+    /// Takes the socket if it is on `ifindex` with geometry `ring`.
+    fn take(&self, ifindex: u32, ring: RingConfig) -> Option<RxRing> {
+        // Taken once per capture start, never on the data path.
+        let mut g = self.0.lock().ok()?;
+        match g.take() {
+            Some((i, c, r)) if i == ifindex && c == ring => Some(r),
+            other => {
+                *g = other;
+                None
+            }
+        }
+    }
 }
 
 /// Opens, filters, binds and joins. Waits for this member's turn so that join order is
@@ -68,6 +108,18 @@ pub fn open(spec: &LiveSpec, stop: &dyn Fn() -> bool) -> corecap_linux::Result<R
 }
 
 fn open_inner(spec: &LiveSpec) -> corecap_linux::Result<RxRing> {
+    if spec.group.is_none() {
+        if let Some(ring) = spec
+            .spare
+            .as_ref()
+            .and_then(|s| s.take(spec.ifindex, spec.ring))
+        {
+            // Bound and empty (it refused everything); from this call on it takes what
+            // the capture's filter passes.
+            ring.socket().attach_filter(&spec.filter)?;
+            return Ok(ring);
+        }
+    }
     let sock = PacketSocket::open()?;
     let ring = RxRing::new(sock, spec.ring)?;
     ring.socket().attach_filter(&spec.filter)?;
