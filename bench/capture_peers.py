@@ -10,6 +10,8 @@ Regimes:
   txring     one PACKET_TX_RING generator thread, default veth (receive work in the
              sender's softirq)
   xdp        the XDP live-frames generator (faster than one capture core), 2-queue lab
+  xdp1q      the same generator into a 1-queue lab: one RX queue for everything (for
+             corecap-xdp-1s against corecap-xdp-spread2, AF_XDP spread in the kernel)
   contended  receive work moved onto the capture core with threaded NAPI pinned to it
              (paper 001, test 3); the capturer is pinned to the same core
 
@@ -101,6 +103,11 @@ def tool_cmd(tool, outdir, cpu):
     if tool in ("corecap-xdp", "corecap-xdp-write"):
         w = ["-w", os.path.join(outdir, "corecap-xdp.pcapng")] if tool == "corecap-xdp-write" else []
         return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *w]
+    if tool in ("corecap-xdp-1s", "corecap-xdp-spread2"):
+        # Issue 7 item 4: one RX queue, one AF_XDP socket on CPU 1, or two sockets spread
+        # by flow in the XDP program (CPU 1 and CPU 0).
+        spread = ["--xdp-spread", "2", "--cpus", "1,0"] if tool.endswith("spread2") else ["--cpus", "1"]
+        return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *spread]
     if tool == "corecap-write":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
@@ -152,7 +159,7 @@ def run_one(tool, regime, size, packets, outdir, rate=None):
     # The generator always runs on CPU 0, so every tool meets the same sender.
     gen = [CORECAP, "gen", "--netns", NS, "-i", "gen0", "--count", str(packets), "--size", str(size),
            "--flows", "4096", "--json", "--cpus", "0"]
-    if regime == "xdp":
+    if regime in ("xdp", "xdp1q"):
         gen += ["--engine", "xdp"]
     if rate:
         gen += ["--rate", str(rate)]
@@ -207,6 +214,8 @@ def main():
                 lab_up(1)
             elif regime == "xdp":
                 lab_up(2)
+            elif regime == "xdp1q":
+                lab_up(1)
             else:
                 lab_up(1, napi_cpu=1)
             for size in [int(s) for s in a.sizes.split(",")]:

@@ -206,6 +206,11 @@ pub(crate) struct CaptureArgs {
     /// multi-producer queue per member.
     #[arg(long, value_parser = ["spsc", "mpsc"], default_value = "spsc")]
     pub(crate) queue: String,
+    /// With -i xdp:IF: N AF_XDP sockets (and workers) per RX queue, sharing the queue's
+    /// UMEM; the XDP program spreads the queue's frames over them by a symmetric flow
+    /// hash, so both directions of a flow reach one worker.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) xdp_spread: u32,
     /// CPUs for the stage threads (group members).
     #[arg(long, value_name = "LIST")]
     pub(crate) stage_cpus: Option<String>,

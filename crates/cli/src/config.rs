@@ -121,6 +121,9 @@ fn seal(a: &CaptureArgs) -> Result<Option<corecap_engine::sink::sealed::SealConf
 
 /// Resolves the capture arguments.
 pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
+    if a.xdp_spread > 1 && !a.interfaces.iter().any(|i| i.starts_with("xdp:")) {
+        bail!("--xdp-spread spreads AF_XDP queues; give -i xdp:IF");
+    }
     if a.interfaces.is_empty() && a.read.is_empty() {
         bail!("nothing to capture: give -i IF or -r FILE (corecap capture -D lists interfaces)");
     }
@@ -256,6 +259,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         },
         attachable: false,
         spare: None,
+        xdp_spread: a.xdp_spread,
         inputs,
         files: a.read.clone(),
         workers,

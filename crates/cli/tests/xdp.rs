@@ -106,3 +106,61 @@ fn issue7_af_xdp_program_leaves_with_the_process_even_on_sigkill() {
     );
     drop(cap);
 }
+
+/// Issue 7, item 4: with `--xdp-spread 2` one RX queue is spread over two AF_XDP sockets
+/// (two workers) by the XDP program's symmetric flow hash: exact totals, a share for each
+/// worker, both directions of every flow on one worker, and every frame tagged with its
+/// RX queue.
+#[test]
+fn issue7_xdp_spread_balances_one_queue_by_flow_in_the_kernel() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("xdp-spread");
+    let out = dir.path("s.pcapng");
+    let cap = xdp_capture(
+        &lab,
+        "xdp:cap0",
+        &["--xdp-spread", "2", "-w", out.to_str().expect("utf8")],
+    );
+    let sent = lab.gen(4096, &["--flows", "512", "--bidir", "--rate", "50000"]);
+    let v = cap.stop();
+    assert_eq!(sent, 4096);
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    assert_eq!(u(&v, "kernel_packets"), sent, "{v}");
+    assert_eq!(v["balanced"], true, "{v}");
+    let workers = v["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2, "two sockets on the one queue: {v}");
+    let mut owner: std::collections::HashMap<corecap_wire::flow::FlowKey, (usize, u32)> =
+        std::collections::HashMap::new();
+    let mut per = [0usize; 2];
+    for (w, n) in per.iter_mut().enumerate() {
+        let pkts = util::read_all(&dir.path(&format!("s.w{w}.pcapng")));
+        *n = pkts.len();
+        for (data, q) in pkts {
+            assert_eq!(q, Some(0), "every frame came from RX queue 0");
+            let k = corecap_wire::flow::flow_key(&data, None)
+                .expect("generated frames parse")
+                .canonical();
+            let e = owner.entry(k).or_insert((w, 0));
+            assert_eq!(e.0, w, "flow {k:?} seen on two workers");
+            e.1 += 1;
+        }
+    }
+    assert_eq!(owner.len(), 512);
+    assert!(
+        owner.values().all(|(_, n)| *n == 8),
+        "4 packets each way per flow"
+    );
+    assert!(
+        per.iter().all(|&n| n >= 1024),
+        "each worker gets a share: {per:?}"
+    );
+    assert!(!xdp_attached(&lab), "program detached after exit");
+}
+
+#[test]
+fn issue7_xdp_spread_needs_an_xdp_input() {
+    let out = util::corecap(&["capture", "-i", "lo", "--xdp-spread", "2", "-c", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--xdp-spread spreads AF_XDP queues"));
+}

@@ -188,6 +188,8 @@ pub struct CaptureConfig {
     /// A socket opened ahead of need, taken by a single-socket capture on its interface
     /// with the same ring geometry.
     pub spare: Option<crate::source::afpacket::Spare>,
+    /// AF_XDP sockets (and workers) per RX queue, spread by flow in the XDP program.
+    pub xdp_spread: u32,
 }
 
 /// Errors that stop a capture before it starts.
@@ -358,7 +360,12 @@ impl Capture {
                     linktype,
                     snaplen: cfg.snaplen,
                 });
-                let setup = Arc::new(XdpSetup::new(&input.iface, ifindex, queues)?);
+                let setup = Arc::new(XdpSetup::new(
+                    &input.iface,
+                    ifindex,
+                    queues,
+                    cfg.xdp_spread,
+                )?);
                 // Attach first: a queue without a socket yet passes its frames to the stack,
                 // and an interface that has another XDP program fails here, before any socket.
                 let mode = setup.attach()?;
@@ -380,18 +387,30 @@ impl Capture {
                     Some(q) => vec![u32::from(q)],
                     None => (0..queues).collect(),
                 };
-                for q in qs {
-                    let cpu = cpus[q as usize % cpus.len()];
+                let spread = setup.spread;
+                for (k, (q, slot)) in qs
+                    .iter()
+                    .flat_map(|&q| (0..spread).map(move |s| (q, s)))
+                    .enumerate()
+                {
+                    let at = if spread > 1 { k } else { q as usize };
+                    let cpu = cpus[at % cpus.len()];
+                    let label = if spread > 1 {
+                        format!("{}#{slot}", input.label())
+                    } else {
+                        input.label()
+                    };
                     specs.push((
                         WorkerInfo {
                             id: specs.len(),
                             cpu: Some(cpu),
-                            input: input.label(),
+                            input: label,
                             queue: Some(q),
                         },
                         Source::Xdp {
                             setup: setup.clone(),
                             queue: q,
+                            slot,
                             if_id,
                             filter: filter.clone(),
                             snaplen: cfg.snaplen,

@@ -32,6 +32,8 @@ pub enum Source {
         setup: Arc<crate::source::afxdp::XdpSetup>,
         /// RX queue of this worker.
         queue: u32,
+        /// Its socket among the queue's sockets (spread mode), else 0.
+        slot: u32,
         /// Interface index in the capture.
         if_id: u32,
         /// Userspace filter (AF_XDP has no socket filter).
@@ -262,10 +264,18 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         Source::Xdp {
             setup,
             queue,
+            slot,
             if_id,
             filter,
             snaplen,
-        } => xdp(&mut run, &setup, queue, if_id, filter.as_ref(), snaplen),
+        } => xdp(
+            &mut run,
+            &setup,
+            (queue, slot),
+            if_id,
+            filter.as_ref(),
+            snaplen,
+        ),
         Source::Files { files, workers } => {
             ctl.ready.fetch_add(1, Ordering::Release);
             files_loop(&mut run, &files, w.id, workers)
@@ -363,12 +373,12 @@ fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> O
 fn xdp(
     run: &mut Run<'_>,
     setup: &crate::source::afxdp::XdpSetup,
-    queue: u32,
+    (queue, slot): (u32, u32),
     if_id: u32,
     filter: Option<&crate::steer::filter::Program>,
     snaplen: u32,
 ) -> Option<String> {
-    let sock = setup.open(queue);
+    let sock = setup.open(queue, slot, &|| run.ctl.stopped());
     run.ctl.ready.fetch_add(1, Ordering::Release);
     let mut sock = match sock {
         Ok(s) => s,

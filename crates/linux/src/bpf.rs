@@ -158,6 +158,21 @@ pub fn load_xdp(insns: &[BpfInsn]) -> Result<OwnedFd> {
         })
 }
 
+/// Runs `prog` once on a copy of `frame` (BPF_PROG_TEST_RUN) and returns what it
+/// returned: a way to test a program's logic without an interface.
+pub fn test_run(prog: &OwnedFd, frame: &[u8]) -> Result<u32> {
+    let mut out = vec![0u8; frame.len() + 256];
+    let mut a = Attr::new();
+    a.u32(0, prog.as_raw_fd() as u32)
+        .u32(8, frame.len() as u32)
+        .u32(12, out.len() as u32)
+        .u64(16, frame.as_ptr() as u64)
+        .u64(24, out.as_mut_ptr() as u64)
+        .u32(32, 1);
+    bpf(BPF_PROG_TEST_RUN, &mut a, "BPF_PROG_TEST_RUN")?;
+    Ok(u32::from_ne_bytes([a.0[4], a.0[5], a.0[6], a.0[7]]))
+}
+
 /// Runs `prog` `repeat` times on `frame` as live frames arriving on `ifindex`: each
 /// XDP_TX verdict transmits a frame on that interface. `batch` frames go per NAPI-like
 /// batch (at most 256).

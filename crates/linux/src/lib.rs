@@ -26,6 +26,7 @@ pub mod netdev;
 pub mod privilege;
 pub mod ring;
 pub mod socket;
+pub mod xdp_prog;
 pub mod xsk;
 
 pub use error::{Error, ErrorKind, Result};

@@ -13,8 +13,10 @@
 //! - RX ring: the kernel produces `xdp_desc {addr, len}` of received frames; user space
 //!   consumes them and gives each frame back through the fill ring.
 //!
-//! Only the worker that owns the socket touches its rings, so the local copies of our own
-//! index are plain fields.
+//! Only the worker that owns the socket touches its RX ring, so the local copy of our own
+//! index is a plain field. The fill ring is the UMEM's: with one socket per queue only its
+//! worker writes it; when the sockets of a queue share a UMEM (spread mode) their workers
+//! write it under a mutex, once per batch.
 //!
 //! # Attachment
 //!
@@ -26,8 +28,9 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
-use crate::bpf::{self, BpfInsn};
+use crate::bpf;
 use crate::error::{Error, ErrorKind, Result};
 
 const AF_XDP: libc::c_int = 44;
@@ -41,6 +44,7 @@ const XDP_STATISTICS: libc::c_int = 7;
 const XDP_PGOFF_RX_RING: i64 = 0;
 const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
 const XDP_UMEM_PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
+const XDP_SHARED_UMEM: u16 = 1 << 0;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 
@@ -153,8 +157,14 @@ struct Map {
     len: usize,
 }
 
-// SAFETY: plain memory, owned by the one worker that owns the socket.
+// SAFETY: plain memory. A socket's own rings are touched by its one worker; a UMEM
+// shared by the sockets of a queue is read frame by frame by the worker whose RX ring
+// delivered the frame (the kernel hands each frame to one socket), its fill ring is
+// written under a mutex, and the index words are atomics.
 unsafe impl Send for Map {}
+// SAFETY: as above: shared access goes through atomics, the fill-ring mutex, or frames
+// owned by one worker at a time.
+unsafe impl Sync for Map {}
 
 impl Map {
     fn anon(len: usize) -> Result<Self> {
@@ -255,16 +265,60 @@ impl Ring {
     }
 }
 
-/// An AF_XDP socket bound to one RX queue, with its own UMEM.
+/// A UMEM: the frames, the fill ring and the completion ring, registered by the first
+/// socket of a queue. In spread mode the other sockets of the queue share it (and its
+/// fill ring, as the kernel requires for one queue), so the fill ring has several
+/// producers: they write it under `fill`'s mutex, once per batch of frames. The mutex
+/// orders their slot writes and producer stores (R3 inside the lock).
+#[derive(Debug)]
+struct Umem {
+    map: Map,
+    fill: Mutex<Ring>,
+    _comp: Ring,
+    frames: u32,
+    frame_size: u32,
+    /// A duplicate of the registering socket, named by `XDP_SHARED_UMEM` binds.
+    owner: OwnedFd,
+}
+
+/// The UMEM of a queue's first socket, to bind the queue's other sockets to.
+#[derive(Clone, Debug)]
+pub struct SharedUmem {
+    umem: Arc<Umem>,
+    mode: BindMode,
+}
+
+/// An AF_XDP socket bound to one RX queue, with its own UMEM or one shared with the
+/// other sockets of its queue.
 #[derive(Debug)]
 pub struct XskSocket {
     fd: OwnedFd,
-    umem: Map,
-    fill: Ring,
-    _comp: Ring,
+    umem: Arc<Umem>,
     rx: Ring,
-    frame_size: u32,
     mode: BindMode,
+}
+
+/// Binds an AF_XDP socket to `queue` of `ifindex`.
+fn bind(raw: i32, ifindex: u32, queue: u32, flags: u16, shared_umem_fd: u32) -> Result<()> {
+    let sa = SockaddrXdp {
+        family: AF_XDP as u16,
+        flags,
+        ifindex,
+        queue_id: queue,
+        shared_umem_fd,
+    };
+    // SAFETY: `sa` is a valid sockaddr_xdp of the size passed.
+    let rc = unsafe {
+        libc::bind(
+            raw,
+            (&sa as *const SockaddrXdp).cast(),
+            std::mem::size_of::<SockaddrXdp>() as u32,
+        )
+    };
+    if rc < 0 {
+        return Err(Error::last(format!("binding AF_XDP to queue {queue}")));
+    }
+    Ok(())
 }
 
 /// One received frame.
@@ -320,53 +374,79 @@ impl XskSocket {
         set(raw, XDP_RX_RING, &n, "XDP_RX_RING")?;
         let off: MmapOffsets = get(raw, XDP_MMAP_OFFSETS, "XDP_MMAP_OFFSETS")?;
         // Fill and completion entries are u64 addresses; RX entries are 16-byte xdp_desc.
-        let fill = Ring::map(raw, off.fr, frames, 8, XDP_UMEM_PGOFF_FILL_RING)?;
+        let mut fill = Ring::map(raw, off.fr, frames, 8, XDP_UMEM_PGOFF_FILL_RING)?;
         let comp = Ring::map(raw, off.cr, frames, 8, XDP_UMEM_PGOFF_COMPLETION_RING)?;
         let rx = Ring::map(raw, off.rx, frames, 16, XDP_PGOFF_RX_RING)?;
-        let mut s = Self {
-            fd,
-            umem,
-            fill,
-            _comp: comp,
-            rx,
-            frame_size,
-            mode: BindMode::Copy,
-        };
         // Give the kernel every frame.
         for i in 0..frames {
-            s.fill.write_addr(i, u64::from(i) * u64::from(frame_size));
+            fill.write_addr(i, u64::from(i) * u64::from(frame_size));
         }
-        s.fill.local = frames;
+        fill.local = frames;
         // R3: descriptors first, then the producer index.
-        s.fill.producer().store(frames, Ordering::Release);
-        let bind = |flags: u16| -> Result<()> {
-            let sa = SockaddrXdp {
-                family: AF_XDP as u16,
-                flags,
-                ifindex,
-                queue_id: queue,
-                shared_umem_fd: 0,
-            };
-            // SAFETY: `sa` is a valid sockaddr_xdp of the size passed.
-            let rc = unsafe {
-                libc::bind(
-                    raw,
-                    (&sa as *const SockaddrXdp).cast(),
-                    std::mem::size_of::<SockaddrXdp>() as u32,
-                )
-            };
-            if rc < 0 {
-                return Err(Error::last(format!("binding AF_XDP to queue {queue}")));
-            }
-            Ok(())
-        };
-        if !force_copy && bind(XDP_ZEROCOPY).is_ok() {
-            s.mode = BindMode::ZeroCopy;
+        fill.producer().store(frames, Ordering::Release);
+        let mode = if !force_copy && bind(raw, ifindex, queue, XDP_ZEROCOPY, 0).is_ok() {
+            BindMode::ZeroCopy
         } else {
-            bind(XDP_COPY)?;
-            s.mode = BindMode::Copy;
+            bind(raw, ifindex, queue, XDP_COPY, 0)?;
+            BindMode::Copy
+        };
+        let owner = fd
+            .try_clone()
+            .map_err(|e| Error::new(ErrorKind::Sys, format!("dup of the AF_XDP socket: {e}")))?;
+        Ok(Self {
+            fd,
+            umem: Arc::new(Umem {
+                map: umem,
+                fill: Mutex::new(fill),
+                _comp: comp,
+                frames,
+                frame_size,
+                owner,
+            }),
+            rx,
+            mode,
+        })
+    }
+
+    /// A handle on this socket's UMEM, for [`XskSocket::open_shared`] on other threads.
+    pub fn shared_umem(&self) -> SharedUmem {
+        SharedUmem {
+            umem: self.umem.clone(),
+            mode: self.mode,
         }
-        Ok(s)
+    }
+
+    /// Another socket on the same queue, sharing the first socket's UMEM and fill ring:
+    /// the XDP program spreads the queue's frames over such sockets.
+    pub fn open_shared(first: &SharedUmem, ifindex: u32, queue: u32) -> Result<Self> {
+        // SAFETY: plain system call; the result is checked.
+        let fd = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(Error::last("cannot open an AF_XDP socket"));
+        }
+        // SAFETY: `fd` was just returned by socket() and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let raw = fd.as_raw_fd();
+        let umem = first.umem.clone();
+        let n = umem.frames as libc::c_int;
+        // Only an RX ring: a socket sharing a queue's UMEM must not make fill or
+        // completion rings of its own.
+        set(raw, XDP_RX_RING, &n, "XDP_RX_RING")?;
+        let off: MmapOffsets = get(raw, XDP_MMAP_OFFSETS, "XDP_MMAP_OFFSETS")?;
+        let rx = Ring::map(raw, off.rx, umem.frames, 16, XDP_PGOFF_RX_RING)?;
+        bind(
+            raw,
+            ifindex,
+            queue,
+            XDP_SHARED_UMEM,
+            umem.owner.as_raw_fd() as u32,
+        )?;
+        Ok(Self {
+            fd,
+            umem,
+            rx,
+            mode: first.mode,
+        })
     }
 
     /// The bind mode the kernel accepted.
@@ -399,12 +479,14 @@ impl XskSocket {
     pub fn data(&self, f: &XskFrame) -> &[u8] {
         let start = f.addr as usize;
         let end = start.saturating_add(f.len as usize);
-        if end > self.umem.len {
+        let map = &self.umem.map;
+        if end > map.len {
             return &[];
         }
-        // SAFETY: [start, end) is inside the UMEM; the kernel does not write this frame
-        // until it is handed back through the fill ring in `release`.
-        unsafe { std::slice::from_raw_parts(self.umem.ptr.as_ptr().add(start), end - start) }
+        // SAFETY: [start, end) is inside the UMEM; the kernel gave this frame to this
+        // socket alone and does not write it until it is handed back through the fill ring
+        // in `release`.
+        unsafe { std::slice::from_raw_parts(map.ptr.as_ptr().add(start), end - start) }
     }
 
     /// Hands the frames back: moves the RX consumer past them and refills the fill ring.
@@ -412,17 +494,19 @@ impl XskSocket {
         if frames.is_empty() {
             return;
         }
-        for (k, f) in frames.iter().enumerate() {
-            // Align down to the chunk start (the kernel may add headroom).
-            let base = f.addr - f.addr % u64::from(self.frame_size);
-            self.fill
-                .write_addr(self.fill.local.wrapping_add(k as u32), base);
+        let chunk = u64::from(self.umem.frame_size);
+        {
+            // Once per batch; uncontended unless the queue is spread over several sockets.
+            let mut fill = self.umem.fill.lock().unwrap_or_else(|p| p.into_inner());
+            for (k, f) in frames.iter().enumerate() {
+                // Align down to the chunk start (the kernel may add headroom).
+                let base = f.addr - f.addr % chunk;
+                fill.write_addr(fill.local.wrapping_add(k as u32), base);
+            }
+            fill.local = fill.local.wrapping_add(frames.len() as u32);
+            // R3: pairs with the kernel's Acquire of the fill producer.
+            fill.producer().store(fill.local, Ordering::Release);
         }
-        self.fill.local = self.fill.local.wrapping_add(frames.len() as u32);
-        // R3: pairs with the kernel's Acquire of the fill producer.
-        self.fill
-            .producer()
-            .store(self.fill.local, Ordering::Release);
         self.rx.local = self.rx.local.wrapping_add(frames.len() as u32);
         // R4: our reads of these descriptors end before the kernel reuses the slots.
         self.rx.consumer().store(self.rx.local, Ordering::Release);
@@ -456,25 +540,20 @@ pub struct XdpRedirect {
 }
 
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const FN_REDIRECT_MAP: i32 = 51;
-const XDP_PASS: i32 = 2;
-
-fn redirect_program(map_fd: i32) -> Vec<BpfInsn> {
-    vec![
-        BpfInsn::new(0x61, 2, 1, 16, 0),     // r2 = ctx->rx_queue_index
-        BpfInsn::new(0x18, 1, 1, 0, map_fd), // r1 = xskmap
-        BpfInsn::new(0, 0, 0, 0, 0),
-        BpfInsn::new(0xb7, 3, 0, 0, XDP_PASS), // r3 = XDP_PASS when the queue has no socket
-        BpfInsn::new(0x85, 0, 0, 0, FN_REDIRECT_MAP),
-        BpfInsn::new(0x95, 0, 0, 0, 0),
-    ]
-}
 
 impl XdpRedirect {
-    /// Loads the program with an XSKMAP of `queues` entries.
-    pub fn new(queues: u32) -> Result<Self> {
-        let map = bpf::map_create(BPF_MAP_TYPE_XSKMAP, 4, 4, queues.max(1))?;
-        let prog = bpf::load_xdp(&redirect_program(map.as_raw_fd()))?;
+    /// Loads the program with an XSKMAP of `queues * spread` entries: with `spread` 1,
+    /// queue q goes to slot q; with more, the frames of queue q are spread over slots
+    /// `q * spread ..` by the symmetric flow hash of [`crate::xdp_prog`].
+    pub fn new(queues: u32, spread: u32) -> Result<Self> {
+        let spread = spread.max(1);
+        let map = bpf::map_create(BPF_MAP_TYPE_XSKMAP, 4, 4, queues.max(1) * spread)?;
+        let insns = if spread == 1 {
+            crate::xdp_prog::redirect(map.as_raw_fd())
+        } else {
+            crate::xdp_prog::spread(Some(map.as_raw_fd()), spread)
+        };
+        let prog = bpf::load_xdp(&insns)?;
         Ok(Self {
             map,
             _prog: prog,
@@ -483,11 +562,11 @@ impl XdpRedirect {
         })
     }
 
-    /// Puts `sock` in the map for `queue`.
-    pub fn insert(&self, queue: u32, sock: &XskSocket) -> Result<()> {
+    /// Puts `sock` in the map at `slot` (`queue * spread + k`).
+    pub fn insert(&self, slot: u32, sock: &XskSocket) -> Result<()> {
         bpf::map_update(
             &self.map,
-            &queue.to_ne_bytes(),
+            &slot.to_ne_bytes(),
             &(sock.raw() as u32).to_ne_bytes(),
         )
     }

@@ -441,6 +441,7 @@ impl Manager {
                     transport: Transport::Spsc,
                     attachable: false,
                     spare: spare.clone(),
+                    xdp_spread: 1,
                 };
                 let cap = Capture::start(&cfg);
                 if let Some(s) = spare.filter(Spare::ready) {

@@ -124,6 +124,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             transport: Transport::Spsc,
             attachable: true,
             spare: None,
+            xdp_spread: 1,
         };
         let cap = Capture::start(&cfg).with_context(|| format!("base capture on {i}"))?;
         for n in &cap.notes {
