@@ -209,6 +209,7 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
         "udp and dst host 10.1.0.1",
     ]);
     let c = d.start_capture(&["-c", "500", "-w", "c.pcapng", "tcp"]);
+    let f = d.start_capture(&["--output", "flows", "-w", "f.jsonl", "udp"]);
     assert_eq!(d.json(&["show", &a])["mode"], "attach");
     assert_eq!(d.json(&["show", &b])["mode"], "spawn");
 
@@ -222,6 +223,9 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
     assert_eq!(u(&vc, "packets"), 500, "{vc}");
     // The count capture saw background traffic from its start: its lag is known.
     assert!(vc["lag_us"].as_f64().is_some_and(|l| l >= 0.0), "{vc}");
+    d.wait_for(&f, |v| u(v, "packets") >= 4000);
+    let sf = d.json(&["stop", &f]);
+    assert_eq!(u(&sf, "packets"), 4000, "{sf}");
     let sa = d.json(&["stop", &a]);
     let sb = d.json(&["stop", &b]);
     for (s, want) in [(&sa, 2000), (&sb, 1000)] {
@@ -238,6 +242,16 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
     let _ = (va, vb);
 
     let spool = dir.path("spool");
+    // One flow record per generated UDP flow, holding all its packets.
+    let records: Vec<Value> = std::fs::read_to_string(spool.join("f.jsonl"))
+        .expect("flow records")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(records.len(), 4, "{records:?}");
+    assert!(records
+        .iter()
+        .all(|r| r["proto"] == 17 && u(r, "packets_fwd") == 1000));
     let pa = read_all(&spool.join("a.pcapng"));
     let pb = read_all(&spool.join("b.pcapng"));
     let pc = read_all(&spool.join("c.pcapng"));
@@ -271,7 +285,7 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
     assert_eq!(lab.gen(400, &["--flows", "4"]), 400);
     d.wait_for(&e, |v| u(v, "packets") >= 200);
     let list = d.json(&["list"]);
-    assert_eq!(list.as_array().map(Vec::len), Some(4));
+    assert_eq!(list.as_array().map(Vec::len), Some(5));
     let metrics = d.request(&["metrics"]);
     let m = String::from_utf8_lossy(&metrics.stdout);
     assert!(
