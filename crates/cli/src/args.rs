@@ -164,20 +164,8 @@ pub(crate) struct CaptureArgs {
     /// Bytes to keep of each packet.
     #[arg(short = 's', long = "snaplen", default_value_t = 262144)]
     pub(crate) snaplen: u32,
-    /// Ring size per worker in MiB.
-    #[arg(
-        short = 'B',
-        long = "buffer-size",
-        value_name = "MiB",
-        default_value_t = 64
-    )]
-    pub(crate) buffer_mib: u64,
-    /// Ring block size in KiB.
-    #[arg(long, value_name = "KiB", default_value_t = 256)]
-    pub(crate) block_size: u32,
-    /// Milliseconds after which a partly filled block is handed over.
-    #[arg(long, value_name = "MS", default_value_t = 10)]
-    pub(crate) block_timeout: u32,
+    #[command(flatten)]
+    pub(crate) ring: RingArgs,
     /// Workers per interface (default: one per RX queue, at most one per CPU, placed from
     /// the last CPU down, away from the CPUs that usually take the interrupts).
     #[arg(long)]
@@ -442,14 +430,8 @@ pub(crate) struct ServeArgs {
     /// CPUs for attached captures' stage threads (default: all, round robin).
     #[arg(long, value_name = "LIST")]
     pub(crate) stage_cpus: Option<String>,
-    /// Ring size per worker in MiB (base and spawned workers).
-    #[arg(
-        short = 'B',
-        long = "buffer-size",
-        value_name = "MiB",
-        default_value_t = 64
-    )]
-    pub(crate) buffer_mib: u64,
+    #[command(flatten)]
+    pub(crate) ring: RingArgs,
     /// Ring size of a spawned capture's worker in MiB (smaller than the base's: a spawned
     /// capture's filter passes a part of the traffic, and its ring is made per request).
     #[arg(long, value_name = "MiB", default_value_t = 16)]
@@ -458,12 +440,6 @@ pub(crate) struct ServeArgs {
     /// capture takes one instead of waiting for the kernel to make a ring; 0 for none.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub(crate) spares: usize,
-    /// Ring block size in KiB.
-    #[arg(long, value_name = "KiB", default_value_t = 256)]
-    pub(crate) block_size: u32,
-    /// Milliseconds after which a partly filled block is handed over.
-    #[arg(long, value_name = "MS", default_value_t = 10)]
-    pub(crate) block_timeout: u32,
     /// At exit, print each capture's final state as JSON lines on stdout.
     #[arg(long)]
     pub(crate) json: bool,
@@ -546,4 +522,23 @@ pub(crate) struct RequestStartArgs {
     /// Filter expression (tcpdump syntax).
     #[arg(trailing_var_arg = true)]
     pub(crate) expr: Vec<String>,
+}
+
+/// TPACKET_V3 ring geometry of each worker.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct RingArgs {
+    /// Ring size per worker in MiB.
+    #[arg(
+        short = 'B',
+        long = "buffer-size",
+        value_name = "MiB",
+        default_value_t = 64
+    )]
+    pub(crate) buffer_mib: u64,
+    /// Ring block size in KiB.
+    #[arg(long, value_name = "KiB", default_value_t = 256)]
+    pub(crate) block_size: u32,
+    /// Milliseconds after which a partly filled block is handed over.
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    pub(crate) block_timeout: u32,
 }

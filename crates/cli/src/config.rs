@@ -8,7 +8,7 @@ use corecap_engine::sink::file::{Format, Rotation};
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 
-use crate::args::{BalanceArg, CaptureArgs};
+use crate::args::{BalanceArg, CaptureArgs, RingArgs};
 
 /// Parses `-b` options: `filesize:MB`, `duration:S`, `files:N`.
 pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
@@ -34,6 +34,26 @@ pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
         bail!("-b files:N needs filesize: or duration: as well");
     }
     Ok(r)
+}
+
+/// Ring bytes, block bytes and block timeout (ms) from `-B`, `--block-size` and
+/// `--block-timeout`.
+pub(crate) fn ring(r: &RingArgs) -> Result<(u64, u32, u32)> {
+    if r.buffer_mib == 0 {
+        bail!("-B must be at least 1 MiB");
+    }
+    if r.block_size < 4 || !r.block_size.is_multiple_of(4) {
+        bail!("--block-size must be a multiple of 4 KiB");
+    }
+    let block = r
+        .block_size
+        .checked_mul(1024)
+        .context("--block-size is too large")?;
+    let bytes = r
+        .buffer_mib
+        .checked_mul(1 << 20)
+        .context("-B is too large")?;
+    Ok((bytes, block, r.block_timeout.max(1)))
 }
 
 /// Parses a CPU list such as `0-3,6`.
@@ -143,16 +163,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if a.snaplen == 0 || a.snaplen > 262144 {
         bail!("-s {} is out of range (1..262144)", a.snaplen);
     }
-    if a.buffer_mib == 0 {
-        bail!("-B must be at least 1 MiB");
-    }
-    if a.block_size < 4 || !a.block_size.is_multiple_of(4) {
-        bail!("--block-size must be a multiple of 4 KiB");
-    }
-    let block_size = a
-        .block_size
-        .checked_mul(1024)
-        .context("--block-size is too large")?;
+    let (ring_bytes, block_size, block_timeout_ms) = ring(&a.ring)?;
     let output = match &a.write {
         Some(p) => Some(OutputConfig {
             path: p.clone(),
@@ -274,9 +285,9 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         },
         filter: filter(a)?,
         snaplen: a.snaplen,
-        ring_bytes: a.buffer_mib << 20,
+        ring_bytes,
         block_size,
-        block_timeout_ms: a.block_timeout.max(1),
+        block_timeout_ms,
         count: a.count,
         duration,
         output,

@@ -4,7 +4,6 @@
 
 mod util;
 
-use std::collections::HashMap;
 use std::process::Command;
 
 use serde_json::Value;
@@ -75,17 +74,7 @@ fn issue8_flow_mode_keeps_both_directions_on_one_worker() {
     let sent = lab.gen(4096, &["--flows", "512", "--bidir"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
-    let mut owner: HashMap<corecap_wire::flow::FlowKey, (usize, u32)> = HashMap::new();
-    for w in 0..2 {
-        for (data, _) in util::read_all(&dir.path(&format!("f.w{w}.pcapng"))) {
-            let k = corecap_wire::flow::flow_key(&data, None)
-                .expect("generated frames parse")
-                .canonical();
-            let e = owner.entry(k).or_insert((w, 0));
-            assert_eq!(e.0, w, "flow {k:?} seen on two workers");
-            e.1 += 1;
-        }
-    }
+    let owner = util::flow_owners(&[dir.path("f.w0.pcapng"), dir.path("f.w1.pcapng")]);
     assert_eq!(owner.len(), 512);
     assert!(
         owner.values().all(|(_, n)| *n == 8),

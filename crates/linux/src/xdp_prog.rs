@@ -100,6 +100,15 @@ fn tail(a: &mut Asm, map_fd: Option<i32>) {
     }
 }
 
+/// `r8 ^=` the eight IPv6 address words and `r9 = next header` (also xored in), for a
+/// frame at `r2` checked to hold at least 54 bytes.
+fn v6_addresses(a: &mut Asm) {
+    for k in 0..8 {
+        a.op(LDX_W, 5, 2, 22 + 4 * k, 0).op(XOR64_X, 8, 5, 0, 0);
+    }
+    a.op(LDX_B, 9, 2, 20, 0).op(XOR64_X, 8, 9, 0, 0);
+}
+
 /// Redirects every frame to the socket of its RX queue in `map_fd` (an XSKMAP).
 pub fn redirect(map_fd: i32) -> Vec<BpfInsn> {
     let mut a = Asm::new();
@@ -160,12 +169,8 @@ pub fn spread(map_fd: Option<i32>, n: u32) -> Vec<BpfInsn> {
         .op(MOV64_X, 4, 2, 0, 0)
         .op(ADD64_K, 4, 0, 0, 58)
         .jmp(JGT_X, 4, 3, 0, "pick6");
-    for k in 0..8 {
-        a.op(LDX_W, 5, 2, 22 + 4 * k, 0).op(XOR64_X, 8, 5, 0, 0);
-    }
-    a.op(LDX_B, 9, 2, 20, 0)
-        .op(XOR64_X, 8, 9, 0, 0)
-        .op(ADD64_K, 2, 0, 0, 54)
+    v6_addresses(&mut a);
+    a.op(ADD64_K, 2, 0, 0, 54)
         .label("ports")
         .jmp(JEQ_K, 9, 0, 6, "l4")
         .jmp(JEQ_K, 9, 0, 17, "l4")
@@ -184,10 +189,7 @@ pub fn spread(map_fd: Option<i32>, n: u32) -> Vec<BpfInsn> {
         .op(MOV64_X, 4, 2, 0, 0)
         .op(ADD64_K, 4, 0, 0, 54)
         .jmp(JGT_X, 4, 3, 0, "pick");
-    for k in 0..8 {
-        a.op(LDX_W, 5, 2, 22 + 4 * k, 0).op(XOR64_X, 8, 5, 0, 0);
-    }
-    a.op(LDX_B, 9, 2, 20, 0).op(XOR64_X, 8, 9, 0, 0);
+    v6_addresses(&mut a);
     // Mix, pick the slot, redirect.
     a.label("pick")
         .op(MUL32_K, 8, 0, 0, GOLDEN as i32)

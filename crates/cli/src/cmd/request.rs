@@ -192,18 +192,14 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             } else {
                 let v: Value = serde_json::from_slice(&b)?;
                 for c in v.as_array().into_iter().flatten() {
-                    let roles: Vec<&str> = c["roles"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|r| r.as_str())
-                        .collect();
-                    let irqs: Vec<&str> = c["irqs"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|r| r.as_str())
-                        .collect();
+                    let strs = |k: &str| -> Vec<String> {
+                        c[k].as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|r| r.as_str().map(str::to_owned))
+                            .collect()
+                    };
+                    let (roles, irqs) = (strs("roles"), strs("irqs"));
                     println!(
                         "cpu {}: {}{}",
                         c["cpu"],

@@ -95,8 +95,15 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         .map(cpu_list)
         .transpose()?
         .unwrap_or_default();
-    let ring = (a.buffer_mib << 20, a.block_size * 1024, a.block_timeout);
-    let spawn_ring = (a.spawn_buffer_size << 20, ring.1, ring.2);
+    let ring = crate::config::ring(&a.ring)?;
+    let spawn_ring = (
+        a.spawn_buffer_size
+            .checked_mul(1 << 20)
+            .filter(|b| *b > 0)
+            .context("--spawn-buffer-size must be 1 MiB or more")?,
+        ring.1,
+        ring.2,
+    );
     let mut bases = Vec::new();
     for i in &a.interfaces {
         let input = Input::parse(i).map_err(anyhow::Error::msg)?;

@@ -329,3 +329,22 @@ pub fn u(v: &Value, k: &str) -> u64 {
     v[k].as_u64()
         .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
+
+/// Which file (index in `paths`) holds each flow, and how many packets: panics when a flow
+/// (both directions together) shows up in two files.
+pub fn flow_owners(
+    paths: &[PathBuf],
+) -> std::collections::HashMap<corecap_wire::flow::FlowKey, (usize, u32)> {
+    let mut owner = std::collections::HashMap::new();
+    for (w, p) in paths.iter().enumerate() {
+        for (data, _) in read_all(p) {
+            let k = corecap_wire::flow::flow_key(&data, None)
+                .expect("generated frames parse")
+                .canonical();
+            let e = owner.entry(k).or_insert((w, 0));
+            assert_eq!(e.0, w, "flow {k:?} seen in two files");
+            e.1 += 1;
+        }
+    }
+    owner
+}
