@@ -266,6 +266,12 @@ impl Manager {
         if seal.is_some() && !matches!(r.output, OutputKind::Pcapng | OutputKind::Pcap) {
             return Err(err(400, "encryption is for pcapng and pcap output"));
         }
+        if let Some(cores) = &r.cores {
+            let online = corecap_linux::affinity::online_cpus();
+            if let Some(bad) = cores.iter().find(|c| !online.contains(c)) {
+                return Err(err(400, format!("CPU {bad} is not online ({online:?} are)")));
+            }
+        }
         let mut g = self.lock();
         let running = g
             .entries
@@ -390,13 +396,7 @@ impl Manager {
             }
             Mode::Spawn => {
                 let cores = match r.cores.clone() {
-                    Some(c) if !c.is_empty() => {
-                        let online = corecap_linux::affinity::online_cpus();
-                        if let Some(bad) = c.iter().find(|c| !online.contains(c)) {
-                            return Err(err(400, format!("CPU {bad} is not online")));
-                        }
-                        c
-                    }
+                    Some(c) if !c.is_empty() => c,
                     _ => {
                         let busy = g.worker_cpus();
                         let share = self.cfg.share_cores;
