@@ -269,7 +269,10 @@ impl Manager {
         if let Some(cores) = &r.cores {
             let online = corecap_linux::affinity::online_cpus();
             if let Some(bad) = cores.iter().find(|c| !online.contains(c)) {
-                return Err(err(400, format!("CPU {bad} is not online ({online:?} are)")));
+                return Err(err(
+                    400,
+                    format!("CPU {bad} is not online ({online:?} are)"),
+                ));
             }
         }
         let mut g = self.lock();
