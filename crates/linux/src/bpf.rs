@@ -160,7 +160,7 @@ pub fn load_xdp(insns: &[BpfInsn]) -> Result<OwnedFd> {
 
 /// Runs `prog` once on a copy of `frame` (BPF_PROG_TEST_RUN) and returns what it
 /// returned: a way to test a program's logic without an interface.
-pub fn test_run(prog: &OwnedFd, frame: &[u8]) -> Result<u32> {
+pub fn test_run(prog: std::os::fd::BorrowedFd<'_>, frame: &[u8]) -> Result<u32> {
     let mut out = vec![0u8; frame.len() + 256];
     let mut a = Attr::new();
     a.u32(0, prog.as_raw_fd() as u32)

@@ -529,64 +529,103 @@ impl XskSocket {
     }
 }
 
-/// An XDP program redirecting each RX queue to the socket in an XSKMAP, attached to an
-/// interface for as long as this value lives.
+/// The XDP program (bpf/corecap_xdp.c, built by build.rs) with its XSKMAP, attached to an
+/// interface through a BPF link for as long as this value lives.
 #[derive(Debug)]
 pub struct XdpRedirect {
-    map: OwnedFd,
-    _prog: OwnedFd,
-    link: Option<OwnedFd>,
+    ebpf: aya::Ebpf,
+    link: Option<aya::programs::xdp::XdpLinkId>,
     mode: Option<AttachMode>,
 }
 
-const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+/// The compiled program, aligned as the ELF loader wants it.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/corecap_xdp.o"));
+const PROGRAM: &str = "corecap_xdp";
+const MAP: &str = "XSKS";
+
+fn load_error(e: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("loading the XDP program: {e} (needs root and a kernel with BPF)"),
+    )
+}
 
 impl XdpRedirect {
-    /// Loads the program with an XSKMAP of `queues * spread` entries: with `spread` 1,
-    /// queue q goes to slot q; with more, the frames of queue q are spread over slots
-    /// `q * spread ..` by the symmetric flow hash of [`crate::xdp_prog`].
+    /// Loads the program with an XSKMAP of `queues * spread` slots: with `spread` 1, queue
+    /// q goes to slot q; with more, the frames of queue q are spread over slots
+    /// `q * spread ..` by the symmetric flow hash (see [`crate::xdp_prog`]).
     pub fn new(queues: u32, spread: u32) -> Result<Self> {
-        let spread = spread.max(1);
-        let map = bpf::map_create(BPF_MAP_TYPE_XSKMAP, 4, 4, queues.max(1) * spread)?;
-        let insns = if spread == 1 {
-            crate::xdp_prog::redirect(map.as_raw_fd())
-        } else {
-            crate::xdp_prog::spread(Some(map.as_raw_fd()), spread)
-        };
-        let prog = bpf::load_xdp(&insns)?;
+        Self::load(queues.max(1), spread.max(1), false)
+    }
+
+    /// Loads the program; with `return_slot` it returns the slot instead of redirecting
+    /// (for tests through BPF_PROG_TEST_RUN).
+    fn load(queues: u32, spread: u32, return_slot: bool) -> Result<Self> {
+        let ret = u32::from(return_slot);
+        let mut ebpf = aya::EbpfLoader::new()
+            .set_global("SPREAD", &spread, true)
+            .set_global("RETURN_SLOT", &ret, true)
+            .set_max_entries(MAP, queues * spread)
+            .load(OBJECT)
+            .map_err(load_error)?;
+        let prog: &mut aya::programs::Xdp = ebpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| load_error("no program in the object"))?
+            .try_into()
+            .map_err(load_error)?;
+        prog.load().map_err(load_error)?;
         Ok(Self {
-            map,
-            _prog: prog,
+            ebpf,
             link: None,
             mode: None,
         })
     }
 
+    fn program(&mut self) -> Result<&mut aya::programs::Xdp> {
+        self.ebpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| load_error("no program in the object"))?
+            .try_into()
+            .map_err(load_error)
+    }
+
     /// Puts `sock` in the map at `slot` (`queue * spread + k`).
-    pub fn insert(&self, slot: u32, sock: &XskSocket) -> Result<()> {
-        bpf::map_update(
-            &self.map,
-            &slot.to_ne_bytes(),
-            &(sock.raw() as u32).to_ne_bytes(),
-        )
+    pub fn insert(&mut self, slot: u32, sock: &XskSocket) -> Result<()> {
+        let map = self
+            .ebpf
+            .map_mut(MAP)
+            .ok_or_else(|| load_error("no XSKMAP in the object"))?;
+        let mut xsks = aya::maps::XskMap::try_from(map).map_err(load_error)?;
+        xsks.set(slot, sock.raw(), 0).map_err(|e| {
+            Error::new(
+                ErrorKind::Sys,
+                format!("adding the socket to the XSKMAP: {e}"),
+            )
+        })
     }
 
     /// Attaches to `ifindex`, natively if the driver allows, else generically. Refuses an
     /// interface that already has an XDP program.
     pub fn attach(&mut self, ifindex: u32, iface: &str) -> Result<AttachMode> {
+        use aya::programs::{ProgramError, XdpFlags};
         let mut last = None;
         for mode in [AttachMode::Native, AttachMode::Generic] {
             let flags = match mode {
-                AttachMode::Native => 1 << 2,  // XDP_FLAGS_DRV_MODE
-                AttachMode::Generic => 1 << 1, // XDP_FLAGS_SKB_MODE
+                AttachMode::Native => XdpFlags::DRV_MODE,
+                AttachMode::Generic => XdpFlags::SKB_MODE,
             };
-            match bpf::link_create_xdp(&self._prog, ifindex, flags) {
+            match self.program()?.attach_to_if_index(ifindex, flags) {
                 Ok(link) => {
                     self.link = Some(link);
                     self.mode = Some(mode);
                     return Ok(mode);
                 }
-                Err(e) if matches!(e.errno(), Some(libc::EBUSY) | Some(libc::EEXIST)) => {
+                Err(ProgramError::SyscallError(e))
+                    if matches!(
+                        e.io_error.raw_os_error(),
+                        Some(libc::EBUSY) | Some(libc::EEXIST)
+                    ) =>
+                {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
                         format!("{iface} already has an XDP program attached; corecap does not replace it (see `ip link show {iface}`)"),
@@ -595,9 +634,17 @@ impl XdpRedirect {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last
-            .unwrap_or_else(|| Error::new(ErrorKind::Unsupported, "XDP attach failed"))
-            .on(iface))
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "attaching the XDP program: {}",
+                last.map_or("no mode worked".into(), |e| {
+                    let src = std::error::Error::source(&e).map(|s| format!(": {s}"));
+                    format!("{e}{}", src.unwrap_or_default())
+                })
+            ),
+        )
+        .on(iface))
     }
 
     /// How the program is attached, if it is.
@@ -605,8 +652,26 @@ impl XdpRedirect {
         self.link.as_ref().and(self.mode)
     }
 
-    /// Detaches now (also done on drop, and by the kernel when the process exits).
+    /// Detaches now (also done on drop, and by the kernel when the process exits: the
+    /// link is a file descriptor).
     pub fn detach(&mut self) {
-        self.link = None;
+        if let Some(link) = self.link.take() {
+            if let Ok(p) = self.program() {
+                let _ = p.detach(link);
+            }
+        }
     }
+
+    /// Runs the program once on `frame` (BPF_PROG_TEST_RUN) and returns its verdict.
+    pub fn test_run(&mut self, frame: &[u8]) -> Result<u32> {
+        use std::os::fd::AsFd;
+        let p = self.program()?;
+        let fd = p.fd().map_err(load_error)?;
+        bpf::test_run(fd.as_fd(), frame)
+    }
+}
+
+/// A program that returns the slot it would redirect `frame` to, for tests.
+pub fn slot_program(spread: u32) -> Result<XdpRedirect> {
+    XdpRedirect::load(1, spread.max(1), true)
 }

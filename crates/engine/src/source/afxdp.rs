@@ -89,7 +89,7 @@ impl XdpSetup {
             XskSocket::open_shared(&first, self.ifindex, queue).map_err(|e| e.on(&self.iface))?
         };
         // The mutex is taken once per worker at setup, never on the data path.
-        let r = self.redirect.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self.redirect.lock().unwrap_or_else(|p| p.into_inner());
         r.insert(queue * self.spread + slot, &s)?;
         self.modes
             .lock()
