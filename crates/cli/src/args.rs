@@ -519,6 +519,10 @@ pub(crate) struct RequestStartArgs {
     /// Seal the file with the daemon's key: aes or seed.
     #[arg(long)]
     pub(crate) encrypt: Option<String>,
+    /// Wait until the capture ends (count, duration, quota; Ctrl-C stops it) and print
+    /// its final state instead of its id.
+    #[arg(long)]
+    pub(crate) wait: bool,
     /// Filter expression (tcpdump syntax).
     #[arg(trailing_var_arg = true)]
     pub(crate) expr: Vec<String>,

@@ -209,6 +209,14 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
         "udp and dst host 10.1.0.1",
     ]);
     let c = d.start_capture(&["-c", "500", "-w", "c.pcapng", "tcp"]);
+    // --wait blocks until the count is reached and prints the final state.
+    let waited = d.json(&[
+        "start", "-i", "cap0", "-c", "300", "--output", "count", "--wait", "tcp",
+    ]);
+    assert_eq!(
+        (waited["state"].as_str(), u(&waited, "packets")),
+        (Some("done"), 300)
+    );
     let f = d.start_capture(&["--output", "flows", "-w", "f.jsonl", "udp"]);
     assert_eq!(d.json(&["show", &a])["mode"], "attach");
     assert_eq!(d.json(&["show", &b])["mode"], "spawn");
@@ -285,7 +293,7 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
     assert_eq!(lab.gen(400, &["--flows", "4"]), 400);
     d.wait_for(&e, |v| u(v, "packets") >= 200);
     let list = d.json(&["list"]);
-    assert_eq!(list.as_array().map(Vec::len), Some(5));
+    assert_eq!(list.as_array().map(Vec::len), Some(6));
     let metrics = d.request(&["metrics"]);
     let m = String::from_utf8_lossy(&metrics.stdout);
     assert!(

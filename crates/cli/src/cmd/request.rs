@@ -1,7 +1,7 @@
 //! `corecap request`: the client of `corecap serve`.
 
 use anyhow::{bail, Context, Result};
-use corecap_manager::api::{CaptureView, Mode, OutputKind, StartRequest};
+use corecap_manager::api::{CaptureView, Mode, OutputKind, StartRequest, State};
 use corecap_manager::http;
 use serde_json::Value;
 
@@ -124,6 +124,26 @@ fn describe(v: &CaptureView) -> String {
     o
 }
 
+/// Polls a capture until it ends; SIGINT or SIGTERM stops it first. Returns its final view.
+fn wait(a: &RequestArgs, id: &str) -> Result<CaptureView> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    loop {
+        // Relaxed: a flag set by the signal handler, polled here.
+        if stop.load(Ordering::Relaxed) {
+            return view(&call_ok(a, "DELETE", &format!("/captures/{id}"), None)?);
+        }
+        let v = view(&call_ok(a, "GET", &format!("/captures/{id}"), None)?)?;
+        if v.state != State::Running {
+            return Ok(v);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 fn view(body: &[u8]) -> Result<CaptureView> {
     serde_json::from_slice(body).context("the daemon's answer is not a capture")
 }
@@ -135,6 +155,15 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
         RequestCmd::Start(s) => {
             let body = serde_json::to_vec(&start_request(s)?)?;
             let b = call_ok(&a, "POST", "/captures", Some(&body))?;
+            if s.wait {
+                let v = wait(&a, &view(&b)?.id)?;
+                if a.json {
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                } else {
+                    print!("{}", describe(&v));
+                }
+                return Ok(if v.state == State::Failed { 1 } else { 0 });
+            }
             if a.json {
                 raw(&b);
             } else {
