@@ -142,6 +142,9 @@ pub(crate) struct CaptureArgs {
     /// Write classic pcap instead of pcapng.
     #[arg(long)]
     pub(crate) pcap: bool,
+    /// How files are written to disk.
+    #[command(flatten)]
+    pub(crate) disk: DiskArgs,
     /// Write one file merged in timestamp order instead of one per worker.
     #[arg(long)]
     pub(crate) merge: bool,
@@ -411,6 +414,9 @@ pub(crate) struct ServeArgs {
     /// running captures stop when it is reached.
     #[arg(long, value_name = "SIZE")]
     pub(crate) quota: Option<String>,
+    /// How files are written to disk.
+    #[command(flatten)]
+    pub(crate) disk: DiskArgs,
     /// Most captures running at once (more get 429).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub(crate) max_captures: usize,
@@ -526,6 +532,18 @@ pub(crate) struct RequestStartArgs {
     /// Filter expression (tcpdump syntax).
     #[arg(trailing_var_arg = true)]
     pub(crate) expr: Vec<String>,
+}
+
+/// How capture files are written.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct DiskArgs {
+    /// Keep the newest whole files under this many bytes (e.g. 500G, 5M) by deleting the
+    /// oldest; with capture, it needs rotation (-b filesize: or duration:).
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) retain: Option<String>,
+    /// Write through the page cache instead of with direct I/O.
+    #[arg(long)]
+    pub(crate) no_direct: bool,
 }
 
 /// TPACKET_V3 ring geometry of each worker.

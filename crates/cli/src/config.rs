@@ -56,6 +56,35 @@ pub(crate) fn ring(r: &RingArgs) -> Result<(u64, u32, u32)> {
     Ok((bytes, block, r.block_timeout.max(1)))
 }
 
+/// Parses `500M`, `20G`, `1048576`.
+pub(crate) fn size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("bad size '{s}' (e.g. 500M, 20G)"))?;
+    n.checked_mul(mult)
+        .with_context(|| format!("size '{s}' is too large"))
+}
+
+/// The byte budget of `--retain`, shared by every file of a capture or daemon.
+pub(crate) fn retention(
+    d: &crate::args::DiskArgs,
+) -> Result<Option<std::sync::Arc<corecap_engine::sink::disk::Retention>>> {
+    let Some(r) = &d.retain else { return Ok(None) };
+    let b = size(r).context("--retain")?;
+    if b == 0 {
+        bail!("--retain must be more than 0 bytes");
+    }
+    Ok(Some(corecap_engine::sink::disk::Retention::new(b)))
+}
+
 /// Parses a CPU list such as `0-3,6`.
 pub(crate) fn cpu_list(s: &str) -> Result<Vec<u32>> {
     let v = corecap_linux::affinity::parse_cpu_list(s)
@@ -171,10 +200,23 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
             merge: a.merge,
             rotation: rotation(&a.rotate)?,
             seal: seal(a)?,
+            direct: !a.disk.no_direct,
+            retention: {
+                let r = retention(&a.disk)?;
+                if r.is_some() && !rotation(&a.rotate)?.active() {
+                    bail!("--retain needs rotation (-b filesize:MB or -b duration:S)");
+                }
+                r
+            },
         }),
         None => {
-            if a.merge || a.pcap || !a.rotate.is_empty() || a.encrypt.is_some() {
-                bail!("--merge, --pcap, -b and --encrypt need -w FILE");
+            if a.merge
+                || a.pcap
+                || !a.rotate.is_empty()
+                || a.encrypt.is_some()
+                || a.disk.retain.is_some()
+            {
+                bail!("--merge, --pcap, -b, --retain and --encrypt need -w FILE");
             }
             None
         }

@@ -16,7 +16,7 @@ fn rates(now: &Snapshot, before: &Snapshot, dt: f64) -> (f64, f64) {
 }
 
 fn drops(s: &Snapshot) -> Value {
-    json!({"kernel": s.kernel_drops, "app": s.app_drops, "stop": s.stop_drops})
+    json!({"kernel": s.kernel_drops, "app": s.app_drops, "disk": s.disk_drops, "stop": s.stop_drops})
 }
 
 fn worker_json(info: &WorkerInfo, s: &Snapshot) -> Value {
@@ -83,20 +83,30 @@ pub(crate) fn interval_table(
     dt: f64,
 ) -> String {
     let mut out = format!(
-        "[{t:7.1}s] {:<6} {:>4} {:>10} {:>12} {:>9} {:>10} {:>10} {:>8} {:>8}\n",
-        "worker", "cpu", "packets", "bytes", "pps", "bps", "kdrops", "freezes", "appdrop"
+        "[{t:7.1}s] {:<6} {:>4} {:>10} {:>12} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}\n",
+        "worker",
+        "cpu",
+        "packets",
+        "bytes",
+        "pps",
+        "bps",
+        "kdrops",
+        "freezes",
+        "appdrop",
+        "diskdrop"
     );
     let mut row = |name: &str, cpu: String, n: &Snapshot, b: &Snapshot| {
         let (pps, bps) = rates(n, b, dt);
         out.push_str(&format!(
-            "          {name:<6} {cpu:>4} {:>10} {:>12} {:>9} {:>10} {:>10} {:>8} {:>8}\n",
+            "          {name:<6} {cpu:>4} {:>10} {:>12} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}\n",
             n.packets,
             n.bytes,
             human(pps),
             human(bps),
             n.kernel_drops,
             n.freezes,
-            n.app_drops
+            n.app_drops,
+            n.disk_drops
         ));
     };
     for (i, (n, b)) in infos.iter().zip(now.iter().zip(before)) {
@@ -120,6 +130,7 @@ pub(crate) fn summary_json(s: &Summary) -> String {
         "drops": drops(t), "freezes": t.freezes, "filtered": t.filtered, "balanced": t.balanced(),
         "seconds": (s.seconds * 1000.0).round() / 1000.0, "files": s.files, "errors": s.errors,
         "workers": workers, "groups": s.groups,
+        "retention": s.retention.map(|(f, b)| json!({"deleted_files": f, "deleted_bytes": b})),
     })
     .to_string()
 }
@@ -128,7 +139,7 @@ pub(crate) fn summary_json(s: &Summary) -> String {
 pub(crate) fn summary_table(s: &Summary) -> String {
     let mut out = String::from("corecap summary\n");
     out.push_str(&format!(
-        "  {:<6} {:>4} {:<10} {:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8}\n",
+        "  {:<6} {:>4} {:<10} {:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8}\n",
         "worker",
         "cpu",
         "input",
@@ -139,12 +150,13 @@ pub(crate) fn summary_table(s: &Summary) -> String {
         "kdrops",
         "freezes",
         "appdrop",
+        "diskdrop",
         "stopped"
     ));
     let row = |name: String, cpu: String, input: &str, q: String, w: &Snapshot| {
         format!(
-            "  {name:<6} {cpu:>4} {input:<10} {q:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8}\n",
-            w.packets, w.bytes, w.kernel_packets, w.kernel_drops, w.freezes, w.app_drops, w.stop_drops
+            "  {name:<6} {cpu:>4} {input:<10} {q:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8}\n",
+            w.packets, w.bytes, w.kernel_packets, w.kernel_drops, w.freezes, w.app_drops, w.disk_drops, w.stop_drops
         )
     };
     for (i, w) in &s.workers {
@@ -189,18 +201,22 @@ pub(crate) fn summary_table(s: &Summary) -> String {
         ));
         for m in &g.members {
             out.push_str(&format!(
-                "    member {} cpu {}: {} steered, {} delivered, {} pipe full, {} app drops\n",
+                "    member {} cpu {}: {} steered, {} delivered, {} pipe full, {} app drops, {} disk drops\n",
                 m.id,
                 m.cpu.map_or("-".into(), |c| c.to_string()),
                 m.steered,
                 m.outcome.delivered,
                 m.steer_full,
-                m.outcome.app_drops
+                m.outcome.app_drops,
+                m.outcome.disk_drops
             ));
         }
     }
     for f in &s.files {
         out.push_str(&format!("  wrote {}\n", f.display()));
+    }
+    if let Some((f, b)) = s.retention {
+        out.push_str(&format!("  --retain deleted {f} old files ({b} bytes)\n"));
     }
     out
 }

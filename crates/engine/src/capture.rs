@@ -120,6 +120,10 @@ pub struct OutputConfig {
     pub rotation: Rotation,
     /// Encryption at rest (sealed files), if asked for.
     pub seal: Option<crate::sink::sealed::SealConfig>,
+    /// Write with direct I/O where the filesystem allows it (`--no-direct`: false).
+    pub direct: bool,
+    /// Keep the newest whole files under a byte budget (`--retain`).
+    pub retention: Option<Arc<crate::sink::disk::Retention>>,
 }
 
 impl OutputConfig {
@@ -138,6 +142,8 @@ impl OutputConfig {
             interfaces,
             snaplen,
             seal: self.seal.clone(),
+            direct: self.direct,
+            retention: self.retention.clone(),
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }
@@ -242,6 +248,7 @@ pub struct Capture {
     /// Next member index of each group (file names stay unique across joins).
     pub(crate) next_index: Vec<usize>,
     xdp: Vec<Arc<XdpSetup>>,
+    retention: Option<Arc<crate::sink::disk::Retention>>,
     started: Instant,
     duration: Option<Duration>,
 }
@@ -261,6 +268,10 @@ pub struct Summary {
     pub errors: Vec<String>,
     /// Consumer groups, in pipeline mode.
     pub groups: Vec<GroupSummary>,
+    /// What the user should know about the files (a filesystem without direct I/O).
+    pub notes: Vec<String>,
+    /// Files and bytes that `--retain` deleted.
+    pub retention: Option<(u64, u64)>,
 }
 
 /// A member of a group in the summary.
@@ -601,6 +612,7 @@ impl Capture {
             }
             matrix = Some((shared, stage_ctx));
         }
+        let control = Arc::new(Control::new(cfg.count));
         match &cfg.output {
             _ if pipeline => {}
             None => apps.extend((0..nworkers).map(|_| App::Count)),
@@ -611,12 +623,13 @@ impl Capture {
                 } else {
                     let (tx, rx) = std::sync::mpsc::sync_channel(256);
                     apps.extend((0..nworkers).map(|w| App::Merge(MergeHandle::new(w, tx.clone()))));
+                    let ctl = control.clone();
                     merge = Some(
                         std::thread::Builder::new()
                             .name("corecap-merge".into())
                             .spawn(move || {
                                 let _ = corecap_linux::privilege::drop_thread_capabilities();
-                                merge::run(rx, nworkers, sink)
+                                merge::run(rx, nworkers, sink, &ctl)
                             })
                             .map_err(|e| {
                                 CaptureError::Config(format!("cannot start the merge thread: {e}"))
@@ -640,7 +653,6 @@ impl Capture {
         }
         // A worker with its own file numbers its one interface 0.
         let own_file = matches!(apps.first(), Some(App::File(_))) && nworkers > 1;
-        let control = Arc::new(Control::new(cfg.count));
         let mut counters = Vec::new();
         let mut handles = Vec::new();
         let mut infos = Vec::new();
@@ -683,6 +695,7 @@ impl Capture {
             epoch: 0,
             next_index,
             xdp,
+            retention: cfg.output.as_ref().and_then(|o| o.retention.clone()),
             started: Instant::now(),
             duration: cfg.duration,
         };
@@ -753,6 +766,7 @@ impl Capture {
         let mut workers = Vec::new();
         let mut files = Vec::new();
         let mut errors = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
         let mut steer_counts = Vec::new();
         for (h, info) in self.handles.into_iter().zip(self.workers) {
             let o = h.join().unwrap_or_else(|_| Outcome {
@@ -760,8 +774,10 @@ impl Capture {
                 snapshot: Snapshot::default(),
                 files: vec![],
                 error: Some(format!("worker {} panicked", info.id)),
+                notes: vec![],
             });
             total += o.snapshot;
+            notes.extend(o.notes);
             files.extend(o.files);
             steer_counts.push(o.steer);
             if let Some(e) = o.error {
@@ -803,6 +819,7 @@ impl Capture {
                     errors.push(e.clone());
                 }
                 files.extend(outcome.files.iter().cloned());
+                notes.extend(outcome.notes.iter().cloned());
                 if let Some(gs) = groups.get_mut(g) {
                     gs.members.push(MemberSummary {
                         id: i,
@@ -817,16 +834,17 @@ impl Capture {
         if let Some(m) = self.merge {
             match m.join() {
                 Ok((sink, lost)) => {
-                    total.app_drops += lost;
+                    total.disk_drops += lost;
                     total.packets -= lost.min(total.packets);
                     let stats: Vec<(u64, u64)> = vec![(total.kernel_packets, total.kernel_drops)];
-                    let (paths, cut, err) = sink.finish(&stats);
-                    files.extend(paths);
-                    total.app_drops += cut;
-                    total.packets -= cut.min(total.packets);
-                    if let Some(e) = err {
-                        errors.push(format!("closing the output file: {e}"));
+                    let done = sink.finish(&stats);
+                    files.extend(done.files);
+                    total.disk_drops += done.lost;
+                    total.packets -= done.lost.min(total.packets);
+                    if let Some(e) = done.error {
+                        errors.push(e);
                     }
+                    notes.extend(done.notes);
                 }
                 Err(_) => errors.push("the merge writer panicked".into()),
             }
@@ -838,6 +856,11 @@ impl Capture {
             files,
             errors,
             groups,
+            notes: {
+                notes.dedup();
+                notes
+            },
+            retention: self.retention.map(|r| r.deleted()),
         }
     }
 }

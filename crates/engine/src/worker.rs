@@ -10,6 +10,7 @@ use corecap_linux::{filter, RxRing};
 use crate::packet::Packet;
 use crate::sink::file::FileSink;
 use crate::sink::merge::MergeHandle;
+use crate::sink::output::Refused;
 use crate::source::afpacket::{self, LiveSpec};
 use crate::source::replay::{self, FileSpec};
 use crate::stats::ledger::{Snapshot, WorkerCounters};
@@ -140,6 +141,8 @@ pub struct Outcome {
     pub error: Option<String>,
     /// Steering counters, in pipeline mode.
     pub steer: Option<crate::steer::group::SteerCounts>,
+    /// Notes for the user (a filesystem without direct I/O).
+    pub notes: Vec<String>,
 }
 
 fn now_ns() -> u64 {
@@ -160,7 +163,17 @@ impl Run<'_> {
     fn deliver(&mut self, p: &Packet<'_>) {
         let ok = match &mut self.app {
             App::Count => true,
-            App::File(f) => f.write(p).is_ok(),
+            App::File(f) => match f.write(p) {
+                Ok(()) => true,
+                Err(why) => {
+                    self.s.disk_drops += 1;
+                    if why == Refused::Failed {
+                        // A write failed: the capture ends, every other file closed valid.
+                        self.ctl.stop.store(true, Ordering::Relaxed);
+                    }
+                    return;
+                }
+            },
             App::Merge(m) => {
                 m.push(p);
                 true
@@ -250,6 +263,7 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
                 files: vec![],
                 error: Some(format!("worker {}: {e}", w.id)),
                 steer: None,
+                notes: vec![],
             };
         }
     }
@@ -285,6 +299,7 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
     let mut files = vec![];
     let mut error = error;
     let mut steer = None;
+    let mut notes = Vec::new();
     match run.app {
         App::Steer(mut st) => {
             st.flush();
@@ -292,14 +307,15 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         }
         App::File(f) => {
             let stats = [(run.s.kernel_packets, run.s.kernel_drops)];
-            let (paths, lost, err) = f.finish(&stats);
-            files = paths;
+            let done = f.finish(&stats);
+            files = done.files;
             // Packets cut from a file after a failed write were not delivered after all.
-            run.s.packets -= lost.min(run.s.packets);
-            run.s.app_drops += lost;
-            if let Some(e) = err {
-                error.get_or_insert(format!("closing the output file: {e}"));
+            run.s.packets -= done.lost.min(run.s.packets);
+            run.s.disk_drops += done.lost;
+            if let Some(e) = done.error {
+                error.get_or_insert(e);
             }
+            notes = done.notes;
             counters.publish(&run.s);
         }
         App::Merge(m) => m.finish(),
@@ -310,6 +326,7 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         files,
         error,
         steer,
+        notes,
     }
 }
 
@@ -357,7 +374,11 @@ fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> O
     loop {
         while run.block(&mut ring, if_id, queue) {}
         take_stats(run, &ring);
-        let accounted = run.s.packets + run.s.kernel_drops + run.s.app_drops + run.s.stop_drops;
+        let accounted = run.s.packets
+            + run.s.kernel_drops
+            + run.s.app_drops
+            + run.s.disk_drops
+            + run.s.stop_drops;
         if accounted >= run.s.kernel_packets && !ring.wait(3 * tov + 10) {
             break;
         }

@@ -10,6 +10,7 @@
 //! - [`netdev`]: interface index, RX queues, link type, network namespaces.
 //! - [`affinity`]: thread pinning, CPU lists, CPU time.
 //! - [`bpf`]: maps, XDP programs and live-frame runs for the generator.
+//! - [`direct`]: direct-I/O capture files: aligned buffers, `O_DIRECT`, fallocate, io_uring.
 //! - [`privilege`]: dropping capabilities once the sockets are open.
 //! - [`abi`]: the kernel's constants and structures.
 #![deny(missing_docs)]
@@ -19,6 +20,7 @@
 pub mod abi;
 pub mod affinity;
 pub mod bpf;
+pub mod direct;
 mod error;
 pub mod ethtool;
 pub mod filter;

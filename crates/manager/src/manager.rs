@@ -49,6 +49,10 @@ pub struct Config {
     pub ring: (u64, u32, u32),
     /// Sockets kept open ahead of need per interface, for spawn mode.
     pub spares: usize,
+    /// Write capture files with direct I/O where the filesystem allows it.
+    pub direct: bool,
+    /// Keep the newest whole capture files under a byte budget (`serve --retain`).
+    pub retention: Option<Arc<corecap_engine::sink::disk::Retention>>,
 }
 
 /// An error for the client: an HTTP status and a message.
@@ -337,6 +341,8 @@ impl Manager {
                 merge: false,
                 rotation: Rotation::default(),
                 seal: seal.clone(),
+                direct: self.cfg.direct,
+                retention: self.cfg.retention.clone(),
             }),
             _ => None,
         });

@@ -185,6 +185,11 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         }
     }
     let summary = cap.finish();
+    if !a.quiet {
+        for n in &summary.notes {
+            eprintln!("corecap: {n}");
+        }
+    }
     if a.json {
         let _ = writeln!(json_out, "{}", report::summary_json(&summary));
         let _ = json_out.flush();

@@ -12,24 +12,7 @@ use corecap_manager::server::{self, Listener};
 use corecap_manager::spool::Spool;
 
 use crate::args::ServeArgs;
-use crate::config::cpu_list;
-
-/// Parses `500M`, `20G`, `1048576`.
-fn size(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        Some('T') => (&t[..t.len() - 1], 1 << 40),
-        _ => (t, 1),
-    };
-    let n: u64 = num
-        .parse()
-        .with_context(|| format!("bad size '{s}' (e.g. 500M, 20G)"))?;
-    n.checked_mul(mult)
-        .with_context(|| format!("size '{s}' is too large"))
-}
+use crate::config::{cpu_list, size};
 
 /// Reads the token file, or makes one (mode 0600) when it does not exist.
 fn token(path: &std::path::Path) -> Result<String> {
@@ -172,6 +155,8 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             stage_cpus,
             ring: spawn_ring,
             spares: a.spares,
+            direct: !a.disk.no_direct,
+            retention: crate::config::retention(&a.disk)?,
         },
         bases,
     ));

@@ -1,18 +1,24 @@
 //! Capture files: pcapng (default) or classic pcap, with dumpcap-style rotation.
 //!
 //! A rotated file set is named `STEM_NNNNN.EXT` (N from 00001); with `files:N` only the
-//! newest N files are kept. Each pcapng file ends with one Interface Statistics Block per
-//! interface, written at close.
+//! newest N files are kept, and with a [`Retention`] budget the oldest whole files of the
+//! capture are deleted to keep the rest under it. Each pcapng file ends with one Interface
+//! Statistics Block per interface, written at close.
+//!
+//! The thread that calls [`FileSink::write`] only formats blocks into buffers
+//! ([`super::output`]); a disk writer thread per sink writes them ([`super::disk`]).
 
-use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use corecap_wire::pcap::PcapWriter;
 use corecap_wire::pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
 
-use super::output::Output;
+use super::disk::{Disk, DiskConfig, DiskReport, Retention};
+use super::output::{Output, Refused};
 use crate::packet::Packet;
 
 /// File format of a capture file.
@@ -57,6 +63,10 @@ pub struct FileConfig {
     pub snaplen: u32,
     /// Encryption at rest, if asked for.
     pub seal: Option<super::sealed::SealConfig>,
+    /// Write with direct I/O where the filesystem allows it.
+    pub direct: bool,
+    /// The capture's byte budget, shared by its sinks.
+    pub retention: Option<Arc<Retention>>,
 }
 
 enum Writer {
@@ -80,25 +90,53 @@ impl Writer {
             Writer::Pcap(w) => w.get_mut(),
         }
     }
+
+    fn into_out(self) -> Output {
+        match self {
+            Writer::Pcapng(w) => w.into_inner(),
+            Writer::Pcap(w) => w.into_inner(),
+        }
+    }
+
+    /// Starts a file on `out`: its header (pcap header, or SHB and IDBs).
+    fn start(cfg: &FileConfig, out: Output) -> io::Result<Self> {
+        let mut w = match cfg.format {
+            Format::Pcapng => Writer::Pcapng(PcapngWriter::new(out, "corecap", &cfg.interfaces)?),
+            Format::Pcap => {
+                let lt = cfg.interfaces.first().map(|i| i.linktype).unwrap_or(1);
+                Writer::Pcap(PcapWriter::new(out, u32::from(lt), cfg.snaplen)?)
+            }
+        };
+        w.out().header_done();
+        Ok(w)
+    }
+}
+
+/// What a file sink leaves behind.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// Files written and kept, oldest first.
+    pub files: Vec<PathBuf>,
+    /// Packets taken and then lost at the disk (cut from a file after a failed write, or
+    /// taken after it): `disk` drops, taken back from the delivered count.
+    pub lost: u64,
+    /// The error that ended writing, naming the file and the OS error.
+    pub error: Option<String>,
+    /// Notes for the user (direct I/O refused by a filesystem).
+    pub notes: Vec<String>,
 }
 
 /// A capture file being written, with rotation.
 #[derive(Debug)]
 pub struct FileSink {
     cfg: FileConfig,
-    writer: Writer,
+    writer: Option<Writer>,
+    disk: Option<Disk>,
     seq: u32,
-    opened: Instant,
-    kept: VecDeque<PathBuf>,
     first_ts: Option<u64>,
     last_ts: u64,
     /// Packets written per interface in the current file.
     delivered: Vec<u64>,
-    /// Packets written to the current file.
-    written: u64,
-    /// Packets removed from files cut back after a failed write.
-    lost: u64,
-    failed: Option<io::ErrorKind>,
 }
 
 /// The path of rotated file number `seq` for `base`.
@@ -143,57 +181,71 @@ pub fn suffixed_path(base: &Path, suffix: &str) -> PathBuf {
     base.with_file_name(name)
 }
 
-fn open(cfg: &FileConfig, path: &Path) -> io::Result<Writer> {
-    let out = Output::create(path, cfg.seal.as_ref())
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
-    Ok(match cfg.format {
-        Format::Pcapng => Writer::Pcapng(PcapngWriter::new(out, "corecap", &cfg.interfaces)?),
-        Format::Pcap => {
-            let lt = cfg.interfaces.first().map(|i| i.linktype).unwrap_or(1);
-            Writer::Pcap(PcapWriter::new(out, u32::from(lt), cfg.snaplen)?)
-        }
-    })
-}
-
 impl FileSink {
-    /// Creates the first file.
+    /// Creates the first file (under its hidden name) and starts the disk writer.
     pub fn create(cfg: FileConfig) -> io::Result<Self> {
         let path = if cfg.rotation.active() {
             rotated_path(&cfg.path, 1)
         } else {
             cfg.path.clone()
         };
-        let writer = open(&cfg, &path)?;
+        let (first, align) = if path == Path::new("-") {
+            (None, 4096)
+        } else {
+            let f = super::disk::open_part(&path, cfg.direct)?;
+            let a = f.align();
+            (Some((f, path)), a)
+        };
+        let disk_cfg = DiskConfig {
+            direct: cfg.direct,
+            seal: cfg.seal.clone(),
+            files: cfg.rotation.files,
+            retention: cfg.retention.clone(),
+        };
+        let (disk, front, free) = Disk::start(disk_cfg, first, align, true)?;
+        let out = Output::new(disk.tx.clone(), free, front, align, cfg.seal.is_some());
+        let writer = Writer::start(&cfg, out)?;
         let n = cfg.interfaces.len();
         Ok(Self {
             cfg,
-            writer,
+            writer: Some(writer),
+            disk: Some(disk),
             seq: 1,
-            opened: Instant::now(),
-            kept: VecDeque::from([path]),
             first_ts: None,
             last_ts: 0,
             delivered: vec![0; n],
-            written: 0,
-            lost: 0,
-            failed: None,
         })
     }
 
-    /// Writes one packet. An error means the packet was not written (count it).
-    pub fn write(&mut self, p: &Packet<'_>) -> io::Result<()> {
-        if let Some(kind) = self.failed {
-            return Err(kind.into());
+    /// Writes one packet; a refusal says why it was not taken (count it as a drop).
+    pub fn write(&mut self, p: &Packet<'_>) -> Result<(), Refused> {
+        let Some(w) = self.writer.as_mut() else {
+            return Err(Refused::Failed);
+        };
+        if self
+            .disk
+            .as_ref()
+            .is_some_and(|d| d.failed.load(Ordering::Relaxed))
+        {
+            return Err(Refused::Failed);
         }
+        w.out().ready()?;
         let rot = self.cfg.rotation;
         if rot.active() {
-            let size_due = rot.filesize.is_some_and(|s| self.writer.out().len() >= s);
-            let time_due = rot.duration.is_some_and(|d| self.opened.elapsed() >= d);
+            let size_due = rot.filesize.is_some_and(|s| w.out().len() >= s);
+            // Packet time, not the clock: no system call per packet.
+            let time_due = rot.duration.is_some_and(|d| {
+                self.first_ts
+                    .is_some_and(|f| p.ts_ns.saturating_sub(f) >= d.as_nanos() as u64)
+            });
             if size_due || time_due {
-                self.rotate()?;
+                self.rotate().map_err(|_| Refused::Failed)?;
             }
         }
-        let r = match &mut self.writer {
+        let Some(w) = self.writer.as_mut() else {
+            return Err(Refused::Failed);
+        };
+        let r = match w {
             Writer::Pcapng(w) => w.write_epb(&Epb {
                 if_id: p.iface,
                 ts_ns: p.ts_ns,
@@ -206,97 +258,86 @@ impl FileSink {
             }),
             Writer::Pcap(w) => w.write_packet(p.ts_ns, p.data, p.wire_len, p.vlan),
         };
-        r?;
+        // A block the writer refused (an interface id without IDB) is rolled back too.
+        if r.is_err() {
+            let _ = w.out().end_block(false);
+            return Err(Refused::Disk);
+        }
+        w.out().end_block(true)?;
         self.first_ts.get_or_insert(p.ts_ns);
         self.last_ts = p.ts_ns;
         if let Some(d) = self.delivered.get_mut(p.iface as usize) {
             *d += 1;
         }
-        self.written += 1;
-        if self.writer.out().due() {
-            // A failed commit cuts the file back; the packets it removes, this one
-            // included, are counted by `lost`, and later packets are refused.
-            let _ = self.commit();
-        }
         Ok(())
     }
 
-    fn commit(&mut self) -> io::Result<()> {
-        let written = self.written;
-        let r = self.writer.out().commit(written, false);
-        self.note(r)
-    }
-
-    fn note(&mut self, r: io::Result<()>) -> io::Result<()> {
-        if let Err(e) = &r {
-            self.failed = Some(e.kind());
-            self.lost += self.writer.out().lost();
-        }
-        r
-    }
-
-    /// Packets that were written and then removed when a failed write cut a file back;
-    /// they count as app drops, not as delivered.
-    pub fn lost(&self) -> u64 {
-        self.lost
+    /// Whether writing failed (the capture should stop).
+    pub fn failed(&self) -> bool {
+        self.disk
+            .as_ref()
+            .is_none_or(|d| d.failed.load(Ordering::Relaxed))
     }
 
     fn rotate(&mut self) -> io::Result<()> {
-        self.close_current(&[])?;
         self.seq += 1;
-        self.written = 0;
-        let path = rotated_path(&self.cfg.path, self.seq);
-        self.writer = open(&self.cfg, &path)?;
-        self.opened = Instant::now();
+        let next = rotated_path(&self.cfg.path, self.seq);
+        self.write_isbs(&[]);
+        let Some(w) = self.writer.take() else {
+            return Err(io::Error::other("no file"));
+        };
+        let mut out = w.into_out();
+        out.close_file(Some(next));
         self.first_ts = None;
         self.delivered.iter_mut().for_each(|d| *d = 0);
-        self.kept.push_back(path);
-        if let Some(max) = self.cfg.rotation.files {
-            while self.kept.len() > max.max(1) {
-                if let Some(old) = self.kept.pop_front() {
-                    let _ = std::fs::remove_file(old);
-                }
-            }
-        }
+        self.writer = Some(Writer::start(&self.cfg, out)?);
         Ok(())
     }
 
     /// Interface statistics (per interface: packets counted by the source, drops) written
-    /// in the last file's ISBs.
-    fn close_current(&mut self, stats: &[(u64, u64)]) -> io::Result<()> {
-        if let Writer::Pcapng(w) = &mut self.writer {
-            for i in 0..self.cfg.interfaces.len() {
-                let (recv, drop) = stats
-                    .get(i)
-                    .copied()
-                    .map_or((None, None), |(r, d)| (Some(r), Some(d)));
-                let isb = Isb {
-                    start_ns: self.first_ts,
-                    end_ns: Some(self.last_ts),
-                    ifrecv: recv,
-                    ifdrop: drop,
-                    osdrop: drop,
-                    usrdeliv: self.delivered.get(i).copied(),
-                    ..Default::default()
-                };
-                w.write_isb(i as u32, self.last_ts, &isb)?;
+    /// as the file's ISBs.
+    fn write_isbs(&mut self, stats: &[(u64, u64)]) {
+        let Some(Writer::Pcapng(w)) = self.writer.as_mut() else {
+            return;
+        };
+        for i in 0..self.cfg.interfaces.len() {
+            let (recv, drop) = stats
+                .get(i)
+                .copied()
+                .map_or((None, None), |(r, d)| (Some(r), Some(d)));
+            let isb = Isb {
+                start_ns: self.first_ts,
+                end_ns: Some(self.last_ts),
+                ifrecv: recv,
+                ifdrop: drop,
+                osdrop: drop,
+                usrdeliv: self.delivered.get(i).copied(),
+                ..Default::default()
+            };
+            if w.write_isb(i as u32, self.last_ts, &isb).is_ok() {
+                let _ = w.get_mut().end_block(false);
             }
         }
-        let written = self.written;
-        let r = self.writer.out().close(written);
-        self.note(r)
     }
 
-    /// Closes the file, with per-interface (received, dropped) statistics for the ISBs.
-    /// Returns the paths of the files kept and the packets lost to a cut-back file.
-    pub fn finish(mut self, stats: &[(u64, u64)]) -> (Vec<PathBuf>, u64, Option<io::Error>) {
-        // A file cut back to its last good block after a failed write gets nothing more.
-        let err = if self.failed.is_some() {
-            None
-        } else {
-            self.close_current(stats).err()
+    /// Closes the file, with per-interface (received, dropped) statistics for the ISBs, and
+    /// waits for the disk writer to finish.
+    pub fn finish(mut self, stats: &[(u64, u64)]) -> Finished {
+        self.write_isbs(stats);
+        if let Some(w) = self.writer.take() {
+            let mut out = w.into_out();
+            out.close_file(None);
+        }
+        let report = match self.disk.take() {
+            Some(d) => d.join(),
+            None => DiskReport::default(),
         };
-        (self.kept.into(), self.lost, err)
+        Finished {
+            files: report.files,
+            lost: report.lost,
+            error: report.error,
+            notes: report.notes,
+        }
     }
 }
 

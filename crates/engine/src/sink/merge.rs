@@ -77,8 +77,13 @@ impl MergeHandle {
 }
 
 /// Runs the merge until every worker is done. Returns the sink and the packets it could not
-/// write.
-pub fn run(rx: Receiver<Batch>, workers: usize, mut sink: FileSink) -> (FileSink, u64) {
+/// write (`disk` drops). A failed file ends the merge early: the rest are counted too.
+pub fn run(
+    rx: Receiver<Batch>,
+    workers: usize,
+    mut sink: FileSink,
+    ctl: &crate::worker::Control,
+) -> (FileSink, u64) {
     let mut queues: Vec<VecDeque<(Batch, usize)>> = (0..workers).map(|_| VecDeque::new()).collect();
     let mut wm = vec![0u64; workers];
     let mut done = vec![false; workers];
@@ -98,6 +103,10 @@ pub fn run(rx: Receiver<Batch>, workers: usize, mut sink: FileSink) -> (FileSink
         }
         let all_done = done.iter().all(|d| *d);
         errors += drain(&mut queues, &wm, &done, all_done, &mut sink);
+        if sink.failed() {
+            // A write failed: end the capture; the workers' last batches are counted.
+            ctl.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         if all_done {
             return (sink, errors);
         }

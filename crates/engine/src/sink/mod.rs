@@ -1,4 +1,5 @@
 //! Sinks: where packets end up.
+pub mod disk;
 pub mod file;
 pub mod merge;
 pub mod output;

@@ -1,219 +1,282 @@
-//! Where a capture file's bytes go: a file or standard output, written in whole blocks.
+//! The front end of a capture file: the thread that formats pcap/pcapng blocks (a capture
+//! worker, a stage thread or the merge thread) appends them to an aligned buffer, and hands
+//! each full buffer to the file's disk writer ([`super::disk`]) without waiting for it.
 //!
-//! The writers append complete pcap/pcapng blocks to an in-memory buffer; [`Output::commit`]
-//! writes it out in whole multiples of [`COMMIT_BYTES`], so every write to the file is
-//! page-aligned (the page cache then never has to merge a partial page), and keeps the
-//! remainder for the next commit. Each commit also records where the last whole block
-//! ends. If a write fails (a full disk), the file is cut back to the last block boundary
-//! already on disk, so it always ends on a whole block and stays readable, and
-//! [`Output::lost`] tells how many packets that cut removed.
+//! A plain file's buffers are written as they are, with direct I/O: a full buffer is cut at
+//! the last multiple of the alignment, and the bytes after the cut (the end of the last
+//! blocks, less than one alignment unit) are copied to the front of the next buffer, which
+//! the disk writer then writes at the cut's offset. So the formatting thread writes each
+//! byte once, and the disk writer writes whole aligned buffers.
 //!
-//! A sealed output ([`super::sealed`]) writes its header at creation and then each commit
-//! as one encrypted chunk: the buffer keeps [`CHUNK_HEAD`] bytes free at its front, so a
-//! chunk is sealed in place and written with one call, and every chunk ends on a block.
+//! A sealed file's buffers are plaintext with [`CHUNK_HEAD`] bytes free at the front; the
+//! disk writer indexes, seals and stages them (sealing is the disk writer's work).
+//!
+//! When no buffer is free (the disk is behind) the front end refuses packets, which the
+//! caller counts as `disk` drops; it never waits.
 
-use std::fs::File;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender};
 
-use super::sealed::{SealConfig, Sealer, CHUNK_HEAD};
+use corecap_linux::direct::AlignedBuf;
 
-/// Buffered output that commits whole blocks.
+use super::disk::Msg;
+use super::sealed::{CHUNK_HEAD, TAG};
+
+/// Bytes formatted before a buffer is handed to the disk writer.
+pub const BUFFER_BYTES: usize = 1 << 20;
+/// Room past [`BUFFER_BYTES`] for the block that crosses it (a pcapng block of a
+/// 262144-byte snap length with options), a sealed chunk's tag and the carried tail.
+pub const BUFFER_SLACK: usize = 512 << 10;
+
+/// Why a packet was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No buffer was free: the disk is behind (a `disk` drop).
+    Disk,
+    /// The file failed (a write error); the capture should stop.
+    Failed,
+}
+
+/// A buffer handed to the disk writer.
+#[derive(Debug)]
+pub(crate) struct Filled {
+    pub(crate) buf: AlignedBuf,
+    /// Plain files: the file offset of `buf[0]`.
+    pub(crate) off: u64,
+    /// Plain files: bytes to write from `buf[0]` (a multiple of the alignment, except in
+    /// a file's last buffer).
+    pub(crate) write_len: usize,
+    /// The whole blocks that are new in this buffer (sealed: the chunk's plaintext).
+    pub(crate) blocks: std::ops::Range<usize>,
+    /// Packets in `blocks`.
+    pub(crate) packets: u64,
+    /// In the first buffer of a file: the file header's length (pcap header, or pcapng
+    /// SHB and IDBs) at the front of `blocks`; else 0.
+    pub(crate) header: usize,
+}
+
+/// The formatting side of a capture file.
 #[derive(Debug)]
 pub struct Output {
-    target: Target,
-    buf: Vec<u8>,
-    /// Bytes written to the target.
-    committed: u64,
-    /// The last block boundary (file length, packets before it) known to be on disk.
-    safe: (u64, u64),
-    /// A block boundary past `committed`, with the packets before it.
-    pending: Option<(u64, u64)>,
-    /// Packets removed by cutting the file back after a failed write.
-    lost: u64,
-    /// The chunk sealer of a sealed file.
-    seal: Option<Sealer>,
-    /// Bytes kept free at the front of `buf` (the chunk head of a sealed file).
-    head: usize,
+    to_disk: Sender<Msg>,
+    free: Receiver<AlignedBuf>,
+    /// The buffer being filled; None while stalled with no free buffer.
+    buf: Option<AlignedBuf>,
+    /// A full buffer waiting for a free one to follow it (stalled).
+    parked: Option<AlignedBuf>,
+    /// Bytes in `buf` (or `parked`).
+    len: usize,
+    /// Where this buffer's new blocks start: after the carried tail (plain) or the chunk
+    /// head (sealed). Always a block boundary.
+    start: usize,
+    /// `len` after the last whole block.
+    mark: usize,
+    /// File offset of `buf[0]` (plain files).
+    off: u64,
+    /// Packets whose blocks lie in `buf[start..mark]`.
+    packets: u64,
+    /// Bytes of blocks formatted into this file.
+    bytes: u64,
+    /// The file header's length, while it is in the current buffer.
+    header: usize,
+    align: usize,
+    sealed: bool,
+    /// A block did not fit: it is rolled back at its end.
+    overflow: bool,
+    /// The disk writer is gone.
+    dead: bool,
 }
-
-#[derive(Debug)]
-enum Target {
-    File(File, PathBuf),
-    Stdout(io::Stdout),
-}
-
-/// Bytes buffered before a commit is due: small enough that the buffer stays in the
-/// core's L2 cache between the copy in and the write out.
-pub const COMMIT_BYTES: usize = 64 << 10;
 
 impl Output {
-    /// Creates (truncates) a file, or standard output for `-`; sealed if `seal` is given,
-    /// in which case the file header (with the wrapped data key) is written at once.
-    pub fn create(path: &Path, seal: Option<&SealConfig>) -> io::Result<Self> {
-        let target = if path == Path::new("-") {
-            Target::Stdout(io::stdout())
-        } else {
-            Target::File(File::create(path)?, path.to_owned())
-        };
-        let mut out = Self {
-            target,
-            buf: Vec::with_capacity(2 * COMMIT_BYTES + 65536),
-            committed: 0,
-            safe: (0, 0),
-            pending: None,
-            lost: 0,
-            seal: None,
-            head: 0,
-        };
-        if let Some(cfg) = seal {
-            let (sealer, header) = Sealer::new(cfg).map_err(|e| io::Error::other(e.to_string()))?;
-            out.write_target(&header)?;
-            out.committed = header.len() as u64;
-            out.safe = (out.committed, 0);
-            out.seal = Some(sealer);
-            out.head = CHUNK_HEAD;
-            out.buf.resize(CHUNK_HEAD, 0);
-        }
-        Ok(out)
-    }
-
-    fn write_target(&mut self, b: &[u8]) -> io::Result<()> {
-        match &mut self.target {
-            Target::File(f, _) => f.write_all(b),
-            Target::Stdout(s) => s.write_all(b).and_then(|_| s.flush()),
+    pub(crate) fn new(
+        to_disk: Sender<Msg>,
+        free: Receiver<AlignedBuf>,
+        first: AlignedBuf,
+        align: usize,
+        sealed: bool,
+    ) -> Self {
+        let start = if sealed { CHUNK_HEAD } else { 0 };
+        Self {
+            to_disk,
+            free,
+            buf: Some(first),
+            parked: None,
+            len: start,
+            start,
+            mark: start,
+            off: 0,
+            packets: 0,
+            bytes: 0,
+            header: 0,
+            align,
+            sealed,
+            overflow: false,
+            dead: false,
         }
     }
 
-    /// Whether enough is buffered that a commit is due.
-    pub fn due(&self) -> bool {
-        self.buf.len() - self.head >= COMMIT_BYTES
-    }
-
-    /// Bytes committed plus buffered.
+    /// Bytes of blocks formatted into the current file.
     pub fn len(&self) -> u64 {
-        self.committed + (self.buf.len() - self.head) as u64
+        self.bytes
     }
 
-    /// Whether nothing was written.
+    /// Whether nothing was formatted into the current file.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.bytes == 0
     }
 
-    /// The file path, or None for standard output.
-    pub fn path(&self) -> Option<&Path> {
-        match &self.target {
-            Target::File(_, p) => Some(p),
-            Target::Stdout(_) => None,
-        }
-    }
-
-    /// Packets removed by cutting the file back after a failed write.
-    pub fn lost(&self) -> u64 {
-        self.lost
-    }
-
-    /// Writes out the buffered blocks. Call it right after a whole block, with the number of
-    /// packets written so far. Files get whole multiples of [`COMMIT_BYTES`] unless `all`.
-    /// On failure the file is cut back to its last block boundary on disk.
-    pub fn commit(&mut self, packets: u64, all: bool) -> io::Result<()> {
-        if self.seal.is_some() {
-            return self.commit_sealed(packets, all, false);
-        }
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let boundary = (self.committed + self.buf.len() as u64, packets);
-        let n = match self.target {
-            Target::File(..) if !all => self.buf.len() / COMMIT_BYTES * COMMIT_BYTES,
-            _ => self.buf.len(),
-        };
-        if n == 0 {
-            return Ok(());
-        }
-        let r = match &mut self.target {
-            Target::File(f, _) => f.write_all(&self.buf[..n]),
-            Target::Stdout(s) => s.write_all(&self.buf[..n]).and_then(|_| s.flush()),
-        };
-        match r {
-            Ok(()) => {
-                self.committed += n as u64;
-                self.buf.drain(..n);
-                for b in [self.pending.take(), Some(boundary)].into_iter().flatten() {
-                    if b.0 <= self.committed {
-                        self.safe = b;
-                    } else {
-                        self.pending = Some(b);
-                    }
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.buf.clear();
-                self.pending = None;
-                self.cut_back(packets);
-                Err(e)
+    fn take_free(&mut self) -> Option<AlignedBuf> {
+        match self.free.try_recv() {
+            Ok(b) => Some(b),
+            Err(std::sync::mpsc::TryRecvError::Empty) => None,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                self.dead = true;
+                None
             }
         }
     }
 
-    /// Seals everything buffered as one chunk (a chunk ends on a block, as a commit is
-    /// called right after one) and writes it; `last` marks the final chunk of the file.
-    fn commit_sealed(&mut self, packets: u64, all: bool, last: bool) -> io::Result<()> {
-        let data = self.buf.len() - CHUNK_HEAD;
-        if (data == 0 && !last) || (!all && data < COMMIT_BYTES) {
-            return Ok(());
+    /// Whether a packet can be taken now. After a stall, a free buffer lets the parked
+    /// full one go out first.
+    pub fn ready(&mut self) -> Result<(), Refused> {
+        if self.dead {
+            return Err(Refused::Failed);
         }
-        let sealer = self.seal.as_mut().expect("sealed output");
-        sealer.seal(&mut self.buf, last);
-        let mut chunk = std::mem::take(&mut self.buf);
-        let r = self.write_target(&chunk);
-        chunk.truncate(CHUNK_HEAD);
-        self.buf = chunk;
-        match r {
-            Ok(()) => {
-                self.committed += (data + CHUNK_HEAD + super::sealed::TAG) as u64;
-                self.safe = (self.committed, packets);
-                Ok(())
+        if self.buf.is_none() {
+            let Some(fresh) = self.take_free() else {
+                return Err(if self.dead {
+                    Refused::Failed
+                } else {
+                    Refused::Disk
+                });
+            };
+            match self.parked.take() {
+                Some(full) => self.send_full(full, fresh),
+                None => self.buf = Some(fresh),
             }
-            Err(e) => {
-                if let Some(s) = self.seal.as_mut() {
-                    s.unseal_last();
-                }
-                self.cut_back(packets);
-                Err(e)
-            }
-        }
-    }
-
-    /// After a failed write: cuts the file back to the last whole block on disk and counts
-    /// the packets that removed.
-    fn cut_back(&mut self, packets: u64) {
-        self.lost = packets - self.safe.1;
-        if let Target::File(f, _) = &mut self.target {
-            let _ = f.set_len(self.safe.0);
-            let _ = std::io::Seek::seek(f, io::SeekFrom::Start(self.safe.0));
-        }
-        self.committed = self.safe.0;
-    }
-
-    /// Commits everything and syncs to disk (files only).
-    pub fn close(&mut self, packets: u64) -> io::Result<()> {
-        if self.seal.is_some() {
-            self.commit_sealed(packets, true, true)?;
-        } else {
-            self.commit(packets, true)?;
-        }
-        if let Target::File(f, _) = &mut self.target {
-            f.sync_data()?;
         }
         Ok(())
+    }
+
+    /// Marks the end of the file header (written right after the file is started).
+    pub fn header_done(&mut self) {
+        self.bytes += (self.len - self.mark) as u64;
+        self.mark = self.len;
+        self.header = self.len - self.start;
+    }
+
+    /// Ends a whole block (`packet`: an EPB or a pcap record). Hands the buffer over when
+    /// it is full. An error means the block was rolled back (count the packet dropped).
+    pub fn end_block(&mut self, packet: bool) -> Result<(), Refused> {
+        if self.overflow || self.buf.is_none() {
+            self.overflow = false;
+            self.len = self.mark;
+            return Err(if self.dead {
+                Refused::Failed
+            } else {
+                Refused::Disk
+            });
+        }
+        self.bytes += (self.len - self.mark) as u64;
+        self.mark = self.len;
+        self.packets += u64::from(packet);
+        if self.len - self.start >= BUFFER_BYTES {
+            let full = self.buf.take().expect("buffer checked above");
+            match self.take_free() {
+                Some(fresh) => self.send_full(full, fresh),
+                None => self.parked = Some(full),
+            }
+        }
+        Ok(())
+    }
+
+    /// This buffer's contents as a message; resets the counters for the next buffer.
+    fn filled(&mut self, buf: AlignedBuf, last: bool) -> (Filled, usize) {
+        let write_len = if last || self.sealed {
+            self.len
+        } else {
+            self.len / self.align * self.align
+        };
+        let f = Filled {
+            buf,
+            off: self.off,
+            write_len,
+            blocks: self.start..self.len,
+            packets: self.packets,
+            header: std::mem::take(&mut self.header),
+        };
+        let tail = self.len - write_len;
+        self.off += write_len as u64;
+        self.packets = 0;
+        (f, tail)
+    }
+
+    /// Sends the full buffer and carries its unaligned tail into `fresh`.
+    fn send_full(&mut self, full: AlignedBuf, mut fresh: AlignedBuf) {
+        let (f, tail) = self.filled(full, false);
+        if self.sealed {
+            self.start = CHUNK_HEAD;
+        } else {
+            fresh.bytes_mut()[..tail].copy_from_slice(&f.buf.bytes()[f.write_len..self.len]);
+            self.start = tail;
+        }
+        self.len = self.start;
+        self.mark = self.start;
+        self.buf = Some(fresh);
+        if self.to_disk.send(Msg::Fill(f)).is_err() {
+            self.dead = true;
+        }
+    }
+
+    /// Ends the current file: its last buffer goes to the disk writer, which cuts the file
+    /// to its exact length, writes its index and gives it its name. With `next`, the disk
+    /// writer then starts that file, and blocks formatted from here on go into it. Waits
+    /// for a free buffer only when `next` is None (the end of the capture).
+    pub(crate) fn close_file(&mut self, next: Option<std::path::PathBuf>) {
+        self.len = self.mark;
+        let full = match (self.parked.take(), self.buf.take()) {
+            (Some(p), Some(b)) => {
+                // Cannot happen (a parked buffer leaves `buf` empty); keep both safe.
+                drop(b);
+                p
+            }
+            (Some(p), None) | (None, Some(p)) => p,
+            (None, None) => AlignedBuf::new(self.align, self.align),
+        };
+        let (last, _) = self.filled(full, true);
+        let more = next.is_some();
+        if self.to_disk.send(Msg::Close { last, next }).is_err() {
+            self.dead = true;
+        }
+        self.off = 0;
+        self.bytes = 0;
+        self.start = if self.sealed { CHUNK_HEAD } else { 0 };
+        self.len = self.start;
+        self.mark = self.start;
+        if more {
+            // The next file's header goes in at once, so it needs a buffer: wait for one
+            // (rotation is rare), or make one if the disk writer holds them all for long.
+            self.buf = match self.free.recv_timeout(std::time::Duration::from_secs(1)) {
+                Ok(b) => Some(b),
+                Err(_) if !self.dead => {
+                    Some(AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, self.align))
+                }
+                Err(_) => None,
+            };
+        }
     }
 }
 
 impl Write for Output {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(b);
+        let room = if self.sealed { TAG } else { 0 };
+        match self.buf.as_mut() {
+            Some(buf) if self.len + b.len() + room <= buf.capacity() => {
+                buf.bytes_mut()[self.len..self.len + b.len()].copy_from_slice(b);
+                self.len += b.len();
+            }
+            _ => self.overflow = true,
+        }
         Ok(b.len())
     }
 

@@ -344,16 +344,25 @@ impl Sealer {
     /// Seals `buf[CHUNK_HEAD..]` in place: fills the chunk head at the front and appends the
     /// tag, so `buf` becomes one whole chunk to write.
     pub fn seal(&mut self, buf: &mut Vec<u8>, last: bool) {
-        let len = (buf.len() - CHUNK_HEAD) as u32;
-        buf[..4].copy_from_slice(&len.to_le_bytes());
+        let len = buf.len() - CHUNK_HEAD;
+        buf.resize(buf.len() + TAG, 0);
+        self.seal_in(buf, len, last);
+    }
+
+    /// Seals the `len` bytes at `buf[CHUNK_HEAD..]` in place, fills the chunk head and puts
+    /// the tag after them. Returns the chunk's length. `buf` must hold the whole chunk.
+    pub fn seal_in(&mut self, buf: &mut [u8], len: usize, last: bool) -> usize {
+        let end = CHUNK_HEAD + len;
+        buf[..4].copy_from_slice(&(len as u32).to_le_bytes());
         buf[4] = if last { FLAG_FINAL } else { 0 };
         buf[5..8].fill(0);
         let nonce = chunk_nonce(self.index);
         buf[8..20].copy_from_slice(&nonce);
         let aad = chunk_aad(&self.file_id, self.index, &buf[..8]);
-        let tag = self.aead.seal(&nonce, &aad, &mut buf[CHUNK_HEAD..]);
-        buf.extend_from_slice(&tag);
+        let tag = self.aead.seal(&nonce, &aad, &mut buf[CHUNK_HEAD..end]);
+        buf[end..end + TAG].copy_from_slice(&tag);
         self.index += 1;
+        end + TAG
     }
 
     /// Takes back the last sealed chunk (it was cut from the file after a failed write).

@@ -16,12 +16,17 @@ pub struct MemberOutcome {
     pub delivered: u64,
     /// Wire bytes of those packets.
     pub bytes: u64,
-    /// Packets the app could not take (write errors, and packets cut from a file).
+    /// Packets the app could not take.
     pub app_drops: u64,
+    /// Packets lost at the disk (no free buffer, or cut from a file after a failed write).
+    pub disk_drops: u64,
     /// Files written.
     pub files: Vec<PathBuf>,
     /// A file error, if any.
     pub error: Option<String>,
+    /// Notes for the user (a filesystem without direct I/O).
+    #[serde(skip)]
+    pub notes: Vec<String>,
     /// Flow accounting, when it ran.
     pub flows: Option<crate::stage::flows::FlowStats>,
     /// Packets older than the member's start (an on-demand capture takes packets from its
@@ -55,6 +60,10 @@ pub struct MemberLive {
     pub pipe_full: Arc<AtomicU64>,
     /// Packets the app could not take.
     pub app_drops: AtomicU64,
+    /// Packets lost at the disk.
+    pub disk_drops: AtomicU64,
+    /// Set when the member's file failed (a write error): the capture should end.
+    pub failed: AtomicBool,
     /// The count was reached: the member takes no more packets.
     pub done: AtomicBool,
 }
@@ -82,21 +91,25 @@ fn deliver(
         o.before_start += 1;
         return;
     }
-    if lim.count.is_some_and(|c| o.delivered + o.app_drops >= c) {
+    if lim
+        .count
+        .is_some_and(|c| o.delivered + o.app_drops + o.disk_drops >= c)
+    {
         o.over_count += 1;
         return;
     }
-    if o.delivered == 0 && o.app_drops == 0 {
+    if o.delivered == 0 && o.app_drops == 0 && o.disk_drops == 0 {
         o.first_ts_ns = p.ts_ns;
     }
     if let Some(t) = flows {
         t.packet(p);
     }
-    if sink.as_mut().is_none_or(|s| s.write(p).is_ok()) {
-        o.delivered += 1;
-        o.bytes += u64::from(p.wire_len);
-    } else {
-        o.app_drops += 1;
+    match sink.as_mut().map_or(Ok(()), |s| s.write(p)) {
+        Ok(()) => {
+            o.delivered += 1;
+            o.bytes += u64::from(p.wire_len);
+        }
+        Err(_) => o.disk_drops += 1,
     }
 }
 
@@ -109,9 +122,10 @@ impl MemberOutcome {
             l.bytes.store(self.bytes, Ordering::Relaxed);
             l.first_ts_ns.store(self.first_ts_ns, Ordering::Relaxed);
             l.app_drops.store(self.app_drops, Ordering::Relaxed);
+            l.disk_drops.store(self.disk_drops, Ordering::Relaxed);
             if lim
                 .count
-                .is_some_and(|c| self.delivered + self.app_drops >= c)
+                .is_some_and(|c| self.delivered + self.app_drops + self.disk_drops >= c)
             {
                 l.done.store(true, Ordering::Relaxed);
             }
@@ -170,13 +184,14 @@ pub fn run(
         }
     }
     if let Some(s) = sink {
-        let (files, lost, err) = s.finish(&[]);
-        o.files = files;
-        o.delivered -= lost.min(o.delivered);
-        o.app_drops += lost;
-        if let Some(e) = err {
-            o.error = Some(format!("closing the output file: {e}"));
+        let done = s.finish(&[]);
+        o.files = done.files;
+        o.delivered -= done.lost.min(o.delivered);
+        o.disk_drops += done.lost;
+        if let Some(e) = done.error {
+            o.error = Some(e);
         }
+        o.notes = done.notes;
     }
     o.publish(&lim);
     o

@@ -4,7 +4,7 @@
 //! line. The worker keeps running totals in plain locals and publishes them once per block
 //! with Relaxed stores (only the owner writes its counters); readers sum them when asked.
 //! The accounting identity is
-//! `kernel_packets = packets + drops.kernel + drops.app + drops.stop`.
+//! `kernel_packets = packets + drops.kernel + drops.app + drops.disk + drops.stop`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,6 +25,7 @@ struct Counters {
     kernel_drops: AtomicU64,
     freezes: AtomicU64,
     app_drops: AtomicU64,
+    disk_drops: AtomicU64,
     stop_drops: AtomicU64,
     filtered: AtomicU64,
     first_ts_ns: AtomicU64,
@@ -43,8 +44,11 @@ pub struct Snapshot {
     pub kernel_drops: u64,
     /// Times the kernel froze the ring.
     pub freezes: u64,
-    /// Packets an app could not take (write error, full queue).
+    /// Packets an app could not take (a full queue, a block the writer refused).
     pub app_drops: u64,
+    /// Packets lost at the disk: no free buffer (the disk was behind), or cut from a file
+    /// after a failed write.
+    pub disk_drops: u64,
     /// Packets received after the capture had reached its count or been stopped.
     pub stop_drops: u64,
     /// Packets a userspace filter rejected (file input only; the kernel filter is not counted).
@@ -61,6 +65,7 @@ impl std::ops::AddAssign for Snapshot {
         self.kernel_drops += o.kernel_drops;
         self.freezes += o.freezes;
         self.app_drops += o.app_drops;
+        self.disk_drops += o.disk_drops;
         self.stop_drops += o.stop_drops;
         self.filtered += o.filtered;
         self.first_ts_ns = match (self.first_ts_ns, o.first_ts_ns) {
@@ -73,7 +78,8 @@ impl std::ops::AddAssign for Snapshot {
 impl Snapshot {
     /// Whether every counted packet is delivered or counted as dropped.
     pub fn balanced(&self) -> bool {
-        self.kernel_packets == self.packets + self.kernel_drops + self.app_drops + self.stop_drops
+        self.kernel_packets
+            == self.packets + self.kernel_drops + self.app_drops + self.disk_drops + self.stop_drops
     }
 }
 
@@ -87,6 +93,7 @@ impl WorkerCounters {
         c.kernel_drops.store(s.kernel_drops, Ordering::Relaxed);
         c.freezes.store(s.freezes, Ordering::Relaxed);
         c.app_drops.store(s.app_drops, Ordering::Relaxed);
+        c.disk_drops.store(s.disk_drops, Ordering::Relaxed);
         c.stop_drops.store(s.stop_drops, Ordering::Relaxed);
         c.filtered.store(s.filtered, Ordering::Relaxed);
         c.first_ts_ns.store(s.first_ts_ns, Ordering::Relaxed);
@@ -103,6 +110,7 @@ impl WorkerCounters {
             kernel_drops: c.kernel_drops.load(Ordering::Relaxed),
             freezes: c.freezes.load(Ordering::Relaxed),
             app_drops: c.app_drops.load(Ordering::Relaxed),
+            disk_drops: c.disk_drops.load(Ordering::Relaxed),
             stop_drops: c.stop_drops.load(Ordering::Relaxed),
             filtered: c.filtered.load(Ordering::Relaxed),
             first_ts_ns: c.first_ts_ns.load(Ordering::Relaxed),

@@ -1,0 +1,666 @@
+//! The disk writer of a capture file: a thread of its own per file sink, so that the thread
+//! that formats packets (a capture worker, a stage, the merge thread) never waits on the disk.
+//!
+//! It takes the buffers that [`super::output::Output`] fills, indexes their blocks, seals
+//! them (sealed files), and writes them with direct I/O through an io_uring that keeps
+//! several writes in flight. Space is reserved ahead with `fallocate`. A file is written
+//! under a hidden name (`.NAME.part` in the same directory) and renamed to its own name only
+//! once it is whole: cut to its exact length and synced. So a reader never sees a torn file
+//! under a capture file's name.
+//!
+//! A failed write (a full disk) ends the file: the disk writer waits for the writes still in
+//! flight, cuts the file back to the last block boundary that is on disk (never shorter than
+//! its header), names it, and reports the error and the packets that the cut removed.
+//! Packets handed over after that are counted lost too. Rotation's `files:N`, and the
+//! byte budget of [`Retention`], delete the oldest files once a newer one is whole.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
+
+use super::output::{Filled, BUFFER_BYTES, BUFFER_SLACK};
+use super::sealed::{SealConfig, Sealer, CHUNK_HEAD};
+
+/// What the front end sends.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    /// A full buffer.
+    Fill(Filled),
+    /// A file's last buffer; then start `next`, if given.
+    Close { last: Filled, next: Option<PathBuf> },
+}
+
+/// Writes in flight per file.
+const DEPTH: u32 = 8;
+/// `fallocate` step.
+const RESERVE_STEP: u64 = 64 << 20;
+/// Buffers per file sink (the front end's, and the disk's backlog): 16 MiB.
+pub const BUFFERS: usize = 16;
+
+/// Whole files kept under a byte budget (`--retain`), shared by every file sink of a
+/// capture (or by the daemon's captures): once a file is whole, the oldest are deleted
+/// until the kept files and the files being written fit.
+#[derive(Debug)]
+pub struct Retention {
+    budget: u64,
+    /// Whole files, oldest first, with their bytes (index included).
+    kept: Mutex<VecDeque<(PathBuf, u64)>>,
+    /// Bytes of the files being written. Each disk writer adds what it writes and takes it
+    /// back at close; Relaxed, a total read when a file closes.
+    open_bytes: AtomicU64,
+    deleted_files: AtomicU64,
+    deleted_bytes: AtomicU64,
+}
+
+impl Retention {
+    /// A budget of `budget` bytes.
+    pub fn new(budget: u64) -> Arc<Self> {
+        Arc::new(Self {
+            budget,
+            kept: Mutex::new(VecDeque::new()),
+            open_bytes: AtomicU64::new(0),
+            deleted_files: AtomicU64::new(0),
+            deleted_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// Files and bytes deleted so far.
+    pub fn deleted(&self) -> (u64, u64) {
+        (
+            self.deleted_files.load(Ordering::Relaxed),
+            self.deleted_bytes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The budget in bytes.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Adds a whole file and deletes the oldest files over the budget (never the one just
+    /// added). Returns the deleted paths.
+    pub fn add(&self, path: PathBuf, bytes: u64) -> Vec<PathBuf> {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.push_back((path, bytes));
+        let open = self.open_bytes.load(Ordering::Relaxed);
+        let mut total: u64 = kept.iter().map(|k| k.1).sum::<u64>() + open;
+        let mut gone = Vec::new();
+        while total > self.budget && kept.len() > 1 {
+            let Some((p, b)) = kept.pop_front() else {
+                break;
+            };
+            remove_with_index(&p);
+            total -= b;
+            self.deleted_files.fetch_add(1, Ordering::Relaxed);
+            self.deleted_bytes.fetch_add(b, Ordering::Relaxed);
+            gone.push(p);
+        }
+        gone
+    }
+}
+
+/// Deletes a capture file and its index.
+pub fn remove_with_index(p: &Path) {
+    let _ = fs::remove_file(p);
+    let _ = fs::remove_file(index_path(p));
+}
+
+/// The index beside a capture file: `x.pcapng` → `x.pcapng.idx`.
+pub fn index_path(p: &Path) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(".idx");
+    PathBuf::from(s)
+}
+
+/// The hidden name a file is written under: `dir/.NAME.part`.
+pub fn part_path(p: &Path) -> PathBuf {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    p.with_file_name(format!(".{name}.part"))
+}
+
+/// How the disk writer writes.
+#[derive(Clone, Debug)]
+pub struct DiskConfig {
+    /// Try direct I/O (`--no-direct` turns it off).
+    pub direct: bool,
+    /// Sealing.
+    pub seal: Option<SealConfig>,
+    /// Keep at most this many files of this sink (`-b files:N`).
+    pub files: Option<usize>,
+    /// The capture's byte budget.
+    pub retention: Option<Arc<Retention>>,
+}
+
+/// What a disk writer reports at its end.
+#[derive(Debug, Default)]
+pub struct DiskReport {
+    /// Files written and still there, oldest first.
+    pub files: Vec<PathBuf>,
+    /// Packets handed over but not in any file (cut back after a failed write, or handed
+    /// over after it).
+    pub lost: u64,
+    /// The error that ended writing, naming the file.
+    pub error: Option<String>,
+    /// What the user should know (a filesystem without direct I/O).
+    pub notes: Vec<String>,
+}
+
+/// Where a file's bytes go.
+enum Target {
+    File {
+        file: DirectFile,
+        /// The hidden name it is written under, and its own name.
+        part: PathBuf,
+        path: PathBuf,
+    },
+    Stdout,
+}
+
+/// Opens a new capture file under its hidden name (a stale one from a crash is replaced).
+pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
+    let part = part_path(path);
+    match DirectFile::create(&part, direct, 0o640) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fs::remove_file(&part)?;
+            DirectFile::create(&part, direct, 0o640)
+        }
+        r => r,
+    }
+    .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))
+}
+
+/// The state of the file being written.
+struct Current {
+    target: Target,
+    /// End of the bytes handed to the ring (the file's length so far).
+    end: u64,
+    /// Bytes reserved with fallocate; u64::MAX once the filesystem said no.
+    reserved: u64,
+    /// Every byte before `durable` is on disk.
+    durable: u64,
+    /// Finished writes past `durable`: offset → end.
+    done: BTreeMap<u64, u64>,
+    /// Block boundaries not yet durable: (file offset, packets before it).
+    bounds: VecDeque<(u64, u64)>,
+    /// The last durable block boundary.
+    safe: (u64, u64),
+    /// Packets handed over for this file.
+    packets: u64,
+    /// The file header, kept to restore a file cut back before its first block.
+    header: Vec<u8>,
+    sealer: Option<Sealer>,
+    /// Sealed files: the staging buffer that chunks are copied into, and its length.
+    stage: Option<(AlignedBuf, usize)>,
+    failed: bool,
+}
+
+struct DiskWriter {
+    cfg: DiskConfig,
+    ring: WriteRing,
+    free: Sender<AlignedBuf>,
+    /// Staging buffers of sealed files, free.
+    spare: Vec<AlignedBuf>,
+    cur: Option<Current>,
+    align: usize,
+    failed: Arc<AtomicBool>,
+    report: DiskReport,
+    kept: VecDeque<PathBuf>,
+    noted_buffered: bool,
+    scratch: Vec<Done>,
+}
+
+/// Tags of writes: whose buffer it is.
+const TAG_FRONT: u64 = 0;
+const TAG_STAGE: u64 = 1;
+
+impl DiskWriter {
+    fn start_file(&mut self, target: Target) -> io::Result<()> {
+        if let Target::File { file, path, .. } = &target {
+            if !file.is_direct() && self.cfg.direct && !self.noted_buffered {
+                self.noted_buffered = true;
+                let dir = path.parent().unwrap_or(Path::new("."));
+                self.report.notes.push(format!(
+                    "the filesystem of {} refuses direct I/O; writing through the page cache",
+                    if dir.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        dir
+                    }
+                    .display()
+                ));
+            }
+        }
+        let mut cur = Current {
+            target,
+            end: 0,
+            reserved: 0,
+            durable: 0,
+            done: BTreeMap::new(),
+            bounds: VecDeque::new(),
+            safe: (0, 0),
+            packets: 0,
+            header: Vec::new(),
+            sealer: None,
+            stage: None,
+            failed: false,
+        };
+        if let Some(sc) = &self.cfg.seal {
+            let (sealer, header) = Sealer::new(sc).map_err(|e| io::Error::other(e.to_string()))?;
+            let mut stage = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, self.align));
+            stage.bytes_mut()[..header.len()].copy_from_slice(&header);
+            cur.stage = Some((stage, header.len()));
+            cur.bounds.push_back((header.len() as u64, 0));
+            cur.header = header;
+            cur.sealer = Some(sealer);
+        }
+        self.cur = Some(cur);
+        Ok(())
+    }
+
+    /// Takes one buffer from the front end.
+    fn fill(&mut self, f: Filled, last: bool) {
+        let Some(cur) = self.cur.as_mut() else {
+            self.report.lost += f.packets;
+            let _ = self.free.send(f.buf);
+            return;
+        };
+        cur.packets += f.packets;
+        if cur.failed {
+            self.report.lost += f.packets;
+            let _ = self.free.send(f.buf);
+            return;
+        }
+        if f.header > 0 && cur.sealer.is_none() {
+            cur.header = f.buf.bytes()[f.blocks.start..f.blocks.start + f.header].to_vec();
+            cur.bounds
+                .push_back((f.off + (f.blocks.start + f.header) as u64, 0));
+        }
+        if cur.sealer.is_some() {
+            self.seal_and_stage(f, last);
+            return;
+        }
+        let boundary = f.off + f.blocks.end as u64;
+        let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
+        cur.bounds.push_back((boundary, prev + f.packets));
+        let (off, len) = (f.off, f.write_len);
+        self.write(f.buf, len, off, TAG_FRONT);
+    }
+
+    /// Seals a plaintext buffer as one chunk, copies it into the staging buffer and writes
+    /// the staging buffer's aligned part when it is full (or all of it for the last).
+    fn seal_and_stage(&mut self, mut f: Filled, last: bool) {
+        let Some(cur) = self.cur.as_mut() else { return };
+        let Some(sealer) = cur.sealer.as_mut() else {
+            return;
+        };
+        let data = f.blocks.end - CHUNK_HEAD;
+        let chunk = sealer.seal_in(f.buf.bytes_mut(), data, last);
+        // The staging buffer goes out each time it holds a whole buffer's worth.
+        let mut copied = 0;
+        while copied < chunk {
+            let Some((stage, len)) = self.cur.as_mut().and_then(|c| c.stage.as_mut()) else {
+                break;
+            };
+            let n = (stage.capacity() - *len).min(chunk - copied);
+            stage.bytes_mut()[*len..*len + n].copy_from_slice(&f.buf.bytes()[copied..copied + n]);
+            *len += n;
+            copied += n;
+            if *len >= BUFFER_BYTES {
+                self.flush_stage(false);
+            }
+        }
+        let stage_len = self
+            .cur
+            .as_ref()
+            .and_then(|c| c.stage.as_ref())
+            .map_or(0, |s| s.1);
+        let cur = self.cur.as_mut().expect("file open");
+        let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
+        let boundary = cur.end + stage_len as u64;
+        cur.bounds.push_back((boundary, prev + f.packets));
+        let _ = self.free.send(f.buf);
+        if last {
+            self.flush_stage(true);
+        }
+    }
+
+    /// Writes the staging buffer's aligned part (all of it when `all`) and carries the rest
+    /// into a fresh one. Returns the new staging length.
+    fn flush_stage(&mut self, all: bool) -> usize {
+        let align = self.align;
+        let Some(cur) = self.cur.as_mut() else {
+            return 0;
+        };
+        let Some((stage, len)) = cur.stage.take() else {
+            return 0;
+        };
+        let cut = if all { len } else { len / align * align };
+        let mut fresh = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, align));
+        let tail = len - cut;
+        fresh.bytes_mut()[..tail].copy_from_slice(&stage.bytes()[cut..len]);
+        cur.stage = Some((fresh, tail));
+        let off = cur.end;
+        if cut > 0 {
+            self.write(stage, cut, off, TAG_STAGE);
+        } else {
+            self.spare.push(stage);
+        }
+        tail
+    }
+
+    /// Submits one write (padding a direct file's last, unaligned one), after space is
+    /// reserved and a slot is free.
+    fn write(&mut self, mut buf: AlignedBuf, len: usize, off: u64, tag: u64) {
+        let align = self.align;
+        let Some(cur) = self.cur.as_mut() else { return };
+        cur.end = off + len as u64;
+        let file = match &cur.target {
+            Target::File { file, .. } => file,
+            Target::Stdout => {
+                let r = io::stdout()
+                    .lock()
+                    .write_all(&buf.bytes()[..len])
+                    .and_then(|_| io::stdout().lock().flush());
+                let result = r.map(|_| len);
+                self.scratch.push(Done {
+                    tag,
+                    buf,
+                    len,
+                    offset: off,
+                    result,
+                });
+                self.complete();
+                return;
+            }
+        };
+        let mut wlen = len;
+        if file.is_direct() && !len.is_multiple_of(align) {
+            wlen = len.div_ceil(align) * align;
+            buf.bytes_mut()[len..wlen].fill(0);
+        }
+        if cur.reserved != u64::MAX && off + wlen as u64 > cur.reserved {
+            let want = (off + wlen as u64).div_ceil(RESERVE_STEP) * RESERVE_STEP;
+            cur.reserved = match file.reserve(want) {
+                Ok(()) => want,
+                Err(_) => u64::MAX,
+            };
+        }
+        while !self.ring.has_room() {
+            self.reap(1);
+        }
+        let Some(cur) = self.cur.as_ref() else { return };
+        let Target::File { file, .. } = &cur.target else {
+            return;
+        };
+        if let Err(buf) = self.ring.submit(file.file(), buf, wlen, off, tag) {
+            self.scratch.push(Done {
+                tag,
+                buf,
+                len: wlen,
+                offset: off,
+                result: Err(io::Error::other("the write ring refused a write")),
+            });
+            self.complete();
+        }
+        self.reap(0);
+    }
+
+    /// Takes finished writes: recycles buffers, advances the durable prefix, notes errors.
+    fn reap(&mut self, min: usize) {
+        let mut out = std::mem::take(&mut self.scratch);
+        if let Err(e) = self.ring.reap(min, &mut out) {
+            self.fail(e);
+        }
+        self.scratch = out;
+        self.complete();
+    }
+
+    fn complete(&mut self) {
+        let done = std::mem::take(&mut self.scratch);
+        for d in done {
+            let mut result = d.result;
+            if let Ok(n) = &result {
+                if *n < d.len {
+                    result = Err(io::Error::new(
+                        io::ErrorKind::StorageFull,
+                        format!("short write ({n} of {} bytes)", d.len),
+                    ));
+                }
+            }
+            // A direct write the filesystem refuses (EINVAL, 22: alignment): once more,
+            // buffered.
+            if let (Err(e), Some(cur)) = (&result, self.cur.as_mut()) {
+                if let Target::File { file, .. } = &mut cur.target {
+                    if e.raw_os_error() == Some(22) && file.is_direct() {
+                        result = file
+                            .make_buffered()
+                            .and_then(|_| file.write_all_at(&d.buf.bytes()[..d.len], d.offset))
+                            .map(|_| d.len);
+                    }
+                }
+            }
+            match result {
+                Ok(_) => self.durable(d.offset, d.offset + d.len as u64),
+                Err(e) => self.fail(e),
+            }
+            if d.tag == TAG_STAGE {
+                self.spare.push(d.buf);
+            } else {
+                let _ = self.free.send(d.buf);
+            }
+        }
+    }
+
+    fn durable(&mut self, from: u64, to: u64) {
+        let Some(cur) = self.cur.as_mut() else { return };
+        cur.done.insert(from, to);
+        while let Some(to) = cur.done.remove(&cur.durable) {
+            cur.durable = to;
+        }
+        while cur.bounds.front().is_some_and(|b| b.0 <= cur.durable) {
+            cur.safe = cur.bounds.pop_front().expect("front checked");
+        }
+    }
+
+    fn fail(&mut self, e: io::Error) {
+        let Some(cur) = self.cur.as_mut() else { return };
+        if cur.failed {
+            return;
+        }
+        cur.failed = true;
+        // Relaxed: a flag the front end polls once per buffer; the report carries the rest.
+        self.failed.store(true, Ordering::Relaxed);
+        let name = match &cur.target {
+            Target::File { path, .. } => path.display().to_string(),
+            Target::Stdout => "standard output".into(),
+        };
+        self.report
+            .error
+            .get_or_insert_with(|| format!("writing {name}: {e}"));
+    }
+
+    /// Ends the current file: waits for its writes, cuts it to length (or back to its last
+    /// durable block after a failure), syncs it and gives it its name.
+    fn close(&mut self) {
+        if self.cur.as_ref().is_some_and(|c| c.stage.is_some()) {
+            self.flush_stage(true);
+        }
+        while self.ring.in_flight() > 0 {
+            let n = self.ring.in_flight();
+            self.reap(n);
+        }
+        let Some(mut cur) = self.cur.take() else {
+            return;
+        };
+        if let Some((stage, _)) = cur.stage.take() {
+            self.spare.push(stage);
+        }
+        let Target::File { file, part, path } = &mut cur.target else {
+            if cur.failed {
+                self.report.lost += cur.packets - cur.safe.1.min(cur.packets);
+            }
+            return;
+        };
+        let r = if cur.failed {
+            self.report.lost += cur.packets - cur.safe.1.min(cur.packets);
+            cut_back(file, cur.safe.0, &cur.header)
+        } else {
+            file.file()
+                .set_len(cur.end)
+                .and_then(|_| file.file().sync_data())
+        };
+        if let Err(e) = r {
+            self.report
+                .error
+                .get_or_insert_with(|| format!("closing {}: {e}", path.display()));
+        }
+        let bytes = file.file().metadata().map_or(0, |m| m.len());
+        if let Err(e) = fs::rename(&*part, &*path) {
+            self.report.error.get_or_insert_with(|| {
+                format!("naming {} (from {}): {e}", path.display(), part.display())
+            });
+            return;
+        }
+        self.report.files.push(path.clone());
+        self.kept.push_back(path.clone());
+        if let Some(max) = self.cfg.files {
+            while self.kept.len() > max.max(1) {
+                if let Some(old) = self.kept.pop_front() {
+                    remove_with_index(&old);
+                    self.report.files.retain(|f| *f != old);
+                }
+            }
+        }
+        if let Some(r) = &self.cfg.retention {
+            for gone in r.add(path.clone(), bytes) {
+                self.kept.retain(|k| *k != gone);
+                self.report.files.retain(|f| *f != gone);
+            }
+        }
+    }
+}
+
+/// Cuts a failed file back to `safe` bytes, restoring its header if the cut went below it.
+fn cut_back(file: &mut DirectFile, safe: u64, header: &[u8]) -> io::Result<()> {
+    if safe >= header.len() as u64 {
+        return file.file().set_len(safe);
+    }
+    file.file().set_len(0)?;
+    file.make_buffered()?;
+    file.write_all_at(header, 0)
+}
+
+/// A running disk writer.
+#[derive(Debug)]
+pub(crate) struct Disk {
+    pub(crate) tx: Sender<Msg>,
+    pub(crate) failed: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<DiskReport>,
+}
+
+impl Disk {
+    /// Starts the disk writer of a file sink whose first file is `first` (None: standard
+    /// output). Returns it, the front end's first buffer and the free list.
+    pub(crate) fn start(
+        cfg: DiskConfig,
+        first: Option<(DirectFile, PathBuf)>,
+        align: usize,
+        uring: bool,
+    ) -> io::Result<(Self, AlignedBuf, Receiver<AlignedBuf>)> {
+        let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+        let (free_tx, free_rx) = std::sync::mpsc::channel::<AlignedBuf>();
+        let front = AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, align);
+        for _ in 1..BUFFERS {
+            let _ = free_tx.send(AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, align));
+        }
+        let failed = Arc::new(AtomicBool::new(false));
+        let direct = cfg.direct;
+        let mut w = DiskWriter {
+            cfg,
+            ring: WriteRing::new(DEPTH, uring),
+            free: free_tx,
+            spare: Vec::new(),
+            cur: None,
+            align,
+            failed: failed.clone(),
+            report: DiskReport::default(),
+            kept: VecDeque::new(),
+            noted_buffered: false,
+            scratch: Vec::new(),
+        };
+        let target = match first {
+            Some((file, path)) => Target::File {
+                file,
+                part: part_path(&path),
+                path,
+            },
+            None => Target::Stdout,
+        };
+        w.start_file(target)?;
+        let handle = std::thread::Builder::new()
+            .name("corecap-disk".into())
+            .spawn(move || run(w, rx, direct))?;
+        Ok((Self { tx, failed, handle }, front, free_rx))
+    }
+
+    /// Waits for the disk writer to end (the front end has sent its last file's close and
+    /// dropped its sender) and returns its report.
+    pub(crate) fn join(self) -> DiskReport {
+        drop(self.tx);
+        self.handle.join().unwrap_or_else(|_| DiskReport {
+            error: Some("the disk writer thread panicked".into()),
+            ..Default::default()
+        })
+    }
+}
+
+fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            Msg::Fill(f) => w.fill(f, false),
+            Msg::Close { last, next } => {
+                w.fill(last, true);
+                w.close();
+                if let Some(path) = next {
+                    let failed = w.failed.load(Ordering::Relaxed);
+                    let opened = if failed {
+                        Err(io::Error::other("an earlier write failed"))
+                    } else {
+                        open_part(&path, direct).and_then(|file| {
+                            w.start_file(Target::File {
+                                file,
+                                part: part_path(&path),
+                                path,
+                            })
+                        })
+                    };
+                    if let Err(e) = opened {
+                        if !failed {
+                            w.report.error.get_or_insert_with(|| e.to_string());
+                        }
+                        w.failed.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+    if w.cur.is_some() {
+        w.close();
+    }
+    w.report
+}

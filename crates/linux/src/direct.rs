@@ -1,0 +1,470 @@
+//! Direct I/O for capture files: aligned buffers, files opened with `O_DIRECT` (buffered
+//! where the filesystem refuses it), space reserved ahead with `fallocate`, and an io_uring
+//! that keeps several writes in flight.
+//!
+//! Ownership of a buffer under the write ring: [`WriteRing::submit`] moves the buffer into
+//! the ring's in-flight table, and only [`WriteRing::reap`] gives it back, after the kernel
+//! has posted the write's completion. So no Rust reference to a buffer exists while the
+//! kernel reads it, and dropping the ring first waits for every write still in flight.
+
+use std::alloc::{self, Layout};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::ptr::NonNull;
+
+use io_uring::{opcode, types, IoUring};
+
+/// A zeroed heap buffer aligned for direct I/O.
+pub struct AlignedBuf {
+    /// Start of the allocation; valid for `cap` bytes, all initialised (zeroed at birth).
+    ptr: NonNull<u8>,
+    cap: usize,
+    align: usize,
+}
+
+// SAFETY: the buffer owns its allocation exclusively, like a Box<[u8]>.
+unsafe impl Send for AlignedBuf {}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "AlignedBuf {{ cap: {}, align: {} }}",
+            self.cap, self.align
+        )
+    }
+}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `cap` bytes (rounded up to `align`), aligned to `align` (a power
+    /// of two, at least 512).
+    pub fn new(cap: usize, align: usize) -> Self {
+        let align = align.max(512).next_power_of_two();
+        let cap = cap.max(align).div_ceil(align) * align;
+        let layout = Layout::from_size_align(cap, align).expect("buffer layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(ptr) else {
+            alloc::handle_alloc_error(layout)
+        };
+        Self { ptr, cap, align }
+    }
+
+    /// Bytes in the buffer.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// The whole buffer.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid and initialised for `cap` bytes, and borrowed with `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cap) }
+    }
+
+    /// The whole buffer, writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, and `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.cap, self.align).expect("buffer layout");
+        // SAFETY: allocated in `new` with this same layout, freed once.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+/// A file being written, directly when the filesystem allows it.
+#[derive(Debug)]
+pub struct DirectFile {
+    file: File,
+    direct: bool,
+    align: usize,
+}
+
+/// Offset and memory alignment direct I/O needs on the filesystem of `dir` (from
+/// `statx(STATX_DIOALIGN)`), at least 4096; 4096 when the kernel does not say.
+pub fn dio_align(path: &Path) -> usize {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return 4096;
+    };
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `c` is a NUL-terminated path and `stx` is writable for one statx.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            0,
+            libc::STATX_DIOALIGN,
+            stx.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return 4096;
+    }
+    // SAFETY: statx succeeded and filled the struct (it was zeroed before).
+    let stx = unsafe { stx.assume_init() };
+    if stx.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return 4096;
+    }
+    let a = stx.stx_dio_offset_align.max(stx.stx_dio_mem_align) as usize;
+    a.clamp(4096, 1 << 20).next_power_of_two()
+}
+
+impl DirectFile {
+    /// Creates `path` new (`O_EXCL | O_NOFOLLOW`: never follows a link, never reuses a
+    /// file) with `mode`, opened with `O_DIRECT` when `direct` and the filesystem accepts
+    /// it. [`DirectFile::is_direct`] tells which it got.
+    pub fn create(path: &Path, direct: bool, mode: u32) -> io::Result<Self> {
+        let open = |flags: i32| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | flags)
+                .open(path)
+        };
+        let align = path.parent().map_or(4096, |d| {
+            dio_align(if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            })
+        });
+        if direct {
+            match open(libc::O_DIRECT) {
+                Ok(file) => {
+                    return Ok(Self {
+                        file,
+                        direct: true,
+                        align,
+                    })
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Self {
+            file: open(0)?,
+            direct: false,
+            align,
+        })
+    }
+
+    /// Whether writes bypass the page cache.
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Offset and memory alignment of direct writes.
+    pub fn align(&self) -> usize {
+        self.align
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Turns direct I/O off (a write the filesystem refused with EINVAL).
+    pub fn make_buffered(&mut self) -> io::Result<()> {
+        let fd = self.file.as_raw_fd();
+        // SAFETY: F_GETFL/F_SETFL on a descriptor this struct owns.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above.
+        if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.direct = false;
+        Ok(())
+    }
+
+    /// Reserves `len` bytes from offset 0 (the file's size becomes at least `len`, so the
+    /// writes that follow extend nothing and run asynchronously). Unsupported filesystems
+    /// answer `EOPNOTSUPP`, which the caller may ignore.
+    pub fn reserve(&self, len: u64) -> io::Result<()> {
+        let len = i64::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: fallocate on a descriptor this struct owns; no memory is passed.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Writes `b` at `offset` synchronously, all of it (the unaligned tail of a file is
+    /// written this way, after [`DirectFile::make_buffered`]).
+    pub fn write_all_at(&self, b: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(b, offset)
+    }
+}
+
+/// One finished write.
+#[derive(Debug)]
+pub struct Done {
+    /// The caller's tag.
+    pub tag: u64,
+    /// The buffer, back in the caller's hands.
+    pub buf: AlignedBuf,
+    /// Bytes asked to be written.
+    pub len: usize,
+    /// The file offset.
+    pub offset: u64,
+    /// Bytes written, or the error.
+    pub result: io::Result<usize>,
+}
+
+/// Writes in flight through io_uring, or synchronous `pwrite` where io_uring is not
+/// available (disabled by sysctl, or a seccomp profile).
+pub struct WriteRing {
+    ring: Option<IoUring>,
+    /// In-flight writes by slot; a slot's buffer is owned here until its completion.
+    slots: Vec<Option<(u64, AlignedBuf, usize, u64)>>,
+    /// Completed synchronous writes, returned by the next reap.
+    ready: Vec<Done>,
+    in_flight: usize,
+}
+
+impl std::fmt::Debug for WriteRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WriteRing {{ uring: {}, in_flight: {} }}",
+            self.ring.is_some(),
+            self.in_flight
+        )
+    }
+}
+
+impl WriteRing {
+    /// A ring for up to `depth` writes in flight; falls back to synchronous writes when
+    /// io_uring cannot be set up or `uring` is false.
+    pub fn new(depth: u32, uring: bool) -> Self {
+        let depth = depth.clamp(1, 256);
+        let ring = if uring {
+            IoUring::new(depth.next_power_of_two()).ok()
+        } else {
+            None
+        };
+        Self {
+            ring,
+            slots: (0..depth).map(|_| None).collect(),
+            ready: Vec::new(),
+            in_flight: 0,
+        }
+    }
+
+    /// Whether writes go through io_uring.
+    pub fn is_uring(&self) -> bool {
+        self.ring.is_some()
+    }
+
+    /// Writes not yet reaped.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight + self.ready.len()
+    }
+
+    /// Whether another write can be submitted.
+    pub fn has_room(&self) -> bool {
+        self.in_flight() < self.slots.len()
+    }
+
+    /// Writes `buf[..len]` at `offset` of `file`. The file must stay open until the write
+    /// is reaped. Fails (giving the buffer back) when the ring is full.
+    pub fn submit(
+        &mut self,
+        file: &File,
+        buf: AlignedBuf,
+        len: usize,
+        offset: u64,
+        tag: u64,
+    ) -> Result<(), AlignedBuf> {
+        let len = len.min(buf.capacity());
+        if !self.has_room() {
+            return Err(buf);
+        }
+        let Some(ring) = self.ring.as_mut() else {
+            let result = file.write_all_at(&buf.bytes()[..len], offset).map(|_| len);
+            self.ready.push(Done {
+                tag,
+                buf,
+                len,
+                offset,
+                result,
+            });
+            return Ok(());
+        };
+        let Some(slot) = self.slots.iter().position(Option::is_none) else {
+            return Err(buf);
+        };
+        let ptr = buf.bytes().as_ptr();
+        let entry = opcode::Write::new(types::Fd(file.as_raw_fd()), ptr, len as u32)
+            .offset(offset)
+            .build()
+            .user_data(slot as u64);
+        // The buffer moves into its slot before the kernel sees the entry; its heap memory
+        // does not move with it.
+        self.slots[slot] = Some((tag, buf, len, offset));
+        // SAFETY: the entry points at `len` bytes of the buffer now held in `slots[slot]`,
+        // which is released only in `reap` after this entry's completion (or never, if the
+        // ring is dropped with it in flight: see Drop).
+        let pushed = unsafe { ring.submission().push(&entry) }.is_ok();
+        if !pushed || ring.submit().is_err() {
+            let (_, buf, ..) = self.slots[slot].take().expect("slot just filled");
+            // A pushed entry that failed to submit is still in the queue: it goes with the
+            // next submit, so keep the buffer where it is in that case.
+            if pushed {
+                self.slots[slot] = Some((tag, buf, len, offset));
+                self.in_flight += 1;
+                return Ok(());
+            }
+            return Err(buf);
+        }
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Moves finished writes into `out`, waiting until at least `min` are there (bounded
+    /// by the writes in flight).
+    pub fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> io::Result<()> {
+        let mut got = self.ready.len();
+        out.append(&mut self.ready);
+        let Some(ring) = self.ring.as_mut() else {
+            return Ok(());
+        };
+        loop {
+            for cqe in ring.completion() {
+                let slot = cqe.user_data() as usize;
+                let Some((tag, buf, len, offset)) = self.slots.get_mut(slot).and_then(Option::take)
+                else {
+                    continue;
+                };
+                self.in_flight -= 1;
+                got += 1;
+                let r = cqe.result();
+                let result = if r < 0 {
+                    Err(io::Error::from_raw_os_error(-r))
+                } else {
+                    Ok(r as usize)
+                };
+                out.push(Done {
+                    tag,
+                    buf,
+                    len,
+                    offset,
+                    result,
+                });
+            }
+            let want = min.min(got + self.in_flight);
+            if got >= want {
+                return Ok(());
+            }
+            match ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for WriteRing {
+    fn drop(&mut self) {
+        let mut done = Vec::new();
+        while self.in_flight > 0 {
+            if self.reap(self.in_flight, &mut done).is_err() {
+                break;
+            }
+            done.clear();
+        }
+        // Writes the kernel may still read from keep their buffers for ever.
+        for s in self.slots.iter_mut() {
+            if let Some(b) = s.take() {
+                std::mem::forget(b);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir() -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("corecap-direct-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn test_aligned_buf() {
+        let mut b = AlignedBuf::new(5000, 4096);
+        assert_eq!(b.capacity(), 8192);
+        assert_eq!(b.bytes().as_ptr() as usize % 4096, 0);
+        b.bytes_mut()[8191] = 7;
+        assert_eq!(b.bytes()[8191], 7);
+        assert!(b.bytes()[..8191].iter().all(|&x| x == 0));
+    }
+
+    fn ring_writes(uring: bool) {
+        let d = tmpdir();
+        let p = d.join(format!("w{uring}"));
+        let _ = std::fs::remove_file(&p);
+        let f = DirectFile::create(&p, true, 0o600).unwrap();
+        assert!(DirectFile::create(&p, true, 0o600).is_err(), "O_EXCL");
+        let _ = f.reserve(1 << 20);
+        let mut r = WriteRing::new(4, uring);
+        for i in 0..4u8 {
+            let mut b = AlignedBuf::new(65536, f.align());
+            b.bytes_mut().fill(i + 1);
+            r.submit(f.file(), b, 65536, u64::from(i) * 65536, u64::from(i))
+                .unwrap();
+        }
+        assert!(!r.has_room());
+        let mut done = Vec::new();
+        r.reap(4, &mut done).unwrap();
+        assert_eq!(done.len(), 4);
+        for d in &done {
+            assert_eq!(*d.result.as_ref().unwrap(), 65536);
+        }
+        f.file().set_len(4 * 65536 - 3).unwrap();
+        let data = std::fs::read(&p).unwrap();
+        assert_eq!(data.len(), 4 * 65536 - 3);
+        for i in 0..4 {
+            assert!(data[i * 65536..((i + 1) * 65536).min(data.len())]
+                .iter()
+                .all(|&x| x == i as u8 + 1));
+        }
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn test_uring_writes() {
+        ring_writes(true);
+    }
+
+    #[test]
+    fn test_sync_writes() {
+        ring_writes(false);
+    }
+
+    #[test]
+    fn test_no_follow() {
+        let d = tmpdir();
+        let link = d.join("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(d.join("target"), &link).unwrap();
+        assert!(DirectFile::create(&link, true, 0o600).is_err());
+        assert!(!d.join("target").exists());
+        std::fs::remove_file(&link).unwrap();
+    }
+}
