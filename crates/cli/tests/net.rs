@@ -602,50 +602,6 @@ fn issue8_capture_threads_drop_capabilities_once_sockets_are_open() {
     assert_eq!(u(&cap.stop(), "packets"), sent);
 }
 
-/// A small tmpfs mounted for one test, unmounted on drop.
-struct SmallDisk(Scratch);
-
-impl SmallDisk {
-    fn new(size: &str) -> Self {
-        let s = Scratch::new("disk");
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&s.0)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount tmpfs");
-        Self(s)
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0 .0).status();
-    }
-}
-
-#[test]
-fn issue8_full_disk_leaves_a_valid_file_and_counts_the_drops() {
-    require_root!();
-    let lab = Lab::new(1);
-    let disk = SmallDisk::new("1m");
-    let out = disk.0.path("full.pcapng");
-    let cap = lab.capture(&["--workers", "1", "-w", out.to_str().expect("utf8")]);
-    // 2000 frames of 1518 bytes is 3 MB: most of them cannot be written.
-    let sent = lab.gen(2000, &["--size", "1518", "--rate", "50000"]);
-    let v = cap.stop();
-    let delivered = u(&v, "packets");
-    let app = v["drops"]["app"].as_u64().expect("app drops");
-    assert_eq!(
-        delivered + app,
-        sent,
-        "every packet delivered or counted as an app drop: {v}"
-    );
-    assert!(app > 0 && delivered > 0, "{v}");
-    // The file ends on a whole block and holds exactly the delivered packets.
-    assert_eq!(util::read_all(&out).len() as u64, delivered);
-}
-
 #[test]
 fn issue8_demo_runs_end_to_end_and_cleans_up() {
     require_root!();

@@ -106,8 +106,11 @@ pub struct Drops {
     pub kernel: u64,
     /// The pipe from the workers to the capture's stage thread was full (attach mode).
     pub pipe_full: u64,
-    /// The output could not take them (write errors, disk full).
+    /// The output could not take them.
     pub app: u64,
+    /// Lost at the disk: it was behind (no free buffer), or a write failed (disk full).
+    #[serde(default)]
+    pub disk: u64,
 }
 
 /// What the daemon says about a capture (`GET /captures/{id}`).

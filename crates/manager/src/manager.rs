@@ -634,6 +634,8 @@ impl Manager {
                 Runner::Attach { live, iface, .. } => {
                     if dead_bases.contains(iface) {
                         Some((State::Failed, format!("the base capture on {iface} ended")))
+                    } else if live.failed.load(Ordering::Relaxed) {
+                        Some((State::Failed, "writing the capture file failed".to_string()))
                     } else if live.done.load(Ordering::Relaxed) {
                         Some((State::Done, "count reached".to_string()))
                     } else {
@@ -764,6 +766,10 @@ impl Manager {
             lag: &g.lag,
             spool_bytes: g.spool_bytes,
             quota: self.cfg.spool.quota,
+            retention: self.cfg.retention.as_ref().map(|r| {
+                let (f, b) = r.deleted();
+                (r.budget(), f, b)
+            }),
             spares: &spares,
         })
     }
@@ -831,6 +837,7 @@ impl Inner {
                 e.view.packets = o.delivered;
                 e.view.bytes = o.bytes;
                 e.view.drops.app = o.app_drops;
+                e.view.drops.disk = o.disk_drops;
                 e.view.drops.pipe_full = pipe_full;
                 if o.first_ts_ns != 0 {
                     e.view.lag_us = Some(lag_us(o.first_ts_ns, e.since_ns));
@@ -889,6 +896,7 @@ fn set_from_snapshot(e: &mut Entry, s: &corecap_engine::stats::ledger::Snapshot)
     e.view.bytes = s.bytes;
     e.view.drops.kernel = s.kernel_drops;
     e.view.drops.app = s.app_drops;
+    e.view.drops.disk = s.disk_drops;
     if s.first_ts_ns != 0 {
         e.view.lag_us = Some(lag_us(s.first_ts_ns, e.since_ns));
     }
@@ -903,6 +911,7 @@ fn refresh(e: &mut Entry) {
             e.view.bytes = live.bytes.load(Ordering::Relaxed);
             e.view.drops.pipe_full = live.pipe_full.load(Ordering::Relaxed);
             e.view.drops.app = live.app_drops.load(Ordering::Relaxed);
+            e.view.drops.disk = live.disk_drops.load(Ordering::Relaxed);
             let first = live.first_ts_ns.load(Ordering::Relaxed);
             if first != 0 {
                 e.view.lag_us = Some(lag_us(first, e.since_ns));

@@ -49,6 +49,8 @@ pub struct Input<'a> {
     pub spool_bytes: u64,
     /// Spool quota.
     pub quota: Option<u64>,
+    /// `--retain`: the budget, and the files and bytes it deleted.
+    pub retention: Option<(u64, u64, u64)>,
     /// Spare sockets ready, per interface.
     pub spares: &'a [(String, usize)],
 }
@@ -124,6 +126,7 @@ pub fn render(i: &Input<'_>) -> String {
             ("kernel", c.drops.kernel),
             ("pipe_full", c.drops.pipe_full),
             ("app", c.drops.app),
+            ("disk", c.drops.disk),
         ] {
             let _ = writeln!(
                 o,
@@ -234,6 +237,29 @@ pub fn render(i: &Input<'_>) -> String {
             "The spool's quota.",
         );
         let _ = writeln!(o, "corecap_spool_quota_bytes {q}");
+    }
+    if let Some((budget, files, bytes)) = i.retention {
+        head(
+            &mut o,
+            "corecap_retain_budget_bytes",
+            "gauge",
+            "The byte budget under which the newest whole files are kept (--retain).",
+        );
+        let _ = writeln!(o, "corecap_retain_budget_bytes {budget}");
+        head(
+            &mut o,
+            "corecap_retain_deleted_files_total",
+            "counter",
+            "Old files deleted to keep the spool under --retain.",
+        );
+        let _ = writeln!(o, "corecap_retain_deleted_files_total {files}");
+        head(
+            &mut o,
+            "corecap_retain_deleted_bytes_total",
+            "counter",
+            "Bytes of the old files deleted to keep the spool under --retain.",
+        );
+        let _ = writeln!(o, "corecap_retain_deleted_bytes_total {bytes}");
     }
     head(
         &mut o,

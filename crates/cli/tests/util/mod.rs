@@ -165,6 +165,8 @@ impl Drop for Lab {
 pub struct Capture {
     child: Child,
     stderr: Vec<String>,
+    /// Lines the capture prints on stderr after it was ready.
+    rest: std::sync::mpsc::Receiver<String>,
 }
 
 impl Capture {
@@ -218,10 +220,10 @@ impl Capture {
                 }
             }
         }
-        std::thread::spawn(move || for _ in rx {});
         Self {
             child,
             stderr: lines,
+            rest: rx,
         }
     }
 
@@ -243,6 +245,43 @@ impl Capture {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         self.wait()
+    }
+
+    /// Sends SIGTERM and waits (at most 60 s), whatever the exit status: returns whether
+    /// it succeeded, the JSON summary, and everything it printed on stderr.
+    pub fn stop_any(mut self) -> (bool, Value, String) {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let st = loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                break st;
+            }
+            assert!(Instant::now() < deadline, "capture did not end in 60 s");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .expect("stdout")
+            .read_to_string(&mut out)
+            .expect("read stdout");
+        let last = out
+            .lines()
+            .rev()
+            .find(|l| l.contains("\"summary\""))
+            .unwrap_or_else(|| panic!("no summary in: {out}"));
+        let v: Value = serde_json::from_str(last).expect("summary is JSON");
+        // The stderr reader ends with the process; take what it read.
+        let mut err = self.stderr.join("\n");
+        while let Ok(l) = self.rest.recv_timeout(Duration::from_secs(2)) {
+            err.push('\n');
+            err.push_str(&l);
+        }
+        (st.success(), v, err)
     }
 
     /// Waits (at most 60 s) for the capture to end and returns its JSON summary.
@@ -309,6 +348,28 @@ pub fn assert_queue_tagged(path: &Path, w: u32) -> usize {
         "worker {w} packets carry queue {w}"
     );
     pkts.len()
+}
+
+/// A small tmpfs mounted for one test, unmounted on drop.
+pub struct SmallDisk(pub Scratch);
+
+impl SmallDisk {
+    pub fn new(size: &str) -> Self {
+        let s = Scratch::new("disk");
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&s.0)
+            .status()
+            .expect("mount");
+        assert!(st.success(), "mount tmpfs");
+        Self(s)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0 .0).status();
+    }
 }
 
 /// Reads every packet of a capture file with the project's reader.

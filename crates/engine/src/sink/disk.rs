@@ -276,12 +276,13 @@ impl DiskWriter {
             let _ = self.free.send(f.buf);
             return;
         };
-        cur.packets += f.packets;
         if cur.failed {
+            // Counted here, as this buffer never reaches the file's count.
             self.report.lost += f.packets;
             let _ = self.free.send(f.buf);
             return;
         }
+        cur.packets += f.packets;
         if f.header > 0 && cur.sealer.is_none() {
             cur.header = f.buf.bytes()[f.blocks.start..f.blocks.start + f.header].to_vec();
             cur.bounds
@@ -368,6 +369,11 @@ impl DiskWriter {
     fn write(&mut self, mut buf: AlignedBuf, len: usize, off: u64, tag: u64) {
         let align = self.align;
         let Some(cur) = self.cur.as_mut() else { return };
+        if let Some(r) = &self.cfg.retention {
+            // The file grows by what this write adds past its old end.
+            let grow = (off + len as u64).saturating_sub(cur.end);
+            r.open_bytes.fetch_add(grow, Ordering::Relaxed);
+        }
         cur.end = off + len as u64;
         let file = match &cur.target {
             Target::File { file, .. } => file,
@@ -507,6 +513,12 @@ impl DiskWriter {
         let Some(mut cur) = self.cur.take() else {
             return;
         };
+        if let Some(r) = &self.cfg.retention {
+            r.open_bytes.fetch_sub(
+                cur.end.min(r.open_bytes.load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
+        }
         if let Some((stage, _)) = cur.stage.take() {
             self.spare.push(stage);
         }

@@ -154,6 +154,12 @@ pub fn run(
             got |= n > 0;
         }
         if got {
+            if sink.as_ref().is_some_and(|s| s.failed()) {
+                if let Some(l) = &lim.live {
+                    // Relaxed: a flag the manager polls; the outcome carries the error.
+                    l.failed.store(true, Ordering::Relaxed);
+                }
+            }
             o.publish(&lim);
             idle = 0;
             continue;

@@ -1,0 +1,325 @@
+//! The recorder: direct-I/O files, their exact tails, hidden names until whole, rotation
+//! with a byte budget, sealed files through the same writer, and a full disk.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use util::{require_root, u, Lab, Scratch, SmallDisk};
+
+/// Walks a pcapng file block by block: it must end exactly at a block's end.
+fn assert_whole_blocks(path: &Path) -> usize {
+    let b = std::fs::read(path).expect("read capture");
+    let mut at = 0usize;
+    let mut blocks = 0;
+    while at < b.len() {
+        assert!(
+            at + 12 <= b.len(),
+            "{}: torn block header at {at}",
+            path.display()
+        );
+        let len = u32::from_le_bytes(b[at + 4..at + 8].try_into().expect("4 bytes")) as usize;
+        assert!(
+            len >= 12 && len % 4 == 0,
+            "{}: bad block length",
+            path.display()
+        );
+        assert!(
+            at + len <= b.len(),
+            "{}: torn block at {at}",
+            path.display()
+        );
+        let trailer = u32::from_le_bytes(b[at + len - 4..at + len].try_into().expect("4"));
+        assert_eq!(trailer as usize, len, "{}: block trailer", path.display());
+        at += len;
+        blocks += 1;
+    }
+    assert_eq!(at, b.len(), "{}: the file ends on a block", path.display());
+    blocks
+}
+
+/// Packets as tshark sees them: length and MD5 of each frame, one line each. (Two
+/// sockets on one interface stamp the same packet with their own times.)
+fn tshark_packets(path: &Path) -> Vec<String> {
+    let out = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(path)
+        .args(["-o", "frame.generate_md5_hash:TRUE", "-T", "fields"])
+        .args(["-e", "frame.len", "-e", "frame.md5_hash"])
+        .output()
+        .expect("run tshark");
+    assert!(
+        out.status.success(),
+        "tshark -r {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Two packet lists are equal; says where they first differ.
+fn assert_same(a: &[String], b: &[String]) {
+    assert_eq!(a.len(), b.len(), "packet counts differ");
+    if let Some(i) = (0..a.len()).find(|&i| a[i] != b[i]) {
+        panic!("packet {i} differs: {} against {}", a[i], b[i]);
+    }
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn issue16_direct_and_buffered_files_hold_the_same_packets_and_end_exactly() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("direct");
+    let direct = dir.path("direct.pcapng");
+    let buffered = dir.path("buffered.pcapng");
+    let a = lab.capture(&["--workers", "1", "-w", direct.to_str().expect("utf8")]);
+    let b = lab.capture(&[
+        "--workers",
+        "1",
+        "--no-direct",
+        "-w",
+        buffered.to_str().expect("utf8"),
+    ]);
+    // While recording, the file has only its hidden name.
+    assert!(
+        !direct.exists(),
+        "no file under its own name before it is whole"
+    );
+    assert!(
+        dir.path(".direct.pcapng.part").exists(),
+        "{:?}",
+        names(&dir.0)
+    );
+    let sent = lab.gen(3000, &["--size", "1514", "--flows", "16"]);
+    let (va, vb) = (a.stop(), b.stop());
+    assert_eq!(u(&va, "packets"), sent, "{va}");
+    assert_eq!(u(&vb, "packets"), sent, "{vb}");
+    assert_eq!(va["drops"]["disk"], 0, "{va}");
+    // Only the named files are left: no hidden part files.
+    assert_eq!(names(&dir.0), ["buffered.pcapng", "direct.pcapng"]);
+    // The same packets, as tshark reads them; tails exact to the block.
+    let (pa, pb) = (tshark_packets(&direct), tshark_packets(&buffered));
+    assert_eq!(pa.len() as u64, sent);
+    assert_same(&pa, &pb);
+    // SHB + IDB + packets + ISB.
+    assert_eq!(assert_whole_blocks(&direct), 3 + sent as usize);
+    assert_eq!(assert_whole_blocks(&buffered), 3 + sent as usize);
+}
+
+#[test]
+fn issue16_pcap_direct_file_is_exact() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("pcap");
+    let out = dir.path("x.pcap");
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "--pcap",
+        "-w",
+        out.to_str().expect("utf8"),
+    ]);
+    let sent = lab.gen(1234, &["--size", "700"]);
+    assert_eq!(u(&cap.stop(), "packets"), sent);
+    // 24-byte header, then 16 + 696 bytes per record (700 on the wire with the FCS):
+    // the length is exact.
+    let len = std::fs::metadata(&out).expect("file").len();
+    assert_eq!(len, 24 + sent * (16 + 696));
+    assert_eq!(tshark_packets(&out).len() as u64, sent);
+}
+
+#[test]
+fn issue16_rotation_and_retention_keep_the_newest_files_under_the_budget() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("retain");
+    let base = dir.path("r.pcapng");
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "-w",
+        base.to_str().expect("utf8"),
+        "-b",
+        "filesize:1",
+        "--retain",
+        "3M",
+    ]);
+    // 8000 frames of 1000 bytes: about 8.3 MB in files of 1 MB, of which 3 MB are kept.
+    let sent = lab.gen(8000, &["--size", "1000"]);
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent);
+    let files: Vec<PathBuf> = v["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| PathBuf::from(f.as_str().expect("path")))
+        .collect();
+    let on_disk: Vec<String> = names(&dir.0);
+    assert_eq!(
+        on_disk.len(),
+        files.len(),
+        "the summary lists what is kept: {on_disk:?} {files:?}"
+    );
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).expect("kept file").len())
+        .sum();
+    assert!(total <= 3 << 20, "kept {total} bytes over a 3 MiB budget");
+    assert!(files.len() >= 2, "{files:?}");
+    let deleted = v["retention"]["deleted_files"].as_u64().expect("retention");
+    assert!(deleted >= 4, "{v}");
+    assert!(v["retention"]["deleted_bytes"].as_u64().expect("bytes") >= 4 << 20);
+    // The newest files are the ones kept: the last numbers of the rotation, each whole.
+    let last = files.last().expect("a file");
+    let n_last: u32 = last.to_string_lossy()[last.to_string_lossy().len() - 12..][..5]
+        .parse()
+        .expect("rotation number");
+    assert_eq!(n_last as u64, deleted + files.len() as u64);
+    let mut kept_packets = 0;
+    for f in &files {
+        assert_whole_blocks(f);
+        kept_packets += tshark_packets(f).len();
+    }
+    // The newest packets are in the kept files: the last packet sent is among them.
+    assert!(kept_packets > 0 && kept_packets < sent as usize);
+}
+
+#[test]
+fn issue16_full_disk_ends_with_an_error_and_a_readable_file() {
+    require_root!();
+    let lab = Lab::new(1);
+    let disk = SmallDisk::new("2m");
+    let out = disk.0.path("full.pcapng");
+    let other = Scratch::new("other");
+    let ok = other.path("ok.pcapng");
+    let cap = lab.capture(&["--workers", "1", "-w", out.to_str().expect("utf8")]);
+    let fine = lab.capture(&["--workers", "1", "-w", ok.to_str().expect("utf8")]);
+    // 4000 frames of 1514 bytes is 6 MB: the 2 MB disk fills.
+    let sent = lab.gen(4000, &["--size", "1514", "--rate", "40000"]);
+    let (success, v, err) = cap.stop_any();
+    assert!(!success, "a full disk is a failure: {v}");
+    assert!(
+        err.contains("full.pcapng") && err.contains("No space left on device"),
+        "one line naming the file and the OS error: {err}"
+    );
+    let errors = v["errors"].as_array().expect("errors");
+    assert!(!errors.is_empty(), "{v}");
+    let delivered = u(&v, "packets");
+    let disk_drops = v["drops"]["disk"].as_u64().expect("disk drops");
+    assert!(disk_drops > 0 && delivered > 0, "{v}");
+    assert_eq!(v["drops"]["app"], 0, "{v}");
+    // Every packet the kernel counted is delivered or dropped somewhere.
+    assert_eq!(v["balanced"], true, "{v}");
+    assert!(u(&v, "kernel_packets") <= sent);
+    // The file is named, ends on a whole block and holds exactly the delivered packets.
+    assert!(out.exists(), "the cut-back file has its own name");
+    assert_whole_blocks(&out);
+    assert_eq!(tshark_packets(&out).len() as u64, delivered);
+    // Another capture's file is unaffected.
+    let w = fine.stop();
+    assert_eq!(u(&w, "packets"), sent);
+    assert_eq!(tshark_packets(&ok).len() as u64, sent);
+}
+
+#[test]
+fn issue16_sealed_files_go_through_the_disk_writer_and_decrypt() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("sealed");
+    let key = dir.path("k.key");
+    assert!(
+        util::corecap(&["keygen", "-o", key.to_str().expect("utf8")])
+            .status
+            .success()
+    );
+    let sealed = dir.path("s.pcapng.sealed");
+    let plain = dir.path("p.pcapng");
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "--encrypt",
+        "seed",
+        "--key-file",
+        key.to_str().expect("utf8"),
+        "-w",
+        sealed.to_str().expect("utf8"),
+    ]);
+    let reference = lab.capture(&["--workers", "1", "-w", plain.to_str().expect("utf8")]);
+    let sent = lab.gen(5000, &["--size", "1514", "--flows", "8"]);
+    assert_eq!(u(&cap.stop(), "packets"), sent);
+    assert_eq!(u(&reference.stop(), "packets"), sent);
+    let out = dir.path("d.pcapng");
+    let d = util::corecap(&[
+        "decrypt",
+        sealed.to_str().expect("utf8"),
+        "--key-file",
+        key.to_str().expect("utf8"),
+        "-o",
+        out.to_str().expect("utf8"),
+    ]);
+    assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
+    assert_same(&tshark_packets(&out), &tshark_packets(&plain));
+}
+
+#[test]
+fn issue16_a_reader_never_sees_a_torn_file() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("torn");
+    let base = dir.path("t.pcapng");
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "-w",
+        base.to_str().expect("utf8"),
+        "-b",
+        "filesize:1",
+    ]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (dir, stop) = (dir.0.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut checked = 0;
+            // Relaxed: a flag polled by this reader.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for e in std::fs::read_dir(&dir).expect("dir").filter_map(Result::ok) {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.starts_with('.') {
+                        continue;
+                    }
+                    // A file under its own name is whole: every block complete.
+                    assert_whole_blocks(&e.path());
+                    checked += 1;
+                }
+            }
+            checked
+        })
+    };
+    let sent = lab.gen(6000, &["--size", "1514", "--rate", "20000"]);
+    let v = cap.stop();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let checked = reader.join().expect("the reader found no torn file");
+    assert!(checked > 0, "the reader saw files while recording");
+    assert_eq!(u(&v, "packets"), sent);
+    let total: usize = v["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| tshark_packets(Path::new(f.as_str().expect("path"))).len())
+        .sum();
+    assert_eq!(total as u64, sent);
+}
