@@ -21,7 +21,7 @@ fn assert_whole_blocks(path: &Path) -> usize {
         );
         let len = u32::from_le_bytes(b[at + 4..at + 8].try_into().expect("4 bytes")) as usize;
         assert!(
-            len >= 12 && len % 4 == 0,
+            len >= 12 && len.is_multiple_of(4),
             "{}: bad block length",
             path.display()
         );
