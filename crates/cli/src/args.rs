@@ -549,14 +549,10 @@ pub(crate) struct DiskArgs {
 /// TPACKET_V3 ring geometry of each worker.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct RingArgs {
-    /// Ring size per worker in MiB.
-    #[arg(
-        short = 'B',
-        long = "buffer-size",
-        value_name = "MiB",
-        default_value_t = 64
-    )]
-    pub(crate) buffer_mib: u64,
+    /// Ring size per worker in MiB [default: 100 ms of the link's rate per worker, at least
+    /// 64 MiB and at most 1 GiB, within a quarter of the available memory].
+    #[arg(short = 'B', long = "buffer-size", value_name = "MiB")]
+    pub(crate) buffer_mib: Option<u64>,
     /// Ring block size in KiB.
     #[arg(long, value_name = "KiB", default_value_t = 256)]
     pub(crate) block_size: u32,

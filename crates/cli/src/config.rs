@@ -39,7 +39,14 @@ pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
 /// Ring bytes, block bytes and block timeout (ms) from `-B`, `--block-size` and
 /// `--block-timeout`.
 pub(crate) fn ring(r: &RingArgs) -> Result<(u64, u32, u32)> {
-    if r.buffer_mib == 0 {
+    let (bytes, block, tov) = ring_geometry(r)?;
+    Ok((bytes.unwrap_or(64 << 20), block, tov))
+}
+
+/// The ring geometry as given: bytes per worker (None: sized from the link), block size and
+/// block timeout.
+fn ring_geometry(r: &RingArgs) -> Result<(Option<u64>, u32, u32)> {
+    if r.buffer_mib == Some(0) {
         bail!("-B must be at least 1 MiB");
     }
     if r.block_size < 4 || !r.block_size.is_multiple_of(4) {
@@ -51,9 +58,73 @@ pub(crate) fn ring(r: &RingArgs) -> Result<(u64, u32, u32)> {
         .context("--block-size is too large")?;
     let bytes = r
         .buffer_mib
-        .checked_mul(1 << 20)
-        .context("-B is too large")?;
+        .map(|m| m.checked_mul(1 << 20).context("-B is too large"))
+        .transpose()?;
     Ok((bytes, block, r.block_timeout.max(1)))
+}
+
+/// Line rate assumed for a link that reports no speed, in Mbit/s.
+const UNKNOWN_SPEED_MBPS: u64 = 10_000;
+
+/// Rings per worker: `-B`, or sized from the links like netsniff-ng sizes its ring: 100 ms
+/// of the fastest input's line rate per worker, at least 64 MiB and at most 1 GiB, and all
+/// rings together within a quarter of the available memory. A ring larger than the
+/// available memory is refused before the kernel is asked for it; one that holds less than
+/// 50 ms of line rate gets a warning.
+pub(crate) fn ring_bytes(
+    given: Option<u64>,
+    block: u32,
+    inputs: &[Input],
+    workers: usize,
+) -> Result<u64> {
+    let per_input = |i: &Input| -> u64 {
+        match (i.queue, workers) {
+            (Some(_), _) => 1,
+            (None, 0) => u64::from(corecap_linux::netdev::rx_queues(&i.iface).unwrap_or(1)),
+            (None, w) => w as u64,
+        }
+    };
+    let rings: u64 = inputs.iter().map(per_input).sum::<u64>().max(1);
+    let speed = inputs
+        .iter()
+        .map(|i| corecap_linux::netdev::speed_mbps(&i.iface).unwrap_or(UNKNOWN_SPEED_MBPS))
+        .max()
+        .unwrap_or(UNKNOWN_SPEED_MBPS);
+    let per_worker = (rings / inputs.len().max(1) as u64).max(1);
+    let line_bytes_per_s = speed * 1_000_000 / 8;
+    let avail = corecap_linux::memory::available();
+    let block = u64::from(block);
+    let bytes = match given {
+        Some(b) => b,
+        None => {
+            let want = (line_bytes_per_s / 10 / per_worker).clamp(64 << 20, 1 << 30);
+            let cap = avail.map_or(want, |a| a / 4 / rings);
+            want.min(cap).max(4 * block)
+        }
+    };
+    let bytes = bytes.div_ceil(block) * block;
+    if let Some(a) = avail {
+        if bytes.saturating_mul(rings) > a {
+            bail!(
+                "{rings} ring{} of {} MiB need {} MiB, more than the {} MiB of memory available; \
+                 lower -B (or the number of workers)",
+                if rings == 1 { "" } else { "s" },
+                bytes >> 20,
+                bytes.saturating_mul(rings) >> 20,
+                a >> 20
+            );
+        }
+    }
+    let ms = bytes as f64 * per_worker as f64 / line_bytes_per_s as f64 * 1e3;
+    if ms < 50.0 && !inputs.is_empty() {
+        eprintln!(
+            "corecap: warning: a ring of {} MiB per worker holds {ms:.0} ms of {speed} Mbit/s \
+             over {per_worker} worker{}: a worker that stalls longer loses packets (raise -B)",
+            bytes >> 20,
+            if per_worker == 1 { "" } else { "s" }
+        );
+    }
+    Ok(bytes)
 }
 
 /// Parses `500M`, `20G`, `1048576`.
@@ -192,7 +263,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if a.snaplen == 0 || a.snaplen > 262144 {
         bail!("-s {} is out of range (1..262144)", a.snaplen);
     }
-    let (ring_bytes, block_size, block_timeout_ms) = ring(&a.ring)?;
+    let (given_ring, block_size, block_timeout_ms) = ring_geometry(&a.ring)?;
     let output = match &a.write {
         Some(p) => Some(OutputConfig {
             path: p.clone(),
@@ -301,6 +372,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if groups.is_empty() && a.stage_cpus.is_some() {
         bail!("--stage-cpus needs --mode pipeline or --groups");
     }
+    let ring_bytes = ring_bytes(given_ring, block_size, &inputs, workers)?;
     Ok(CaptureConfig {
         groups: std::mem::take(&mut groups),
         stage_cpus,

@@ -11,6 +11,7 @@
 //! - [`affinity`]: thread pinning, CPU lists, CPU time.
 //! - [`bpf`]: maps, XDP programs and live-frame runs for the generator.
 //! - [`direct`]: direct-I/O capture files: aligned buffers, `O_DIRECT`, fallocate, io_uring.
+//! - [`memory`]: the memory available, checked before a ring is asked for.
 //! - [`privilege`]: dropping capabilities once the sockets are open.
 //! - [`abi`]: the kernel's constants and structures.
 #![deny(missing_docs)]
@@ -24,6 +25,7 @@ pub mod direct;
 mod error;
 pub mod ethtool;
 pub mod filter;
+pub mod memory;
 pub mod netdev;
 pub mod privilege;
 pub mod ring;

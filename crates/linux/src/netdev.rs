@@ -33,6 +33,13 @@ pub fn rx_queues(name: &str) -> Result<u32> {
     Ok(n.max(1) as u32)
 }
 
+/// Link speed of `name` in Mbit/s, when the driver reports one.
+pub fn speed_mbps(name: &str) -> Option<u64> {
+    let p = Path::new("/sys/class/net").join(name).join("speed");
+    let v: i64 = std::fs::read_to_string(p).ok()?.trim().parse().ok()?;
+    u64::try_from(v).ok().filter(|&v| v > 0)
+}
+
 /// ARPHRD type of `name` (1 = Ethernet, 772 = loopback).
 pub fn arphrd(name: &str) -> Result<u16> {
     let p = Path::new("/sys/class/net").join(name).join("type");
