@@ -299,6 +299,20 @@ fn header(a: &BenchArgs, versions: Vec<(String, String)>, skipped: Vec<String>) 
 }
 
 pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
+    if let Some(crate::args::BenchWhat::Disk { dir, size, json }) = &a.what {
+        let bytes = size
+            .checked_mul(1 << 20)
+            .filter(|b| *b > 0)
+            .context("--size must be 1..2^44 MiB")?;
+        let r = corecap_engine::bench::disk::run(dir, bytes)
+            .with_context(|| format!("testing the disk under {}", dir.display()))?;
+        if *json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            print!("{}", corecap_engine::bench::disk::table(&r));
+        }
+        return Ok(0);
+    }
     if a.quick {
         a.reps = a.reps.min(1);
         a.packets = a.packets.min(200_000);

@@ -4,6 +4,7 @@
 //! and the tools lives in the CLI (`corecap bench`).
 
 pub mod bisect;
+pub mod disk;
 pub mod peer;
 pub mod report;
 
