@@ -25,8 +25,16 @@ corecap-aes-pipeline (two cores: capture on CPU 1, write or encrypt+write on a s
 on CPU 0), corecap-xdp and
 corecap-xdp-write (AF_XDP, one worker per RX queue), tcpdump -w, dumpcap -w, netsniff-ng.
 
+Each tool is started and traffic is sent only once its packet socket shows in the lab's
+/proc/net/packet (and has stayed there for half a second), so a slow start is never
+measured as loss. Files go to --dir (default: a directory on the disk under /var/tmp, not
+tmpfs). Besides the tool's own CPU (getrusage), it reports the whole machine's busy CPU
+seconds (from /proc/stat) from the tool's start to its exit plus a final `sync`, which
+includes the page cache's writeback in kernel threads (and the generator, the same for
+every tool).
+
 Usage: bench/capture_peers.py [--packets N] [--sizes 64,1518] [--regimes txring,xdp,contended]
-       [--tools LIST] [--rate PPS] [--out FILE.md]
+       [--tools LIST] [--rate PPS] [--dir DIR] [--out FILE.md]
 Needs root, the corecap release binary (cargo build --release), and the peers installed.
 """
 
@@ -66,6 +74,31 @@ def lab_down():
 def rx_packets():
     r = sh("ip", "netns", "exec", NS, "cat", "/sys/class/net/cap0/statistics/rx_packets")
     return int(r.stdout.strip())
+
+
+def packet_sockets():
+    """Packet sockets in the lab's namespace (lines of its /proc/net/packet)."""
+    r = sh("ip", "netns", "exec", NS, "cat", "/proc/net/packet", check=False)
+    return max(0, len(r.stdout.splitlines()) - 1)
+
+
+def wait_ready(p, before, want=1, timeout=20.0):
+    """Waits until the tool has opened `want` more packet sockets than `before`."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if p.poll() is not None:
+            return False
+        if packet_sockets() >= before + want:
+            time.sleep(0.5)
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def busy_jiffies():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4]
 
 
 def tool_cmd(tool, outdir, cpu):
@@ -112,6 +145,15 @@ def tool_cmd(tool, outdir, cpu):
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
                 "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
+    if tool == "corecap-write-default":
+        # Every default: the ring sized from the link, one worker per RX queue, direct I/O.
+        cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0",
+                "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
+    if tool == "corecap-write-buffered":
+        cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+                "--no-direct", "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
     if tool == "tcpdump":
         return nse + pin + ["tcpdump", "-i", "cap0", "-n", "-B", str(256 * 1024), "-w", os.path.join(outdir, "tcpdump.pcap")]
     if tool == "dumpcap":
@@ -128,7 +170,8 @@ def parse_captured(tool, out, err):
     if tool.startswith("corecap"):
         line = [l for l in out.splitlines() if '"summary"' in l][-1]
         v = json.loads(line)
-        return v["packets"], v["drops"]["kernel"]
+        d = v["drops"]
+        return v["packets"], d["kernel"] + d.get("app", 0) + d.get("disk", 0)
     if tool == "tcpdump":
         cap = int(re.search(r"(\d+) packets? captured", text).group(1))
         drop = int(re.search(r"(\d+) packets? dropped by kernel", text).group(1))
@@ -153,8 +196,14 @@ def run_one(tool, regime, size, packets, outdir, rate=None):
     cmd = tool_cmd(tool, outdir, cpu)
     so = tempfile.TemporaryFile(mode="w+")
     se = tempfile.TemporaryFile(mode="w+")
+    sockets = packet_sockets()
+    busy0 = busy_jiffies()
     p = subprocess.Popen(cmd, stdout=so, stderr=se, text=True)
-    time.sleep(1.5)
+    if not wait_ready(p, sockets):
+        p.kill()
+        p.wait()
+        se.seek(0)
+        raise RuntimeError(f"{tool} did not open its packet socket: {se.read()[-500:]}")
     rx0 = rx_packets()
     # The generator always runs on CPU 0, so every tool meets the same sender.
     gen = [CORECAP, "gen", "--netns", NS, "-i", "gen0", "--count", str(packets), "--size", str(size),
@@ -176,6 +225,8 @@ def run_one(tool, regime, size, packets, outdir, rate=None):
             p.kill()
         time.sleep(0.05)
     p.returncode = os.waitstatus_to_exitcode(status)
+    sh("sync")
+    sys_cpu_s = (busy_jiffies() - busy0) / os.sysconf("SC_CLK_TCK")
     so.seek(0)
     se.seek(0)
     out, err = so.read(), se.read()
@@ -186,7 +237,8 @@ def run_one(tool, regime, size, packets, outdir, rate=None):
     cpu_s = ru.ru_utime + ru.ru_stime
     return {"tool": tool, "regime": regime, "size": size, "offered": offered, "sent": gen_rep["sent"],
             "gen_pps": gen_rep["pps"], "captured": cap, "drops": drops, "cpu_s": cpu_s,
-            "cpu_s_per_mpkt": cpu_s / (cap / 1e6) if cap else None}
+            "cpu_s_per_mpkt": cpu_s / (cap / 1e6) if cap else None,
+            "sys_cpu_s": sys_cpu_s, "sys_cpu_s_per_mpkt": sys_cpu_s / (cap / 1e6) if cap else None}
 
 
 def main():
@@ -197,6 +249,7 @@ def main():
     ap.add_argument("--tools", default="corecap-count,corecap-count-1w,corecap-write,corecap-xdp,corecap-xdp-write,"
                                        "tcpdump,dumpcap,netsniff-ng")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--dir", default=None, help="where the tools write (default: a new directory under /var/tmp)")
     ap.add_argument("--rate", type=int, default=None,
                     help="offered packets per second (default: as fast as the generator goes)")
     a = ap.parse_args()
@@ -207,7 +260,7 @@ def main():
     rows = []
     if any("seed" in t or "aes" in t for t in tools) and not os.path.exists(KEY):
         sh(CORECAP, "keygen", "-o", KEY)
-    outdir = tempfile.mkdtemp(prefix="corecap-bench-", dir="/dev/shm")
+    outdir = tempfile.mkdtemp(prefix="corecap-bench-", dir=a.dir or "/var/tmp")
     try:
         for regime in a.regimes.split(","):
             if regime == "txring":
@@ -236,18 +289,21 @@ def report(rows, a, skipped):
     lines = ["# Capture benchmark: corecap and peers on the veth lab", "",
              f"Command: `{' '.join(sys.argv)}`", "",
              f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}; "
-             f"{a.packets} packets per cell, 4096 flows"
+             f"{a.packets} packets per cell, 4096 flows, files written to {a.dir or '/var/tmp'}"
              + (f", offered at {a.rate} packets/s." if a.rate else ", offered as fast as the generator goes.")
              , ""]
     if skipped:
         lines += [f"Skipped (not installed): {', '.join(skipped)}", ""]
-    lines += ["| regime | size | tool | gen Mpps | offered | captured | captured % | drops | CPU s | CPU s / Mpkt |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| regime | size | tool | gen Mpps | offered | captured | captured % | drops | CPU s | CPU s / Mpkt "
+              "| system CPU s (with sync) | system CPU s / Mpkt |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pct = 100.0 * r["captured"] / r["offered"] if r["offered"] else 0.0
         per = f"{r['cpu_s_per_mpkt']:.3f}" if r["cpu_s_per_mpkt"] else "-"
+        sper = f"{r['sys_cpu_s_per_mpkt']:.3f}" if r.get("sys_cpu_s_per_mpkt") else "-"
         lines.append(f"| {r['regime']} | {r['size']} | {r['tool']} | {r['gen_pps'] / 1e6:.2f} | {r['offered']} | "
-                     f"{r['captured']} | {pct:.2f} | {r['drops']} | {r['cpu_s']:.2f} | {per} |")
+                     f"{r['captured']} | {pct:.2f} | {r['drops']} | {r['cpu_s']:.2f} | {per} | "
+                     f"{r.get('sys_cpu_s', 0):.2f} | {sper} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
