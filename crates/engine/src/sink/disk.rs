@@ -40,8 +40,9 @@ pub(crate) enum Msg {
 const DEPTH: u32 = 8;
 /// `fallocate` step.
 const RESERVE_STEP: u64 = 64 << 20;
-/// Buffers per file sink (the front end's, and the disk's backlog): 16 MiB.
-pub const BUFFERS: usize = 16;
+/// Buffers per file sink (the front end's, and the disk's backlog): 32 MiB, enough to
+/// ride out a disk writer that the scheduler keeps off a busy machine for tens of ms.
+pub const BUFFERS: usize = 32;
 
 /// Whole files kept under a byte budget (`--retain`), shared by every file sink of a
 /// capture (or by the daemon's captures): once a file is whole, the oldest are deleted
