@@ -546,3 +546,52 @@ fn issue5_attach_detach_churn_leaves_the_others_exact() {
     let (ok, _) = d.stop();
     assert!(ok);
 }
+
+#[test]
+fn issue16_a_full_spool_fails_the_capture_with_the_reason() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-full");
+    let spool = dir.path("spool");
+    std::fs::create_dir_all(&spool).expect("spool dir");
+    let _disk = util::SmallDisk::mount_at(&spool, "2m");
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0"]);
+    let id = d.start_capture(&["-w", "full.pcapng"]);
+    // 4000 frames of 1514 bytes is 6 MB: the 2 MB spool fills.
+    lab.gen(4000, &["--size", "1514", "--rate", "40000"]);
+    let v = d.wait_for(&id, |v| v["state"] != "running");
+    assert_eq!(v["state"], "failed", "{v}");
+    let reason = v["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("full.pcapng") && reason.contains("No space left on device"),
+        "{v}"
+    );
+    assert!(u(&v["drops"], "disk") > 0, "{v}");
+    // What was written stays readable.
+    let kept = read_all(&spool.join("full.pcapng")).len() as u64;
+    assert_eq!(kept, u(&v, "packets"), "{v}");
+}
+
+#[test]
+fn issue16_serve_retain_keeps_the_newest_capture_files() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-retain");
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0", "--retain", "3M"]);
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        // About 1.09 MB each: two fit in 3 MiB, three do not.
+        let name = format!("r{n}.pcapng");
+        let id = d.start_capture(&["-w", &name, "-c", "700"]);
+        lab.gen(700, &["--size", "1514"]);
+        let v = d.wait_for(&id, |v| v["state"] != "running");
+        assert_eq!(v["state"], "done", "{v}");
+        ids.push(id);
+    }
+    let spool = dir.path("spool");
+    assert!(!spool.join("r0.pcapng").exists(), "the oldest file went");
+    assert!(spool.join("r1.pcapng").exists() && spool.join("r2.pcapng").exists());
+    let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
+    assert!(m.contains("corecap_retain_deleted_files_total 1"), "{m}");
+    assert!(m.contains("corecap_retain_budget_bytes 3145728"), "{m}");
+}

@@ -356,12 +356,7 @@ pub struct SmallDisk(pub Scratch);
 impl SmallDisk {
     pub fn new(size: &str) -> Self {
         let s = Scratch::new("disk");
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&s.0)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount tmpfs");
+        mount_tmpfs(&s.0, size);
         Self(s)
     }
 }
@@ -369,6 +364,37 @@ impl SmallDisk {
 impl Drop for SmallDisk {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0 .0).status();
+    }
+}
+
+fn mount_tmpfs(at: &Path, size: &str) {
+    let st = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size},mode=0700"),
+            "tmpfs",
+        ])
+        .arg(at)
+        .status()
+        .expect("mount");
+    assert!(st.success(), "mount tmpfs");
+}
+
+/// A small tmpfs mounted on a directory of the caller's, unmounted on drop.
+pub struct Mounted(PathBuf);
+
+impl SmallDisk {
+    pub fn mount_at(at: &Path, size: &str) -> Mounted {
+        mount_tmpfs(at, size);
+        Mounted(at.to_owned())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
     }
 }
 
