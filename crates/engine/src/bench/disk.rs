@@ -272,7 +272,7 @@ mod tests {
     fn test_pcapng_bytes() {
         // 28-byte EPB head, data padded to 4, options, 4-byte trailer.
         let b = pcapng_bytes(64);
-        assert!(b >= 60 + 32 && b % 4 == 0, "{b}");
+        assert!(b >= 60 + 32 && b.is_multiple_of(4), "{b}");
         assert_eq!(pcapng_bytes(1518) - pcapng_bytes(1514), 4);
     }
 
