@@ -129,19 +129,7 @@ pub(crate) fn ring_bytes(
 
 /// Parses `500M`, `20G`, `1048576`.
 pub(crate) fn size(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        Some('T') => (&t[..t.len() - 1], 1 << 40),
-        _ => (t, 1),
-    };
-    let n: u64 = num
-        .parse()
-        .with_context(|| format!("bad size '{s}' (e.g. 500M, 20G)"))?;
-    n.checked_mul(mult)
-        .with_context(|| format!("size '{s}' is too large"))
+    Ok(corecap_engine::limits::size(s, "size")?)
 }
 
 /// The byte budget of `--retain`, shared by every file of a capture or daemon.
@@ -260,9 +248,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if workers > 1024 {
         bail!("--workers {workers} is more than 1024");
     }
-    if a.snaplen == 0 || a.snaplen > 262144 {
-        bail!("-s {} is out of range (1..262144)", a.snaplen);
-    }
+    corecap_engine::limits::snaplen(a.snaplen, "-s")?;
     let (given_ring, block_size, block_timeout_ms) = ring_geometry(&a.ring)?;
     let output = match &a.write {
         Some(p) => Some(OutputConfig {
@@ -297,13 +283,10 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
             bail!("-b cannot rotate standard output");
         }
     }
-    let duration = match a.duration {
-        Some(d) if !(d > 0.0 && d.is_finite()) => {
-            bail!("--duration must be a positive number of seconds")
-        }
-        Some(d) => Some(Duration::from_secs_f64(d)),
-        None => None,
-    };
+    let duration = a
+        .duration
+        .map(|d| corecap_engine::limits::seconds(d, "--duration"))
+        .transpose()?;
     let pipeline = a.mode == "pipeline" || a.flows.is_some();
     let mut groups = match (&a.groups, pipeline) {
         (Some(g), _) => GroupSpec::parse_list(g).map_err(anyhow::Error::msg)?,
@@ -345,10 +328,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
                 let n: u32 = v
                     .parse()
                     .with_context(|| format!("bad snap length in '{item}'"))?;
-                if n == 0 || n > 262144 {
-                    bail!("{flag} {item}: snap length out of range (1..262144)");
-                }
-                spec.snaplen = Some(n);
+                spec.snaplen = Some(corecap_engine::limits::snaplen(n, flag)?);
             }
         }
     }

@@ -236,18 +236,16 @@ impl Manager {
         if corecap_linux::netdev::ifindex(&input.iface).is_err() {
             return Err(err(404, format!("no interface named '{}'", input.iface)));
         }
-        if let Some(d) = r.duration {
-            if !(d.is_finite() && d > 0.0 && d < 1e7) {
-                return Err(err(400, "duration must be a number of seconds above 0"));
-            }
-        }
+        let duration = r
+            .duration
+            .map(|d| corecap_engine::limits::seconds(d, "duration"))
+            .transpose()
+            .map_err(|e| err(400, e.to_string()))?;
         if r.count == Some(0) {
             return Err(err(400, "count must be at least 1"));
         }
-        let snaplen = r.snaplen.unwrap_or(262_144);
-        if !(16..=262_144).contains(&snaplen) {
-            return Err(err(400, "snaplen must be 16 to 262144 bytes"));
-        }
+        let snaplen = corecap_engine::limits::snaplen(r.snaplen.unwrap_or(262_144), "snaplen")
+            .map_err(|e| err(400, e.to_string()))?;
         let linktype = corecap_linux::netdev::linktype(&input.iface)
             .map_err(|e| err(500, format!("{e:#}")))?;
         if let Some(f) = &r.filter {
@@ -495,7 +493,7 @@ impl Manager {
             view,
             runner,
             since_ns,
-            deadline: r.duration.map(|d| t0 + Duration::from_secs_f64(d)),
+            deadline: duration.map(|d| t0 + d),
             files,
             lag_observed: false,
         });

@@ -106,7 +106,10 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         );
     }
     let interval = match a.stats_interval {
-        Some(s) if s > 0.0 => Some(Duration::from_secs_f64(s)),
+        // 0 (or less) turns the interval lines off.
+        Some(s) if s > 0.0 || s.is_nan() => {
+            Some(corecap_engine::limits::seconds(s, "--stats-interval")?)
+        }
         Some(_) => None,
         None if a.json || (std::io::stderr().is_terminal() && !a.quiet) => {
             Some(Duration::from_secs(1))

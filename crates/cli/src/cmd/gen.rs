@@ -2,7 +2,6 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use corecap_engine::gen::{self, FrameSpec, GenConfig, Proto};
@@ -35,7 +34,10 @@ pub(crate) fn run(a: GenArgs) -> Result<i32> {
         },
         rate: a.rate.filter(|r| *r > 0),
         count: a.count,
-        duration: a.duration.map(Duration::from_secs_f64),
+        duration: a
+            .duration
+            .map(|d| corecap_engine::limits::seconds(d, "--duration"))
+            .transpose()?,
         threads: a.threads,
         cpus: match &a.cpus {
             Some(s) => config::cpu_list(s)?,
