@@ -4,6 +4,8 @@
 //! - [`steer`]: userspace filters.
 //! - [`worker`]: a pinned thread that runs the apps to completion on each block.
 //! - [`sink`]: pcapng/pcap files, per worker or merged in timestamp order, with rotation.
+//! - [`query`]: recorded files back out by time window and filter, reading only the regions
+//!   their sidecar index says can match.
 //! - [`stats`]: per-worker counters and the exact ledger.
 //! - [`capture`]: a capture from configuration to summary.
 //! - [`lab`] and [`gen`]: the veth lab and the traffic generator used by tests and benchmarks.
@@ -15,6 +17,7 @@ pub mod capture;
 pub mod gen;
 pub mod lab;
 pub mod packet;
+pub mod query;
 pub mod sink;
 pub mod source;
 pub mod stage;
