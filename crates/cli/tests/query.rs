@@ -33,7 +33,7 @@ fn tcpdump(files: &[PathBuf], filter: &str, from: u64, to: u64, s: &Scratch) -> 
     for (i, f) in files.iter().enumerate() {
         let out = s.path(&format!("ref{i}.pcap"));
         let mut c = Command::new("tcpdump");
-        c.args(["-nn", "-r", f.to_str().unwrap(), "-w", out.to_str().unwrap()]);
+        c.args(["-nn", "--time-stamp-precision=nano", "-r", f.to_str().unwrap(), "-w", out.to_str().unwrap()]);
         if !filter.is_empty() {
             c.arg(filter);
         }
@@ -222,9 +222,10 @@ fn issue13_pcapng_vlan_interfaces_and_options_kept() {
 #[test]
 fn issue13_unindexed_damaged_index_and_cut_short() {
     let s = Scratch::new("query-cut");
-    let a = s.path("a.pcap");
-    let b = s.path("b.pcap");
-    let c = s.path("c.pcap");
+    std::fs::create_dir(s.path("rec")).unwrap();
+    let a = s.path("rec/a.pcap");
+    let b = s.path("rec/b.pcap");
+    let c = s.path("rec/c.pcap");
     synthetic_pcap(&a, 6000, T0);
     synthetic_pcap(&b, 6000, T0 + 6_000_000_000);
     synthetic_pcap(&c, 6000, T0 + 3_000_000_000);
@@ -236,9 +237,9 @@ fn issue13_unindexed_damaged_index_and_cut_short() {
     bytes[mid] ^= 0xff;
     std::fs::write(&side, bytes).unwrap();
     // c has no index. Query the directory (with a hidden file being written, skipped).
-    std::fs::write(s.path(".d.pcap.part"), b"garbage").unwrap();
+    std::fs::write(s.path("rec/.d.pcap.part"), b"garbage").unwrap();
     let files = [a.clone(), b.clone(), c.clone()];
-    let dir = s.0.to_str().unwrap().to_owned();
+    let dir = s.path("rec").to_str().unwrap().to_owned();
     let v = check(&files, &[&dir], "host 10.1.5.3", None, None, &s);
     assert_eq!(u(&v, "files"), 3, "{v}");
     assert_eq!(u(&v, "files_scanned"), 2, "{v}");
