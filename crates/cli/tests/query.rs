@@ -28,19 +28,40 @@ fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// What tcpdump finds in `files` with `filter`, in the window, sorted by time then bytes.
-fn tcpdump(files: &[PathBuf], filter: &str, from: u64, to: u64, s: &Scratch) -> Vec<(u64, Vec<u8>)> {
+fn tcpdump(
+    files: &[PathBuf],
+    filter: &str,
+    from: u64,
+    to: u64,
+    s: &Scratch,
+) -> Vec<(u64, Vec<u8>)> {
     let mut all = Vec::new();
     for (i, f) in files.iter().enumerate() {
         let out = s.path(&format!("ref{i}.pcap"));
         let mut c = Command::new("tcpdump");
-        c.args(["-nn", "--time-stamp-precision=nano", "-r", f.to_str().unwrap(), "-w", out.to_str().unwrap()]);
+        c.args([
+            "-nn",
+            "--time-stamp-precision=nano",
+            "-r",
+            f.to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+        ]);
         if !filter.is_empty() {
             c.arg(filter);
         }
         // tcpdump exits non-zero on a file cut short, after writing what it read.
         let o = c.output().expect("run tcpdump");
-        assert!(out.exists(), "tcpdump: {}", String::from_utf8_lossy(&o.stderr));
-        all.extend(packets(&out).into_iter().filter(|(t, _)| *t >= from && *t < to));
+        assert!(
+            out.exists(),
+            "tcpdump: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        all.extend(
+            packets(&out)
+                .into_iter()
+                .filter(|(t, _)| *t >= from && *t < to),
+        );
     }
     all.sort();
     all
@@ -52,11 +73,18 @@ fn query(args: &[&str], s: &Scratch) -> (Vec<(u64, Vec<u8>)>, Value) {
     let mut a = vec!["query", "--json", "-w", out.to_str().unwrap()];
     a.extend_from_slice(args);
     let o = corecap(&a);
-    assert!(o.status.success(), "query {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "query {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: Value = serde_json::from_slice(&o.stdout).expect("query prints JSON");
     let p = packets(&out);
     assert_eq!(p.len() as u64, u(&v, "packets"), "{v}");
-    assert!(p.windows(2).all(|w| w[0].0 <= w[1].0), "output in timestamp order");
+    assert!(
+        p.windows(2).all(|w| w[0].0 <= w[1].0),
+        "output in timestamp order"
+    );
     (p, v)
 }
 
@@ -66,7 +94,14 @@ fn sorted(mut v: Vec<(u64, Vec<u8>)>) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// Checks one query against tcpdump; returns the summary.
-fn check(files: &[PathBuf], paths: &[&str], filter: &str, from: Option<u64>, to: Option<u64>, s: &Scratch) -> Value {
+fn check(
+    files: &[PathBuf],
+    paths: &[&str],
+    filter: &str,
+    from: Option<u64>,
+    to: Option<u64>,
+    s: &Scratch,
+) -> Value {
     let (f, t) = (from.unwrap_or(0), to.unwrap_or(u64::MAX));
     let want = tcpdump(files, filter, f, t, s);
     let fs = from.map(secs);
@@ -83,7 +118,10 @@ fn check(files: &[PathBuf], paths: &[&str], filter: &str, from: Option<u64>, to:
     }
     let (got, v) = query(&args, s);
     assert_eq!(got.len(), want.len(), "{filter} {from:?}..{to:?}: {v}");
-    assert!(sorted(got) == want, "{filter}: packets differ from tcpdump's");
+    assert!(
+        sorted(got) == want,
+        "{filter}: packets differ from tcpdump's"
+    );
     v
 }
 
@@ -123,7 +161,8 @@ fn synthetic_pcap(p: &Path, n: u32, t0: u64) {
         };
         let dp = if burst { 53 } else { 6000 + u16::from(h) };
         let fr = frame(src, dst, 1024 + (i % 7) as u16, dp, 512);
-        w.write_packet(t0 + u64::from(i) * 1_000_000, &fr, 512, None).unwrap();
+        w.write_packet(t0 + u64::from(i) * 1_000_000, &fr, 512, None)
+            .unwrap();
     }
     w.flush().unwrap();
 }
@@ -131,11 +170,20 @@ fn synthetic_pcap(p: &Path, n: u32, t0: u64) {
 /// A synthetic pcapng with two interfaces, VLAN tags and queue/hash options.
 fn synthetic_pcapng(p: &Path, n: u32, t0: u64) {
     let f = std::fs::File::create(p).unwrap();
-    let ifs = [InterfaceDesc::ethernet("eth0@0", 0), InterfaceDesc::ethernet("eth0@1", 0)];
+    let ifs = [
+        InterfaceDesc::ethernet("eth0@0", 0),
+        InterfaceDesc::ethernet("eth0@1", 0),
+    ];
     let mut w = PcapngWriter::new(std::io::BufWriter::new(f), "test", &ifs).unwrap();
     for i in 0..n {
         let vlan = if (i / 1000) % 2 == 0 { 100 } else { 200 };
-        let fr = frame([10, 5, 0, 1], [10, 6, (i / 1000) as u8, 1], 2000, 7000 + (i / 1000) as u16, 400);
+        let fr = frame(
+            [10, 5, 0, 1],
+            [10, 6, (i / 1000) as u8, 1],
+            2000,
+            7000 + (i / 1000) as u16,
+            400,
+        );
         w.write_epb(&Epb {
             if_id: i % 2,
             ts_ns: t0 + u64::from(i) * 1_000_000,
@@ -154,10 +202,17 @@ fn synthetic_pcapng(p: &Path, n: u32, t0: u64) {
 fn index(files: &[&Path], extra: &[&str]) -> std::process::Output {
     let mut a = vec!["index", "--json"];
     a.extend_from_slice(extra);
-    let names: Vec<String> = files.iter().map(|p| p.to_str().unwrap().to_owned()).collect();
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.to_str().unwrap().to_owned())
+        .collect();
     a.extend(names.iter().map(String::as_str));
     let o = corecap(&a);
-    assert!(o.status.success(), "index: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "index: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     o
 }
 
@@ -171,26 +226,70 @@ fn issue13_synthetic_host_port_window_and_filter() {
     assert_eq!(u(&rep, "packets"), 20_000);
     assert!(u(&rep, "regions") >= 9, "{rep}");
     let size = u(&rep, "size");
-    assert!(u(&rep, "index_bytes") * 50 <= size, "index ≤ 2% of the capture: {rep}");
+    assert!(
+        u(&rep, "index_bytes") * 50 <= size,
+        "index ≤ 2% of the capture: {rep}"
+    );
     let files = [a.clone()];
     let pa = a.to_str().unwrap();
     // One host: reads only the regions of its time slice.
     let v = check(&files, &[pa], "host 10.1.7.2", None, None, &s);
     assert!(u(&v, "packets") > 50, "{v}");
-    assert!(u(&v, "bytes_read") * 4 < u(&v, "bytes_total"), "host query reads few bytes: {v}");
+    assert!(
+        u(&v, "bytes_read") * 4 < u(&v, "bytes_total"),
+        "host query reads few bytes: {v}"
+    );
     assert!(u(&v, "regions_read") < u(&v, "regions_total"));
     // A port.
     let v = check(&files, &[pa], "udp dst port 6015", None, None, &s);
-    assert!(u(&v, "packets") > 0 && u(&v, "bytes_read") * 4 < u(&v, "bytes_total"), "{v}");
+    assert!(
+        u(&v, "packets") > 0 && u(&v, "bytes_read") * 4 < u(&v, "bytes_total"),
+        "{v}"
+    );
     // A window with no filter: 2 s out of 20.
-    let v = check(&files, &[pa], "", Some(T0 + 5_000_000_000), Some(T0 + 7_000_000_000), &s);
+    let v = check(
+        &files,
+        &[pa],
+        "",
+        Some(T0 + 5_000_000_000),
+        Some(T0 + 7_000_000_000),
+        &s,
+    );
     assert_eq!(u(&v, "packets"), 2000);
     assert!(u(&v, "bytes_read") * 3 < u(&v, "bytes_total"), "{v}");
     // A window and a filter, and filters the index cannot prune on.
-    check(&files, &[pa], "port 53", Some(T0 + 1_000_000_000), Some(T0 + 12_345_678_901), &s);
-    check(&files, &[pa], "not host 10.9.9.9 and udp[8] = 0xab", None, None, &s);
-    check(&files, &[pa], "host 10.1.3.1 or host 10.1.12.4", None, None, &s);
-    check(&files, &[pa], "net 10.1.4.0/24 and not port 53", None, None, &s);
+    check(
+        &files,
+        &[pa],
+        "port 53",
+        Some(T0 + 1_000_000_000),
+        Some(T0 + 12_345_678_901),
+        &s,
+    );
+    check(
+        &files,
+        &[pa],
+        "not host 10.9.9.9 and udp[8] = 0xab",
+        None,
+        None,
+        &s,
+    );
+    check(
+        &files,
+        &[pa],
+        "host 10.1.3.1 or host 10.1.12.4",
+        None,
+        None,
+        &s,
+    );
+    check(
+        &files,
+        &[pa],
+        "net 10.1.4.0/24 and not port 53",
+        None,
+        None,
+        &s,
+    );
     // A host that never occurs: nothing read but (at most) false-positive regions.
     let v = check(&files, &[pa], "host 192.0.2.77", None, None, &s);
     assert!(u(&v, "regions_read") <= 1, "{v}");
@@ -215,7 +314,11 @@ fn issue13_pcapng_vlan_interfaces_and_options_kept() {
     let mut r = CaptureReader::open(&out).unwrap();
     let rec = r.next_packet().unwrap().unwrap();
     assert!(rec.queue.is_some() && rec.hash.is_some());
-    let names: Vec<_> = r.interfaces().iter().map(|i| i.name.clone().unwrap_or_default()).collect();
+    let names: Vec<_> = r
+        .interfaces()
+        .iter()
+        .map(|i| i.name.clone().unwrap_or_default())
+        .collect();
     assert!(names.iter().all(|n| n.starts_with("eth0@")), "{names:?}");
 }
 
@@ -244,19 +347,36 @@ fn issue13_unindexed_damaged_index_and_cut_short() {
     assert_eq!(u(&v, "files"), 3, "{v}");
     assert_eq!(u(&v, "files_scanned"), 2, "{v}");
     assert!(v["notes"].to_string().contains("checksum"), "{v}");
-    check(&files, &[&dir], "", Some(T0 + 4_000_000_000), Some(T0 + 8_000_000_000), &s);
+    check(
+        &files,
+        &[&dir],
+        "",
+        Some(T0 + 4_000_000_000),
+        Some(T0 + 8_000_000_000),
+        &s,
+    );
     // A file cut short inside a record: indexed up to it (said on stderr), answered from
     // its readable part like tcpdump does.
     let raw = std::fs::read(&a).unwrap();
     let cut = s.path("cut.pcap");
     std::fs::write(&cut, &raw[..raw.len() * 2 / 3 + 100]).unwrap();
     let o = index(&[&cut], &[]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("cut short"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cut short"),
+        "{o:?}"
+    );
     let pc = cut.to_str().unwrap();
-    check(&[cut.clone()], &[pc], "host 10.1.7.1 or port 53", None, None, &s);
+    check(
+        std::slice::from_ref(&cut),
+        &[pc],
+        "host 10.1.7.1 or port 53",
+        None,
+        None,
+        &s,
+    );
     // The same file unindexed: the scan notes the cut.
     std::fs::remove_file(corecap_index::sidecar_path(&cut)).unwrap();
-    let v = check(&[cut.clone()], &[pc], "port 53", None, None, &s);
+    let v = check(std::slice::from_ref(&cut), &[pc], "port 53", None, None, &s);
     assert_eq!(u(&v, "files_truncated"), 1, "{v}");
 }
 
@@ -265,7 +385,13 @@ fn first_dst(p: &Path) -> String {
     let pk = packets(p);
     let f = &pk[pk.len() / 2].1;
     let off = if f[12..14] == [0x81, 0x00] { 18 } else { 14 };
-    format!("{}.{}.{}.{}", f[off + 16], f[off + 17], f[off + 18], f[off + 19])
+    format!(
+        "{}.{}.{}.{}",
+        f[off + 16],
+        f[off + 17],
+        f[off + 18],
+        f[off + 19]
+    )
 }
 
 #[test]
@@ -276,8 +402,18 @@ fn issue13_rotated_lab_recording() {
     let dir = s.path("rec");
     std::fs::create_dir(&dir).unwrap();
     let base = dir.join("r.pcapng");
-    let cap = lab.capture(&["--workers", "1", "-w", base.to_str().unwrap(), "-b", "filesize:1"]);
-    let sent = lab.gen(12_000, &["--flows", "64", "--size", "512", "--rate", "40000"]);
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "-w",
+        base.to_str().unwrap(),
+        "-b",
+        "filesize:1",
+    ]);
+    let sent = lab.gen(
+        12_000,
+        &["--flows", "64", "--size", "512", "--rate", "40000"],
+    );
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent, "{v}");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -288,7 +424,10 @@ fn issue13_rotated_lab_recording() {
     files.sort();
     assert!(files.len() >= 4, "rotated: {files:?}");
     // Index all but the last file.
-    let idx: Vec<&Path> = files[..files.len() - 1].iter().map(PathBuf::as_path).collect();
+    let idx: Vec<&Path> = files[..files.len() - 1]
+        .iter()
+        .map(PathBuf::as_path)
+        .collect();
     index(&idx, &[]);
     let host = first_dst(&files[1]);
     let d = dir.to_str().unwrap();
@@ -310,16 +449,37 @@ fn issue13_sealed_recording() {
     assert!(o.status.success());
     let k = key.to_str().unwrap();
     let sealed = s.path("c.pcapng.sealed");
-    let cap = lab.capture(&["--workers", "1", "--encrypt", "aes", "--key-file", k, "-w", sealed.to_str().unwrap()]);
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "--encrypt",
+        "aes",
+        "--key-file",
+        k,
+        "-w",
+        sealed.to_str().unwrap(),
+    ]);
     let sent = lab.gen(8000, &["--flows", "32", "--size", "512", "--rate", "40000"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent, "{v}");
     let plain = s.path("c.pcapng");
-    let o = corecap(&["decrypt", sealed.to_str().unwrap(), "-o", plain.to_str().unwrap(), "--key-file", k]);
+    let o = corecap(&[
+        "decrypt",
+        sealed.to_str().unwrap(),
+        "-o",
+        plain.to_str().unwrap(),
+        "--key-file",
+        k,
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Without the key, a sealed file is an error naming it.
     let out = s.path("x.pcapng");
-    let o = corecap(&["query", sealed.to_str().unwrap(), "-w", out.to_str().unwrap()]);
+    let o = corecap(&[
+        "query",
+        sealed.to_str().unwrap(),
+        "-w",
+        out.to_str().unwrap(),
+    ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("c.pcapng.sealed"));
     // Index with the key: the sidecar is sealed too.
@@ -328,20 +488,51 @@ fn issue13_sealed_recording() {
     assert!(side.starts_with(b"CORECAPS"), "sealed sidecar");
     let host = first_dst(&plain);
     let ps = sealed.to_str().unwrap();
-    let v = check(&[plain.clone()], &[ps, "--key-file", k], &format!("host {host}"), None, None, &s);
+    let v = check(
+        std::slice::from_ref(&plain),
+        &[ps, "--key-file", k],
+        &format!("host {host}"),
+        None,
+        None,
+        &s,
+    );
     assert!(u(&v, "packets") > 0 && u(&v, "files_indexed") == 1, "{v}");
     assert!(u(&v, "bytes_read") < u(&v, "bytes_total"), "{v}");
     let all = packets(&plain);
     let (t1, t2) = (all[1000].0, all[3000].0);
-    let v = check(&[plain.clone()], &[ps, "--key-file", k], "", Some(t1), Some(t2), &s);
+    let v = check(
+        std::slice::from_ref(&plain),
+        &[ps, "--key-file", k],
+        "",
+        Some(t1),
+        Some(t2),
+        &s,
+    );
     assert_eq!(u(&v, "packets"), 2000, "{v}");
     // A sealed file cut short: answered from its whole chunks.
     let raw = std::fs::read(&sealed).unwrap();
     let cut = s.path("cut.pcapng.sealed");
     std::fs::write(&cut, &raw[..raw.len() / 2]).unwrap();
     let o = index(&[&cut], &["--key-file", k]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("cut short"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cut short"),
+        "{o:?}"
+    );
     let cut_plain = s.path("cut.pcapng");
-    corecap(&["decrypt", cut.to_str().unwrap(), "-o", cut_plain.to_str().unwrap(), "--key-file", k]);
-    check(&[cut_plain], &[cut.to_str().unwrap(), "--key-file", k], &format!("host {host}"), None, None, &s);
+    corecap(&[
+        "decrypt",
+        cut.to_str().unwrap(),
+        "-o",
+        cut_plain.to_str().unwrap(),
+        "--key-file",
+        k,
+    ]);
+    check(
+        &[cut_plain],
+        &[cut.to_str().unwrap(), "--key-file", k],
+        &format!("host {host}"),
+        None,
+        None,
+        &s,
+    );
 }

@@ -292,7 +292,9 @@ pub fn plan_file(
             )));
         };
         let mut f = File::open(path).map_err(io_at(path))?;
-        Some(Arc::new(ChunkOpener::from_header(&mut f, k).map_err(sealed_err)?))
+        Some(Arc::new(
+            ChunkOpener::from_header(&mut f, k).map_err(sealed_err)?,
+        ))
     } else {
         None
     };
@@ -407,11 +409,10 @@ impl<W: Write> Ctx<'_, W> {
         let Some(expr) = self.filter else {
             return Ok(None);
         };
-        if !self.programs.contains_key(&linktype) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(linktype) {
             let insns = corecap_linux::filter::compile_offline(linktype, 262_144, expr)
                 .map_err(|e| QueryError::Filter(e.to_string()))?;
-            let p = Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?;
-            self.programs.insert(linktype, p);
+            e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
         }
         Ok(self.programs.get(&linktype))
     }
@@ -460,11 +461,15 @@ impl Read for SealedRead {
             }
             let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
             if len > crate::sink::sealed::MAX_CHUNK {
-                return Err(io::Error::other(format!("bad chunk at offset {}", self.offset)));
+                return Err(io::Error::other(format!(
+                    "bad chunk at offset {}",
+                    self.offset
+                )));
             }
             self.buf.clear();
             self.buf.extend_from_slice(&head);
-            self.buf.resize(CHUNK_HEAD + len + crate::sink::sealed::TAG, 0);
+            self.buf
+                .resize(CHUNK_HEAD + len + crate::sink::sealed::TAG, 0);
             let got = read_up_to(&mut self.f, &mut self.buf[CHUNK_HEAD..])?;
             self.buf.truncate(CHUNK_HEAD + got);
             match self.opener.open(&mut self.buf, self.offset) {
@@ -559,7 +564,13 @@ impl FileStream {
                                     }
                                 })?;
                             if !whole {
-                                self.note_cut(stats, format!("cut short inside the chunk read at {}..{}", at.start, at.end));
+                                self.note_cut(
+                                    stats,
+                                    format!(
+                                        "cut short inside the chunk read at {}..{}",
+                                        at.start, at.end
+                                    ),
+                                );
                             }
                             plain
                         }
@@ -603,7 +614,9 @@ impl FileStream {
                 }
                 Err(e) => {
                     let at = match self.plan.segments.get(self.next_seg - 1) {
-                        Some(Segment::Range { at, .. }) => format!(" in bytes {}..{}", at.start, at.end),
+                        Some(Segment::Range { at, .. }) => {
+                            format!(" in bytes {}..{}", at.start, at.end)
+                        }
                         _ => String::new(),
                     };
                     self.reader = None;
@@ -640,7 +653,11 @@ impl FileStream {
         }
     }
 
-    fn out_interface<W: Write>(&mut self, if_id: u32, ctx: &mut Ctx<'_, W>) -> Result<u32, QueryError> {
+    fn out_interface<W: Write>(
+        &mut self,
+        if_id: u32,
+        ctx: &mut Ctx<'_, W>,
+    ) -> Result<u32, QueryError> {
         let i = if_id as usize;
         if let Some(Some(o)) = self.if_map.get(i) {
             return Ok(*o);
@@ -649,7 +666,10 @@ impl FileStream {
             return Ok(0);
         };
         let d = r.interfaces().get(i).cloned().ok_or_else(|| {
-            QueryError::Other(format!("{}: packet for an unknown interface", self.plan.path.display()))
+            QueryError::Other(format!(
+                "{}: packet for an unknown interface",
+                self.plan.path.display()
+            ))
         })?;
         let key = (
             d.name.clone().unwrap_or_default(),
@@ -856,7 +876,11 @@ fn index_sealed(
         if whole {
             let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
             if len > crate::sink::sealed::MAX_CHUNK {
-                return Err(sealed_err(SealError::Tampered { index: 0, offset, good: 0 }));
+                return Err(sealed_err(SealError::Tampered {
+                    index: 0,
+                    offset,
+                    good: 0,
+                }));
             }
             buf.clear();
             buf.extend_from_slice(&head);

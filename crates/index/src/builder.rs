@@ -39,8 +39,13 @@ struct Iface {
 enum Fmt {
     /// Waiting for the file header.
     Start,
-    Pcap { be: bool, nanos: bool },
-    Pcapng { be: bool },
+    Pcap {
+        be: bool,
+        nanos: bool,
+    },
+    Pcapng {
+        be: bool,
+    },
 }
 
 /// The sets of the region being built.
@@ -299,7 +304,7 @@ impl IndexBuilder {
         }
         let btype = u32_at(b, 0, be);
         let len = u32_at(b, 4, be) as usize;
-        if len < 12 || len % 4 != 0 || len > MAX_BLOCK || len > b.len() {
+        if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK || len > b.len() {
             return Step::Stop;
         }
         if u32_at(b, len - 4, be) as usize != len {
@@ -680,7 +685,8 @@ mod tests {
             ..Epb::default()
         };
         w.write_epb(&e).unwrap();
-        w.add_interface(&InterfaceDesc::ethernet("eth1", 0)).unwrap();
+        w.add_interface(&InterfaceDesc::ethernet("eth1", 0))
+            .unwrap();
         w.write_epb(&Epb { if_id: 1, ..e }).unwrap();
         let ix = one_region(&w.into_inner());
         assert_eq!(ix.packets(), 2);

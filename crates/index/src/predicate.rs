@@ -69,9 +69,12 @@ impl Predicate {
         if toks.is_empty() {
             return Predicate::Any;
         }
-        let encap = toks
-            .iter()
-            .any(|t| matches!(t.as_str(), "mpls" | "pppoes" | "pppoed" | "geneve" | "vxlan"));
+        let encap = toks.iter().any(|t| {
+            matches!(
+                t.as_str(),
+                "mpls" | "pppoes" | "pppoed" | "geneve" | "vxlan"
+            )
+        });
         if encap {
             return Predicate::Any;
         }
@@ -174,13 +177,75 @@ struct Parser<'a> {
 }
 
 const QUALIFIERS: &[&str] = &[
-    "src", "dst", "ip", "ip6", "tcp", "udp", "sctp", "arp", "rarp", "ether", "host", "net",
-    "port", "portrange", "proto", "vlan", "icmp", "icmp6", "igmp", "inbound", "outbound", "less",
-    "greater", "broadcast", "multicast", "gateway", "mask", "len", "link", "ra", "ta", "addr1",
-    "addr2", "addr3", "addr4", "wlan", "type", "subtype", "dir", "decnet", "iso", "esis", "isis",
-    "clnp", "stp", "ipx", "netbeui", "atalk", "aarp", "lat", "sca", "moprc", "mopdl", "protochain",
-    "llc", "ifname", "on", "rnr", "rulenum", "reason", "rset", "srnr", "subrulenum", "action",
-    "ah", "esp", "pim", "vrrp", "carp",
+    "src",
+    "dst",
+    "ip",
+    "ip6",
+    "tcp",
+    "udp",
+    "sctp",
+    "arp",
+    "rarp",
+    "ether",
+    "host",
+    "net",
+    "port",
+    "portrange",
+    "proto",
+    "vlan",
+    "icmp",
+    "icmp6",
+    "igmp",
+    "inbound",
+    "outbound",
+    "less",
+    "greater",
+    "broadcast",
+    "multicast",
+    "gateway",
+    "mask",
+    "len",
+    "link",
+    "ra",
+    "ta",
+    "addr1",
+    "addr2",
+    "addr3",
+    "addr4",
+    "wlan",
+    "type",
+    "subtype",
+    "dir",
+    "decnet",
+    "iso",
+    "esis",
+    "isis",
+    "clnp",
+    "stp",
+    "ipx",
+    "netbeui",
+    "atalk",
+    "aarp",
+    "lat",
+    "sca",
+    "moprc",
+    "mopdl",
+    "protochain",
+    "llc",
+    "ifname",
+    "on",
+    "rnr",
+    "rulenum",
+    "reason",
+    "rset",
+    "srnr",
+    "subrulenum",
+    "action",
+    "ah",
+    "esp",
+    "pim",
+    "vrrp",
+    "carp",
 ];
 
 impl Parser<'_> {
@@ -200,22 +265,25 @@ impl Parser<'_> {
             self.at += 1;
             v.push(self.and()?);
         }
-        Some(if v.len() == 1 { v.remove(0) } else { Predicate::Or(v) })
+        Some(if v.len() == 1 {
+            v.remove(0)
+        } else {
+            Predicate::Or(v)
+        })
     }
 
     fn and(&mut self) -> Option<Predicate> {
         let mut v = vec![self.unary()?];
-        loop {
-            match self.peek() {
-                Some("and") => {
-                    self.at += 1;
-                    v.push(self.unary()?);
-                }
-                // libpcap takes juxtaposed primitives only after and/or; stop here.
-                _ => break,
-            }
+        // libpcap takes juxtaposed primitives only after and/or; anything else ends here.
+        while self.peek() == Some("and") {
+            self.at += 1;
+            v.push(self.unary()?);
         }
-        Some(if v.len() == 1 { v.remove(0) } else { Predicate::And(v) })
+        Some(if v.len() == 1 {
+            v.remove(0)
+        } else {
+            Predicate::And(v)
+        })
     }
 
     fn unary(&mut self) -> Option<Predicate> {
@@ -255,7 +323,9 @@ impl Parser<'_> {
                 // A value ends the primitive.
                 break;
             }
-            if words.last() == Some(&"net") && self.toks.get(self.at + 1).map(String::as_str) == Some("mask") {
+            if words.last() == Some(&"net")
+                && self.toks.get(self.at + 1).map(String::as_str) == Some("mask")
+            {
                 // net A mask M: four words.
                 words.push(self.toks.get(self.at)?.as_str());
                 words.push(self.toks.get(self.at + 1)?.as_str());
@@ -490,7 +560,10 @@ mod tests {
         }
         assert_eq!(p("host 10.0.0.1 and not port 22"), Host4([10, 0, 0, 1]));
         assert_eq!(p("vlan 100 and host 10.0.0.1"), Vlan(100));
-        assert_eq!(p("net 10.0.0.0/31"), Or(vec![Host4([10, 0, 0, 0]), Host4([10, 0, 0, 1])]));
+        assert_eq!(
+            p("net 10.0.0.0/31"),
+            Or(vec![Host4([10, 0, 0, 0]), Host4([10, 0, 0, 1])])
+        );
         assert_eq!(p("portrange 10-11"), Or(vec![Port(10), Port(11)]));
     }
 }

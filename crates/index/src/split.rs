@@ -93,7 +93,7 @@ fn block_len(f: &mut Fmt, b: &[u8]) -> Result<Option<usize>, ()> {
                 *f = Fmt::Pcapng { be };
             }
             let len = u32_at(b, 4, be) as usize;
-            if len < 12 || len % 4 != 0 || len > 16 * 1024 * 1024 {
+            if len < 12 || !len.is_multiple_of(4) || len > 16 * 1024 * 1024 {
                 return Err(());
             }
             Ok(Some(len))

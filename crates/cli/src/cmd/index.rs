@@ -20,7 +20,8 @@ pub(crate) fn run(a: IndexArgs) -> Result<i32> {
         None => None,
     };
     for f in &a.files {
-        let r = build_index(f, kek.as_ref()).with_context(|| format!("indexing {}", f.display()))?;
+        let r =
+            build_index(f, kek.as_ref()).with_context(|| format!("indexing {}", f.display()))?;
         let side = corecap_index::sidecar_path(f);
         if let Some(at) = r.cut_short {
             eprintln!(

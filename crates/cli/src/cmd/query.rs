@@ -29,7 +29,10 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     if paths.is_empty() {
         bail!("no capture file or directory given (the first argument is not an existing path)");
     }
-    let filter = a.filter.clone().or_else(|| (!words.is_empty()).then(|| words.join(" ")));
+    let filter = a
+        .filter
+        .clone()
+        .or_else(|| (!words.is_empty()).then(|| words.join(" ")));
     let (files, skipped) = expand_paths(&paths)?;
     let kek = match &a.key_file {
         Some(k) => {
@@ -56,7 +59,8 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
         let s = run_query(&spec, &mut w)?;
-        w.flush().with_context(|| format!("writing {}", a.out.display()))?;
+        w.flush()
+            .with_context(|| format!("writing {}", a.out.display()))?;
         s
     };
     for n in &stats.notes {
@@ -163,9 +167,16 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 /// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (also a space or `t` for the `T`).
 fn rfc3339(s: &str) -> Result<u64> {
-    let bad = || anyhow::anyhow!("not Unix seconds, RFC 3339 (2026-11-23T10:00:00Z) or relative (-15m)");
+    let bad =
+        || anyhow::anyhow!("not Unix seconds, RFC 3339 (2026-11-23T10:00:00Z) or relative (-15m)");
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return Err(bad());
     }
     let num = |r: std::ops::Range<usize>| -> Result<i64> {
@@ -214,8 +225,14 @@ mod tests {
     #[test]
     fn test_parse_times() {
         let now = 1_800_000_000_000_000_000;
-        assert_eq!(parse_time("1700000000", now).unwrap(), 1_700_000_000_000_000_000);
-        assert_eq!(parse_time("1700000000.25", now).unwrap(), 1_700_000_000_250_000_000);
+        assert_eq!(
+            parse_time("1700000000", now).unwrap(),
+            1_700_000_000_000_000_000
+        );
+        assert_eq!(
+            parse_time("1700000000.25", now).unwrap(),
+            1_700_000_000_250_000_000
+        );
         assert_eq!(parse_time("-15m", now).unwrap(), now - 900_000_000_000);
         assert_eq!(parse_time("-2h", now).unwrap(), now - 7_200_000_000_000);
         assert_eq!(parse_time("-30s", now).unwrap(), now - 30_000_000_000);
@@ -227,7 +244,14 @@ mod tests {
             parse_time("2023-11-15T00:13:20.5+02:00", now).unwrap(),
             1_700_000_000_500_000_000
         );
-        for bad in ["", "yesterday", "-15", "2023-13-01T00:00:00Z", "1.2.3", "-5x"] {
+        for bad in [
+            "",
+            "yesterday",
+            "-15",
+            "2023-13-01T00:00:00Z",
+            "1.2.3",
+            "-5x",
+        ] {
             assert!(parse_time(bad, now).is_err(), "{bad}");
         }
     }

@@ -560,11 +560,15 @@ impl ChunkOpener {
         let wlen = u16::from_le_bytes([head[40], head[41]]) as usize;
         let klen = cipher.key_len();
         if wlen != klen + TAG {
-            return Err(SealError::NotSealed(format!("bad wrapped key length {wlen}")));
+            return Err(SealError::NotSealed(format!(
+                "bad wrapped key length {wlen}"
+            )));
         }
         let mut wrapped = Zeroizing::new(vec![0u8; wlen]);
         if read_full(input, &mut wrapped).map_err(io_err("reading the header"))? < wlen {
-            return Err(SealError::NotSealed("sealed file header is cut short".into()));
+            return Err(SealError::NotSealed(
+                "sealed file header is cut short".into(),
+            ));
         }
         let mut tag = [0u8; TAG];
         tag.copy_from_slice(&wrapped[klen..]);
@@ -605,7 +609,12 @@ impl ChunkOpener {
         let mut tag = [0u8; TAG];
         tag.copy_from_slice(&buf[CHUNK_HEAD + len..total]);
         let aad = chunk_aad(&self.file_id, index, &buf[..8]);
-        if !self.aead.open(&chunk_nonce(index), &aad, &mut buf[CHUNK_HEAD..CHUNK_HEAD + len], &tag) {
+        if !self.aead.open(
+            &chunk_nonce(index),
+            &aad,
+            &mut buf[CHUNK_HEAD..CHUNK_HEAD + len],
+            &tag,
+        ) {
             return Err(tampered);
         }
         Ok(Some(Opened {
@@ -760,13 +769,18 @@ mod tests {
         let got = o.open(&mut buf, second as u64).unwrap().unwrap();
         assert_eq!(&buf[CHUNK_HEAD..CHUNK_HEAD + got.plain_len], b"second");
         assert!(!got.last);
-        assert_eq!(o.open(&mut s[second..second + 10].to_vec(), 0).unwrap(), None);
+        assert_eq!(
+            o.open(&mut s[second..second + 10].to_vec(), 0).unwrap(),
+            None
+        );
         let mut bad = s[second..].to_vec();
         bad[CHUNK_HEAD] ^= 1;
         assert!(o.open(&mut bad, second as u64).is_err());
         let whole = seal_bytes(&c, b"index bytes").unwrap();
         let mut out = Vec::new();
-        assert!(unseal(&mut &whole[..], &c.kek, &mut out).unwrap().complete());
+        assert!(unseal(&mut &whole[..], &c.kek, &mut out)
+            .unwrap()
+            .complete());
         assert_eq!(out, b"index bytes");
     }
 

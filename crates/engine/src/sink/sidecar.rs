@@ -16,9 +16,9 @@ use crate::sink::sealed::{seal_bytes, SealConfig};
 /// O_NOFOLLOW`, mode 0640; a stale one left by a crash is removed first), are synced, and
 /// are renamed over `path`, so a reader sees either no sidecar or a whole one.
 pub fn write_sidecar(path: &Path, index: &[u8], seal: Option<&SealConfig>) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "sidecar path has no file name"))?;
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, "sidecar path has no file name")
+    })?;
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(".part");
@@ -65,7 +65,10 @@ mod tests {
         fs::write(dir.join(".x.pcapng.idx.part"), b"stale").unwrap();
         write_sidecar(&p, b"plain index", None).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"plain index");
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
         assert!(!dir.join(".x.pcapng.idx.part").exists());
         let key = dir.join("k");
         KeyFile::generate(&key).unwrap();
