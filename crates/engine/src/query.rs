@@ -920,3 +920,155 @@ fn index_sealed(
     };
     Ok((b.finish(), report, Some(cfg)))
 }
+
+/// A time as ns since the epoch: Unix seconds with a fraction, RFC 3339, or relative to
+/// `now` (`-15m`, `-2h`, `-30s`, `-1d`).
+pub fn parse_time(s: &str, now: u64) -> Result<u64, String> {
+    let s = s.trim();
+    if let Some(rel) = s.strip_prefix('-') {
+        let unit = rel.chars().last().unwrap_or(' ');
+        let mul: u64 = match unit {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err("a relative time needs a unit: s, m, h or d (e.g. -15m)".into()),
+        };
+        let n: f64 = rel[..rel.len() - 1]
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+            .ok_or("not a number before the unit")?;
+        let back = (n * mul as f64 * 1e9) as u64;
+        return Ok(now.saturating_sub(back));
+    }
+    if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') && !s.is_empty() {
+        return unix_seconds(s);
+    }
+    rfc3339(s)
+}
+
+fn unix_seconds(s: &str) -> Result<u64, String> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if int.is_empty() || frac.contains('.') {
+        return Err("not a Unix time in seconds".into());
+    }
+    let secs: u64 = int.parse().map_err(|_| "not a Unix time in seconds")?;
+    Ok(secs
+        .checked_mul(1_000_000_000)
+        .ok_or("time out of range")?
+        .saturating_add(fraction_ns(frac)?))
+}
+
+fn fraction_ns(frac: &str) -> Result<u64, String> {
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("bad fraction of a second".into());
+    }
+    let mut ns = 0u64;
+    for (i, b) in frac.bytes().take(9).enumerate() {
+        ns += u64::from(b - b'0') * 10u64.pow(8 - i as u32);
+    }
+    Ok(ns)
+}
+
+/// Days from 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (also a space or `t` for the `T`).
+fn rfc3339(s: &str) -> Result<u64, String> {
+    let bad = || "not Unix seconds, RFC 3339 (2026-11-23T10:00:00Z) or relative (-15m)".to_string();
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        s.get(r)
+            .filter(|t| t.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(bad)
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return Err(bad());
+    }
+    let mut rest = &s[19..];
+    let mut frac_ns = 0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let n = r.bytes().take_while(u8::is_ascii_digit).count();
+        frac_ns = fraction_ns(&r[..n])?;
+        rest = &r[n..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && matches!(&o[..1], "+" | "-") && &o[3..4] == ":" => {
+            let oh: i64 = o[1..3].parse().map_err(|_| bad())?;
+            let om: i64 = o[4..6].parse().map_err(|_| bad())?;
+            let v = oh * 3600 + om * 60;
+            if o.starts_with('-') {
+                -v
+            } else {
+                v
+            }
+        }
+        _ => return Err(bad()),
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    if secs < 0 {
+        return Err("time before 1970".into());
+    }
+    Ok(secs as u64 * 1_000_000_000 + frac_ns)
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    #[test]
+    fn test_parse_times() {
+        let now = 1_800_000_000_000_000_000;
+        assert_eq!(
+            parse_time("1700000000", now).unwrap(),
+            1_700_000_000_000_000_000
+        );
+        assert_eq!(
+            parse_time("1700000000.25", now).unwrap(),
+            1_700_000_000_250_000_000
+        );
+        assert_eq!(parse_time("-15m", now).unwrap(), now - 900_000_000_000);
+        assert_eq!(parse_time("-2h", now).unwrap(), now - 7_200_000_000_000);
+        assert_eq!(parse_time("-30s", now).unwrap(), now - 30_000_000_000);
+        assert_eq!(
+            parse_time("2023-11-14T22:13:20Z", now).unwrap(),
+            1_700_000_000_000_000_000
+        );
+        assert_eq!(
+            parse_time("2023-11-15T00:13:20.5+02:00", now).unwrap(),
+            1_700_000_000_500_000_000
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "-15",
+            "2023-13-01T00:00:00Z",
+            "1.2.3",
+            "-5x",
+        ] {
+            assert!(parse_time(bad, now).is_err(), "{bad}");
+        }
+    }
+}

@@ -9,6 +9,7 @@
 //! - [`ethtool`]: channel counts, ring sizes, pause frames and driver name (SIOCETHTOOL).
 //! - [`netdev`]: interface index, RX queues, link type, network namespaces.
 //! - [`affinity`]: thread pinning, CPU lists, CPU time.
+//! - [`ioprio`]: I/O priority of a thread (queries read at idle priority).
 //! - [`bpf`]: maps, XDP programs and live-frame runs for the generator.
 //! - [`privilege`]: dropping capabilities once the sockets are open.
 //! - [`abi`]: the kernel's constants and structures.
@@ -22,6 +23,7 @@ pub mod bpf;
 mod error;
 pub mod ethtool;
 pub mod filter;
+pub mod ioprio;
 pub mod netdev;
 pub mod privilege;
 pub mod ring;
