@@ -492,6 +492,25 @@ pub(crate) enum RequestCmd {
     Metrics,
     /// Show which core runs what.
     Cores,
+    /// Packets of the spool's files by time window and filter, as pcapng (POST /queries).
+    Query(RequestQueryArgs),
+}
+
+/// `corecap request query`.
+#[derive(Args, Debug)]
+pub(crate) struct RequestQueryArgs {
+    /// Window start, inclusive (Unix seconds, RFC 3339, or relative like -15m).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) from: Option<String>,
+    /// Window end, exclusive.
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) to: Option<String>,
+    /// Output pcapng file (`-` for stdout).
+    #[arg(short = 'w', value_name = "OUT")]
+    pub(crate) out: std::path::PathBuf,
+    /// tcpdump filter expression.
+    #[arg(value_name = "FILTER")]
+    pub(crate) filter: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -536,3 +536,134 @@ fn issue13_sealed_recording() {
         &s,
     );
 }
+
+/// `corecap serve` on a lab with a spool, stopped (SIGTERM to its PID) on drop.
+struct Serve {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Serve {
+    fn start(lab: &Lab, socket: &Path, spool: &Path) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(util::bin())
+            .args(["serve", "--netns", &lab.netns, "-i", "cap0", "--socket"])
+            .arg(socket)
+            .arg("--spool")
+            .arg(spool)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start corecap serve");
+        let err = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok(l) if l.contains("serving on") => break,
+                Ok(_) => {}
+                Err(_) => {
+                    assert!(child.try_wait().unwrap().is_none(), "serve exited early");
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "serve did not come up"
+                    );
+                }
+            }
+        }
+        Self {
+            child,
+            socket: socket.to_owned(),
+        }
+    }
+
+    fn request(&self, args: &[&str]) -> std::process::Output {
+        Command::new(util::bin())
+            .arg("request")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run corecap request")
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn issue13_serve_streams_query_results() {
+    require_root!();
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-serve");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).unwrap();
+    let a = spool.join("old.pcap");
+    synthetic_pcap(&a, 8000, T0);
+    index(&[&a], &[]);
+    let d = Serve::start(&lab, &s.path("api.sock"), &spool);
+    // A recording made through the daemon lands in the spool too.
+    let o = d.request(&["start", "-i", "cap0", "-c", "3000", "-w", "live.pcapng"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    lab.gen(3000, &["--flows", "16", "--size", "256", "--rate", "30000"]);
+    let o = d.request(&["list", "--json"]);
+    let live = spool.join("live.pcapng");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while packets(&live).len() < 3000 {
+        assert!(std::time::Instant::now() < deadline, "{o:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let files = [live.clone(), a.clone()];
+    for filter in ["host 10.1.7.2", "udp port 5001 or port 53"] {
+        let out = s.path("served.pcapng");
+        let o = d.request(&["query", "-w", out.to_str().unwrap(), filter]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let want = tcpdump(&files, filter, 0, u64::MAX, &s);
+        let got = packets(&out);
+        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "time order");
+        assert_eq!(got.len(), want.len(), "{filter}");
+        assert!(sorted(got) == want, "{filter}");
+    }
+    // A window only, and errors before any byte is sent.
+    let out = s.path("w.pcapng");
+    let from = secs(T0 + 2_000_000_000);
+    let to = secs(T0 + 3_000_000_000);
+    let o = d.request(&[
+        "query",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(packets(&out).len(), 1000);
+    let o = d.request(&["query", "-w", out.to_str().unwrap(), "udp port"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("400"), "{o:?}");
+    let o = d.request(&["query", "--from", "yesterday", "-w", out.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("from yesterday"),
+        "{o:?}"
+    );
+}

@@ -24,7 +24,11 @@ pub fn pin_current_thread(cpu: u32) -> Result<()> {
 
 /// Lets the calling thread run on any of `cpus` (none out of range; at least one).
 pub fn pin_current_thread_to(cpus: &[u32]) -> Result<()> {
-    if cpus.is_empty() || cpus.iter().any(|&c| c as usize >= libc::CPU_SETSIZE as usize) {
+    if cpus.is_empty()
+        || cpus
+            .iter()
+            .any(|&c| c as usize >= libc::CPU_SETSIZE as usize)
+    {
         return Err(Error::new(ErrorKind::Sys, format!("bad cpu set {cpus:?}")));
     }
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
