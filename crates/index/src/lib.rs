@@ -69,6 +69,16 @@ pub fn sidecar_path(capture: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Removes a capture file and its sidecar together (retention): the sidecar first, so an
+/// index never outlives its file. A missing sidecar is not an error.
+pub fn remove_capture(capture: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(sidecar_path(capture)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::remove_file(capture)
+}
+
 /// Whether `path` names a sidecar (ends in `.idx`).
 pub fn is_sidecar(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "idx")

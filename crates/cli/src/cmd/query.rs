@@ -27,7 +27,10 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     };
     let (paths, words) = split_args(&a.args, a.filter.is_some());
     if paths.is_empty() {
-        bail!("no capture file or directory given (the first argument is not an existing path)");
+        bail!(
+            "{}: no such file or directory (give capture files or directories, then the filter)",
+            a.args.first().map_or("", String::as_str)
+        );
     }
     let filter = a
         .filter
