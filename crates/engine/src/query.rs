@@ -9,7 +9,7 @@
 //!    one read. A file without an index, with a damaged or stale one, or whose interfaces are
 //!    defined after its header, is scanned whole. Bytes past the index's coverage (a file
 //!    indexed while cut short, then completed) are read too.
-//! 2. **Read** ([`FileStream`]): each read is one `pread` of the byte range; a region not at
+//! 2. **Read** (a file stream): each read is one `pread` of the byte range; a region not at
 //!    the start of the file is parsed after the file header kept in the index. For a sealed
 //!    file the range is whole chunks, decrypted one by one ([`ChunkOpener`]).
 //! 3. **Merge** ([`run`]): every packet read passes the compiled filter (the classic BPF
