@@ -44,6 +44,10 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "FILE")]
         key_file: PathBuf,
     },
+    /// Build the sidecar index (FILE.idx) of capture files, for `corecap query`.
+    Index(IndexArgs),
+    /// Packets from recorded files by time window and filter, as one pcapng in time order.
+    Query(QueryArgs),
     /// Run the on-demand capture daemon: an HTTP+JSON API on a Unix socket that starts and
     /// stops captures per request (attach to a base capture's workers, or spawn a worker).
     Serve(Box<ServeArgs>),
@@ -515,6 +519,25 @@ pub(crate) enum RequestCmd {
     Metrics,
     /// Show which core runs what.
     Cores,
+    /// Packets of the spool's files by time window and filter, as pcapng (POST /queries).
+    Query(RequestQueryArgs),
+}
+
+/// `corecap request query`.
+#[derive(Args, Debug)]
+pub(crate) struct RequestQueryArgs {
+    /// Window start, inclusive (Unix seconds, RFC 3339, or relative like -15m).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) from: Option<String>,
+    /// Window end, exclusive.
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) to: Option<String>,
+    /// Output pcapng file (`-` for stdout).
+    #[arg(short = 'w', value_name = "OUT")]
+    pub(crate) out: std::path::PathBuf,
+    /// tcpdump filter expression.
+    #[arg(value_name = "FILTER")]
+    pub(crate) filter: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -580,4 +603,46 @@ pub(crate) struct RingArgs {
     /// Milliseconds after which a partly filled block is handed over.
     #[arg(long, value_name = "MS", default_value_t = 10)]
     pub(crate) block_timeout: u32,
+}
+
+/// `corecap index`.
+#[derive(Args, Debug)]
+pub(crate) struct IndexArgs {
+    /// pcap, pcapng or sealed capture files.
+    #[arg(required = true, value_name = "FILE")]
+    pub(crate) files: Vec<PathBuf>,
+    /// Key file of sealed files (their index is sealed under it too).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) key_file: Option<PathBuf>,
+    /// One JSON line per file.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `corecap query`.
+#[derive(Args, Debug)]
+pub(crate) struct QueryArgs {
+    /// Capture files and directories (a spool, a rotation directory), then an optional
+    /// tcpdump filter expression (the arguments that are not existing paths).
+    #[arg(required = true, value_name = "PATH... [FILTER]")]
+    pub(crate) args: Vec<String>,
+    /// Window start, inclusive: Unix seconds (with a fraction), RFC 3339, or relative
+    /// (-15m, -2h, -30s, -1d).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) from: Option<String>,
+    /// Window end, exclusive (same forms as --from).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) to: Option<String>,
+    /// Filter expression (instead of trailing words).
+    #[arg(short = 'f', long = "filter", value_name = "EXPR")]
+    pub(crate) filter: Option<String>,
+    /// Output pcapng file (`-` for stdout).
+    #[arg(short = 'w', value_name = "OUT")]
+    pub(crate) out: PathBuf,
+    /// Print one JSON summary line (to stderr when -w -).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Key file of sealed files.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) key_file: Option<PathBuf>,
 }

@@ -19,6 +19,8 @@ fn main() {
         args::Cmd::Tune { cmd } => cmd::tune::run(cmd),
         args::Cmd::Serve(a) => cmd::serve::run(*a),
         args::Cmd::Request(a) => cmd::request::run(a),
+        args::Cmd::Index(a) => cmd::index::run(a),
+        args::Cmd::Query(a) => cmd::query::run(a),
         args::Cmd::Keygen { out } => cmd::seal::keygen(&out),
         args::Cmd::Decrypt {
             input,

@@ -4,6 +4,8 @@
 //! - [`steer`]: userspace filters.
 //! - [`worker`]: a pinned thread that runs the apps to completion on each block.
 //! - [`sink`]: pcapng/pcap files, per worker or merged in timestamp order, with rotation.
+//! - [`query`]: recorded files back out by time window and filter, reading only the regions
+//!   their sidecar index says can match.
 //! - [`stats`]: per-worker counters and the exact ledger.
 //! - [`capture`]: a capture from configuration to summary.
 //! - [`limits`]: checked durations, sizes and snap lengths, shared by the CLI and the API.
@@ -17,6 +19,7 @@ pub mod gen;
 pub mod lab;
 pub mod limits;
 pub mod packet;
+pub mod query;
 pub mod sink;
 pub mod source;
 pub mod stage;

@@ -22,6 +22,29 @@ pub fn pin_current_thread(cpu: u32) -> Result<()> {
     Ok(())
 }
 
+/// Lets the calling thread run on any of `cpus` (none out of range; at least one).
+pub fn pin_current_thread_to(cpus: &[u32]) -> Result<()> {
+    if cpus.is_empty()
+        || cpus
+            .iter()
+            .any(|&c| c as usize >= libc::CPU_SETSIZE as usize)
+    {
+        return Err(Error::new(ErrorKind::Sys, format!("bad cpu set {cpus:?}")));
+    }
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: every cpu was checked against CPU_SETSIZE above.
+        unsafe { libc::CPU_SET(c as usize, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; 0 means the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc < 0 {
+        return Err(Error::last(format!("cannot pin thread to cpus {cpus:?}")));
+    }
+    Ok(())
+}
+
 /// CPU the calling thread runs on now.
 pub fn current_cpu() -> u32 {
     // SAFETY: plain system call without arguments.

@@ -9,6 +9,7 @@
 //! - [`ethtool`]: channel counts, ring sizes, pause frames and driver name (SIOCETHTOOL).
 //! - [`netdev`]: interface index, RX queues, link type, network namespaces.
 //! - [`affinity`]: thread pinning, CPU lists, CPU time.
+//! - [`ioprio`]: I/O priority of a thread (queries read at idle priority).
 //! - [`bpf`]: maps, XDP programs and live-frame runs for the generator.
 //! - [`direct`]: direct-I/O capture files: aligned buffers, `O_DIRECT`, fallocate, io_uring.
 //! - [`memory`]: the memory available, checked before a ring is asked for.
@@ -25,6 +26,7 @@ pub mod direct;
 mod error;
 pub mod ethtool;
 pub mod filter;
+pub mod ioprio;
 pub mod memory;
 pub mod netdev;
 pub mod privilege;

@@ -252,6 +252,51 @@ pub fn call(
     Ok((status, body))
 }
 
+/// Sends one request and copies a `200` response's body to `out` as it arrives (a query's
+/// pcapng); returns the status, the bytes copied, and for any other status its body.
+pub fn call_streaming(
+    mut stream: impl Read + Write,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&[u8]>,
+    out: &mut impl Write,
+) -> io::Result<(u16, u64, Vec<u8>)> {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: corecap\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    let b = body.unwrap_or_default();
+    head.push_str(&format!(
+        "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        b.len()
+    ));
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(b)?;
+    stream.flush()?;
+    let mut r = BufReader::with_capacity(1 << 20, stream);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an HTTP response"))?;
+    loop {
+        line.clear();
+        if r.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
+            break;
+        }
+    }
+    if status == 200 {
+        let n = io::copy(&mut r, out)?;
+        return Ok((status, n, Vec::new()));
+    }
+    let mut err = Vec::new();
+    r.take(MAX_BODY as u64).read_to_end(&mut err)?;
+    Ok((status, 0, err))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,8 @@
 //!   workers) or spawn mode (a worker of its own on a free core, see [`cores`]), with their
 //!   limits, thread lag and final accounting;
 //! - [`spool`]: the one directory files go to, and its quota;
+//! - [`query`]: `POST /queries`, recorded packets streamed back as pcapng, off the capture
+//!   cores and at idle I/O priority;
 //! - [`api`]: the JSON; [`metrics`]: the Prometheus text.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -15,6 +17,7 @@ pub mod cores;
 pub mod http;
 pub mod manager;
 pub mod metrics;
+pub mod query;
 pub mod server;
 pub mod spool;
 

@@ -707,6 +707,35 @@ impl Manager {
         self.lock().entries.iter().map(|e| e.view.clone()).collect()
     }
 
+    /// CPUs capture uses now: the base captures' workers and the cores of running
+    /// captures (spawned workers, attached consumers' stage threads).
+    pub fn capture_cpus(&self) -> Vec<u32> {
+        let g = self.lock();
+        let mut cpus: Vec<u32> = g
+            .bases
+            .iter()
+            .flat_map(|b| b.cap.workers.iter().filter_map(|w| w.cpu))
+            .collect();
+        for e in &g.entries {
+            if e.view.state == State::Running {
+                cpus.extend(&e.view.cores);
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        cpus
+    }
+
+    /// The spool.
+    pub fn spool(&self) -> &Spool {
+        &self.cfg.spool
+    }
+
+    /// The key-encryption key of sealed files, if the daemon has one.
+    pub fn key(&self) -> Option<&Arc<KeyFile>> {
+        self.cfg.key.as_ref()
+    }
+
     /// `GET /cores`.
     pub fn cores(&self) -> serde_json::Value {
         let mut g = self.lock();

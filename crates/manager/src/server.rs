@@ -136,6 +136,18 @@ fn serve_one<S: io::Read + io::Write>(mut s: S, token: Option<&str>, m: &Manager
                         "this address needs Authorization: Bearer TOKEN (see serve --token-file)",
                     )
                 }
+                _ if req.method == "POST" && req.path.trim_end_matches('/') == "/queries" => {
+                    match crate::query::spec(m, &req.body) {
+                        Ok(spec) => {
+                            m.count_response(200);
+                            if let Err(e) = crate::query::stream(m, &spec, &mut s) {
+                                eprintln!("corecap: query stream ended: {e}");
+                            }
+                            return;
+                        }
+                        Err(r) => r,
+                    }
+                }
                 _ => route(m, req, t0, wall),
             }
         }
@@ -165,7 +177,7 @@ pub fn route(m: &Manager, req: Request, t0: Instant, wall: SystemTime) -> Respon
         ("GET", []) => Response::json(
             200,
             &serde_json::json!({"service": "corecap", "version": env!("CARGO_PKG_VERSION"),
-                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores"]}),
+                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries"]}),
         ),
         ("GET", ["captures"]) => view_json(200, &m.list()),
         ("POST", ["captures"]) => match serde_json::from_slice::<StartRequest>(&req.body) {

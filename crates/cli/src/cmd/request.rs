@@ -5,11 +5,14 @@ use corecap_manager::api::{CaptureView, Mode, OutputKind, StartRequest, State};
 use corecap_manager::http;
 use serde_json::Value;
 
-use crate::args::{RequestArgs, RequestCmd, RequestStartArgs};
+use crate::args::{RequestArgs, RequestCmd, RequestQueryArgs, RequestStartArgs};
 use crate::config::cpu_list;
 
-/// Sends one request to the daemon; returns the status and the body.
-fn call(a: &RequestArgs, method: &str, path: &str, body: Option<&[u8]>) -> Result<(u16, Vec<u8>)> {
+/// A connection to the daemon, and the token to send on it.
+trait Conn: std::io::Read + std::io::Write {}
+impl<T: std::io::Read + std::io::Write> Conn for T {}
+
+fn connect(a: &RequestArgs) -> Result<(Box<dyn Conn>, Option<String>)> {
     match &a.url {
         Some(url) => {
             let host = url
@@ -29,7 +32,7 @@ fn call(a: &RequestArgs, method: &str, path: &str, body: Option<&[u8]>) -> Resul
             let s = std::net::TcpStream::connect(host).with_context(|| {
                 format!("connecting to {url} (is corecap serve --listen running?)")
             })?;
-            Ok(http::call(s, method, path, token.as_deref(), body)?)
+            Ok((Box::new(s), token))
         }
         None => {
             let s = std::os::unix::net::UnixStream::connect(&a.socket).with_context(|| {
@@ -38,9 +41,65 @@ fn call(a: &RequestArgs, method: &str, path: &str, body: Option<&[u8]>) -> Resul
                     a.socket.display()
                 )
             })?;
-            Ok(http::call(s, method, path, None, body)?)
+            Ok((Box::new(s), None))
         }
     }
+}
+
+/// Sends one request to the daemon; returns the status and the body.
+fn call(a: &RequestArgs, method: &str, path: &str, body: Option<&[u8]>) -> Result<(u16, Vec<u8>)> {
+    let (s, token) = connect(a)?;
+    Ok(http::call(s, method, path, token.as_deref(), body)?)
+}
+
+/// `corecap request query`: the daemon's answer (pcapng) to `-w OUT`.
+fn query(a: &RequestArgs, q: &RequestQueryArgs) -> Result<i32> {
+    let words = q.filter.join(" ");
+    let body = serde_json::json!({
+        "from": q.from,
+        "to": q.to,
+        "filter": (!words.is_empty()).then_some(words),
+    });
+    let body = serde_json::to_vec(&body)?;
+    let (s, token) = connect(a)?;
+    let to_stdout = q.out == std::path::Path::new("-");
+    let (status, n, err) = if to_stdout {
+        let mut out = std::io::stdout().lock();
+        http::call_streaming(
+            s,
+            "POST",
+            "/queries",
+            token.as_deref(),
+            Some(&body),
+            &mut out,
+        )?
+    } else {
+        let mut out = std::io::BufWriter::new(
+            std::fs::File::create(&q.out)
+                .with_context(|| format!("creating {}", q.out.display()))?,
+        );
+        let r = http::call_streaming(
+            s,
+            "POST",
+            "/queries",
+            token.as_deref(),
+            Some(&body),
+            &mut out,
+        )?;
+        std::io::Write::flush(&mut out)?;
+        r
+    };
+    if status != 200 {
+        let msg = serde_json::from_slice::<Value>(&err)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&err).into_owned());
+        bail!("{msg} (HTTP {status})");
+    }
+    if !to_stdout {
+        eprintln!("wrote {n} bytes of pcapng to {}", q.out.display());
+    }
+    Ok(0)
 }
 
 /// Calls and turns an error status into an error with the daemon's message.
@@ -152,6 +211,7 @@ fn view(body: &[u8]) -> Result<CaptureView> {
 pub(crate) fn run(a: RequestArgs) -> Result<i32> {
     let raw = |b: &[u8]| print!("{}", String::from_utf8_lossy(b));
     match &a.cmd {
+        RequestCmd::Query(q) => return query(&a, q),
         RequestCmd::Start(s) => {
             let body = serde_json::to_vec(&start_request(s)?)?;
             let b = call_ok(&a, "POST", "/captures", Some(&body))?;

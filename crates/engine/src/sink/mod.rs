@@ -4,3 +4,4 @@ pub mod file;
 pub mod merge;
 pub mod output;
 pub mod sealed;
+pub mod sidecar;

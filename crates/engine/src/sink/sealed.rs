@@ -514,6 +514,146 @@ pub fn unseal(
     }
 }
 
+/// Opens the chunks of a sealed file one at a time, in any order: a query decrypts only the
+/// chunks of the regions it reads. Each chunk carries its index in its nonce, and that index
+/// and the file id are in the chunk's associated data, so a chunk read from the wrong place
+/// fails authentication.
+pub struct ChunkOpener {
+    aead: Aead,
+    file_id: [u8; 16],
+    /// Cipher of the file.
+    pub cipher: Cipher,
+    /// Bytes of the header: chunk 0 starts here.
+    pub header_len: u64,
+}
+
+impl fmt::Debug for ChunkOpener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ChunkOpener {{ cipher: {:?} }}", self.cipher)
+    }
+}
+
+/// One chunk opened by [`ChunkOpener::open`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opened {
+    /// Bytes of the sealed chunk (head, ciphertext, tag).
+    pub sealed_len: usize,
+    /// Plaintext bytes, now at `buf[CHUNK_HEAD..CHUNK_HEAD + plain_len]`.
+    pub plain_len: usize,
+    /// The chunk has the final flag.
+    pub last: bool,
+}
+
+impl ChunkOpener {
+    /// Reads and opens the header of a sealed file with the key-encryption key.
+    pub fn from_header(input: &mut impl Read, kek: &KeyFile) -> Result<Self, SealError> {
+        let mut head = [0u8; 42];
+        let n = read_full(input, &mut head).map_err(io_err("reading the header"))?;
+        if n < 42 || &head[..8] != MAGIC {
+            return Err(SealError::NotSealed(
+                "not a sealed capture file (no CORECAPS header)".into(),
+            ));
+        }
+        let version = u16::from_le_bytes([head[8], head[9]]);
+        if version != VERSION {
+            return Err(SealError::NotSealed(format!(
+                "sealed file version {version} is not supported (this corecap reads version {VERSION})"
+            )));
+        }
+        let cipher = Cipher::from_id(head[10])
+            .ok_or_else(|| SealError::NotSealed(format!("unknown cipher id {}", head[10])))?;
+        let mut file_id = [0u8; 16];
+        file_id.copy_from_slice(&head[12..28]);
+        let mut wrap_nonce = [0u8; 12];
+        wrap_nonce.copy_from_slice(&head[28..40]);
+        let wlen = u16::from_le_bytes([head[40], head[41]]) as usize;
+        let klen = cipher.key_len();
+        if wlen != klen + TAG {
+            return Err(SealError::NotSealed(format!(
+                "bad wrapped key length {wlen}"
+            )));
+        }
+        let mut wrapped = Zeroizing::new(vec![0u8; wlen]);
+        if read_full(input, &mut wrapped).map_err(io_err("reading the header"))? < wlen {
+            return Err(SealError::NotSealed(
+                "sealed file header is cut short".into(),
+            ));
+        }
+        let mut tag = [0u8; TAG];
+        tag.copy_from_slice(&wrapped[klen..]);
+        if !Aead::new(cipher, &kek.key[..]).open(&wrap_nonce, &head, &mut wrapped[..klen], &tag) {
+            return Err(SealError::WrongKey);
+        }
+        Ok(Self {
+            aead: Aead::new(cipher, &wrapped[..klen]),
+            file_id,
+            cipher,
+            header_len: (42 + wlen) as u64,
+        })
+    }
+
+    /// Opens the chunk at the start of `buf` (which sits at `offset` in the file) in place.
+    /// `Ok(None)`: `buf` ends before the chunk does (a file cut short).
+    pub fn open(&self, buf: &mut [u8], offset: u64) -> Result<Option<Opened>, SealError> {
+        if buf.len() < CHUNK_HEAD {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        let flags = buf[4];
+        let mut idx = [0u8; 8];
+        idx.copy_from_slice(&buf[12..20]);
+        let index = u64::from_be_bytes(idx);
+        let tampered = SealError::Tampered {
+            index,
+            offset,
+            good: 0,
+        };
+        if len > MAX_CHUNK || flags & !FLAG_FINAL != 0 || buf[5..12] != [0; 7] {
+            return Err(tampered);
+        }
+        let total = CHUNK_HEAD + len + TAG;
+        if buf.len() < total {
+            return Ok(None);
+        }
+        let mut tag = [0u8; TAG];
+        tag.copy_from_slice(&buf[CHUNK_HEAD + len..total]);
+        let aad = chunk_aad(&self.file_id, index, &buf[..8]);
+        if !self.aead.open(
+            &chunk_nonce(index),
+            &aad,
+            &mut buf[CHUNK_HEAD..CHUNK_HEAD + len],
+            &tag,
+        ) {
+            return Err(tampered);
+        }
+        Ok(Some(Opened {
+            sealed_len: total,
+            plain_len: len,
+            last: flags & FLAG_FINAL != 0,
+        }))
+    }
+}
+
+/// Seals `plain` as a whole new sealed stream (header, then chunks of at most 1 MiB, the
+/// last one final): small files such as a capture file's index.
+pub fn seal_bytes(cfg: &SealConfig, plain: &[u8]) -> Result<Vec<u8>, SealError> {
+    let (mut s, mut out) = Sealer::new(cfg)?;
+    let mut parts = plain.chunks(1 << 20).peekable();
+    if parts.peek().is_none() {
+        let mut buf = vec![0u8; CHUNK_HEAD];
+        s.seal(&mut buf, true);
+        out.extend_from_slice(&buf);
+    }
+    while let Some(p) = parts.next() {
+        let mut buf = Vec::with_capacity(CHUNK_HEAD + p.len() + TAG);
+        buf.resize(CHUNK_HEAD, 0);
+        buf.extend_from_slice(p);
+        s.seal(&mut buf, parts.peek().is_none());
+        out.extend_from_slice(&buf);
+    }
+    Ok(out)
+}
+
 /// Decrypts file `input` into a new file `output`. On an authentication failure the output
 /// keeps the verified chunks only.
 pub fn unseal_file(input: &Path, kek: &KeyFile, output: &Path) -> Result<Unsealed, SealError> {
@@ -624,6 +764,33 @@ mod tests {
             // Never more than the chunks before the damaged one.
             assert!(b"helloworld".starts_with(&out), "byte {i}");
         }
+    }
+
+    #[test]
+    fn test_chunk_opener_opens_any_chunk() {
+        let c = cfg(Cipher::SeedGcm, 5);
+        let s = sealed(&c, &[b"one", b"second", b"3"], true);
+        let mut r = &s[..];
+        let o = ChunkOpener::from_header(&mut r, &c.kek).unwrap();
+        let first = o.header_len as usize;
+        let second = first + CHUNK_HEAD + 3 + TAG;
+        let mut buf = s[second..].to_vec();
+        let got = o.open(&mut buf, second as u64).unwrap().unwrap();
+        assert_eq!(&buf[CHUNK_HEAD..CHUNK_HEAD + got.plain_len], b"second");
+        assert!(!got.last);
+        assert_eq!(
+            o.open(&mut s[second..second + 10].to_vec(), 0).unwrap(),
+            None
+        );
+        let mut bad = s[second..].to_vec();
+        bad[CHUNK_HEAD] ^= 1;
+        assert!(o.open(&mut bad, second as u64).is_err());
+        let whole = seal_bytes(&c, b"index bytes").unwrap();
+        let mut out = Vec::new();
+        assert!(unseal(&mut &whole[..], &c.kek, &mut out)
+            .unwrap()
+            .complete());
+        assert_eq!(out, b"index bytes");
     }
 
     #[test]

@@ -1,0 +1,53 @@
+//! `corecap index FILE...`: builds the sidecar index of capture files.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use corecap_engine::query::build_index;
+use corecap_engine::sink::sealed::KeyFile;
+
+use crate::args::IndexArgs;
+
+pub(crate) fn run(a: IndexArgs) -> Result<i32> {
+    let kek = match &a.key_file {
+        Some(k) => {
+            let kf = KeyFile::load(k)?;
+            if let Some(w) = &kf.warning {
+                eprintln!("corecap: warning: {w}");
+            }
+            Some(Arc::new(kf))
+        }
+        None => None,
+    };
+    for f in &a.files {
+        let r =
+            build_index(f, kek.as_ref()).with_context(|| format!("indexing {}", f.display()))?;
+        let side = corecap_index::sidecar_path(f);
+        if let Some(at) = r.cut_short {
+            eprintln!(
+                "corecap: warning: {} is cut short or damaged at byte {at} of {}: indexed its readable part ({} packets)",
+                f.display(),
+                r.size,
+                r.packets
+            );
+        }
+        if a.json {
+            let mut v = serde_json::to_value(&r)?;
+            v["file"] = serde_json::Value::String(f.display().to_string());
+            v["index"] = serde_json::Value::String(side.display().to_string());
+            println!("{v}");
+        } else {
+            println!(
+                "{}: {} packets in {} regions, index {} bytes ({:.2}% of {} bytes){}",
+                side.display(),
+                r.packets,
+                r.regions,
+                r.index_bytes,
+                100.0 * r.index_bytes as f64 / r.size.max(1) as f64,
+                r.size,
+                if r.sealed { ", sealed" } else { "" }
+            );
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,108 @@
+//! `corecap query PATH... [--from T] [--to T] [FILTER] -w OUT`: packets back out of
+//! recorded files.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use corecap_engine::query::{expand_paths, parse_time, run as run_query, QuerySpec};
+use corecap_engine::sink::sealed::KeyFile;
+
+use crate::args::QueryArgs;
+
+pub(crate) fn run(a: QueryArgs) -> Result<i32> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let from = match &a.from {
+        Some(t) => parse_time(t, now).map_err(|e| anyhow!("--from {t}: {e}"))?,
+        None => 0,
+    };
+    let to = match &a.to {
+        Some(t) => parse_time(t, now).map_err(|e| anyhow!("--to {t}: {e}"))?,
+        None => u64::MAX,
+    };
+    let (paths, words) = split_args(&a.args, a.filter.is_some());
+    if paths.is_empty() {
+        bail!(
+            "{}: no such file or directory (give capture files or directories, then the filter)",
+            a.args.first().map_or("", String::as_str)
+        );
+    }
+    let filter = a
+        .filter
+        .clone()
+        .or_else(|| (!words.is_empty()).then(|| words.join(" ")));
+    let (files, skipped) = expand_paths(&paths)?;
+    let kek = match &a.key_file {
+        Some(k) => {
+            let kf = KeyFile::load(k)?;
+            if let Some(w) = &kf.warning {
+                eprintln!("corecap: warning: {w}");
+            }
+            Some(Arc::new(kf))
+        }
+        None => None,
+    };
+    let spec = QuerySpec {
+        files,
+        from,
+        to,
+        filter,
+        kek,
+    };
+    let to_stdout = a.out == Path::new("-");
+    let stats = if to_stdout {
+        let out = io::stdout().lock();
+        run_query(&spec, BufWriter::with_capacity(1 << 20, out))?
+    } else {
+        let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let s = run_query(&spec, &mut w)?;
+        w.flush()
+            .with_context(|| format!("writing {}", a.out.display()))?;
+        s
+    };
+    for n in &stats.notes {
+        eprintln!("corecap: note: {n}");
+    }
+    if skipped > 0 {
+        eprintln!("corecap: note: skipped {skipped} files that are not captures");
+    }
+    if a.json {
+        let mut v = serde_json::to_value(&stats)?;
+        v["type"] = serde_json::Value::String("query".into());
+        v["files_skipped"] = serde_json::Value::from(skipped);
+        if to_stdout {
+            eprintln!("{v}");
+        } else {
+            println!("{v}");
+        }
+    } else {
+        eprintln!(
+            "{} packets from {} files: read {} of {} bytes ({} of {} regions; {} files scanned without an index)",
+            stats.packets,
+            stats.files,
+            stats.bytes_read,
+            stats.bytes_total,
+            stats.regions_read,
+            stats.regions_total,
+            stats.files_scanned
+        );
+    }
+    Ok(0)
+}
+
+/// Leading arguments that exist are paths; the rest is the filter. With `-f`, all are paths.
+fn split_args(args: &[String], all_paths: bool) -> (Vec<PathBuf>, Vec<String>) {
+    let mut paths = Vec::new();
+    let mut i = 0;
+    while i < args.len() && (all_paths || Path::new(&args[i]).exists()) {
+        paths.push(PathBuf::from(&args[i]));
+        i += 1;
+    }
+    (paths, args[i..].to_vec())
+}

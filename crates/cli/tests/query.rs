@@ -1,0 +1,669 @@
+//! Indexes and queries (issue 13): `corecap index` and `corecap query` give, packet for
+//! packet, what `tcpdump -r FILE -w - FILTER` finds in the same files and window, while
+//! reading only the regions that can match. Synthetic files (pcap and pcapng written here)
+//! and files that `corecap capture` recorded from lab traffic: rotated, sealed, unindexed,
+//! cut short.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapWriter, PcapngWriter};
+use serde_json::Value;
+use util::{corecap, require_root, u, Lab, Scratch};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+/// (timestamp, frame) of every packet of a file, up to its first error.
+fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
+    let Ok(mut r) = CaptureReader::open(p) else {
+        return Vec::new();
+    };
+    let mut v = Vec::new();
+    while let Ok(Some(rec)) = r.next_packet() {
+        v.push((rec.ts_ns, rec.data.to_vec()));
+    }
+    v
+}
+
+/// What tcpdump finds in `files` with `filter`, in the window, sorted by time then bytes.
+fn tcpdump(
+    files: &[PathBuf],
+    filter: &str,
+    from: u64,
+    to: u64,
+    s: &Scratch,
+) -> Vec<(u64, Vec<u8>)> {
+    let mut all = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let out = s.path(&format!("ref{i}.pcap"));
+        let mut c = Command::new("tcpdump");
+        c.args([
+            "-nn",
+            "--time-stamp-precision=nano",
+            "-r",
+            f.to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+        ]);
+        if !filter.is_empty() {
+            c.arg(filter);
+        }
+        // tcpdump exits non-zero on a file cut short, after writing what it read.
+        let o = c.output().expect("run tcpdump");
+        assert!(
+            out.exists(),
+            "tcpdump: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        all.extend(
+            packets(&out)
+                .into_iter()
+                .filter(|(t, _)| *t >= from && *t < to),
+        );
+    }
+    all.sort();
+    all
+}
+
+/// Runs `corecap query`; returns its packets (in output order) and its JSON summary.
+fn query(args: &[&str], s: &Scratch) -> (Vec<(u64, Vec<u8>)>, Value) {
+    let out = s.path("q.pcapng");
+    let mut a = vec!["query", "--json", "-w", out.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let o = corecap(&a);
+    assert!(
+        o.status.success(),
+        "query {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).expect("query prints JSON");
+    let p = packets(&out);
+    assert_eq!(p.len() as u64, u(&v, "packets"), "{v}");
+    assert!(
+        p.windows(2).all(|w| w[0].0 <= w[1].0),
+        "output in timestamp order"
+    );
+    (p, v)
+}
+
+fn sorted(mut v: Vec<(u64, Vec<u8>)>) -> Vec<(u64, Vec<u8>)> {
+    v.sort();
+    v
+}
+
+/// Checks one query against tcpdump; returns the summary.
+fn check(
+    files: &[PathBuf],
+    paths: &[&str],
+    filter: &str,
+    from: Option<u64>,
+    to: Option<u64>,
+    s: &Scratch,
+) -> Value {
+    let (f, t) = (from.unwrap_or(0), to.unwrap_or(u64::MAX));
+    let want = tcpdump(files, filter, f, t, s);
+    let fs = from.map(secs);
+    let ts = to.map(secs);
+    let mut args: Vec<&str> = paths.to_vec();
+    if let Some(x) = &fs {
+        args.extend(["--from", x]);
+    }
+    if let Some(x) = &ts {
+        args.extend(["--to", x]);
+    }
+    if !filter.is_empty() {
+        args.push(filter);
+    }
+    let (got, v) = query(&args, s);
+    assert_eq!(got.len(), want.len(), "{filter} {from:?}..{to:?}: {v}");
+    assert!(
+        sorted(got) == want,
+        "{filter}: packets differ from tcpdump's"
+    );
+    v
+}
+
+fn secs(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// An Ethernet/IPv4/UDP frame of `len` bytes, optionally 802.1Q-tagged.
+fn frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let ip_len = (len - 14) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&ip_len.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0]);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&sp.to_be_bytes());
+    f.extend_from_slice(&dp.to_be_bytes());
+    f.extend_from_slice(&(ip_len - 20).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.resize(len, 0xab);
+    f
+}
+
+/// A synthetic pcap of `n` 512-byte packets, 1 ms apart: hosts come and go (host h talks
+/// during its own slice of time, in bursts), ports follow the host.
+fn synthetic_pcap(p: &Path, n: u32, t0: u64) {
+    let f = std::fs::File::create(p).unwrap();
+    let mut w = PcapWriter::new(std::io::BufWriter::new(f), 1, 65535).unwrap();
+    for i in 0..n {
+        let h = (i / 500) as u8; // a new host every 500 packets
+        let burst = (i / 50) % 3 == 0; // and a background host in bursts
+        let (src, dst) = if burst {
+            ([10, 9, 9, 9], [10, 2, 0, 1])
+        } else {
+            ([10, 0, 0, 1], [10, 1, h, 1 + (i % 4) as u8])
+        };
+        let dp = if burst { 53 } else { 6000 + u16::from(h) };
+        let fr = frame(src, dst, 1024 + (i % 7) as u16, dp, 512);
+        w.write_packet(t0 + u64::from(i) * 1_000_000, &fr, 512, None)
+            .unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// A synthetic pcapng with two interfaces, VLAN tags and queue/hash options.
+fn synthetic_pcapng(p: &Path, n: u32, t0: u64) {
+    let f = std::fs::File::create(p).unwrap();
+    let ifs = [
+        InterfaceDesc::ethernet("eth0@0", 0),
+        InterfaceDesc::ethernet("eth0@1", 0),
+    ];
+    let mut w = PcapngWriter::new(std::io::BufWriter::new(f), "test", &ifs).unwrap();
+    for i in 0..n {
+        let vlan = if (i / 1000) % 2 == 0 { 100 } else { 200 };
+        let fr = frame(
+            [10, 5, 0, 1],
+            [10, 6, (i / 1000) as u8, 1],
+            2000,
+            7000 + (i / 1000) as u16,
+            400,
+        );
+        w.write_epb(&Epb {
+            if_id: i % 2,
+            ts_ns: t0 + u64::from(i) * 1_000_000,
+            data: &fr,
+            orig_len: 400,
+            vlan_tci: Some(vlan),
+            queue: Some(i % 2),
+            hash: Some(i),
+            ..Epb::default()
+        })
+        .unwrap();
+    }
+    w.flush().unwrap();
+}
+
+fn index(files: &[&Path], extra: &[&str]) -> std::process::Output {
+    let mut a = vec!["index", "--json"];
+    a.extend_from_slice(extra);
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.to_str().unwrap().to_owned())
+        .collect();
+    a.extend(names.iter().map(String::as_str));
+    let o = corecap(&a);
+    assert!(
+        o.status.success(),
+        "index: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+#[test]
+fn issue13_synthetic_host_port_window_and_filter() {
+    let s = Scratch::new("query-syn");
+    let a = s.path("a.pcap");
+    synthetic_pcap(&a, 20_000, T0);
+    let o = index(&[&a], &[]);
+    let rep: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(u(&rep, "packets"), 20_000);
+    assert!(u(&rep, "regions") >= 9, "{rep}");
+    let size = u(&rep, "size");
+    assert!(
+        u(&rep, "index_bytes") * 50 <= size,
+        "index ≤ 2% of the capture: {rep}"
+    );
+    let files = [a.clone()];
+    let pa = a.to_str().unwrap();
+    // One host: reads only the regions of its time slice.
+    let v = check(&files, &[pa], "host 10.1.7.2", None, None, &s);
+    assert!(u(&v, "packets") > 50, "{v}");
+    assert!(
+        u(&v, "bytes_read") * 4 < u(&v, "bytes_total"),
+        "host query reads few bytes: {v}"
+    );
+    assert!(u(&v, "regions_read") < u(&v, "regions_total"));
+    // A port.
+    let v = check(&files, &[pa], "udp dst port 6015", None, None, &s);
+    assert!(
+        u(&v, "packets") > 0 && u(&v, "bytes_read") * 4 < u(&v, "bytes_total"),
+        "{v}"
+    );
+    // A window with no filter: 2 s out of 20.
+    let v = check(
+        &files,
+        &[pa],
+        "",
+        Some(T0 + 5_000_000_000),
+        Some(T0 + 7_000_000_000),
+        &s,
+    );
+    assert_eq!(u(&v, "packets"), 2000);
+    assert!(u(&v, "bytes_read") * 3 < u(&v, "bytes_total"), "{v}");
+    // A window and a filter, and filters the index cannot prune on.
+    check(
+        &files,
+        &[pa],
+        "port 53",
+        Some(T0 + 1_000_000_000),
+        Some(T0 + 12_345_678_901),
+        &s,
+    );
+    check(
+        &files,
+        &[pa],
+        "not host 10.9.9.9 and udp[8] = 0xab",
+        None,
+        None,
+        &s,
+    );
+    check(
+        &files,
+        &[pa],
+        "host 10.1.3.1 or host 10.1.12.4",
+        None,
+        None,
+        &s,
+    );
+    check(
+        &files,
+        &[pa],
+        "net 10.1.4.0/24 and not port 53",
+        None,
+        None,
+        &s,
+    );
+    // A host that never occurs: nothing read but (at most) false-positive regions.
+    let v = check(&files, &[pa], "host 192.0.2.77", None, None, &s);
+    assert!(u(&v, "regions_read") <= 1, "{v}");
+}
+
+#[test]
+fn issue13_pcapng_vlan_interfaces_and_options_kept() {
+    let s = Scratch::new("query-ng");
+    let a = s.path("v.pcapng");
+    synthetic_pcapng(&a, 6000, T0);
+    index(&[&a], &[]);
+    let files = [a.clone()];
+    let pa = a.to_str().unwrap();
+    let v = check(&files, &[pa], "vlan 200", None, None, &s);
+    assert_eq!(u(&v, "packets"), 3000);
+    let v = check(&files, &[pa], "vlan 100 and host 10.6.2.1", None, None, &s);
+    assert_eq!(u(&v, "packets"), 1000);
+    // Interfaces and queue/hash options survive.
+    let out = s.path("q.pcapng");
+    let r = CaptureReader::open(&out).unwrap();
+    drop(r);
+    let mut r = CaptureReader::open(&out).unwrap();
+    let rec = r.next_packet().unwrap().unwrap();
+    assert!(rec.queue.is_some() && rec.hash.is_some());
+    let names: Vec<_> = r
+        .interfaces()
+        .iter()
+        .map(|i| i.name.clone().unwrap_or_default())
+        .collect();
+    assert!(names.iter().all(|n| n.starts_with("eth0@")), "{names:?}");
+}
+
+#[test]
+fn issue13_unindexed_damaged_index_and_cut_short() {
+    let s = Scratch::new("query-cut");
+    std::fs::create_dir(s.path("rec")).unwrap();
+    let a = s.path("rec/a.pcap");
+    let b = s.path("rec/b.pcap");
+    let c = s.path("rec/c.pcap");
+    synthetic_pcap(&a, 6000, T0);
+    synthetic_pcap(&b, 6000, T0 + 6_000_000_000);
+    synthetic_pcap(&c, 6000, T0 + 3_000_000_000);
+    index(&[&a, &b], &[]);
+    // b's index is damaged: the file is scanned, with a note, and the answer is the same.
+    let side = corecap_index::sidecar_path(&b);
+    let mut bytes = std::fs::read(&side).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&side, bytes).unwrap();
+    // c has no index. Query the directory (with a hidden file being written, skipped).
+    std::fs::write(s.path("rec/.d.pcap.part"), b"garbage").unwrap();
+    let files = [a.clone(), b.clone(), c.clone()];
+    let dir = s.path("rec").to_str().unwrap().to_owned();
+    let v = check(&files, &[&dir], "host 10.1.5.3", None, None, &s);
+    assert_eq!(u(&v, "files"), 3, "{v}");
+    assert_eq!(u(&v, "files_scanned"), 2, "{v}");
+    assert!(v["notes"].to_string().contains("checksum"), "{v}");
+    check(
+        &files,
+        &[&dir],
+        "",
+        Some(T0 + 4_000_000_000),
+        Some(T0 + 8_000_000_000),
+        &s,
+    );
+    // A file cut short inside a record: indexed up to it (said on stderr), answered from
+    // its readable part like tcpdump does.
+    let raw = std::fs::read(&a).unwrap();
+    let cut = s.path("cut.pcap");
+    std::fs::write(&cut, &raw[..raw.len() * 2 / 3 + 100]).unwrap();
+    let o = index(&[&cut], &[]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cut short"),
+        "{o:?}"
+    );
+    let pc = cut.to_str().unwrap();
+    check(
+        std::slice::from_ref(&cut),
+        &[pc],
+        "host 10.1.7.1 or port 53",
+        None,
+        None,
+        &s,
+    );
+    // The same file unindexed: the scan notes the cut.
+    std::fs::remove_file(corecap_index::sidecar_path(&cut)).unwrap();
+    let v = check(std::slice::from_ref(&cut), &[pc], "port 53", None, None, &s);
+    assert_eq!(u(&v, "files_truncated"), 1, "{v}");
+}
+
+/// The first packet's IPv4 destination, as text.
+fn first_dst(p: &Path) -> String {
+    let pk = packets(p);
+    let f = &pk[pk.len() / 2].1;
+    let off = if f[12..14] == [0x81, 0x00] { 18 } else { 14 };
+    format!(
+        "{}.{}.{}.{}",
+        f[off + 16],
+        f[off + 17],
+        f[off + 18],
+        f[off + 19]
+    )
+}
+
+#[test]
+fn issue13_rotated_lab_recording() {
+    require_root!();
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-rot");
+    let dir = s.path("rec");
+    std::fs::create_dir(&dir).unwrap();
+    let base = dir.join("r.pcapng");
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "-w",
+        base.to_str().unwrap(),
+        "-b",
+        "filesize:1",
+    ]);
+    let sent = lab.gen(
+        12_000,
+        &["--flows", "64", "--size", "512", "--rate", "40000"],
+    );
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 4, "rotated: {files:?}");
+    // Index all but the last file.
+    let idx: Vec<&Path> = files[..files.len() - 1]
+        .iter()
+        .map(PathBuf::as_path)
+        .collect();
+    index(&idx, &[]);
+    let host = first_dst(&files[1]);
+    let d = dir.to_str().unwrap();
+    let v = check(&files, &[d], &format!("host {host}"), None, None, &s);
+    assert!(u(&v, "packets") > 0 && u(&v, "files_scanned") == 1, "{v}");
+    let all = packets(&files[1]);
+    let (t1, t2) = (all[10].0, all[all.len() - 10].0);
+    check(&files, &[d], "udp port 5001", Some(t1), Some(t2), &s);
+    check(&files, &[d], "", Some(t1), Some(t2), &s);
+}
+
+#[test]
+fn issue13_sealed_recording() {
+    require_root!();
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-seal");
+    let key = s.path("k.key");
+    let o = corecap(&["keygen", "-o", key.to_str().unwrap()]);
+    assert!(o.status.success());
+    let k = key.to_str().unwrap();
+    let sealed = s.path("c.pcapng.sealed");
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "--encrypt",
+        "aes",
+        "--key-file",
+        k,
+        "-w",
+        sealed.to_str().unwrap(),
+    ]);
+    let sent = lab.gen(8000, &["--flows", "32", "--size", "512", "--rate", "40000"]);
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    let plain = s.path("c.pcapng");
+    let o = corecap(&[
+        "decrypt",
+        sealed.to_str().unwrap(),
+        "-o",
+        plain.to_str().unwrap(),
+        "--key-file",
+        k,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Without the key, a sealed file is an error naming it.
+    let out = s.path("x.pcapng");
+    let o = corecap(&[
+        "query",
+        sealed.to_str().unwrap(),
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("c.pcapng.sealed"));
+    // Index with the key: the sidecar is sealed too.
+    index(&[&sealed], &["--key-file", k]);
+    let side = std::fs::read(corecap_index::sidecar_path(&sealed)).unwrap();
+    assert!(side.starts_with(b"CORECAPS"), "sealed sidecar");
+    let host = first_dst(&plain);
+    let ps = sealed.to_str().unwrap();
+    let v = check(
+        std::slice::from_ref(&plain),
+        &[ps, "--key-file", k],
+        &format!("host {host}"),
+        None,
+        None,
+        &s,
+    );
+    assert!(u(&v, "packets") > 0 && u(&v, "files_indexed") == 1, "{v}");
+    assert!(u(&v, "bytes_read") < u(&v, "bytes_total"), "{v}");
+    let all = packets(&plain);
+    let (t1, t2) = (all[1000].0, all[3000].0);
+    let v = check(
+        std::slice::from_ref(&plain),
+        &[ps, "--key-file", k],
+        "",
+        Some(t1),
+        Some(t2),
+        &s,
+    );
+    assert_eq!(u(&v, "packets"), 2000, "{v}");
+    // A sealed file cut short: answered from its whole chunks.
+    let raw = std::fs::read(&sealed).unwrap();
+    let cut = s.path("cut.pcapng.sealed");
+    std::fs::write(&cut, &raw[..raw.len() / 2]).unwrap();
+    let o = index(&[&cut], &["--key-file", k]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cut short"),
+        "{o:?}"
+    );
+    let cut_plain = s.path("cut.pcapng");
+    corecap(&[
+        "decrypt",
+        cut.to_str().unwrap(),
+        "-o",
+        cut_plain.to_str().unwrap(),
+        "--key-file",
+        k,
+    ]);
+    check(
+        &[cut_plain],
+        &[cut.to_str().unwrap(), "--key-file", k],
+        &format!("host {host}"),
+        None,
+        None,
+        &s,
+    );
+}
+
+/// `corecap serve` on a lab with a spool, stopped (SIGTERM to its PID) on drop.
+struct Serve {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Serve {
+    fn start(lab: &Lab, socket: &Path, spool: &Path) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(util::bin())
+            .args(["serve", "--netns", &lab.netns, "-i", "cap0", "--socket"])
+            .arg(socket)
+            .arg("--spool")
+            .arg(spool)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start corecap serve");
+        let err = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok(l) if l.contains("serving on") => break,
+                Ok(_) => {}
+                Err(_) => {
+                    assert!(child.try_wait().unwrap().is_none(), "serve exited early");
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "serve did not come up"
+                    );
+                }
+            }
+        }
+        Self {
+            child,
+            socket: socket.to_owned(),
+        }
+    }
+
+    fn request(&self, args: &[&str]) -> std::process::Output {
+        Command::new(util::bin())
+            .arg("request")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run corecap request")
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn issue13_serve_streams_query_results() {
+    require_root!();
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-serve");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).unwrap();
+    let a = spool.join("old.pcap");
+    synthetic_pcap(&a, 8000, T0);
+    index(&[&a], &[]);
+    let d = Serve::start(&lab, &s.path("api.sock"), &spool);
+    // A recording made through the daemon lands in the spool too.
+    let o = d.request(&["start", "-i", "cap0", "-c", "3000", "-w", "live.pcapng"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    lab.gen(3000, &["--flows", "16", "--size", "256", "--rate", "30000"]);
+    let o = d.request(&["list", "--json"]);
+    let live = spool.join("live.pcapng");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while packets(&live).len() < 3000 {
+        assert!(std::time::Instant::now() < deadline, "{o:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let files = [live.clone(), a.clone()];
+    for filter in ["host 10.1.7.2", "udp port 5001 or port 53"] {
+        let out = s.path("served.pcapng");
+        let o = d.request(&["query", "-w", out.to_str().unwrap(), filter]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let want = tcpdump(&files, filter, 0, u64::MAX, &s);
+        let got = packets(&out);
+        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "time order");
+        assert_eq!(got.len(), want.len(), "{filter}");
+        assert!(sorted(got) == want, "{filter}");
+    }
+    // A window only, and errors before any byte is sent.
+    let out = s.path("w.pcapng");
+    let from = secs(T0 + 2_000_000_000);
+    let to = secs(T0 + 3_000_000_000);
+    let o = d.request(&[
+        "query",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(packets(&out).len(), 1000);
+    let o = d.request(&["query", "-w", out.to_str().unwrap(), "udp port"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("400"), "{o:?}");
+    let o = d.request(&["query", "--from", "yesterday", "-w", out.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("from yesterday"),
+        "{o:?}"
+    );
+}

@@ -1,0 +1,1074 @@
+//! Queries over recorded files: packets in a time window that pass a tcpdump filter, read
+//! from only the regions of each file that its index says can match.
+//!
+//! A query runs in three steps:
+//!
+//! 1. **Plan** ([`plan_file`]): for each file, its sidecar index (unsealed with the key for a
+//!    sealed capture) gives the regions; a region is read when its time range overlaps the
+//!    window and its sets can match the filter's [`Predicate`]. Adjacent regions merge into
+//!    one read. A file without an index, with a damaged or stale one, or whose interfaces are
+//!    defined after its header, is scanned whole. Bytes past the index's coverage (a file
+//!    indexed while cut short, then completed) are read too.
+//! 2. **Read** (a file stream): each read is one `pread` of the byte range; a region not at
+//!    the start of the file is parsed after the file header kept in the index. For a sealed
+//!    file the range is whole chunks, decrypted one by one ([`ChunkOpener`]).
+//! 3. **Merge** ([`run`]): every packet read passes the compiled filter (the classic BPF
+//!    interpreter) and the window, so the answer is exact whatever the index says; files are
+//!    merged in timestamp order (a file opens when the merge reaches its first timestamp, so
+//!    a rotation directory keeps few files open), into one pcapng that keeps interface
+//!    names and descriptions, `epb_queue`, `epb_hash` and `epb_dropcount`.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{self, BufReader, Cursor, Read, Write};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use corecap_index::{sidecar_path, Index, Predicate};
+use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapngWriter};
+use serde::Serialize;
+
+use crate::sink::sealed::{unseal, ChunkOpener, KeyFile, SealConfig, SealError, CHUNK_HEAD, MAGIC};
+use crate::steer::filter::{Meta, Program};
+
+/// Largest read made at once when regions are merged.
+const MAX_READ: u64 = 16 << 20;
+
+/// Why a query failed (a file that cannot be answered at all, or the output).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueryError {
+    /// A file or the output failed.
+    #[error("{path}: {cause}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        cause: io::Error,
+    },
+    /// A sealed file without a key, with the wrong key, or damaged.
+    #[error("{path}: {cause}")]
+    Sealed {
+        /// The file.
+        path: String,
+        /// The cause.
+        cause: SealError,
+    },
+    /// The filter does not compile.
+    #[error("filter: {0}")]
+    Filter(String),
+    /// Writing the output failed.
+    #[error("writing the output: {0}")]
+    Output(io::Error),
+    /// Something else about a file.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn io_at(path: &Path) -> impl FnOnce(io::Error) -> QueryError + '_ {
+    move |cause| QueryError::Io {
+        path: path.display().to_string(),
+        cause,
+    }
+}
+
+/// What to find.
+#[derive(Clone, Debug, Default)]
+pub struct QuerySpec {
+    /// Capture files (see [`expand_paths`]).
+    pub files: Vec<PathBuf>,
+    /// Window start, ns since the epoch, inclusive.
+    pub from: u64,
+    /// Window end, ns, exclusive (`u64::MAX`: none).
+    pub to: u64,
+    /// tcpdump filter expression, if any.
+    pub filter: Option<String>,
+    /// Key-encryption key for sealed files.
+    pub kek: Option<Arc<KeyFile>>,
+}
+
+/// What a query did.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Packets written.
+    pub packets: u64,
+    /// Files considered.
+    pub files: u64,
+    /// Bytes of capture files read.
+    pub bytes_read: u64,
+    /// Bytes of all capture files.
+    pub bytes_total: u64,
+    /// Regions read.
+    pub regions_read: u64,
+    /// Regions in the indexes of the files.
+    pub regions_total: u64,
+    /// Files answered from their index.
+    pub files_indexed: u64,
+    /// Files scanned whole (no index, or an unusable one).
+    pub files_scanned: u64,
+    /// Files whose readable part ended early (cut short or damaged).
+    pub files_truncated: u64,
+    /// Bytes of sidecar indexes read.
+    pub index_bytes: u64,
+    /// One line per notable event (a damaged index, a file cut short).
+    pub notes: Vec<String>,
+}
+
+/// What kind of file a path holds, by its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// pcap or pcapng.
+    Plain,
+    /// A sealed capture file.
+    Sealed,
+    /// Something else.
+    Other,
+}
+
+/// Tells a capture file from its first bytes.
+pub fn file_kind(path: &Path) -> io::Result<FileKind> {
+    let mut f = File::open(path)?;
+    let mut m = [0u8; 8];
+    let n = read_up_to(&mut f, &mut m)?;
+    Ok(if n == 8 && &m == MAGIC {
+        FileKind::Sealed
+    } else if n >= 4
+        && matches!(
+            u32::from_le_bytes([m[0], m[1], m[2], m[3]]),
+            0x0a0d_0d0a | 0xa1b2_c3d4 | 0xa1b2_3c4d | 0xd4c3_b2a1 | 0x4d3c_b2a1
+        )
+    {
+        FileKind::Plain
+    } else {
+        FileKind::Other
+    })
+}
+
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Expands files and directories (a spool, a rotation directory) into capture files, in
+/// name order. In directories, hidden files (names starting with `.`: files still being
+/// written), sidecars (`.idx`) and files that are not captures are skipped; the second value
+/// counts the skipped non-captures. A file named directly that is not a capture is an error.
+pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError> {
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(io_at(p))?;
+        if meta.is_dir() {
+            let mut names: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(io_at(p))?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .collect();
+            names.sort();
+            for f in names {
+                let hidden = f
+                    .file_name()
+                    .is_none_or(|n| n.to_string_lossy().starts_with('.'));
+                if hidden || corecap_index::is_sidecar(&f) || !f.is_file() {
+                    continue;
+                }
+                match file_kind(&f) {
+                    Ok(FileKind::Plain | FileKind::Sealed) => out.push(f),
+                    _ => skipped += 1,
+                }
+            }
+        } else {
+            match file_kind(p).map_err(io_at(p))? {
+                FileKind::Other => {
+                    return Err(QueryError::Other(format!(
+                        "{}: not a pcap, pcapng or sealed capture file",
+                        p.display()
+                    )))
+                }
+                _ => out.push(p.clone()),
+            }
+        }
+    }
+    Ok((out, skipped))
+}
+
+/// One read of a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Segment {
+    /// Bytes `at` (whole regions, or the bytes past the index), parsed after the file header
+    /// from the index unless they start the file.
+    Range {
+        /// Byte range.
+        at: Range<u64>,
+        /// Parse after the index's file header.
+        after_header: bool,
+    },
+    /// The whole file from its start.
+    Scan,
+}
+
+/// The reads of one file.
+#[derive(Debug)]
+pub struct FilePlan {
+    /// The file.
+    pub path: PathBuf,
+    /// Its size.
+    pub size: u64,
+    /// Opener of a sealed file.
+    opener: Option<Arc<ChunkOpener>>,
+    /// The capture file header (plaintext) from the index.
+    header: Vec<u8>,
+    /// Reads, in file order.
+    pub segments: Vec<Segment>,
+    /// Earliest timestamp the reads can give (0 when unknown).
+    pub start_ts: u64,
+    /// Regions chosen, and in the index.
+    pub regions: (u64, u64),
+    /// Answered from the index.
+    pub indexed: bool,
+    /// Why the index was not used, when it exists but is unusable.
+    pub note: Option<String>,
+}
+
+fn load_index(path: &Path, kek: Option<&KeyFile>) -> Result<Option<(Index, u64)>, String> {
+    let side = sidecar_path(path);
+    let bytes = match std::fs::read(&side) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", side.display())),
+    };
+    let n = bytes.len() as u64;
+    let plain = if bytes.starts_with(MAGIC) {
+        let Some(kek) = kek else {
+            return Err(format!("{}: sealed index and no key", side.display()));
+        };
+        let mut out = Vec::new();
+        let r = unseal(&mut &bytes[..], kek, &mut out)
+            .map_err(|e| format!("{}: {e}", side.display()))?;
+        if !r.complete() {
+            return Err(format!("{}: sealed index cut short", side.display()));
+        }
+        out
+    } else {
+        bytes
+    };
+    Index::parse(&plain)
+        .map(|ix| Some((ix, n)))
+        .map_err(|e| format!("{}: {e}", side.display()))
+}
+
+/// Plans the reads of one file for a window and predicate; adds the index's size to
+/// `stats.index_bytes`.
+pub fn plan_file(
+    path: &Path,
+    from: u64,
+    to: u64,
+    pred: &Predicate,
+    kek: Option<&Arc<KeyFile>>,
+    stats: &mut QueryStats,
+) -> Result<FilePlan, QueryError> {
+    let size = std::fs::metadata(path).map_err(io_at(path))?.len();
+    let kind = file_kind(path).map_err(io_at(path))?;
+    let sealed_err = |cause| QueryError::Sealed {
+        path: path.display().to_string(),
+        cause,
+    };
+    let opener = if kind == FileKind::Sealed {
+        let Some(k) = kek else {
+            return Err(QueryError::Other(format!(
+                "{}: sealed capture file; give --key-file",
+                path.display()
+            )));
+        };
+        let mut f = File::open(path).map_err(io_at(path))?;
+        Some(Arc::new(
+            ChunkOpener::from_header(&mut f, k).map_err(sealed_err)?,
+        ))
+    } else {
+        None
+    };
+    let mut plan = FilePlan {
+        path: path.to_owned(),
+        size,
+        opener,
+        header: Vec::new(),
+        segments: vec![Segment::Scan],
+        start_ts: 0,
+        regions: (0, 0),
+        indexed: false,
+        note: None,
+    };
+    let index = match load_index(path, kek.map(|k| &**k)) {
+        Ok(Some((ix, n))) => {
+            stats.index_bytes += n;
+            ix
+        }
+        Ok(None) => return Ok(plan),
+        Err(e) => {
+            plan.note = Some(format!("{e}; scanning {}", path.display()));
+            return Ok(plan);
+        }
+    };
+    if index.covered > size {
+        plan.note = Some(format!(
+            "{}: index covers {} bytes but the file has {size} (stale index); scanning",
+            path.display(),
+            index.covered
+        ));
+        return Ok(plan);
+    }
+    if !index.random_access() {
+        return Ok(plan);
+    }
+    let first = index.regions.first().map_or(0, |r| r.at.start);
+    let mut segs: Vec<Segment> = Vec::new();
+    let mut start_ts = u64::MAX;
+    let mut chosen = 0;
+    for r in &index.regions {
+        if !(r.overlaps(from, to) && pred.may_match(r)) {
+            continue;
+        }
+        chosen += 1;
+        start_ts = start_ts.min(r.ts_min);
+        if let Some(Segment::Range { at, .. }) = segs.last_mut() {
+            if at.end == r.at.start && r.at.end - at.start <= MAX_READ {
+                at.end = r.at.end;
+                continue;
+            }
+        }
+        segs.push(Segment::Range {
+            at: r.at.clone(),
+            after_header: r.at.start != first,
+        });
+    }
+    if size > index.covered && !index.stopped() && !index.regions.is_empty() {
+        // Bytes written after the index was made: read them too.
+        segs.push(Segment::Range {
+            at: index.covered..size,
+            after_header: true,
+        });
+        start_ts = 0;
+    }
+    plan.header = index.header;
+    plan.segments = segs;
+    plan.start_ts = if start_ts == u64::MAX { 0 } else { start_ts };
+    plan.regions = (chosen, index.regions.len() as u64);
+    plan.indexed = true;
+    Ok(plan)
+}
+
+/// A packet held by the merge.
+#[derive(Debug, Default)]
+struct Held {
+    ts_ns: u64,
+    data: Vec<u8>,
+    orig_len: u32,
+    out_if: u32,
+    queue: Option<u32>,
+    hash: Option<u32>,
+    dropcount: Option<u64>,
+}
+
+type Reader = CaptureReader<Box<dyn Read + Send>>;
+
+/// Reads the matching packets of one file, segment by segment.
+struct FileStream {
+    plan: FilePlan,
+    next_seg: usize,
+    reader: Option<Reader>,
+    /// Output interface of each interface of the current reader.
+    if_map: Vec<Option<u32>>,
+    held: Held,
+    truncated: bool,
+}
+
+/// What the whole query shares: filters per link type, output interfaces, counters.
+struct Ctx<'a, W: Write> {
+    filter: Option<&'a str>,
+    programs: HashMap<u16, Program>,
+    out: PcapngWriter<W>,
+    out_ifs: HashMap<(String, Option<String>, u16, u32), u32>,
+    from: u64,
+    to: u64,
+    stats: QueryStats,
+}
+
+impl<W: Write> Ctx<'_, W> {
+    fn program(&mut self, linktype: u16) -> Result<Option<&Program>, QueryError> {
+        let Some(expr) = self.filter else {
+            return Ok(None);
+        };
+        if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(linktype) {
+            let insns = corecap_linux::filter::compile_offline(linktype, 262_144, expr)
+                .map_err(|e| QueryError::Filter(e.to_string()))?;
+            e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
+        }
+        Ok(self.programs.get(&linktype))
+    }
+}
+
+/// Decrypts the whole chunks of `buf` (read at `offset`) into plaintext; the bool is false
+/// when the bytes end inside a chunk.
+fn open_chunks(
+    o: &ChunkOpener,
+    mut buf: Vec<u8>,
+    offset: u64,
+) -> Result<(Vec<u8>, bool), SealError> {
+    let mut plain = Vec::with_capacity(buf.len());
+    let mut at = 0usize;
+    while at < buf.len() {
+        match o.open(&mut buf[at..], offset + at as u64)? {
+            Some(c) => {
+                plain.extend_from_slice(&buf[at + CHUNK_HEAD..at + CHUNK_HEAD + c.plain_len]);
+                at += c.sealed_len;
+            }
+            None => return Ok((plain, false)),
+        }
+    }
+    buf.clear();
+    Ok((plain, true))
+}
+
+/// Streams the plaintext of a sealed file from its first chunk.
+struct SealedRead {
+    f: BufReader<File>,
+    opener: Arc<ChunkOpener>,
+    offset: u64,
+    buf: Vec<u8>,
+    plain: Range<usize>,
+    done: bool,
+}
+
+impl Read for SealedRead {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.plain.is_empty() && !self.done {
+            let mut head = [0u8; CHUNK_HEAD];
+            let n = read_up_to(&mut self.f, &mut head)?;
+            if n < CHUNK_HEAD {
+                self.done = true;
+                break;
+            }
+            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            if len > crate::sink::sealed::MAX_CHUNK {
+                return Err(io::Error::other(format!(
+                    "bad chunk at offset {}",
+                    self.offset
+                )));
+            }
+            self.buf.clear();
+            self.buf.extend_from_slice(&head);
+            self.buf
+                .resize(CHUNK_HEAD + len + crate::sink::sealed::TAG, 0);
+            let got = read_up_to(&mut self.f, &mut self.buf[CHUNK_HEAD..])?;
+            self.buf.truncate(CHUNK_HEAD + got);
+            match self.opener.open(&mut self.buf, self.offset) {
+                Ok(Some(c)) => {
+                    self.offset += c.sealed_len as u64;
+                    self.plain = CHUNK_HEAD..CHUNK_HEAD + c.plain_len;
+                }
+                Ok(None) => self.done = true,
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            }
+        }
+        let n = self.plain.len().min(out.len());
+        out[..n].copy_from_slice(&self.buf[self.plain.start..self.plain.start + n]);
+        self.plain.start += n;
+        Ok(n)
+    }
+}
+
+impl FileStream {
+    fn new(plan: FilePlan) -> Self {
+        Self {
+            plan,
+            next_seg: 0,
+            reader: None,
+            if_map: Vec::new(),
+            held: Held::default(),
+            truncated: false,
+        }
+    }
+
+    fn note_cut(&mut self, stats: &mut QueryStats, what: String) {
+        if !self.truncated {
+            self.truncated = true;
+            stats.files_truncated += 1;
+        }
+        stats.notes.push(format!(
+            "{}: {what}; answered from the readable part",
+            self.plan.path.display()
+        ));
+    }
+
+    /// Opens the next segment's reader; false when none is left.
+    fn open_next(&mut self, stats: &mut QueryStats) -> Result<bool, QueryError> {
+        loop {
+            let Some(seg) = self.plan.segments.get(self.next_seg).cloned() else {
+                return Ok(false);
+            };
+            self.next_seg += 1;
+            let path = self.plan.path.clone();
+            let input: Box<dyn Read + Send> = match seg {
+                Segment::Scan => {
+                    stats.bytes_read += self.plan.size;
+                    let mut f = File::open(&path).map_err(io_at(&path))?;
+                    match &self.plan.opener {
+                        Some(o) => {
+                            let mut skip = vec![0u8; o.header_len as usize];
+                            read_up_to(&mut f, &mut skip).map_err(io_at(&path))?;
+                            Box::new(SealedRead {
+                                f: BufReader::with_capacity(1 << 20, f),
+                                opener: o.clone(),
+                                offset: o.header_len,
+                                buf: Vec::new(),
+                                plain: 0..0,
+                                done: false,
+                            })
+                        }
+                        None => Box::new(BufReader::with_capacity(1 << 20, f)),
+                    }
+                }
+                Segment::Range { at, after_header } => {
+                    let len = (at.end - at.start) as usize;
+                    let mut buf = vec![0u8; len];
+                    let f = File::open(&path).map_err(io_at(&path))?;
+                    let mut got = 0;
+                    while got < len {
+                        match f.read_at(&mut buf[got..], at.start + got as u64) {
+                            Ok(0) => break,
+                            Ok(n) => got += n,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(io_at(&path)(e)),
+                        }
+                    }
+                    buf.truncate(got);
+                    stats.bytes_read += got as u64;
+                    let plain = match &self.plan.opener {
+                        Some(o) => {
+                            let (plain, whole) =
+                                open_chunks(o, buf, at.start).map_err(|cause| {
+                                    QueryError::Sealed {
+                                        path: path.display().to_string(),
+                                        cause,
+                                    }
+                                })?;
+                            if !whole {
+                                self.note_cut(
+                                    stats,
+                                    format!(
+                                        "cut short inside the chunk read at {}..{}",
+                                        at.start, at.end
+                                    ),
+                                );
+                            }
+                            plain
+                        }
+                        None => buf,
+                    };
+                    let head = if after_header {
+                        self.plan.header.clone()
+                    } else {
+                        Vec::new()
+                    };
+                    Box::new(Cursor::new(head).chain(Cursor::new(plain)))
+                }
+            };
+            match CaptureReader::new(input) {
+                Ok(r) => {
+                    self.reader = Some(r);
+                    self.if_map.clear();
+                    return Ok(true);
+                }
+                Err(e) => {
+                    self.note_cut(stats, format!("unreadable ({e})"));
+                }
+            }
+        }
+    }
+
+    /// Reads to the next packet that matches; false at the end of the file.
+    fn advance<W: Write>(&mut self, ctx: &mut Ctx<'_, W>) -> Result<bool, QueryError> {
+        loop {
+            if self.reader.is_none() && !self.open_next(&mut ctx.stats)? {
+                return Ok(false);
+            }
+            let Some(r) = self.reader.as_mut() else {
+                continue;
+            };
+            let rec = match r.next_packet() {
+                Ok(Some(rec)) => rec,
+                Ok(None) => {
+                    self.reader = None;
+                    continue;
+                }
+                Err(e) => {
+                    let at = match self.plan.segments.get(self.next_seg - 1) {
+                        Some(Segment::Range { at, .. }) => {
+                            format!(" in bytes {}..{}", at.start, at.end)
+                        }
+                        _ => String::new(),
+                    };
+                    self.reader = None;
+                    self.note_cut(&mut ctx.stats, format!("{e}{at}"));
+                    continue;
+                }
+            };
+            if rec.ts_ns < ctx.from || rec.ts_ns >= ctx.to {
+                continue;
+            }
+            let (ts, orig, lt, if_id) = (rec.ts_ns, rec.orig_len, rec.linktype, rec.if_id);
+            let (queue, hash, dropcount) = (rec.queue, rec.hash, rec.dropcount);
+            self.held.data.clear();
+            self.held.data.extend_from_slice(rec.data);
+            if let Some(p) = ctx.program(lt)? {
+                let meta = Meta {
+                    vlan: None,
+                    queue: queue.unwrap_or(0),
+                    protocol: self
+                        .held
+                        .data
+                        .get(12..14)
+                        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]])),
+                };
+                if p.run(&self.held.data, orig, &meta) == 0 {
+                    continue;
+                }
+            }
+            let out_if = self.out_interface(if_id, ctx)?;
+            let h = &mut self.held;
+            (h.ts_ns, h.orig_len, h.out_if) = (ts, orig, out_if);
+            (h.queue, h.hash, h.dropcount) = (queue, hash, dropcount);
+            return Ok(true);
+        }
+    }
+
+    fn out_interface<W: Write>(
+        &mut self,
+        if_id: u32,
+        ctx: &mut Ctx<'_, W>,
+    ) -> Result<u32, QueryError> {
+        let i = if_id as usize;
+        if let Some(Some(o)) = self.if_map.get(i) {
+            return Ok(*o);
+        }
+        let Some(r) = self.reader.as_ref() else {
+            return Ok(0);
+        };
+        let d = r.interfaces().get(i).cloned().ok_or_else(|| {
+            QueryError::Other(format!(
+                "{}: packet for an unknown interface",
+                self.plan.path.display()
+            ))
+        })?;
+        let key = (
+            d.name.clone().unwrap_or_default(),
+            d.description.clone(),
+            d.linktype,
+            d.snaplen,
+        );
+        let id = match ctx.out_ifs.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = ctx
+                    .out
+                    .add_interface(&InterfaceDesc {
+                        name: key.0.clone(),
+                        description: key.1.clone(),
+                        linktype: key.2,
+                        snaplen: key.3,
+                    })
+                    .map_err(QueryError::Output)?;
+                ctx.out_ifs.insert(key, id);
+                id
+            }
+        };
+        if self.if_map.len() <= i {
+            self.if_map.resize(i + 1, None);
+        }
+        self.if_map[i] = Some(id);
+        Ok(id)
+    }
+}
+
+/// Runs a query: writes the matching packets, in timestamp order, as one pcapng to `out`.
+pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
+    let pred = spec
+        .filter
+        .as_deref()
+        .map_or(Predicate::Any, Predicate::from_filter);
+    let mut stats = QueryStats::default();
+    let mut plans = Vec::new();
+    for f in &spec.files {
+        let plan = plan_file(f, spec.from, spec.to, &pred, spec.kek.as_ref(), &mut stats)?;
+        stats.files += 1;
+        stats.bytes_total += plan.size;
+        stats.regions_read += plan.regions.0;
+        stats.regions_total += plan.regions.1;
+        if plan.indexed {
+            stats.files_indexed += 1;
+        } else {
+            stats.files_scanned += 1;
+        }
+        if let Some(n) = &plan.note {
+            stats.notes.push(n.clone());
+        }
+        if !plan.segments.is_empty() {
+            plans.push(plan);
+        }
+    }
+    plans.sort_by_key(|p| p.start_ts);
+    let out = PcapngWriter::new(out, "corecap query", &[]).map_err(QueryError::Output)?;
+    let mut ctx = Ctx {
+        filter: spec.filter.as_deref().filter(|f| !f.trim().is_empty()),
+        programs: HashMap::new(),
+        out,
+        out_ifs: HashMap::new(),
+        from: spec.from,
+        to: spec.to,
+        stats,
+    };
+    // Check the filter before reading anything.
+    ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET)?;
+    let mut pending = plans.into_iter().peekable();
+    let mut streams: Vec<FileStream> = Vec::new();
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    loop {
+        let head = heap.peek().map(|Reverse((ts, _))| *ts);
+        if let Some(p) = pending.peek() {
+            if head.is_none_or(|ts| p.start_ts <= ts) {
+                let Some(plan) = pending.next() else { break };
+                let mut s = FileStream::new(plan);
+                if s.advance(&mut ctx)? {
+                    heap.push(Reverse((s.held.ts_ns, streams.len())));
+                }
+                streams.push(s);
+                continue;
+            }
+        }
+        let Some(Reverse((_, i))) = heap.pop() else {
+            break;
+        };
+        let s = &mut streams[i];
+        let h = &s.held;
+        ctx.out
+            .write_epb(&Epb {
+                if_id: h.out_if,
+                ts_ns: h.ts_ns,
+                data: &h.data,
+                orig_len: h.orig_len,
+                vlan_tci: None,
+                queue: h.queue,
+                hash: h.hash,
+                dropcount: h.dropcount,
+            })
+            .map_err(QueryError::Output)?;
+        ctx.stats.packets += 1;
+        if s.advance(&mut ctx)? {
+            heap.push(Reverse((s.held.ts_ns, i)));
+        } else {
+            // Done with this file: free its buffers.
+            s.held = Held::default();
+        }
+    }
+    ctx.out.flush().map_err(QueryError::Output)?;
+    Ok(ctx.stats)
+}
+
+/// What [`build_index`] did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IndexReport {
+    /// Packets indexed.
+    pub packets: u64,
+    /// Regions.
+    pub regions: u32,
+    /// Bytes of the file covered.
+    pub covered: u64,
+    /// Bytes of the file.
+    pub size: u64,
+    /// Bytes of the sidecar.
+    pub index_bytes: u64,
+    /// Where the readable part ended, when the file was cut short or damaged.
+    pub cut_short: Option<u64>,
+    /// The sidecar is sealed.
+    pub sealed: bool,
+}
+
+/// Builds and writes the sidecar of a pcap, pcapng or sealed capture file (regions of
+/// about 1 MiB at block boundaries; for a sealed file, runs of whole chunks). A sealed
+/// file needs its key; its sidecar is sealed under it.
+pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexReport, QueryError> {
+    let size = std::fs::metadata(path).map_err(io_at(path))?.len();
+    let (sidecar, mut report, seal) = match file_kind(path).map_err(io_at(path))? {
+        FileKind::Other => {
+            return Err(QueryError::Other(format!(
+                "{}: not a pcap, pcapng or sealed capture file",
+                path.display()
+            )))
+        }
+        FileKind::Plain => {
+            let f = File::open(path).map_err(io_at(path))?;
+            let b = corecap_index::index_reader(BufReader::new(f), corecap_index::REGION_SIZE)
+                .map_err(io_at(path))?;
+            let report = IndexReport {
+                packets: b.packets,
+                regions: b.regions,
+                covered: b.covered,
+                cut_short: b.cut_short,
+                ..IndexReport::default()
+            };
+            (b.sidecar, report, None)
+        }
+        FileKind::Sealed => {
+            let Some(kek) = kek else {
+                return Err(QueryError::Other(format!(
+                    "{}: sealed capture file; give --key-file",
+                    path.display()
+                )));
+            };
+            index_sealed(path, kek)?
+        }
+    };
+    report.size = size;
+    report.index_bytes = sidecar.len() as u64;
+    report.sealed = seal.is_some();
+    crate::sink::sidecar::write_sidecar(&sidecar_path(path), &sidecar, seal.as_ref())
+        .map_err(io_at(&sidecar_path(path)))?;
+    if seal.is_some() {
+        report.index_bytes =
+            std::fs::metadata(sidecar_path(path)).map_or(report.index_bytes, |m| m.len());
+    }
+    Ok(report)
+}
+
+/// Indexes a sealed file: runs of whole chunks of about 1 MiB of plaintext are regions.
+fn index_sealed(
+    path: &Path,
+    kek: &Arc<KeyFile>,
+) -> Result<(Vec<u8>, IndexReport, Option<SealConfig>), QueryError> {
+    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(io_at(path))?);
+    let sealed_err = |cause| QueryError::Sealed {
+        path: path.display().to_string(),
+        cause,
+    };
+    let o = ChunkOpener::from_header(&mut f, kek).map_err(sealed_err)?;
+    let mut b = corecap_index::IndexBuilder::new();
+    let mut report = IndexReport::default();
+    let mut offset = o.header_len;
+    let mut region_start = offset;
+    let mut plain: Vec<u8> = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last = false;
+    loop {
+        let mut head = [0u8; CHUNK_HEAD];
+        let n = read_up_to(&mut f, &mut head).map_err(io_at(path))?;
+        let mut whole = n == CHUNK_HEAD;
+        if whole {
+            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            if len > crate::sink::sealed::MAX_CHUNK {
+                return Err(sealed_err(SealError::Tampered {
+                    index: 0,
+                    offset,
+                    good: 0,
+                }));
+            }
+            buf.clear();
+            buf.extend_from_slice(&head);
+            buf.resize(CHUNK_HEAD + len + crate::sink::sealed::TAG, 0);
+            let got = read_up_to(&mut f, &mut buf[CHUNK_HEAD..]).map_err(io_at(path))?;
+            buf.truncate(CHUNK_HEAD + got);
+            match o.open(&mut buf, offset).map_err(sealed_err)? {
+                Some(c) => {
+                    plain.extend_from_slice(&buf[CHUNK_HEAD..CHUNK_HEAD + c.plain_len]);
+                    offset += c.sealed_len as u64;
+                    last = c.last;
+                }
+                None => whole = false,
+            }
+        }
+        if !whole && n > 0 {
+            report.cut_short = Some(offset);
+        }
+        if !whole && n == 0 && !last {
+            report.cut_short = Some(offset);
+        }
+        if (!whole || plain.len() >= corecap_index::REGION_SIZE) && offset > region_start {
+            b.add_region(region_start..offset, &plain);
+            report.regions += 1;
+            plain.clear();
+            region_start = offset;
+        }
+        if !whole {
+            break;
+        }
+    }
+    report.packets = b.packets();
+    report.covered = offset;
+    let cfg = SealConfig {
+        cipher: o.cipher,
+        kek: kek.clone(),
+    };
+    Ok((b.finish(), report, Some(cfg)))
+}
+
+/// A time as ns since the epoch: Unix seconds with a fraction, RFC 3339, or relative to
+/// `now` (`-15m`, `-2h`, `-30s`, `-1d`).
+pub fn parse_time(s: &str, now: u64) -> Result<u64, String> {
+    let s = s.trim();
+    if let Some(rel) = s.strip_prefix('-') {
+        let unit = rel.chars().last().unwrap_or(' ');
+        let mul: u64 = match unit {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err("a relative time needs a unit: s, m, h or d (e.g. -15m)".into()),
+        };
+        let n: f64 = rel[..rel.len() - 1]
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+            .ok_or("not a number before the unit")?;
+        let back = (n * mul as f64 * 1e9) as u64;
+        return Ok(now.saturating_sub(back));
+    }
+    if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') && !s.is_empty() {
+        return unix_seconds(s);
+    }
+    rfc3339(s)
+}
+
+fn unix_seconds(s: &str) -> Result<u64, String> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if int.is_empty() || frac.contains('.') {
+        return Err("not a Unix time in seconds".into());
+    }
+    let secs: u64 = int.parse().map_err(|_| "not a Unix time in seconds")?;
+    Ok(secs
+        .checked_mul(1_000_000_000)
+        .ok_or("time out of range")?
+        .saturating_add(fraction_ns(frac)?))
+}
+
+fn fraction_ns(frac: &str) -> Result<u64, String> {
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("bad fraction of a second".into());
+    }
+    let mut ns = 0u64;
+    for (i, b) in frac.bytes().take(9).enumerate() {
+        ns += u64::from(b - b'0') * 10u64.pow(8 - i as u32);
+    }
+    Ok(ns)
+}
+
+/// Days from 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (also a space or `t` for the `T`).
+fn rfc3339(s: &str) -> Result<u64, String> {
+    let bad = || "not Unix seconds, RFC 3339 (2026-11-23T10:00:00Z) or relative (-15m)".to_string();
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        s.get(r)
+            .filter(|t| t.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(bad)
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return Err(bad());
+    }
+    let mut rest = &s[19..];
+    let mut frac_ns = 0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let n = r.bytes().take_while(u8::is_ascii_digit).count();
+        frac_ns = fraction_ns(&r[..n])?;
+        rest = &r[n..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && matches!(&o[..1], "+" | "-") && &o[3..4] == ":" => {
+            let oh: i64 = o[1..3].parse().map_err(|_| bad())?;
+            let om: i64 = o[4..6].parse().map_err(|_| bad())?;
+            let v = oh * 3600 + om * 60;
+            if o.starts_with('-') {
+                -v
+            } else {
+                v
+            }
+        }
+        _ => return Err(bad()),
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    if secs < 0 {
+        return Err("time before 1970".into());
+    }
+    Ok(secs as u64 * 1_000_000_000 + frac_ns)
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    #[test]
+    fn test_parse_times() {
+        let now = 1_800_000_000_000_000_000;
+        assert_eq!(
+            parse_time("1700000000", now).unwrap(),
+            1_700_000_000_000_000_000
+        );
+        assert_eq!(
+            parse_time("1700000000.25", now).unwrap(),
+            1_700_000_000_250_000_000
+        );
+        assert_eq!(parse_time("-15m", now).unwrap(), now - 900_000_000_000);
+        assert_eq!(parse_time("-2h", now).unwrap(), now - 7_200_000_000_000);
+        assert_eq!(parse_time("-30s", now).unwrap(), now - 30_000_000_000);
+        assert_eq!(
+            parse_time("2023-11-14T22:13:20Z", now).unwrap(),
+            1_700_000_000_000_000_000
+        );
+        assert_eq!(
+            parse_time("2023-11-15T00:13:20.5+02:00", now).unwrap(),
+            1_700_000_000_500_000_000
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "-15",
+            "2023-13-01T00:00:00Z",
+            "1.2.3",
+            "-5x",
+        ] {
+            assert!(parse_time(bad, now).is_err(), "{bad}");
+        }
+    }
+}

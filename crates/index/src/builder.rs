@@ -1,0 +1,712 @@
+//! [`IndexBuilder`]: regions of a capture file in, the serialized sidecar out.
+//!
+//! The builder parses the blocks it is given itself (pcap records, pcapng blocks), with
+//! every length checked against the bytes at hand, so garbage or a cut block ends the index
+//! there (the regions before it, and the packets of the region before the bad block, stay
+//! indexed) and never panics. Per packet it only reads: keys go into a vector that keeps its
+//! capacity from region to region, after a small direct-mapped table has dropped the
+//! repeats of busy flows, and each region's keys are sorted, deduplicated and put into the
+//! region's Bloom filter when the region ends.
+
+use std::ops::Range;
+
+use crate::bloom;
+use crate::format::{
+    CaptureFormat, FLAG_SEQUENTIAL, FLAG_STOPPED, HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE,
+    TRAILER, VERSION,
+};
+use crate::key::{frame_keys, Sink};
+
+const PCAP_MICROS: u32 = 0xa1b2_c3d4;
+const PCAP_NANOS: u32 = 0xa1b2_3c4d;
+const SHB: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+const BOM: u32 = 0x1a2b_3c4d;
+const MAX_CAPLEN: usize = 256 * 1024;
+const MAX_BLOCK: usize = 16 * 1024 * 1024;
+const MAX_INTERFACES: usize = 65_536;
+/// Entries of the repeat filter (a power of two).
+const RECENT: usize = 4096;
+
+#[derive(Clone, Copy, Debug)]
+struct Iface {
+    linktype: u16,
+    snaplen: u32,
+    tsresol: u8,
+    tsoffset: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fmt {
+    /// Waiting for the file header.
+    Start,
+    Pcap {
+        be: bool,
+        nanos: bool,
+    },
+    Pcapng {
+        be: bool,
+    },
+}
+
+/// The sets of the region being built.
+struct Sets {
+    keys: Vec<u64>,
+    recent: Vec<u64>,
+    protos: [u64; 4],
+}
+
+impl Sink for Sets {
+    #[inline]
+    fn key(&mut self, k: u64) {
+        let slot = &mut self.recent[(k as usize) & (RECENT - 1)];
+        if *slot != k {
+            *slot = k;
+            self.keys.push(k);
+        }
+    }
+    #[inline]
+    fn proto(&mut self, p: u8) {
+        self.protos[usize::from(p / 64)] |= 1 << (p % 64);
+    }
+}
+
+/// Builds the sidecar index of one capture file, region by region.
+pub struct IndexBuilder {
+    fmt: Fmt,
+    /// Blocks before the first packet (SHB, IDBs), or the pcap global header.
+    header: Vec<u8>,
+    in_header: bool,
+    ifaces: Vec<Iface>,
+    /// Index in `ifaces` of interface 0 of the current pcapng section.
+    section_base: usize,
+    flags: u8,
+    stopped: bool,
+    sets: Sets,
+    regions: Vec<u8>,
+    count: u32,
+    covered: u64,
+    packets: u64,
+}
+
+impl std::fmt::Debug for IndexBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexBuilder")
+            .field("regions", &self.count)
+            .field("packets", &self.packets)
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for IndexBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Per-region counters.
+struct Acc {
+    ts_min: u64,
+    ts_max: u64,
+    packets: u32,
+    opaque: bool,
+}
+
+#[inline]
+fn u16_at(b: &[u8], at: usize, be: bool) -> u16 {
+    let v = [b[at], b[at + 1]];
+    if be {
+        u16::from_be_bytes(v)
+    } else {
+        u16::from_le_bytes(v)
+    }
+}
+
+#[inline]
+fn u32_at(b: &[u8], at: usize, be: bool) -> u32 {
+    let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+    if be {
+        u32::from_be_bytes(v)
+    } else {
+        u32::from_le_bytes(v)
+    }
+}
+
+/// A pcapng timestamp in `if_tsresol` units to ns (as the capture reader does).
+fn ts_to_ns(ts: u64, tsresol: u8, tsoffset: i64) -> u64 {
+    let ns: u128 = match tsresol {
+        9 => u128::from(ts),
+        r if r & 0x80 == 0 => {
+            let exp = u32::from(r);
+            if exp <= 9 {
+                u128::from(ts) * 10u128.pow(9 - exp)
+            } else if exp - 9 <= 38 {
+                u128::from(ts) / 10u128.pow(exp - 9)
+            } else {
+                0
+            }
+        }
+        r => (u128::from(ts) * 1_000_000_000) >> u32::from(r & 0x7f),
+    };
+    let ns = ns as i128 + i128::from(tsoffset) * 1_000_000_000;
+    ns.clamp(0, i128::from(u64::MAX)) as u64
+}
+
+/// What one block step found.
+enum Step {
+    /// Consumed this many bytes.
+    Next(usize),
+    /// A bad or cut block: stop indexing.
+    Stop,
+}
+
+impl IndexBuilder {
+    /// A builder for a new file.
+    pub fn new() -> Self {
+        Self {
+            fmt: Fmt::Start,
+            header: Vec::new(),
+            in_header: true,
+            ifaces: Vec::new(),
+            section_base: 0,
+            flags: 0,
+            stopped: false,
+            sets: Sets {
+                keys: Vec::with_capacity(4096),
+                recent: vec![0; RECENT],
+                protos: [0; 4],
+            },
+            regions: Vec::new(),
+            count: 0,
+            covered: 0,
+            packets: 0,
+        }
+    }
+
+    /// Indexes one region. `blocks` are whole pcap records or whole pcapng blocks as they
+    /// appear in the file; the first region also starts with the file header (pcap's 24-byte
+    /// header, or pcapng's SHB and IDBs). `at` is the byte range of the file that holds these
+    /// bytes: for a plain file it has `blocks.len()` bytes; for a sealed file it is the
+    /// encrypted chunks' range. After a bad or cut block, later regions are ignored.
+    pub fn add_region(&mut self, at: Range<u64>, blocks: &[u8]) {
+        if self.stopped {
+            return;
+        }
+        let mut acc = Acc {
+            ts_min: u64::MAX,
+            ts_max: 0,
+            packets: 0,
+            opaque: false,
+        };
+        let mut pos = 0;
+        if self.fmt == Fmt::Start && !blocks.is_empty() {
+            match self.file_header(blocks) {
+                Some(n) => pos = n,
+                None => self.stopped = true,
+            }
+        }
+        while !self.stopped && pos < blocks.len() {
+            let rest = &blocks[pos..];
+            let step = match self.fmt {
+                Fmt::Pcap { be, nanos } => self.pcap_record(rest, be, nanos, &mut acc),
+                Fmt::Pcapng { be } => self.pcapng_block(rest, be, &mut acc),
+                Fmt::Start => Step::Stop,
+            };
+            match step {
+                Step::Next(n) => pos += n,
+                Step::Stop => self.stopped = true,
+            }
+        }
+        if self.stopped {
+            self.flags |= FLAG_STOPPED;
+        }
+        if self.fmt != Fmt::Start {
+            self.emit_region(at, &acc);
+        }
+    }
+
+    /// Packets indexed so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Whether a bad or cut block ended indexing.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Reads the pcap global header, or recognizes a pcapng SHB (read as a block); returns
+    /// the bytes consumed, or None when the bytes are no capture file.
+    fn file_header(&mut self, b: &[u8]) -> Option<usize> {
+        if b.len() >= 4 && b[..4] == SHB {
+            // The endianness is set by the SHB itself.
+            self.fmt = Fmt::Pcapng { be: false };
+            return Some(0);
+        }
+        if b.len() < 24 {
+            return None;
+        }
+        let le = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let be = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let (be, nanos) = match (le, be) {
+            (PCAP_MICROS, _) => (false, false),
+            (PCAP_NANOS, _) => (false, true),
+            (_, PCAP_MICROS) => (true, false),
+            (_, PCAP_NANOS) => (true, true),
+            _ => return None,
+        };
+        if u16_at(b, 4, be) != 2 {
+            return None;
+        }
+        self.ifaces.push(Iface {
+            linktype: (u32_at(b, 20, be) & 0xffff) as u16,
+            snaplen: u32_at(b, 16, be),
+            tsresol: if nanos { 9 } else { 6 },
+            tsoffset: 0,
+        });
+        self.header.extend_from_slice(&b[..24]);
+        self.in_header = false;
+        self.fmt = Fmt::Pcap { be, nanos };
+        Some(24)
+    }
+
+    fn pcap_record(&mut self, b: &[u8], be: bool, nanos: bool, acc: &mut Acc) -> Step {
+        if b.len() < 16 {
+            return Step::Stop;
+        }
+        let secs = u64::from(u32_at(b, 0, be));
+        let frac = u64::from(u32_at(b, 4, be));
+        let caplen = u32_at(b, 8, be) as usize;
+        if caplen > MAX_CAPLEN || b.len() < 16 + caplen {
+            return Step::Stop;
+        }
+        let frac_ns = if nanos { frac } else { frac * 1000 };
+        let ts = secs.saturating_mul(1_000_000_000).saturating_add(frac_ns);
+        let lt = self.ifaces.first().map_or(0, |i| i.linktype);
+        self.packet(acc, ts, lt, &b[16..16 + caplen]);
+        Step::Next(16 + caplen)
+    }
+
+    fn pcapng_block(&mut self, b: &[u8], mut be: bool, acc: &mut Acc) -> Step {
+        if b.len() < 12 {
+            return Step::Stop;
+        }
+        let shb = b[..4] == SHB;
+        if shb {
+            let bom = [b[8], b[9], b[10], b[11]];
+            be = if u32::from_le_bytes(bom) == BOM {
+                false
+            } else if u32::from_be_bytes(bom) == BOM {
+                true
+            } else {
+                return Step::Stop;
+            };
+        }
+        let btype = u32_at(b, 0, be);
+        let len = u32_at(b, 4, be) as usize;
+        if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK || len > b.len() {
+            return Step::Stop;
+        }
+        if u32_at(b, len - 4, be) as usize != len {
+            return Step::Stop;
+        }
+        let block = &b[..len];
+        let body = &block[8..len - 4];
+        let packet_block = matches!(btype, 2 | 3 | 6);
+        if self.in_header && packet_block {
+            self.in_header = false;
+        }
+        match btype {
+            _ if shb => {
+                if body.len() < 16 || u16_at(body, 4, be) != 1 {
+                    return Step::Stop;
+                }
+                if !self.in_header {
+                    self.flags |= FLAG_SEQUENTIAL;
+                }
+                self.fmt = Fmt::Pcapng { be };
+                self.section_base = self.ifaces.len();
+            }
+            1 => {
+                if body.len() < 8 || self.ifaces.len() >= MAX_INTERFACES {
+                    return Step::Stop;
+                }
+                if !self.in_header {
+                    self.flags |= FLAG_SEQUENTIAL;
+                }
+                let mut iface = Iface {
+                    linktype: u16_at(body, 0, be),
+                    snaplen: u32_at(body, 4, be),
+                    tsresol: 6,
+                    tsoffset: 0,
+                };
+                let mut o = 8;
+                while body.len() >= o + 4 {
+                    let code = u16_at(body, o, be);
+                    let olen = usize::from(u16_at(body, o + 2, be));
+                    if code == 0 {
+                        break;
+                    }
+                    let Some(v) = body.get(o + 4..o + 4 + olen) else {
+                        return Step::Stop;
+                    };
+                    match (code, olen) {
+                        (9, 1..) => iface.tsresol = v[0],
+                        (14, 8) => iface.tsoffset = u64_le_be(v, be) as i64,
+                        _ => {}
+                    }
+                    o += 4 + ((olen + 3) & !3);
+                }
+                self.ifaces.push(iface);
+            }
+            6 | 2 => {
+                if body.len() < 20 {
+                    return Step::Stop;
+                }
+                let local = if btype == 2 {
+                    usize::from(u16_at(body, 0, be))
+                } else {
+                    u32_at(body, 0, be) as usize
+                };
+                let Some(iface) = self.ifaces.get(self.section_base.saturating_add(local)) else {
+                    return Step::Stop;
+                };
+                let ts = (u64::from(u32_at(body, 4, be)) << 32) | u64::from(u32_at(body, 8, be));
+                let caplen = u32_at(body, 12, be) as usize;
+                if caplen > MAX_CAPLEN || 20 + caplen > body.len() {
+                    return Step::Stop;
+                }
+                let (lt, ts) = (iface.linktype, ts_to_ns(ts, iface.tsresol, iface.tsoffset));
+                self.packet(acc, ts, lt, &body[20..20 + caplen]);
+            }
+            3 => {
+                if body.len() < 4 {
+                    return Step::Stop;
+                }
+                let Some(iface) = self.ifaces.get(self.section_base) else {
+                    return Step::Stop;
+                };
+                let orig = u32_at(body, 0, be) as usize;
+                let mut caplen = orig.min(body.len() - 4);
+                if iface.snaplen != 0 {
+                    caplen = caplen.min(iface.snaplen as usize);
+                }
+                if caplen > MAX_CAPLEN {
+                    return Step::Stop;
+                }
+                let lt = iface.linktype;
+                self.packet(acc, 0, lt, &body[4..4 + caplen]);
+            }
+            _ => {}
+        }
+        if self.in_header {
+            if self.header.len() + len > MAX_HEADER {
+                self.flags |= FLAG_SEQUENTIAL;
+                self.in_header = false;
+            } else {
+                self.header.extend_from_slice(block);
+            }
+        }
+        Step::Next(len)
+    }
+
+    #[inline]
+    fn packet(&mut self, acc: &mut Acc, ts: u64, linktype: u16, data: &[u8]) {
+        acc.packets = acc.packets.saturating_add(1);
+        acc.ts_min = acc.ts_min.min(ts);
+        acc.ts_max = acc.ts_max.max(ts);
+        self.packets += 1;
+        if !frame_keys(linktype, data, &mut self.sets) {
+            acc.opaque = true;
+        }
+    }
+
+    /// Appends the region entry and its filter, and clears the sets for the next region.
+    fn emit_region(&mut self, at: Range<u64>, acc: &Acc) {
+        let keys = &mut self.sets.keys;
+        keys.sort_unstable();
+        keys.dedup();
+        let bits = bloom::bits_for(keys.len());
+        let out = &mut self.regions;
+        out.extend_from_slice(&at.start.to_le_bytes());
+        out.extend_from_slice(&at.end.max(at.start).to_le_bytes());
+        out.extend_from_slice(&acc.ts_min.to_le_bytes());
+        out.extend_from_slice(&acc.ts_max.to_le_bytes());
+        out.extend_from_slice(&acc.packets.to_le_bytes());
+        let flags = if acc.opaque { REGION_OPAQUE } else { 0 };
+        out.extend_from_slice(&flags.to_le_bytes());
+        out.extend_from_slice(&(bits as u32).to_le_bytes());
+        out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+        for p in self.sets.protos {
+            out.extend_from_slice(&p.to_le_bytes());
+        }
+        let start = out.len();
+        out.resize(start + bits / 8, 0);
+        if bits > 0 {
+            // Build the filter in place, as little-endian words.
+            let mut words = vec![0u64; bits / 64];
+            for &k in keys.iter() {
+                bloom::insert(&mut words, k);
+            }
+            for (i, w) in words.iter().enumerate() {
+                out[start + i * 8..start + i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+            }
+        }
+        keys.clear();
+        self.sets.recent.fill(0);
+        self.sets.protos = [0; 4];
+        self.count += 1;
+        self.covered = self.covered.max(at.end);
+    }
+
+    /// The serialized sidecar (unsealed).
+    pub fn finish(self) -> Vec<u8> {
+        let format = match self.fmt {
+            Fmt::Start => CaptureFormat::Unknown,
+            Fmt::Pcap { .. } => CaptureFormat::Pcap,
+            Fmt::Pcapng { .. } => CaptureFormat::Pcapng,
+        };
+        let hpad = (8 - self.header.len() % 8) % 8;
+        let mut out =
+            Vec::with_capacity(HEAD_LEN + self.header.len() + hpad + self.regions.len() + 8);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.push(format.id());
+        out.push(self.flags);
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.extend_from_slice(&self.covered.to_le_bytes());
+        out.extend_from_slice(&(self.header.len() as u32).to_le_bytes());
+        out.extend_from_slice(&bloom::HASHES.to_le_bytes());
+        out.extend_from_slice(&self.header);
+        out.resize(out.len() + hpad, 0);
+        out.extend_from_slice(&self.regions);
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.extend_from_slice(TRAILER);
+        out
+    }
+}
+
+fn u64_le_be(v: &[u8], be: bool) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&v[..8]);
+    if be {
+        u64::from_be_bytes(a)
+    } else {
+        u64::from_le_bytes(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{Index, IndexError};
+    use crate::key::tests::udp4;
+    use crate::key::{port_key, v4_key, vlan_key};
+    use crate::Predicate;
+    use corecap_wire::{Epb, InterfaceDesc, PcapWriter, PcapngWriter};
+
+    /// A pcap file of `n` UDP packets from 10.0.0.1 to 10.1.0.i, one per second from t0.
+    fn pcap(n: u8) -> Vec<u8> {
+        let mut w = PcapWriter::new(Vec::new(), 1, 65535).unwrap();
+        for i in 0..n {
+            let f = udp4([10, 0, 0, 1], [10, 1, 0, i], 1024 + u16::from(i), 53, None);
+            let ts = 1_700_000_000_000_000_000 + u64::from(i) * 1_000_000_000;
+            w.write_packet(ts, &f, f.len() as u32, None).unwrap();
+        }
+        w.into_inner()
+    }
+
+    /// A pcapng file: SHB, IDB, then packets with VLAN 100 and epb options.
+    fn pcapng(n: u8) -> Vec<u8> {
+        let mut w =
+            PcapngWriter::new(Vec::new(), "test", &[InterfaceDesc::ethernet("eth0", 0)]).unwrap();
+        for i in 0..n {
+            let f = udp4([10, 0, 0, 2], [10, 2, 0, i], 2000, 80, None);
+            w.write_epb(&Epb {
+                ts_ns: 1_700_000_000_000_000_000 + u64::from(i),
+                data: &f,
+                orig_len: f.len() as u32,
+                vlan_tci: Some(100),
+                queue: Some(1),
+                hash: Some(7),
+                ..Epb::default()
+            })
+            .unwrap();
+        }
+        w.into_inner()
+    }
+
+    fn one_region(file: &[u8]) -> Index {
+        let mut b = IndexBuilder::new();
+        b.add_region(0..file.len() as u64, file);
+        Index::parse(&b.finish()).unwrap()
+    }
+
+    #[test]
+    fn test_parse_pcap() {
+        let file = pcap(10);
+        let ix = one_region(&file);
+        assert_eq!(ix.format, CaptureFormat::Pcap);
+        assert_eq!(ix.header, file[..24]);
+        assert_eq!(ix.covered, file.len() as u64);
+        let r = &ix.regions[0];
+        assert_eq!(r.packets, 10);
+        assert_eq!(r.ts_min, 1_700_000_000_000_000_000);
+        assert_eq!(r.ts_max, 1_700_000_009_000_000_000);
+        assert!(r.may_have_key(v4_key([10, 1, 0, 9])) && r.may_have_key(port_key(1033)));
+        assert!(r.may_have_proto(17) && !r.may_have_proto(6));
+        assert!(!r.opaque() && !ix.stopped() && ix.random_access());
+        // 10.0.0.1 + ten destinations + ports 53 and 1024..=1033.
+        assert_eq!(r.keys, 1 + 10 + 1 + 10);
+    }
+
+    #[test]
+    fn test_parse_pcapng_regions() {
+        let file = pcapng(20);
+        // Header = SHB + IDB; cut packets into two regions at a block boundary.
+        let mut r = corecap_wire::CaptureReader::new(&file[..]).unwrap();
+        r.next_packet().unwrap();
+        let first_pkt = r.offset() as usize;
+        let blk = {
+            r.next_packet().unwrap();
+            r.offset() as usize - first_pkt
+        };
+        let header = first_pkt - blk;
+        let mid = header + 10 * blk;
+        let mut b = IndexBuilder::new();
+        b.add_region(0..mid as u64, &file[..mid]);
+        b.add_region(mid as u64..file.len() as u64, &file[mid..]);
+        let ix = Index::parse(&b.finish()).unwrap();
+        assert_eq!(ix.format, CaptureFormat::Pcapng);
+        assert_eq!(ix.header, file[..header]);
+        assert_eq!(ix.regions.len(), 2);
+        assert_eq!(ix.regions[1].at, mid as u64..file.len() as u64);
+        assert_eq!((ix.regions[0].packets, ix.regions[1].packets), (10, 10));
+        assert!(ix.regions[0].may_have_key(vlan_key(100)));
+        let q = Predicate::from_filter("host 10.2.0.15");
+        assert!(q.may_match(&ix.regions[1]));
+        assert_eq!(ix.regions[1].ts_min, 1_700_000_000_000_000_010);
+        assert!(ix.random_access());
+    }
+
+    #[test]
+    fn test_emit_round_trip_and_pruning() {
+        let ix = one_region(&pcap(50));
+        let r = &ix.regions[0];
+        let absent = (0..1000u32)
+            .filter(|i| r.may_have_key(v4_key((0xc0a8_0000 + i).to_be_bytes())))
+            .count();
+        assert!(absent < 50, "false positives {absent} of 1000");
+        assert!(!Predicate::from_filter("tcp port 53").may_match(r));
+        assert!(!Predicate::from_filter("vlan 5").may_match(r));
+    }
+
+    #[test]
+    fn test_truncated_file_indexes_whole_blocks() {
+        let file = pcapng(5);
+        let full = one_region(&file);
+        for cut in 0..file.len() {
+            let mut b = IndexBuilder::new();
+            b.add_region(0..cut as u64, &file[..cut]);
+            let bytes = b.finish();
+            let ix = Index::parse(&bytes).unwrap();
+            assert!(ix.packets() <= 5);
+            if cut < file.len() {
+                assert!(ix.stopped() || cut == 0 || ix.packets() < 5, "cut {cut}");
+            }
+        }
+        assert_eq!(full.packets(), 5);
+        // A pcap cut inside its last record keeps the others.
+        let p = pcap(3);
+        let mut b = IndexBuilder::new();
+        b.add_region(0..p.len() as u64 - 1, &p[..p.len() - 1]);
+        let ix = Index::parse(&b.finish()).unwrap();
+        assert_eq!(ix.packets(), 2);
+        assert!(ix.stopped());
+    }
+
+    #[test]
+    fn test_garbage_never_panics() {
+        let mut seed = 0x1234_5678_u64;
+        let mut rnd = || {
+            seed = crate::key::mix(seed);
+            seed
+        };
+        let bases = [pcap(4), pcapng(4)];
+        for round in 0..3000 {
+            let mut f = bases[round % 2].clone();
+            for _ in 0..(rnd() % 8) {
+                let i = (rnd() as usize) % f.len();
+                f[i] = rnd() as u8;
+            }
+            let cut = (rnd() as usize) % (f.len() + 1);
+            let mut b = IndexBuilder::new();
+            let mid = cut / 2;
+            b.add_region(0..mid as u64, &f[..mid]);
+            b.add_region(mid as u64..cut as u64, &f[mid..cut]);
+            Index::parse(&b.finish()).expect("the builder's output always parses");
+        }
+        let mut b = IndexBuilder::new();
+        b.add_region(0..100, &[0xff; 100]);
+        let ix = Index::parse(&b.finish()).unwrap();
+        assert_eq!(ix.format, CaptureFormat::Unknown);
+        assert!(ix.stopped() && ix.regions.is_empty());
+    }
+
+    #[test]
+    fn test_damaged_index_is_refused() {
+        let bytes = {
+            let mut b = IndexBuilder::new();
+            let f = pcap(3);
+            b.add_region(0..f.len() as u64, &f);
+            b.finish()
+        };
+        for i in 0..bytes.len() {
+            let mut d = bytes.clone();
+            d[i] ^= 0x01;
+            assert!(Index::parse(&d).is_err(), "byte {i}");
+        }
+        for cut in 0..bytes.len() {
+            assert!(Index::parse(&bytes[..cut]).is_err(), "cut {cut}");
+        }
+        assert_eq!(Index::parse(b"CORECAPS"), Err(IndexError::Magic));
+    }
+
+    #[test]
+    fn test_late_interface_makes_file_sequential() {
+        let mut w =
+            PcapngWriter::new(Vec::new(), "test", &[InterfaceDesc::ethernet("eth0", 0)]).unwrap();
+        let f = udp4([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, None);
+        let e = Epb {
+            ts_ns: 5,
+            data: &f,
+            orig_len: f.len() as u32,
+            ..Epb::default()
+        };
+        w.write_epb(&e).unwrap();
+        w.add_interface(&InterfaceDesc::ethernet("eth1", 0))
+            .unwrap();
+        w.write_epb(&Epb { if_id: 1, ..e }).unwrap();
+        let ix = one_region(&w.into_inner());
+        assert_eq!(ix.packets(), 2);
+        assert!(!ix.random_access());
+    }
+
+    #[test]
+    fn test_index_reader_regions_and_cut() {
+        let file = pcap(200);
+        let built = crate::index_reader(&file[..], 4096).unwrap();
+        let ix = Index::parse(&built.sidecar).unwrap();
+        assert!(ix.regions.len() > 1);
+        assert_eq!(ix.packets(), 200);
+        assert_eq!(built.cut_short, None);
+        for w in ix.regions.windows(2) {
+            assert_eq!(w[0].at.end, w[1].at.start);
+        }
+        let cut = crate::index_reader(&file[..file.len() - 3], 4096).unwrap();
+        assert_eq!(cut.packets, 199);
+        assert!(cut.cut_short.is_some());
+        assert_eq!(Index::parse(&cut.sidecar).unwrap().covered, cut.covered);
+    }
+}

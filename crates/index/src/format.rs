@@ -1,0 +1,263 @@
+//! The sidecar layout and its reader. The layout is described in `docs/index-format.md`.
+
+use std::ops::Range;
+
+/// Sidecar magic.
+pub const MAGIC: &[u8; 8] = b"CORECAPX";
+/// Sidecar format version.
+pub const VERSION: u16 = 1;
+/// Bytes of the sidecar header before the capture file's header bytes.
+pub const HEAD_LEN: usize = 32;
+/// Bytes of a region entry before its Bloom filter.
+pub const REGION_LEN: usize = 80;
+/// Trailer: CRC-32 of everything before it, then `XEND`.
+pub const TRAILER: &[u8; 4] = b"XEND";
+/// Largest capture file header (pcapng SHB and IDBs) the sidecar keeps.
+pub const MAX_HEADER: usize = 1 << 20;
+/// Largest Bloom filter of one region, in bits (16 MiB).
+pub const MAX_BLOOM_BITS: u32 = 1 << 27;
+
+/// Header flag: a bad or cut block ended indexing; the regions cover the readable part.
+pub const FLAG_STOPPED: u8 = 1;
+/// Header flag: interfaces or sections are defined after the file header, so a region cannot
+/// be read alone; a query reads the file from the start.
+pub const FLAG_SEQUENTIAL: u8 = 2;
+/// Region flag: some packet's link type is not one the parser reads; its sets are incomplete
+/// and the region is never pruned by them.
+pub const REGION_OPAQUE: u32 = 1;
+
+/// Format of the indexed capture file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureFormat {
+    /// Nothing parsed (not a capture file, or empty).
+    Unknown,
+    /// Classic pcap.
+    Pcap,
+    /// pcapng.
+    Pcapng,
+}
+
+impl CaptureFormat {
+    pub(crate) fn id(self) -> u8 {
+        match self {
+            CaptureFormat::Unknown => 0,
+            CaptureFormat::Pcap => 1,
+            CaptureFormat::Pcapng => 2,
+        }
+    }
+}
+
+/// Why a sidecar could not be read. Any of these means: scan the capture file instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IndexError {
+    /// Not a corecap index.
+    #[error("not a corecap index (bad magic)")]
+    Magic,
+    /// A version this reader does not know.
+    #[error("index version {0} is not supported (this corecap reads version 1)")]
+    Version(u16),
+    /// The checksum does not match: the index is damaged.
+    #[error("index checksum mismatch (damaged index)")]
+    Checksum,
+    /// The index ends early or a length is impossible.
+    #[error("index is malformed: {0}")]
+    Malformed(&'static str),
+}
+
+/// One region of a capture file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// Byte range of the capture file (for a sealed file, whole encrypted chunks).
+    pub at: Range<u64>,
+    /// Earliest timestamp, ns since the epoch (`u64::MAX` when the region has no packet).
+    pub ts_min: u64,
+    /// Latest timestamp, ns.
+    pub ts_max: u64,
+    /// Packets in the region.
+    pub packets: u32,
+    /// `REGION_*` flags.
+    pub flags: u32,
+    /// Distinct keys put into the filter.
+    pub keys: u32,
+    /// IP protocols seen (bit p = protocol p), exact.
+    pub protos: [u64; 4],
+    /// Bloom filter words (see [`crate::bloom`]).
+    pub bloom: Vec<u64>,
+}
+
+impl Region {
+    /// Whether the region's sets are complete (every packet parsed).
+    pub fn opaque(&self) -> bool {
+        self.flags & REGION_OPAQUE != 0
+    }
+
+    /// Whether protocol `p` occurs (always true for an opaque region).
+    pub fn may_have_proto(&self, p: u8) -> bool {
+        self.opaque() || self.protos[usize::from(p / 64)] & (1 << (p % 64)) != 0
+    }
+
+    /// Whether key `k` may occur (always true for an opaque region).
+    pub fn may_have_key(&self, k: u64) -> bool {
+        self.opaque() || crate::bloom::contains(&self.bloom, k)
+    }
+
+    /// Whether some packet may have a timestamp in `from..to`.
+    pub fn overlaps(&self, from: u64, to: u64) -> bool {
+        self.packets > 0 && self.ts_max >= from && self.ts_min < to
+    }
+}
+
+/// A parsed sidecar.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Index {
+    /// Format of the capture file.
+    pub format: CaptureFormat,
+    /// `FLAG_*` flags.
+    pub flags: u8,
+    /// End of the last region: bytes of the capture file the index covers.
+    pub covered: u64,
+    /// The capture file's header (pcap global header, or pcapng SHB and IDBs) in plaintext,
+    /// to read a region alone.
+    pub header: Vec<u8>,
+    /// Regions in file order.
+    pub regions: Vec<Region>,
+}
+
+struct Cur<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Cur<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], IndexError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or(IndexError::Malformed("cut short"))?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32, IndexError> {
+        let s = self.take(4)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, IndexError> {
+        let s = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Ok(u64::from_le_bytes(a))
+    }
+}
+
+impl Index {
+    /// Parses and checks a sidecar.
+    pub fn parse(b: &[u8]) -> Result<Index, IndexError> {
+        if b.len() < 8 || &b[..8] != MAGIC {
+            return Err(IndexError::Magic);
+        }
+        if b.len() < HEAD_LEN + 8 {
+            return Err(IndexError::Malformed("cut short"));
+        }
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if version != VERSION {
+            return Err(IndexError::Version(version));
+        }
+        let body = b.len() - 8;
+        if &b[body + 4..] != TRAILER {
+            return Err(IndexError::Malformed("no trailer (cut short)"));
+        }
+        let crc = u32::from_le_bytes([b[body], b[body + 1], b[body + 2], b[body + 3]]);
+        if crc32fast::hash(&b[..body]) != crc {
+            return Err(IndexError::Checksum);
+        }
+        let format = match b[10] {
+            0 => CaptureFormat::Unknown,
+            1 => CaptureFormat::Pcap,
+            2 => CaptureFormat::Pcapng,
+            _ => return Err(IndexError::Malformed("unknown capture format")),
+        };
+        let flags = b[11];
+        let mut c = Cur {
+            b: &b[..body],
+            at: 12,
+        };
+        let count = c.u32()? as usize;
+        let covered = c.u64()?;
+        let hlen = c.u32()? as usize;
+        let _hashes = c.u32()?;
+        if hlen > MAX_HEADER {
+            return Err(IndexError::Malformed("file header too long"));
+        }
+        let header = c.take(hlen)?.to_vec();
+        c.take((8 - hlen % 8) % 8)?;
+        // Each region takes at least REGION_LEN bytes: bound the count before allocating.
+        if count > (body - c.at) / REGION_LEN {
+            return Err(IndexError::Malformed("region count larger than the index"));
+        }
+        let mut regions = Vec::with_capacity(count);
+        for _ in 0..count {
+            let start = c.u64()?;
+            let end = c.u64()?;
+            let ts_min = c.u64()?;
+            let ts_max = c.u64()?;
+            let packets = c.u32()?;
+            let flags = c.u32()?;
+            let bits = c.u32()?;
+            let keys = c.u32()?;
+            let mut protos = [0u64; 4];
+            for p in &mut protos {
+                *p = c.u64()?;
+            }
+            if bits % 64 != 0 || bits > MAX_BLOOM_BITS || end < start {
+                return Err(IndexError::Malformed("bad region entry"));
+            }
+            let words = c.take(bits as usize / 8)?;
+            let bloom = words
+                .chunks_exact(8)
+                .map(|w| {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(w);
+                    u64::from_le_bytes(a)
+                })
+                .collect();
+            regions.push(Region {
+                at: start..end,
+                ts_min,
+                ts_max,
+                packets,
+                flags,
+                keys,
+                protos,
+                bloom,
+            });
+        }
+        if c.at != body {
+            return Err(IndexError::Malformed("bytes after the last region"));
+        }
+        Ok(Index {
+            format,
+            flags,
+            covered,
+            header,
+            regions,
+        })
+    }
+
+    /// Whether a bad or cut block ended indexing.
+    pub fn stopped(&self) -> bool {
+        self.flags & FLAG_STOPPED != 0
+    }
+
+    /// Whether regions can be read alone (else the file is read from its start).
+    pub fn random_access(&self) -> bool {
+        self.flags & FLAG_SEQUENTIAL == 0 && self.format != CaptureFormat::Unknown
+    }
+
+    /// Packets in all regions.
+    pub fn packets(&self) -> u64 {
+        self.regions.iter().map(|r| u64::from(r.packets)).sum()
+    }
+}

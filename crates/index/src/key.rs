@@ -1,0 +1,297 @@
+//! What a packet puts into its region's sets: the keys of its addresses, ports and VLAN ids,
+//! and its IP protocols.
+//!
+//! Keys are 64-bit hashes tagged by kind, so an IPv4 address and a port never share a key.
+//! The parser finds at least everything libpcap's primitives test (`host`, `net`, `port`,
+//! `proto`, `vlan`), so a region whose sets lack a value holds no packet those primitives
+//! accept:
+//!
+//! - VLAN tags (802.1Q, 802.1ad, 0x9100), every one of a stack, are walked and their ids kept;
+//! - IPv4 addresses are kept whenever the 20-byte header is captured (libpcap reads them at
+//!   fixed offsets, whatever the version or header length say), and ARP/RARP sender and
+//!   target addresses too (`host` matches ARP);
+//! - ports of TCP, UDP and SCTP, at the offset the header length gives, in first fragments;
+//! - IPv6: both addresses, and every Next Header value through up to 8 extension headers
+//!   (each goes into the protocol set), then the ports as for IPv4.
+
+/// Key kinds, in the top byte before mixing.
+const KIND_V4: u64 = 1 << 56;
+const KIND_PORT: u64 = 3 << 56;
+const KIND_VLAN: u64 = 4 << 56;
+const KIND_V6: u64 = 2 << 56;
+
+/// A 64-bit mixer (the splitmix64 finalizer): good spread for small integer keys, a few
+/// cycles each.
+#[inline]
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Key of an IPv4 address.
+#[inline]
+pub fn v4_key(addr: [u8; 4]) -> u64 {
+    mix(KIND_V4 | u64::from(u32::from_be_bytes(addr)))
+}
+
+/// Key of an IPv6 address.
+#[inline]
+pub fn v6_key(addr: &[u8; 16]) -> u64 {
+    let mut hi = [0u8; 8];
+    let mut lo = [0u8; 8];
+    hi.copy_from_slice(&addr[..8]);
+    lo.copy_from_slice(&addr[8..]);
+    mix(mix(KIND_V6 ^ u64::from_be_bytes(hi)) ^ u64::from_be_bytes(lo))
+}
+
+/// Key of a TCP, UDP or SCTP port.
+#[inline]
+pub fn port_key(port: u16) -> u64 {
+    mix(KIND_PORT | u64::from(port))
+}
+
+/// Key of a VLAN id (12 bits).
+#[inline]
+pub fn vlan_key(vid: u16) -> u64 {
+    mix(KIND_VLAN | u64::from(vid & 0x0fff))
+}
+
+/// Link types the parser reads (LINKTYPE_*).
+pub(crate) const LINKTYPE_ETHERNET: u16 = 1;
+pub(crate) const LINKTYPE_RAW: u16 = 101;
+pub(crate) const LINKTYPE_LINUX_SLL: u16 = 113;
+pub(crate) const LINKTYPE_IPV4: u16 = 228;
+pub(crate) const LINKTYPE_IPV6: u16 = 229;
+
+/// Where a packet's keys go.
+pub(crate) trait Sink {
+    fn key(&mut self, k: u64);
+    fn proto(&mut self, p: u8);
+}
+
+#[inline]
+fn be16(d: &[u8], at: usize) -> Option<u16> {
+    d.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+}
+
+/// Reads one frame of `linktype` into `s`. Returns false when the link type is not one the
+/// parser knows (the region then cannot be pruned by its sets).
+pub(crate) fn frame_keys(linktype: u16, d: &[u8], s: &mut impl Sink) -> bool {
+    match linktype {
+        LINKTYPE_ETHERNET => {
+            if let Some(et) = be16(d, 12) {
+                l3(et, d, 14, s);
+            }
+            true
+        }
+        LINKTYPE_LINUX_SLL => {
+            if let Some(et) = be16(d, 14) {
+                l3(et, d, 16, s);
+            }
+            true
+        }
+        LINKTYPE_RAW | LINKTYPE_IPV4 | LINKTYPE_IPV6 | 12 | 14 => {
+            match d.first().map(|b| b >> 4) {
+                Some(4) => ipv4(d, 0, s),
+                Some(6) => ipv6(d, 0, s),
+                _ => {}
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// From an EtherType at `off`, through VLAN tags, to the network layer.
+fn l3(mut et: u16, d: &[u8], mut off: usize, s: &mut impl Sink) {
+    for _ in 0..4 {
+        if !matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+            break;
+        }
+        let (Some(tci), Some(next)) = (be16(d, off), be16(d, off + 2)) else {
+            return;
+        };
+        s.key(vlan_key(tci));
+        et = next;
+        off += 4;
+    }
+    match et {
+        0x0800 => ipv4(d, off, s),
+        0x86dd => ipv6(d, off, s),
+        0x0806 | 0x8035 => arp(d, off, s),
+        _ => {}
+    }
+}
+
+fn addr4(d: &[u8], at: usize) -> Option<[u8; 4]> {
+    d.get(at..at + 4).map(|b| [b[0], b[1], b[2], b[3]])
+}
+
+fn arp(d: &[u8], off: usize, s: &mut impl Sink) {
+    // Ethernet/IPv4 ARP: sender protocol address at 14, target at 24. libpcap's `arp host`
+    // reads these offsets without checking the hardware and protocol lengths.
+    for at in [off + 14, off + 24] {
+        if let Some(a) = addr4(d, at) {
+            s.key(v4_key(a));
+        }
+    }
+}
+
+fn ipv4(d: &[u8], off: usize, s: &mut impl Sink) {
+    let Some(h) = d.get(off..off + 20) else {
+        return;
+    };
+    let proto = h[9];
+    s.proto(proto);
+    s.key(v4_key([h[12], h[13], h[14], h[15]]));
+    s.key(v4_key([h[16], h[17], h[18], h[19]]));
+    let frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff;
+    if frag == 0 && matches!(proto, 6 | 17 | 132) {
+        ports(d, off + usize::from(h[0] & 0x0f) * 4, s);
+    }
+}
+
+fn ports(d: &[u8], at: usize, s: &mut impl Sink) {
+    if let (Some(sp), Some(dp)) = (be16(d, at), be16(d, at + 2)) {
+        s.key(port_key(sp));
+        s.key(port_key(dp));
+    } else if let Some(sp) = be16(d, at) {
+        s.key(port_key(sp));
+    }
+}
+
+fn ipv6(d: &[u8], off: usize, s: &mut impl Sink) {
+    let Some(h) = d.get(off..off + 40) else {
+        return;
+    };
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&h[8..24]);
+    s.key(v6_key(&a));
+    a.copy_from_slice(&h[24..40]);
+    s.key(v6_key(&a));
+    let mut next = h[6];
+    let mut at = off + 40;
+    for _ in 0..8 {
+        s.proto(next);
+        match next {
+            6 | 17 | 132 => {
+                ports(d, at, s);
+                return;
+            }
+            // Hop-by-hop, routing, destination options: length in 8-byte units after 8.
+            0 | 43 | 60 => {
+                let (Some(&n), Some(&len)) = (d.get(at), d.get(at + 1)) else {
+                    return;
+                };
+                next = n;
+                at += 8 + usize::from(len) * 8;
+            }
+            44 => {
+                let (Some(&n), Some(fo)) = (d.get(at), be16(d, at + 2)) else {
+                    return;
+                };
+                next = n;
+                at += 8;
+                if fo & 0xfff8 != 0 {
+                    // A later fragment: its protocol is known, its ports are not there.
+                    s.proto(next);
+                    return;
+                }
+            }
+            51 => {
+                let (Some(&n), Some(&len)) = (d.get(at), d.get(at + 1)) else {
+                    return;
+                };
+                next = n;
+                at += (usize::from(len) + 2) * 4;
+            }
+            _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    pub(crate) struct Keys {
+        pub(crate) keys: Vec<u64>,
+        pub(crate) protos: Vec<u8>,
+    }
+    impl Sink for Keys {
+        fn key(&mut self, k: u64) {
+            self.keys.push(k);
+        }
+        fn proto(&mut self, p: u8) {
+            self.protos.push(p);
+        }
+    }
+
+    /// Ethernet + optional 802.1Q + IPv4 + UDP frame.
+    pub(crate) fn udp4(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, vlan: Option<u16>) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        if let Some(v) = vlan {
+            f.extend_from_slice(&[0x81, 0x00]);
+            f.extend_from_slice(&v.to_be_bytes());
+        }
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0]);
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(&sp.to_be_bytes());
+        f.extend_from_slice(&dp.to_be_bytes());
+        f.extend_from_slice(&[0, 8, 0, 0]);
+        f
+    }
+
+    #[test]
+    fn test_parse_udp4_vlan() {
+        let f = udp4([10, 0, 0, 1], [10, 1, 2, 3], 1024, 5001, Some(100));
+        let mut k = Keys::default();
+        assert!(frame_keys(1, &f, &mut k));
+        for want in [
+            vlan_key(100),
+            v4_key([10, 0, 0, 1]),
+            v4_key([10, 1, 2, 3]),
+            port_key(1024),
+            port_key(5001),
+        ] {
+            assert!(k.keys.contains(&want));
+        }
+        assert_eq!(k.protos, [17]);
+    }
+
+    #[test]
+    fn test_parse_ipv6_fragment_header() {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 16, 44, 64]);
+        f.extend_from_slice(&[0x20; 16]);
+        f.extend_from_slice(&[0x30; 16]);
+        // Fragment header: next = TCP, offset 0.
+        f.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&[0, 80, 0x1f, 0x90]);
+        let mut k = Keys::default();
+        frame_keys(1, &f, &mut k);
+        assert!(k.keys.contains(&v6_key(&[0x20; 16])));
+        assert!(k.keys.contains(&port_key(80)) && k.keys.contains(&port_key(8080)));
+        assert_eq!(k.protos, [44, 6]);
+    }
+
+    #[test]
+    fn test_truncated_frames_never_panic() {
+        let f = udp4([1, 2, 3, 4], [5, 6, 7, 8], 1, 2, Some(7));
+        for cut in 0..f.len() {
+            let mut k = Keys::default();
+            frame_keys(1, &f[..cut], &mut k);
+            frame_keys(101, &f[14..cut.max(14)], &mut k);
+            frame_keys(113, &f[..cut], &mut k);
+        }
+    }
+
+    #[test]
+    fn test_unknown_linktype() {
+        let mut k = Keys::default();
+        assert!(!frame_keys(127, &[0; 64], &mut k));
+    }
+}

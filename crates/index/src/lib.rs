@@ -1,0 +1,85 @@
+//! The sidecar index of a capture file, and what a query needs to read only the parts of a
+//! file that can match.
+//!
+//! A capture file `x.pcapng` gets a sidecar `x.pcapng.idx` ([`sidecar_path`]). It lists the
+//! file's regions (about 1 MiB each, or one per writer buffer, always whole blocks) with,
+//! for each, its byte range, its first and last timestamps, its packet count, the exact set
+//! of its IP protocols and a Bloom filter of its IPv4/IPv6 addresses, ports and VLAN ids.
+//! The layout is in `docs/index-format.md`.
+//!
+//! - [`IndexBuilder`]: the writer feeds it each region as it writes it, then stores
+//!   [`IndexBuilder::finish`] beside the file. It parses the blocks itself and never panics:
+//!   a bad or cut block ends the index at the blocks before it.
+//! - [`index_reader`]: builds the index of a whole file from a stream (`corecap index`).
+//! - [`Index::parse`]: reads a sidecar back, checking its magic, version and CRC, so a
+//!   damaged index is refused and the file is scanned instead.
+//! - [`Predicate`]: what a tcpdump filter requires of a region, found conservatively; with
+//!   [`Region::overlaps`] it selects the regions a query reads.
+//!
+//! ```
+//! use corecap_index::{Index, IndexBuilder, Predicate};
+//!
+//! // A pcap file: the global header, then one UDP packet 10.0.0.1:1024 -> 10.1.2.3:53.
+//! let mut file = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+//! file.extend_from_slice(&[0; 8]);
+//! file.extend_from_slice(&65535u32.to_le_bytes());
+//! file.extend_from_slice(&1u32.to_le_bytes());
+//! let mut frame = vec![0u8; 12];
+//! frame.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0]);
+//! frame.extend_from_slice(&[10, 0, 0, 1, 10, 1, 2, 3, 0x04, 0x00, 0x00, 0x35, 0, 8, 0, 0]);
+//! for v in [1_700_000_000u32, 0, frame.len() as u32, frame.len() as u32] {
+//!     file.extend_from_slice(&v.to_le_bytes());
+//! }
+//! file.extend_from_slice(&frame);
+//!
+//! let mut b = IndexBuilder::new();
+//! b.add_region(0..file.len() as u64, &file);
+//! let index = Index::parse(&b.finish())?;
+//! let region = &index.regions[0];
+//! assert_eq!(region.packets, 1);
+//! assert!(Predicate::from_filter("host 10.1.2.3 and udp port 53").may_match(region));
+//! assert!(!Predicate::from_filter("tcp").may_match(region));
+//! # Ok::<(), corecap_index::IndexError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod bloom;
+mod builder;
+pub mod format;
+pub mod key;
+mod predicate;
+mod split;
+
+use std::path::{Path, PathBuf};
+
+pub use builder::IndexBuilder;
+pub use format::{CaptureFormat, Index, IndexError, Region};
+pub use predicate::Predicate;
+pub use split::{index_reader, Built};
+
+/// Size of the regions `corecap index` makes.
+pub const REGION_SIZE: usize = 1 << 20;
+
+/// The sidecar of a capture file: `x.pcapng` → `x.pcapng.idx`, `x.pcapng.sealed` →
+/// `x.pcapng.sealed.idx`.
+pub fn sidecar_path(capture: &Path) -> PathBuf {
+    let mut s = capture.as_os_str().to_owned();
+    s.push(".idx");
+    PathBuf::from(s)
+}
+
+/// Removes a capture file and its sidecar together (retention): the sidecar first, so an
+/// index never outlives its file. A missing sidecar is not an error.
+pub fn remove_capture(capture: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(sidecar_path(capture)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::remove_file(capture)
+}
+
+/// Whether `path` names a sidecar (ends in `.idx`).
+pub fn is_sidecar(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "idx")
+}
