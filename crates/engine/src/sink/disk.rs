@@ -1,7 +1,8 @@
 //! The disk writer of a capture file: a thread of its own per file sink, so that the thread
 //! that formats packets (a capture worker, a stage, the merge thread) never waits on the disk.
 //!
-//! It takes the buffers that [`super::output::Output`] fills, indexes their blocks, seals
+//! It takes the buffers that [`super::output::Output`] fills, indexes their blocks (one
+//! region of the sidecar index per buffer, `corecap_index`), seals
 //! them (sealed files), and writes them with direct I/O through an io_uring that keeps
 //! several writes in flight. Space is reserved ahead with `fallocate`. A file is written
 //! under a hidden name (`.NAME.part` in the same directory) and renamed to its own name only
@@ -108,15 +109,12 @@ impl Retention {
 
 /// Deletes a capture file and its index.
 pub fn remove_with_index(p: &Path) {
-    let _ = fs::remove_file(p);
-    let _ = fs::remove_file(index_path(p));
+    let _ = corecap_index::remove_capture(p);
 }
 
 /// The index beside a capture file: `x.pcapng` → `x.pcapng.idx`.
 pub fn index_path(p: &Path) -> PathBuf {
-    let mut s = p.as_os_str().to_owned();
-    s.push(".idx");
-    PathBuf::from(s)
+    corecap_index::sidecar_path(p)
 }
 
 /// The hidden name a file is written under: `dir/.NAME.part`.
@@ -201,6 +199,8 @@ struct Current {
     sealer: Option<Sealer>,
     /// Sealed files: the staging buffer that chunks are copied into, and its length.
     stage: Option<(AlignedBuf, usize)>,
+    /// The sidecar index, one region per buffer (files only).
+    index: Option<corecap_index::IndexBuilder>,
     failed: bool,
 }
 
@@ -252,8 +252,12 @@ impl DiskWriter {
             header: Vec::new(),
             sealer: None,
             stage: None,
+            index: None,
             failed: false,
         };
+        if matches!(cur.target, Target::File { .. }) {
+            cur.index = Some(corecap_index::IndexBuilder::new());
+        }
         if let Some(sc) = &self.cfg.seal {
             let (sealer, header) = Sealer::new(sc).map_err(|e| io::Error::other(e.to_string()))?;
             let mut stage = self
@@ -294,6 +298,10 @@ impl DiskWriter {
             return;
         }
         let boundary = f.off + f.blocks.end as u64;
+        if let Some(ix) = cur.index.as_mut() {
+            let at = f.off + f.blocks.start as u64..boundary;
+            ix.add_region(at, &f.buf.bytes()[f.blocks.clone()]);
+        }
         let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
         cur.bounds.push_back((boundary, prev + f.packets));
         let (off, len) = (f.off, f.write_len);
@@ -304,10 +312,16 @@ impl DiskWriter {
     /// the staging buffer's aligned part when it is full (or all of it for the last).
     fn seal_and_stage(&mut self, mut f: Filled, last: bool) {
         let Some(cur) = self.cur.as_mut() else { return };
+        let data = f.blocks.end - CHUNK_HEAD;
+        // Indexed before sealing, by the chunk's place in the file.
+        if let Some(ix) = cur.index.as_mut() {
+            let start = cur.end + cur.stage.as_ref().map_or(0, |s| s.1) as u64;
+            let len = (CHUNK_HEAD + data + super::sealed::TAG) as u64;
+            ix.add_region(start..start + len, &f.buf.bytes()[CHUNK_HEAD..f.blocks.end]);
+        }
         let Some(sealer) = cur.sealer.as_mut() else {
             return;
         };
-        let data = f.blocks.end - CHUNK_HEAD;
         let chunk = sealer.seal_in(f.buf.bytes_mut(), data, last);
         // The staging buffer goes out each time it holds a whole buffer's worth.
         let mut copied = 0;
@@ -542,7 +556,19 @@ impl DiskWriter {
                 .error
                 .get_or_insert_with(|| format!("closing {}: {e}", path.display()));
         }
-        let bytes = file.file().metadata().map_or(0, |m| m.len());
+        let mut bytes = file.file().metadata().map_or(0, |m| m.len());
+        // The index goes in place before the file it describes; a file cut back after a
+        // failed write gets none (a query scans it).
+        if let (Some(ix), false) = (cur.index.take(), cur.failed) {
+            let at = index_path(path);
+            match super::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref()) {
+                Ok(()) => bytes += fs::metadata(&at).map_or(0, |m| m.len()),
+                Err(e) => self
+                    .report
+                    .notes
+                    .push(format!("no index for {}: {e}", path.display())),
+            }
+        }
         if let Err(e) = fs::rename(&*part, &*path) {
             self.report.error.get_or_insert_with(|| {
                 format!("naming {} (from {}): {e}", path.display(), part.display())
