@@ -309,7 +309,7 @@ fn issue8_bad_inputs_get_one_clear_error() {
     );
     expect_error(
         &["capture", "--netns", ns, "-i", "cap0", "-B", "100000000"],
-        "could not allocate a ring",
+        "of memory available",
     );
     expect_error(
         &[
@@ -489,11 +489,20 @@ fn issue8_rotation_keeps_the_newest_files_each_valid() {
     let sent = lab.gen(6000, &["--size", "1518", "--rate", "100000"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
+    // Each kept file has its index beside it; the indexes of deleted files are gone too.
     let mut kept: Vec<_> = std::fs::read_dir(&dir.0)
         .expect("dir")
         .map(|e| e.expect("entry").path())
         .collect();
     kept.sort();
+    assert_eq!(kept.len(), 6, "{kept:?}");
+    for p in &kept {
+        if p.extension().is_some_and(|e| e == "idx") {
+            let capture = p.with_extension("");
+            assert!(kept.contains(&capture), "{} has its capture", p.display());
+        }
+    }
+    kept.retain(|p| p.extension().is_none_or(|e| e != "idx"));
     assert_eq!(kept.len(), 3, "{kept:?}");
     let names: Vec<String> = kept
         .iter()

@@ -109,8 +109,16 @@ fn issue16_direct_and_buffered_files_hold_the_same_packets_and_end_exactly() {
     assert_eq!(u(&va, "packets"), sent, "{va}");
     assert_eq!(u(&vb, "packets"), sent, "{vb}");
     assert_eq!(va["drops"]["disk"], 0, "{va}");
-    // Only the named files are left: no hidden part files.
-    assert_eq!(names(&dir.0), ["buffered.pcapng", "direct.pcapng"]);
+    // Only the named files and their indexes are left: no hidden part files.
+    assert_eq!(
+        names(&dir.0),
+        [
+            "buffered.pcapng",
+            "buffered.pcapng.idx",
+            "direct.pcapng",
+            "direct.pcapng.idx"
+        ]
+    );
     // The same packets, as tshark reads them; tails exact to the block.
     let (pa, pb) = (tshark_packets(&direct), tshark_packets(&buffered));
     assert_eq!(pa.len() as u64, sent);
@@ -168,7 +176,10 @@ fn issue16_rotation_and_retention_keep_the_newest_files_under_the_budget() {
         .iter()
         .map(|f| PathBuf::from(f.as_str().expect("path")))
         .collect();
-    let on_disk: Vec<String> = names(&dir.0);
+    let on_disk: Vec<String> = names(&dir.0)
+        .into_iter()
+        .filter(|n| !n.ends_with(".idx"))
+        .collect();
     assert_eq!(
         on_disk.len(),
         files.len(),
@@ -176,7 +187,11 @@ fn issue16_rotation_and_retention_keep_the_newest_files_under_the_budget() {
     );
     let total: u64 = files
         .iter()
-        .map(|f| std::fs::metadata(f).expect("kept file").len())
+        .map(|f| {
+            let idx = corecap_index::sidecar_path(f);
+            std::fs::metadata(f).expect("kept file").len()
+                + std::fs::metadata(idx).expect("its index").len()
+        })
         .sum();
     assert!(total <= 3 << 20, "kept {total} bytes over a 3 MiB budget");
     assert!(files.len() >= 2, "{files:?}");
@@ -298,7 +313,7 @@ fn issue16_a_reader_never_sees_a_torn_file() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for e in std::fs::read_dir(&dir).expect("dir").filter_map(Result::ok) {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    if name.starts_with('.') {
+                    if name.starts_with('.') || name.ends_with(".idx") {
                         continue;
                     }
                     // A file under its own name is whole: every block complete.

@@ -120,7 +120,9 @@ pub fn dio_align(path: &Path) -> usize {
 impl DirectFile {
     /// Creates `path` new (`O_EXCL | O_NOFOLLOW`: never follows a link, never reuses a
     /// file) with `mode`, opened with `O_DIRECT` when `direct` and the filesystem accepts
-    /// it. [`DirectFile::is_direct`] tells which it got.
+    /// it. [`DirectFile::is_direct`] tells which it got. The file holds an exclusive
+    /// `flock` while it is open, so [`is_abandoned`] can tell a file that a crashed writer
+    /// left from one being written.
     pub fn create(path: &Path, direct: bool, mode: u32) -> io::Result<Self> {
         let open = |flags: i32| {
             std::fs::OpenOptions::new()
@@ -137,22 +139,23 @@ impl DirectFile {
                 d
             })
         });
+        let mut got = None;
         if direct {
             match open(libc::O_DIRECT) {
-                Ok(file) => {
-                    return Ok(Self {
-                        file,
-                        direct: true,
-                        align,
-                    })
-                }
+                Ok(file) => got = Some((file, true)),
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
                 Err(e) => return Err(e),
             }
         }
+        let (file, direct) = match got {
+            Some(g) => g,
+            None => (open(0)?, false),
+        };
+        // SAFETY: flock on a descriptor this function owns; no memory is passed.
+        let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         Ok(Self {
-            file: open(0)?,
-            direct: false,
+            file,
+            direct,
             align,
         })
     }
@@ -206,6 +209,23 @@ impl DirectFile {
     pub fn write_all_at(&self, b: &[u8], offset: u64) -> io::Result<()> {
         self.file.write_all_at(b, offset)
     }
+}
+
+/// Whether the regular file at `path` was left by a writer that is gone: nobody holds the
+/// `flock` that [`DirectFile::create`] takes. Links and other files are never abandoned.
+pub fn is_abandoned(path: &Path) -> bool {
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
 /// One finished write.
@@ -455,6 +475,18 @@ mod tests {
     #[test]
     fn test_sync_writes() {
         ring_writes(false);
+    }
+
+    #[test]
+    fn test_abandoned() {
+        let d = tmpdir();
+        let p = d.join("held");
+        let _ = std::fs::remove_file(&p);
+        let f = DirectFile::create(&p, false, 0o600).unwrap();
+        assert!(!is_abandoned(&p), "held while open");
+        drop(f);
+        assert!(is_abandoned(&p), "abandoned once closed");
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]

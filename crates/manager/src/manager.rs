@@ -312,7 +312,8 @@ impl Manager {
             if seal.is_some() && !name.ends_with(".sealed") {
                 p = PathBuf::from(format!("{}.sealed", p.display()));
             }
-            if p.exists() {
+            // A file being written has only its hidden name until it is whole.
+            if p.exists() || corecap_engine::sink::disk::part_path(&p).exists() {
                 return Err(err(
                     409,
                     format!("{} exists in the spool; choose another name", p.display()),

@@ -164,11 +164,18 @@ enum Target {
     Stdout,
 }
 
-/// Opens a new capture file under its hidden name (a stale one from a crash is replaced).
+/// Opens a new capture file under its hidden name. One left by a writer that crashed is
+/// replaced; one that another writer holds is an error.
 pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
     let part = part_path(path);
     match DirectFile::create(&part, direct, 0o640) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            if !corecap_linux::direct::is_abandoned(&part) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("another capture is writing it ({} exists)", part.display()),
+                ));
+            }
             fs::remove_file(&part)?;
             DirectFile::create(&part, direct, 0o640)
         }
