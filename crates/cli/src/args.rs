@@ -280,6 +280,12 @@ pub(crate) struct GenArgs {
     /// Send both directions of each flow.
     #[arg(long)]
     pub(crate) bidir: bool,
+    /// Number of the first flow: flows are FLOW_BASE..FLOW_BASE+FLOWS (new hosts per run).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub(crate) flow_base: u32,
+    /// Packets each flow sends in a row before the next one's turn (bursty hosts).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) burst: u32,
     /// Packets per second (default: as fast as possible).
     #[arg(long)]
     pub(crate) rate: Option<u64>,
@@ -588,6 +594,9 @@ pub(crate) struct DiskArgs {
     /// Write through the page cache instead of with direct I/O.
     #[arg(long)]
     pub(crate) no_direct: bool,
+    /// Write no index beside the files (queries then scan them).
+    #[arg(long)]
+    pub(crate) no_index: bool,
 }
 
 /// TPACKET_V3 ring geometry of each worker.

@@ -258,6 +258,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
             rotation: rotation(&a.rotate)?,
             seal: seal(a)?,
             direct: !a.disk.no_direct,
+            index: !a.disk.no_index,
             retention: {
                 let r = retention(&a.disk)?;
                 if r.is_some() && !rotation(&a.rotate)?.active() {

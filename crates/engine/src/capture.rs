@@ -124,6 +124,8 @@ pub struct OutputConfig {
     pub direct: bool,
     /// Keep the newest whole files under a byte budget (`--retain`).
     pub retention: Option<Arc<crate::sink::disk::Retention>>,
+    /// Write each file's index beside it (`--no-index`: false).
+    pub index: bool,
 }
 
 impl OutputConfig {
@@ -144,6 +146,7 @@ impl OutputConfig {
             seal: self.seal.clone(),
             direct: self.direct,
             retention: self.retention.clone(),
+            index: self.index,
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

@@ -51,6 +51,8 @@ pub struct Config {
     pub spares: usize,
     /// Write capture files with direct I/O where the filesystem allows it.
     pub direct: bool,
+    /// Write each capture file's index beside it.
+    pub index: bool,
     /// Keep the newest whole capture files under a byte budget (`serve --retain`).
     pub retention: Option<Arc<corecap_engine::sink::disk::Retention>>,
 }
@@ -342,6 +344,7 @@ impl Manager {
                 seal: seal.clone(),
                 direct: self.cfg.direct,
                 retention: self.cfg.retention.clone(),
+                index: self.cfg.index,
             }),
             _ => None,
         });

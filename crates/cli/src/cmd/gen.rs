@@ -31,6 +31,8 @@ pub(crate) fn run(a: GenArgs) -> Result<i32> {
             },
             vlan: a.vlan,
             bidir: a.bidir,
+            base: a.flow_base,
+            burst: a.burst.max(1),
         },
         rate: a.rate.filter(|r| *r > 0),
         count: a.count,

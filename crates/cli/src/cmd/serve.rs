@@ -156,6 +156,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             ring: spawn_ring,
             spares: a.spares,
             direct: !a.disk.no_direct,
+            index: !a.disk.no_index,
             retention: crate::config::retention(&a.disk)?,
         },
         bases,

@@ -28,6 +28,12 @@ pub struct FrameSpec {
     pub vlan: Option<u16>,
     /// Send both directions of each flow.
     pub bidir: bool,
+    /// Number of the first flow (flows are `base..base + flows`), so successive runs can
+    /// bring new hosts.
+    pub base: u32,
+    /// Packets a flow sends in a row before the next flow's turn (at least 1): bursts, as
+    /// real hosts send.
+    pub burst: u32,
 }
 
 /// Source MAC of forward frames.
@@ -48,13 +54,12 @@ impl FrameSpec {
         false
     }
 
-    /// Flow index and direction (true = reverse) of frame `i`.
+    /// Flow number and direction (true = reverse) of frame `i`.
     pub fn flow_of(&self, i: u64) -> (u32, bool) {
         let d = if self.bidir { 2 } else { 1 };
-        (
-            ((i / d) % u64::from(self.flows.max(1))) as u32,
-            self.bidir && i % 2 == 1,
-        )
+        let turn = i / d / u64::from(self.burst.max(1));
+        let f = (turn % u64::from(self.flows.max(1))) as u32;
+        (self.base.wrapping_add(f), self.bidir && i % 2 == 1)
     }
 
     /// Destination port of flow `f`.
@@ -66,9 +71,15 @@ impl FrameSpec {
         }
     }
 
-    /// Destination address of flow `f`.
+    /// Destination address of flow `f`: 10.1.0.0/16 for the first 65536 flows, then
+    /// 10.2.0.0/16 and on.
     pub fn daddr(f: u32) -> [u8; 4] {
-        [10, 1, (f >> 8) as u8, f as u8]
+        [
+            10,
+            1u8.wrapping_add((f >> 16) as u8),
+            (f >> 8) as u8,
+            f as u8,
+        ]
     }
 
     /// Writes frame `i` into `buf` (at least [`len`](Self::len) bytes); returns its length.
@@ -163,6 +174,8 @@ mod tests {
                 proto: Proto::Udp,
                 vlan: None,
                 bidir: true,
+                base: 0,
+                burst: 1,
             };
             let mut buf = vec![0u8; 2048];
             let n = s.fill(3, &mut buf);
@@ -180,6 +193,26 @@ mod tests {
     }
 
     #[test]
+    fn test_base_and_burst() {
+        let s = FrameSpec {
+            size: 64,
+            flows: 3,
+            proto: Proto::Udp,
+            vlan: None,
+            bidir: false,
+            base: 70_000,
+            burst: 4,
+        };
+        let flows: Vec<u32> = (0..14).map(|i| s.flow_of(i).0).collect();
+        let want = [70_000, 70_001, 70_002, 70_000];
+        for (i, f) in flows.iter().enumerate() {
+            assert_eq!(*f, want[i / 4 % 4], "frame {i}");
+        }
+        assert_eq!(FrameSpec::daddr(70_000), [10, 2, 0x11, 0x70]);
+        assert_eq!(FrameSpec::daddr(258), [10, 1, 1, 2]);
+    }
+
+    #[test]
     fn test_emit_vlan_tcp() {
         let s = FrameSpec {
             size: 64,
@@ -187,6 +220,8 @@ mod tests {
             proto: Proto::Tcp,
             vlan: Some(100),
             bidir: false,
+            base: 0,
+            burst: 1,
         };
         let mut buf = vec![0u8; 128];
         let n = s.fill(0, &mut buf);

@@ -137,6 +137,8 @@ pub struct DiskConfig {
     pub files: Option<usize>,
     /// The capture's byte budget.
     pub retention: Option<Arc<Retention>>,
+    /// Write each file's index beside it.
+    pub index: bool,
 }
 
 /// What a disk writer reports at its end.
@@ -262,7 +264,7 @@ impl DiskWriter {
             index: None,
             failed: false,
         };
-        if matches!(cur.target, Target::File { .. }) {
+        if self.cfg.index && matches!(cur.target, Target::File { .. }) {
             cur.index = Some(corecap_index::IndexBuilder::new());
         }
         if let Some(sc) = &self.cfg.seal {

@@ -67,6 +67,8 @@ pub struct FileConfig {
     pub direct: bool,
     /// The capture's byte budget, shared by its sinks.
     pub retention: Option<Arc<Retention>>,
+    /// Write each file's index beside it.
+    pub index: bool,
 }
 
 enum Writer {
@@ -201,6 +203,7 @@ impl FileSink {
             seal: cfg.seal.clone(),
             files: cfg.rotation.files,
             retention: cfg.retention.clone(),
+            index: cfg.index,
         };
         let (disk, front, free) = Disk::start(disk_cfg, first, align, true)?;
         let out = Output::new(disk.tx.clone(), free, front, align, cfg.seal.is_some());

@@ -269,6 +269,8 @@ mod tests {
             proto: Proto::Tcp,
             vlan: None,
             bidir: true,
+            base: 0,
+            burst: 1,
         };
         for (i, f) in frames(spec, 40).iter().enumerate() {
             let p = Packet {
@@ -288,6 +290,8 @@ mod tests {
             proto: Proto::Udp,
             vlan: None,
             bidir: false,
+            base: 0,
+            burst: 1,
         };
         let f = &frames(late, 3)[2];
         t.packet(&Packet {
