@@ -77,9 +77,15 @@ def rx_packets():
 
 
 def packet_sockets():
-    """Packet sockets in the lab's namespace (lines of its /proc/net/packet)."""
-    r = sh("ip", "netns", "exec", NS, "cat", "/proc/net/packet", check=False)
-    return max(0, len(r.stdout.splitlines()) - 1)
+    """Packet sockets in the lab's namespace bound to cap0 and running: rows of its
+    /proc/net/packet (sk RefCnt Type Proto Iface R Rmem User Inode) with cap0's ifindex and
+    R = 1. Tools set their ring up before they bind, so a bound socket is a ready one."""
+    r = sh("ip", "netns", "exec", NS, "sh", "-c", "cat /sys/class/net/cap0/ifindex /proc/net/packet", check=False)
+    lines = r.stdout.splitlines()
+    if not lines:
+        return 0
+    ifindex = lines[0].strip()
+    return sum(1 for l in lines[1:] if len(l.split()) >= 6 and l.split()[4] == ifindex and l.split()[5] == "1")
 
 
 def wait_ready(p, before, want=1, timeout=20.0):

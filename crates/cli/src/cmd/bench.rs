@@ -58,6 +58,32 @@ impl Drop for BenchLab {
     }
 }
 
+/// Packet sockets in `netns` bound to `iface` and running: the rows of its
+/// /proc/net/packet (`sk RefCnt Type Proto Iface R Rmem User Inode`) with the interface's
+/// index and R = 1.
+fn bound_sockets(netns: &str, iface: &str) -> usize {
+    let Ok(out) = Command::new("ip")
+        .args(["netns", "exec", netns, "sh", "-c"])
+        .arg(format!(
+            "cat /sys/class/net/{iface}/ifindex /proc/net/packet"
+        ))
+        .output()
+    else {
+        return 0;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let Some(ifindex) = lines.next().map(str::trim) else {
+        return 0;
+    };
+    lines
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 6 && f[4] == ifindex && f[5] == "1"
+        })
+        .count()
+}
+
 /// How to run one capture tool.
 #[derive(Clone, Debug)]
 struct Tool {
@@ -112,8 +138,17 @@ impl Runner {
         }
     }
 
-    fn wait_ready(&self, child: &mut Child, err_path: &Path, corecap: bool) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(if corecap { 20 } else { 3 });
+    /// Waits until the tool has bound one more packet socket to cap0 than `before` (its
+    /// ring is set up before the bind), so traffic never meets a tool still starting: a
+    /// slow start (netsniff-ng's large default ring) is never measured as loss.
+    fn wait_ready(
+        &self,
+        child: &mut Child,
+        err_path: &Path,
+        netns: &str,
+        before: usize,
+    ) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(st) = child.try_wait()? {
                 let text = std::fs::read_to_string(err_path).unwrap_or_default();
@@ -122,20 +157,13 @@ impl Runner {
                     text.trim()
                 );
             }
-            let text = std::fs::read_to_string(err_path).unwrap_or_default();
-            if text.contains("capturing on")
-                || text.contains("listening on")
-                || text.contains("Capturing on")
-            {
-                // Peers print before their socket is in place; give them a moment.
-                std::thread::sleep(Duration::from_millis(if corecap { 50 } else { 300 }));
+            if bound_sockets(netns, "cap0") > before {
+                std::thread::sleep(Duration::from_millis(200));
                 return Ok(());
             }
             if Instant::now() > deadline {
-                if corecap {
-                    bail!("corecap did not start in 20 s");
-                }
-                return Ok(());
+                let text = std::fs::read_to_string(err_path).unwrap_or_default();
+                bail!("the capture tool bound no socket in 60 s: {}", text.trim());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -203,10 +231,11 @@ impl Runner {
         cmd.stdout(File::create(&out_path)?)
             .stderr(File::create(&err_path)?)
             .stdin(Stdio::null());
+        let before = bound_sockets(&lab.0, "cap0");
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", tool.name))?;
-        self.wait_ready(&mut child, &err_path, tool.peer.is_none())?;
+        self.wait_ready(&mut child, &err_path, &lab.0, before)?;
         let rx0 = lab.rx_packets()?;
         let rate = (fraction < 0.999).then_some(fraction * max_pps);
         let gen = self.gen(&lab.0, size, rate, threads);
