@@ -672,3 +672,51 @@ fn issue13_serve_streams_query_results() {
         "{o:?}"
     );
 }
+
+#[test]
+fn issue13_queries_during_traffic_do_not_raise_capture_drops() {
+    require_root!();
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-busy");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).unwrap();
+    // Something to search: 200,000 packets (about 20 MB) with their index.
+    let old = spool.join("old.pcap");
+    synthetic_pcap(&old, 200_000, T0);
+    index(&[&old], &[]);
+    let d = Serve::start(&lab, &s.path("api.sock"), &spool);
+    let o = d.request(&["start", "-i", "cap0", "-w", "rec.pcapng"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    // Three seconds of traffic while queries scan the spool over and over.
+    let mut traffic = Command::new(util::bin())
+        .args(["gen", "--netns", &lab.netns, "-i", "gen0", "--flows", "64"])
+        .args(["--size", "512", "--rate", "20000", "--count", "60000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("traffic");
+    let mut queries = 0;
+    while traffic.try_wait().unwrap().is_none() {
+        let out = s.path("q.pcapng");
+        let o = d.request(&["query", "-w", out.to_str().unwrap(), "not host 10.9.9.9"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        queries += 1;
+    }
+    assert!(queries >= 2, "queries ran during the traffic: {queries}");
+    let o = d.request(&["--json", "stop", &id]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(
+        u(&v, "packets"),
+        60_000,
+        "the recording kept every packet: {v}"
+    );
+    for (k, n) in v["drops"].as_object().expect("drops") {
+        assert_eq!(n, 0, "no {k} drops while queries ran: {v}");
+    }
+    let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
+    assert!(
+        m.contains("corecap_base_drops_total{interface=\"cap0\",at=\"kernel\"} 0"),
+        "{m}"
+    );
+}
