@@ -201,6 +201,20 @@ pub struct CaptureConfig {
     pub xdp_spread: u32,
 }
 
+/// What kind of failure stopped a capture from starting: what the user can do about it
+/// (the daemon answers 400, 404 or 500 by it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CaptureErrorKind {
+    /// The configuration or request is wrong: a bad filter, a queue out of range, an
+    /// unreadable input file. Fix the request.
+    Invalid,
+    /// An interface does not exist.
+    NotFound,
+    /// The machine refused: the kernel, memory, a thread, an output file, a timeout.
+    System,
+}
+
 /// Errors that stop a capture before it starts.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
@@ -213,6 +227,25 @@ pub enum CaptureError {
     /// An output file could not be created.
     #[error("{0}")]
     Output(String),
+    /// A thread could not start, or a worker could not open its source.
+    #[error("{0}")]
+    System(String),
+}
+
+impl CaptureError {
+    /// What kind of failure it is.
+    pub fn kind(&self) -> CaptureErrorKind {
+        use corecap_linux::ErrorKind as K;
+        match self {
+            CaptureError::Linux(e) => match e.kind() {
+                K::NoSuchInterface => CaptureErrorKind::NotFound,
+                K::Filter => CaptureErrorKind::Invalid,
+                _ => CaptureErrorKind::System,
+            },
+            CaptureError::Config(_) => CaptureErrorKind::Invalid,
+            CaptureError::Output(_) | CaptureError::System(_) => CaptureErrorKind::System,
+        }
+    }
 }
 
 /// A worker's line in the summary.
@@ -352,8 +385,7 @@ impl Capture {
             }
         };
         for input in &cfg.inputs {
-            let ifindex =
-                netdev::ifindex(&input.iface).map_err(|e| CaptureError::Config(e.to_string()))?;
+            let ifindex = netdev::ifindex(&input.iface)?;
             let linktype = netdev::linktype(&input.iface)?;
             let queues = netdev::rx_queues(&input.iface)?;
             if let Some(q) = input.queue {
@@ -635,7 +667,7 @@ impl Capture {
                                 merge::run(rx, nworkers, sink, &ctl)
                             })
                             .map_err(|e| {
-                                CaptureError::Config(format!("cannot start the merge thread: {e}"))
+                                CaptureError::System(format!("cannot start the merge thread: {e}"))
                             })?,
                     );
                 }
@@ -680,7 +712,7 @@ impl Capture {
             let h = std::thread::Builder::new()
                 .name(format!("corecap-w{}", info.id))
                 .spawn(move || worker::run(w, ctl, c))
-                .map_err(|e| CaptureError::Config(format!("cannot start a worker thread: {e}")))?;
+                .map_err(|e| CaptureError::System(format!("cannot start a worker thread: {e}")))?;
             handles.push(h);
             infos.push(info);
         }
@@ -728,7 +760,7 @@ impl Capture {
                 .first()
                 .cloned()
                 .unwrap_or_else(|| "capture failed to start".into());
-            return Err(CaptureError::Config(msg));
+            return Err(CaptureError::System(msg));
         }
         Ok(cap)
     }
@@ -959,7 +991,7 @@ impl StageCtx {
         let handle = std::thread::Builder::new()
             .name(format!("corecap-g{g}m{i}"))
             .spawn(move || stage_member::run(cpu, rx, sink, flows, limits))
-            .map_err(|e| CaptureError::Config(format!("cannot start a stage thread: {e}")))?;
+            .map_err(|e| CaptureError::System(format!("cannot start a stage thread: {e}")))?;
         Ok(Stage {
             group: g,
             index: i,

@@ -18,7 +18,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use corecap_engine::capture::{Balance, Capture, CaptureConfig, CaptureError, Input, OutputConfig};
+use corecap_engine::capture::{
+    Balance, Capture, CaptureConfig, CaptureError, CaptureErrorKind, Input, OutputConfig,
+};
 use corecap_engine::sink::file::{suffixed_path, Format, Rotation};
 use corecap_engine::sink::sealed::{Cipher, KeyFile, SealConfig};
 use corecap_engine::source::afpacket::Spare;
@@ -902,11 +904,19 @@ impl Inner {
     }
 }
 
+/// A capture that could not start: a wrong request is 400, a missing interface 404, and
+/// whatever the machine refused (kernel, memory, threads, files, timeouts) 500 with its
+/// message.
 fn start_error(e: CaptureError) -> ApiError {
+    let status = match e.kind() {
+        CaptureErrorKind::Invalid => 400,
+        CaptureErrorKind::NotFound => 404,
+        _ => 500,
+    };
     match e {
-        CaptureError::Output(m) => err(500, format!("cannot create the output: {m}")),
-        CaptureError::Config(m) => err(400, m),
-        CaptureError::Linux(l) => err(500, format!("{l:#}")),
+        CaptureError::Output(m) => err(status, format!("cannot create the output: {m}")),
+        CaptureError::Linux(l) => err(status, format!("{l:#}")),
+        other => err(status, other.to_string()),
     }
 }
 
@@ -958,4 +968,33 @@ fn refresh(e: &mut Entry) {
         Runner::Ending | Runner::Ended => return,
     }
     e.view.file_bytes = file_bytes(&e.files);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_start_errors_get_their_status() {
+        let bad = start_error(CaptureError::Config("queue 9 is out of range".into()));
+        assert_eq!(bad.status, 400);
+        let gone = start_error(CaptureError::Linux(corecap_linux::Error::new(
+            corecap_linux::ErrorKind::NoSuchInterface,
+            "no interface eth9".to_string(),
+        )));
+        assert_eq!(gone.status, 404);
+        let ring = start_error(CaptureError::Linux(corecap_linux::Error::new(
+            corecap_linux::ErrorKind::RingMemory,
+            "could not allocate a ring".to_string(),
+        )));
+        assert_eq!(
+            (ring.status, ring.message.as_str()),
+            (500, "could not allocate a ring")
+        );
+        let thread = start_error(CaptureError::System("worker 0: timed out".into()));
+        assert_eq!(thread.status, 500);
+        let file = start_error(CaptureError::Output("permission denied".into()));
+        assert_eq!(file.status, 500);
+        assert!(file.message.contains("cannot create the output"));
+    }
 }

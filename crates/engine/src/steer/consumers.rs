@@ -238,7 +238,7 @@ impl Capture {
             // No worker has the pipe: the member sees its pipes closed and ends.
             drop(txs);
             let _ = stage.handle.join();
-            return Err(CaptureError::Config(e));
+            return Err(CaptureError::System(e));
         }
         self.stages.push(stage);
         let mut next = (*cur).clone();
