@@ -43,6 +43,10 @@ pub(crate) enum Cmd {
         /// Key file.
         #[arg(long, value_name = "FILE")]
         key_file: PathBuf,
+        /// Accept a file that lacks its final chunk (cut short by a crash): decrypt its
+        /// whole chunks and exit 0. Without it such a file exits with status 3.
+        #[arg(long)]
+        allow_truncated: bool,
     },
     /// Build the sidecar index (FILE.idx) of capture files, for `corecap query`.
     Index(IndexArgs),

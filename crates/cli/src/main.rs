@@ -26,7 +26,8 @@ fn main() {
             input,
             out,
             key_file,
-        } => cmd::seal::decrypt(&input, out.as_deref(), &key_file),
+            allow_truncated,
+        } => cmd::seal::decrypt(&input, out.as_deref(), &key_file, allow_truncated),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -148,13 +148,48 @@ fn issue4_workers_aes_truncated_tampered_and_wrong_key() {
         assert_eq!(n as u64, sent);
     }
 
-    // Cut short as by a crash: the whole chunks before the cut decrypt, with a warning.
+    // Cut short as by a crash: the whole chunks before the cut decrypt, but the file is not
+    // whole: exit status 3, or 0 with --allow-truncated.
     let cut = s.path("cut.sealed");
     std::fs::write(&cut, &raw[..raw.len() / 2 + 777]).unwrap();
     let out = s.path("cut.pcapng");
     let r = decrypt(&cut, &out, &key);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        r.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
     assert!(String::from_utf8_lossy(&r.stderr).contains("cut short"));
+    let out2 = s.path("cut2.pcapng");
+    let r = corecap(&[
+        "decrypt",
+        cut.to_str().unwrap(),
+        "-o",
+        out2.to_str().unwrap(),
+        "--key-file",
+        &key,
+        "--allow-truncated",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read(&out2).unwrap(), std::fs::read(&out).unwrap());
+    // The output is the owner's alone, and is never written through a link or over a file.
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let r = decrypt(&sealed, &out, &key);
+    assert_eq!(
+        r.status.code(),
+        Some(2),
+        "an existing output is not replaced"
+    );
+    let link = s.path("link.pcapng");
+    let target = s.path("target-of-link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let r = decrypt(&sealed, &link, &key);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(!target.exists(), "the link was not followed");
     let n = util::read_all(&out).len() as u64;
     assert!(n > 0 && n < sent, "{n} of {sent}");
     if let Some(t) = tshark_count(&out) {

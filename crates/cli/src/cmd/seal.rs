@@ -14,7 +14,17 @@ pub(crate) fn keygen(out: &Path) -> Result<i32> {
     Ok(0)
 }
 
-pub(crate) fn decrypt(input: &Path, out: Option<&Path>, key_file: &Path) -> Result<i32> {
+/// Exit status of `decrypt` for a file that lacks its final chunk (without
+/// `--allow-truncated`): the whole chunks before the cut are written, but the file is not
+/// whole.
+pub(crate) const EXIT_TRUNCATED: i32 = 3;
+
+pub(crate) fn decrypt(
+    input: &Path,
+    out: Option<&Path>,
+    key_file: &Path,
+    allow_truncated: bool,
+) -> Result<i32> {
     let kek = KeyFile::load(key_file)?;
     if let Some(w) = &kek.warning {
         eprintln!("corecap: warning: {w}");
@@ -26,13 +36,6 @@ pub(crate) fn decrypt(input: &Path, out: Option<&Path>, key_file: &Path) -> Resu
     let r = sealed::unseal_file(input, &kek, &out)
         .with_context(|| format!("decrypting {}", input.display()))?;
     let cipher = r.cipher.map_or("?", |c| c.name());
-    if let Some(off) = r.truncated_at {
-        eprintln!(
-            "corecap: warning: {} was cut short at byte {off} (no final chunk): decrypted the {} whole chunks before it",
-            input.display(),
-            r.chunks
-        );
-    }
     println!(
         "decrypted {} ({cipher}, {} chunks, {} bytes) to {}",
         input.display(),
@@ -40,5 +43,17 @@ pub(crate) fn decrypt(input: &Path, out: Option<&Path>, key_file: &Path) -> Resu
         r.bytes,
         out.display()
     );
+    if let Some(off) = r.truncated_at {
+        let what = if allow_truncated { "warning" } else { "error" };
+        eprintln!(
+            "corecap: {what}: {} was cut short at byte {off} (no final chunk): decrypted the {} whole chunks before it{}",
+            input.display(),
+            r.chunks,
+            if allow_truncated { "" } else { " (--allow-truncated accepts this)" }
+        );
+        if !allow_truncated {
+            return Ok(EXIT_TRUNCATED);
+        }
+    }
     Ok(0)
 }

@@ -656,11 +656,25 @@ pub fn seal_bytes(cfg: &SealConfig, plain: &[u8]) -> Result<Vec<u8>, SealError> 
 
 /// Decrypts file `input` into a new file `output`. On an authentication failure the output
 /// keeps the verified chunks only.
+/// `O_NOFOLLOW` on Linux.
+const O_NOFOLLOW: i32 = 0o400000;
+
+/// Decrypts `input` into a new file `output` (created with `O_EXCL | O_NOFOLLOW`, mode
+/// 0600: it never follows a link or replaces a file).
 pub fn unseal_file(input: &Path, kek: &KeyFile, output: &Path) -> Result<Unsealed, SealError> {
     let f = std::fs::File::open(input).map_err(io_err(format!("opening {}", input.display())))?;
     let mut r = io::BufReader::with_capacity(1 << 20, f);
-    let out =
-        std::fs::File::create(output).map_err(io_err(format!("creating {}", output.display())))?;
+    // A new file only (never through a link, never over a file), readable by its owner.
+    let out = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(O_NOFOLLOW)
+            .open(output)
+            .map_err(io_err(format!("creating {}", output.display())))?
+    };
     let mut w = io::BufWriter::with_capacity(1 << 20, out);
     let res = unseal(&mut r, kek, &mut w);
     let flushed = w
