@@ -595,3 +595,29 @@ fn issue16_serve_retain_keeps_the_newest_capture_files() {
     assert!(m.contains("corecap_retain_deleted_files_total 1"), "{m}");
     assert!(m.contains("corecap_retain_budget_bytes 3145728"), "{m}");
 }
+
+#[test]
+fn issue14_a_flows_name_in_use_is_refused_not_truncated() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-flows");
+    let d = Daemon::start(&lab, &dir, &["--share-cores"]);
+    let id = d.start_capture(&["--output", "flows", "-w", "f.jsonl", "-c", "200"]);
+    lab.gen(200, &["--flows", "4"]);
+    let v = d.wait_for(&id, |v| v["state"] != "running");
+    assert_eq!(v["state"], "done", "{v}");
+    let file = dir.path("spool").join("f.g0m0.jsonl");
+    let before = std::fs::read(&file).expect("the flows file");
+    assert!(!before.is_empty());
+    // The same name again: 409, and the first capture's records stay as they were.
+    let o = d.request(&["start", "-i", "cap0", "--output", "flows", "-w", "f.jsonl"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("409"), "{o:?}");
+    assert_eq!(std::fs::read(&file).expect("still there"), before);
+    // A link planted under a member's name is never followed.
+    let target = dir.path("outside");
+    std::os::unix::fs::symlink(&target, dir.path("spool").join("g.g0m0.jsonl")).unwrap();
+    let o = d.request(&["start", "-i", "cap0", "--output", "flows", "-w", "g.jsonl"]);
+    assert!(!o.status.success(), "{o:?}");
+    assert!(!target.exists(), "the link's target was not created");
+}

@@ -316,8 +316,13 @@ impl Manager {
             if seal.is_some() && !name.ends_with(".sealed") {
                 p = PathBuf::from(format!("{}.sealed", p.display()));
             }
-            // A file being written has only its hidden name until it is whole.
-            if p.exists() || corecap_engine::sink::disk::part_path(&p).exists() {
+            // A file being written has only its hidden name until it is whole; a spawned
+            // flows capture writes its one member's file, NAME.g0m0.
+            let flows_member = suffixed_path(&p, "g0m0");
+            if p.exists()
+                || corecap_engine::sink::disk::part_path(&p).exists()
+                || (r.output == OutputKind::Flows && flows_member.exists())
+            {
                 return Err(err(
                     409,
                     format!("{} exists in the spool; choose another name", p.display()),

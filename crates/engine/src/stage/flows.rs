@@ -119,9 +119,19 @@ fn tcp_flags(frame: &[u8]) -> u8 {
 }
 
 impl FlowTable {
-    /// A table writing to `path`; `member` names the writer in each record.
+    /// A table writing to `path`, a new file (never through a link, never over a file,
+    /// mode 0640); `member` names the writer in each record.
     pub fn create(path: &Path, member: &str, cfg: FlowConfig) -> std::io::Result<Self> {
-        let f = File::create(path).map_err(|e| {
+        use std::os::unix::fs::OpenOptionsExt;
+        /// `O_NOFOLLOW` on Linux.
+        const O_NOFOLLOW: i32 = 0o400000;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o640)
+            .custom_flags(O_NOFOLLOW)
+            .open(path);
+        let f = f.map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
         })?;
         Ok(Self {
