@@ -3,6 +3,39 @@
 
 use std::path::{Path, PathBuf};
 
+/// The user this process runs as (the owner of /proc/self).
+fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+}
+
+/// A spool that another user owns, or that others can write into (group or world
+/// writable, sticky or not), is refused: they could plant links or files there.
+fn check_owner_and_mode(dir: &Path, m: &std::fs::Metadata, uid: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if m.uid() != uid {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} belongs to uid {}, not to this process (uid {uid}); give a spool of its own",
+                dir.display(),
+                m.uid()
+            ),
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} can be written by others (mode {:o}); chmod go-w it or give another spool",
+                dir.display(),
+                m.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The spool directory and its disk quota.
 #[derive(Clone, Debug)]
 pub struct Spool {
@@ -29,6 +62,7 @@ impl Spool {
                 dir.display()
             )));
         }
+        check_owner_and_mode(&dir, &std::fs::metadata(&dir)?, current_uid())?;
         Ok(Self { dir, quota })
     }
 
@@ -78,6 +112,22 @@ impl Spool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_spool_owner_and_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("corecap-spool-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Spool::open(&d, None).unwrap_err();
+        assert!(e.to_string().contains("can be written by others"), "{e}");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o750)).unwrap();
+        assert!(Spool::open(&d, None).is_ok());
+        let m = std::fs::metadata(&d).unwrap();
+        let e = check_owner_and_mode(&d, &m, current_uid() + 1).unwrap_err();
+        assert!(e.to_string().contains("belongs to uid"), "{e}");
+        std::fs::remove_dir(&d).unwrap();
+    }
 
     #[test]
     fn test_names_stay_inside() {
