@@ -481,6 +481,11 @@ pub(crate) struct ServeArgs {
     /// capture takes one instead of waiting for the kernel to make a ring; 0 for none.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub(crate) spares: usize,
+    /// Seconds after the last spawned capture on an interface (not a base's) when its
+    /// spare sockets are closed; at most 8 interfaces keep spares, the least recently used
+    /// giving way.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    pub(crate) spare_idle: f64,
     /// At exit, print each capture's final state as JSON lines on stdout.
     #[arg(long)]
     pub(crate) json: bool,

@@ -621,3 +621,33 @@ fn issue14_a_flows_name_in_use_is_refused_not_truncated() {
     assert!(!o.status.success(), "{o:?}");
     assert!(!target.exists(), "the link's target was not created");
 }
+
+#[test]
+fn issue14_idle_spare_sockets_are_released() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-spares");
+    let d = Daemon::start(&lab, &dir, &["--share-cores", "--spare-idle", "1.5"]);
+    let id = d.start_capture(&["--mode", "spawn", "-c", "10", "-w", "s.pcapng"]);
+    lab.gen(10, &[]);
+    let v = d.wait_for(&id, |v| v["state"] != "running");
+    assert_eq!(v["state"], "done", "{v}");
+    let metric = |d: &Daemon| String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
+    let line = "corecap_spare_sockets{interface=\"cap0\"}";
+    // Spares are opened for the interface a capture spawned on...
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !metric(&d).contains(&format!("{line} 2")) {
+        assert!(
+            Instant::now() < deadline,
+            "spares never opened: {}",
+            metric(&d)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // ...and closed once no capture has spawned there for --spare-idle.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&d).contains(line) {
+        assert!(Instant::now() < deadline, "spares kept: {}", metric(&d));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

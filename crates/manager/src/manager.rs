@@ -51,6 +51,8 @@ pub struct Config {
     pub ring: (u64, u32, u32),
     /// Sockets kept open ahead of need per interface, for spawn mode.
     pub spares: usize,
+    /// How long an interface without a base keeps its spares after its last spawn.
+    pub spare_idle: Duration,
     /// Write capture files with direct I/O where the filesystem allows it.
     pub direct: bool,
     /// Write each capture file's index beside it.
@@ -159,10 +161,15 @@ struct Inner {
     lag: BTreeMap<&'static str, LagHistogram>,
     spool_bytes: u64,
     quota_checked: Option<Instant>,
-    /// Per interface: sockets opened ahead of need (bases' interfaces, and every
-    /// interface a spawned capture ran on).
+    /// Per interface: sockets opened ahead of need (bases' interfaces, and the interfaces
+    /// spawned captures ran on lately).
     spares: BTreeMap<String, Vec<Spare>>,
+    /// When a capture last spawned on each interface that keeps spares without a base.
+    spare_used: BTreeMap<String, Instant>,
 }
+
+/// Interfaces without a base capture that keep spare sockets at once.
+const SPARE_IFACES: usize = 8;
 
 /// The on-demand manager.
 #[derive(Debug)]
@@ -429,6 +436,7 @@ impl Manager {
                 let (bytes, block, tov) = self.cfg.ring;
                 let flows_group = flows.is_some();
                 let spare = g.spares.entry(input.iface.clone()).or_default().pop();
+                g.spare_used.insert(input.iface.clone(), Instant::now());
                 let cfg = CaptureConfig {
                     inputs: vec![input.clone()],
                     files: vec![],
@@ -586,7 +594,8 @@ impl Manager {
     /// a ring takes the kernel milliseconds).
     fn replenish_spares(&self) {
         let want = {
-            let g = self.lock();
+            let mut g = self.lock();
+            self.release_idle_spares(&mut g);
             g.spares
                 .iter()
                 .find(|(_, v)| v.len() < self.cfg.spares)
@@ -605,6 +614,27 @@ impl Manager {
             // for it; spawned captures open their own socket as before.
             Err(_) => {
                 g.spares.remove(&iface);
+            }
+        }
+    }
+
+    /// Closes the spares of interfaces without a base whose last spawn is older than
+    /// `spare_idle`, and of the least recently used beyond [`SPARE_IFACES`] of them.
+    fn release_idle_spares(&self, g: &mut Inner) {
+        let now = Instant::now();
+        let based: Vec<String> = g.bases.iter().map(|b| b.iface.clone()).collect();
+        let mut used: Vec<(Instant, String)> = g
+            .spare_used
+            .iter()
+            .filter(|(i, _)| !based.contains(i))
+            .map(|(i, t)| (*t, i.clone()))
+            .collect();
+        used.sort();
+        let over = used.len().saturating_sub(SPARE_IFACES);
+        for (k, (t, iface)) in used.into_iter().enumerate() {
+            if k < over || now.duration_since(t) >= self.cfg.spare_idle {
+                g.spares.remove(&iface);
+                g.spare_used.remove(&iface);
             }
         }
     }

@@ -155,6 +155,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             stage_cpus,
             ring: spawn_ring,
             spares: a.spares,
+            spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
             direct: !a.disk.no_direct,
             index: !a.disk.no_index,
             retention: crate::config::retention(&a.disk)?,
