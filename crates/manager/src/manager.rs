@@ -166,6 +166,8 @@ struct Inner {
     spares: BTreeMap<String, Vec<Spare>>,
     /// When a capture last spawned on each interface that keeps spares without a base.
     spare_used: BTreeMap<String, Instant>,
+    /// Set by [`Manager::shutdown`]: no capture starts after it.
+    closing: bool,
 }
 
 /// Interfaces without a base capture that keep spare sockets at once.
@@ -289,6 +291,11 @@ impl Manager {
             }
         }
         let mut g = self.lock();
+        // Checked under the lock that shutdown takes first: a request racing a SIGTERM
+        // either starts before shutdown (which then ends it) or is refused here.
+        if g.closing {
+            return Err(err(503, "the daemon is stopping"));
+        }
         let running = g
             .entries
             .iter()
@@ -735,6 +742,7 @@ impl Manager {
     pub fn shutdown(&self) -> Vec<CaptureView> {
         let (endings, bases) = {
             let mut g = self.lock();
+            g.closing = true;
             let mut endings = Vec::new();
             for i in 0..g.entries.len() {
                 endings.extend(g.begin_end(i, State::Stopped, "the daemon stopped".into()));
@@ -1008,6 +1016,64 @@ fn refresh(e: &mut Entry) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn manager() -> (Manager, PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "corecap-manager-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).expect("spool");
+        let cfg = Config {
+            spool: Spool::open(&dir, None).expect("spool"),
+            max_captures: 4,
+            key: None,
+            share_cores: true,
+            stage_cpus: vec![],
+            ring: (1 << 20, 1 << 16, 10),
+            spares: 0,
+            spare_idle: Duration::from_secs(1),
+            direct: true,
+            index: true,
+            retention: None,
+        };
+        (Manager::new(cfg, vec![]), dir)
+    }
+
+    #[test]
+    fn test_no_capture_starts_once_shutdown_began() {
+        let (m, dir) = manager();
+        assert!(m.shutdown().is_empty());
+        let r: StartRequest =
+            serde_json::from_str(r#"{"interface":"lo","output":"count"}"#).expect("request");
+        let e = m
+            .start(r, Instant::now(), SystemTime::now())
+            .expect_err("refused");
+        assert_eq!(e.status, 503, "{e:?}");
+        assert!(m.list().is_empty(), "nothing was started");
+        std::fs::remove_dir_all(dir).expect("clean");
+    }
+
+    #[test]
+    fn test_requests_are_validated_before_anything_starts() {
+        let (m, dir) = manager();
+        let start = |body: &str| {
+            let r: StartRequest = serde_json::from_str(body).expect("request");
+            m.start(r, Instant::now(), SystemTime::now())
+        };
+        let e = start(r#"{"interface":"lo","filter":"udp port"}"#).expect_err("bad filter");
+        assert_eq!(e.status, 400, "{e:?}");
+        let e = start(r#"{"interface":"no-such-if0"}"#).expect_err("no interface");
+        assert_eq!(e.status, 404, "{e:?}");
+        let e = start(r#"{"interface":"lo","duration":1e20}"#).expect_err("duration");
+        assert_eq!(e.status, 400, "{e:?}");
+        let e = start(r#"{"interface":"lo","snaplen":8}"#).expect_err("snaplen");
+        assert_eq!(e.status, 400, "{e:?}");
+        let e = start(r#"{"interface":"lo","name":"../x"}"#).expect_err("name");
+        assert_eq!(e.status, 400, "{e:?}");
+        assert!(m.list().is_empty());
+        std::fs::remove_dir_all(dir).expect("clean");
+    }
 
     #[test]
     fn test_start_errors_get_their_status() {

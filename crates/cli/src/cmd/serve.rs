@@ -181,8 +181,10 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         std::thread::sleep(Duration::from_millis(5));
         m.tick();
     }
-    let views = m.shutdown();
+    // The socket goes first, so no new client connects; a request already in flight is
+    // refused (503) once shutdown has begun, or started before it and ended by it.
     let _ = std::fs::remove_file(&a.socket);
+    let views = m.shutdown();
     for v in &views {
         if a.json {
             println!("{}", serde_json::to_string(v).unwrap_or_default());
