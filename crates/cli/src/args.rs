@@ -241,6 +241,11 @@ pub(crate) struct CaptureArgs {
     /// Print nothing but errors and the summary.
     #[arg(short = 'q', long)]
     pub(crate) quiet: bool,
+    /// Once the sockets are open, run as this user (like tcpdump -Z): the whole process
+    /// switches uid and gid, keeps no capability, and sets no_new_privs. The output
+    /// directory must be writable by the user; files are theirs.
+    #[arg(short = 'Z', long = "user", value_name = "USER")]
+    pub(crate) user: Option<String>,
     /// Filter expression.
     #[arg(trailing_var_arg = true, value_name = "FILTER")]
     pub(crate) expr: Vec<String>,

@@ -259,6 +259,11 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
             seal: seal(a)?,
             direct: !a.disk.no_direct,
             index: !a.disk.no_index,
+            owner: a
+                .user
+                .as_deref()
+                .map(corecap_linux::privilege::lookup_user)
+                .transpose()?,
             retention: {
                 let r = retention(&a.disk)?;
                 if r.is_some() && !rotation(&a.rotate)?.active() {

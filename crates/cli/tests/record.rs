@@ -338,3 +338,88 @@ fn issue16_a_reader_never_sees_a_torn_file() {
         .sum();
     assert_eq!(total as u64, sent);
 }
+
+/// The Uid, NoNewPrivs and CapEff/CapPrm lines of every thread of `pid`.
+fn thread_ids(pid: u32) -> Vec<(String, String, String, String)> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let Ok(st) = std::fs::read_to_string(t.expect("task").path().join("status")) else {
+            continue;
+        };
+        let field = |k: &str| {
+            st.lines()
+                .find(|l| l.starts_with(k))
+                .map(|l| {
+                    l[k.len()..]
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("")
+                        .to_owned()
+                })
+                .unwrap_or_default()
+        };
+        v.push((
+            field("Uid:"),
+            field("NoNewPrivs:"),
+            field("CapEff:"),
+            field("CapPrm:"),
+        ));
+    }
+    v
+}
+
+#[test]
+fn issue14_capture_z_user_runs_as_the_user_with_no_capability() {
+    require_root!();
+    use std::os::unix::fs::MetadataExt;
+    let lab = Lab::new(1);
+    let dir = Scratch::new("user");
+    let nobody = 65534;
+    std::os::unix::fs::chown(&dir.0, Some(nobody), Some(nobody)).expect("chown");
+    let out = dir.path("z.pcapng");
+    let cap = lab.capture(&[
+        "--workers",
+        "1",
+        "-Z",
+        "nobody",
+        "-w",
+        out.to_str().expect("utf8"),
+    ]);
+    // Every thread runs as nobody, holds no capability and cannot gain any.
+    let ids = thread_ids(cap.pid());
+    assert!(ids.len() >= 3, "main, worker and disk threads: {ids:?}");
+    for (uid, nnp, eff, prm) in &ids {
+        assert_eq!(uid, "65534", "{ids:?}");
+        assert_eq!(nnp, "1", "{ids:?}");
+        assert_eq!(eff, "0000000000000000", "{ids:?}");
+        assert_eq!(prm, "0000000000000000", "{ids:?}");
+    }
+    let sent = lab.gen(2000, &["--size", "600"]);
+    assert_eq!(u(&cap.stop(), "packets"), sent);
+    // The files are the user's, whole, with their index.
+    let m = std::fs::metadata(&out).expect("file");
+    assert_eq!((m.uid(), m.mode() & 0o777), (nobody, 0o640));
+    let idx = corecap_index::sidecar_path(&out);
+    assert_eq!(std::fs::metadata(&idx).expect("index").uid(), nobody);
+    assert_eq!(tshark_packets(&out).len() as u64, sent);
+}
+
+#[test]
+fn issue14_capture_z_refuses_a_directory_the_user_cannot_write() {
+    require_root!();
+    let lab = Lab::new(1);
+    let dir = Scratch::new("user-ro");
+    let out = dir.path("z.pcapng");
+    let o = Command::new(util::bin())
+        .args(["capture", "--netns", &lab.netns, "-i", "cap0", "-c", "1"])
+        .args(["-Z", "nobody", "-w", out.to_str().expect("utf8")])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("nobody") && err.contains("cannot write in"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}

@@ -126,6 +126,8 @@ pub struct OutputConfig {
     pub retention: Option<Arc<crate::sink::disk::Retention>>,
     /// Write each file's index beside it (`--no-index`: false).
     pub index: bool,
+    /// The user the files are given to (`-Z`): the process runs as them once started.
+    pub owner: Option<corecap_linux::privilege::RunAs>,
 }
 
 impl OutputConfig {
@@ -147,6 +149,7 @@ impl OutputConfig {
             direct: self.direct,
             retention: self.retention.clone(),
             index: self.index,
+            owner: self.owner.clone(),
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

@@ -20,14 +20,40 @@ struct CapData {
     inheritable: u32,
 }
 
-/// Clears every capability of the calling thread (effective, permitted, inheritable).
+const CAP_SETGID: u32 = 6;
+const CAP_SETUID: u32 = 7;
+
+/// Set when the process will switch user (`-Z`): threads then keep CAP_SETUID and
+/// CAP_SETGID when they drop the rest, since glibc runs the switch in every thread and a
+/// thread that cannot follow aborts the process. The switch itself clears them.
+static SWITCH_PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Announces a coming [`switch_user`], before any thread is spawned: sets no_new_privs on
+/// the calling thread, which every thread spawned after inherits (it is per thread).
+pub fn prepare_switch() -> Result<()> {
+    // Relaxed: set before the threads that read it are spawned (spawn orders it).
+    SWITCH_PENDING.store(true, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: prctl with value arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(Error::last("prctl(PR_SET_NO_NEW_PRIVS)"));
+    }
+    Ok(())
+}
+
+/// Clears every capability of the calling thread (effective, permitted, inheritable), but
+/// CAP_SETUID and CAP_SETGID while a user switch is pending ([`prepare_switch`]).
 /// Capabilities are per thread, so each thread that opened something privileged calls it.
 pub fn drop_thread_capabilities() -> Result<()> {
     let hdr = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let data = [CapData::default(); 2];
+    let mut data = [CapData::default(); 2];
+    if SWITCH_PENDING.load(std::sync::atomic::Ordering::Relaxed) {
+        let setid = (1 << CAP_SETUID) | (1 << CAP_SETGID);
+        data[0].effective = setid;
+        data[0].permitted = setid;
+    }
     // SAFETY: capset reads one header and two data structs, both valid for the call.
     let rc = unsafe { libc::syscall(libc::SYS_capset, &hdr as *const CapHeader, data.as_ptr()) };
     if rc < 0 {
@@ -52,4 +78,103 @@ pub fn has_net_raw() -> bool {
         )
     };
     rc == 0 && data[0].effective & (1 << CAP_NET_RAW) != 0
+}
+
+/// A user to run as after the privileged work is done (`-Z USER`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunAs {
+    /// Login name.
+    pub name: String,
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+}
+
+/// Looks a user up by name (or a numeric uid) in the password database.
+pub fn lookup_user(name: &str) -> Result<RunAs> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| Error::new(crate::ErrorKind::Sys, format!("bad user name {name:?}")))?;
+    let mut pw = std::mem::MaybeUninit::<libc::passwd>::zeroed();
+    let mut buf = vec![0 as libc::c_char; 16384];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwnam_r writes one passwd into `pw` and its strings into `buf` (of the
+    // length given), and sets `out` to `pw` or to null; all three outlive the call.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            c.as_ptr(),
+            pw.as_mut_ptr(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut out,
+        )
+    };
+    if rc == 0 && !out.is_null() {
+        // SAFETY: getpwnam_r succeeded and `out` points at `pw`, now filled.
+        let pw = unsafe { pw.assume_init() };
+        return Ok(RunAs {
+            name: name.to_owned(),
+            uid: pw.pw_uid,
+            gid: pw.pw_gid,
+        });
+    }
+    if let Ok(uid) = name.parse::<u32>() {
+        return Ok(RunAs {
+            name: name.to_owned(),
+            uid,
+            gid: uid,
+        });
+    }
+    Err(Error::new(
+        crate::ErrorKind::Sys,
+        format!("no user {name:?} in the password database (-Z)"),
+    ))
+}
+
+/// Switches the whole process (every thread: glibc applies set*id to all of them) to
+/// `who`: supplementary groups, gid, then uid, and sets no_new_privs, so no capability or
+/// set-id program can bring root back. Threads keep the file descriptors they hold
+/// (sockets, rings, files). Verifies that root cannot be regained.
+pub fn switch_user(who: &RunAs) -> Result<()> {
+    let name = std::ffi::CString::new(who.name.as_str())
+        .map_err(|_| Error::new(crate::ErrorKind::Sys, "bad user name".to_string()))?;
+    // SAFETY: initgroups reads a NUL-terminated name; the gid is a plain value.
+    if unsafe { libc::initgroups(name.as_ptr(), who.gid as libc::gid_t) } != 0 {
+        // A numeric uid with no passwd entry: just its own group.
+        let g = [who.gid as libc::gid_t];
+        // SAFETY: setgroups reads one gid from a live array.
+        if unsafe { libc::setgroups(1, g.as_ptr()) } != 0 {
+            return Err(Error::last("setgroups"));
+        }
+    }
+    // SAFETY: plain system calls with value arguments.
+    if unsafe { libc::setgid(who.gid) } != 0 {
+        return Err(Error::last("setgid"));
+    }
+    // SAFETY: as above.
+    if unsafe { libc::setuid(who.uid) } != 0 {
+        return Err(Error::last("setuid"));
+    }
+    // SAFETY: prctl with value arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(Error::last("prctl(PR_SET_NO_NEW_PRIVS)"));
+    }
+    // SAFETY: as above; this must fail once root is gone.
+    if who.uid != 0 && unsafe { libc::setuid(0) } == 0 {
+        return Err(Error::new(
+            crate::ErrorKind::Permission,
+            "root could be regained after switching user".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// Gives `file` to `who` (the files a capture made before it switched user).
+pub fn chown_fd(file: &std::fs::File, who: &RunAs) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fchown on a descriptor the caller owns; values only.
+    if unsafe { libc::fchown(file.as_raw_fd(), who.uid, who.gid) } != 0 {
+        return Err(Error::last("fchown"));
+    }
+    Ok(())
 }

@@ -366,6 +366,7 @@ impl Manager {
                 direct: self.cfg.direct,
                 retention: self.cfg.retention.clone(),
                 index: self.cfg.index,
+                owner: None,
             }),
             _ => None,
         });

@@ -54,6 +54,38 @@ fn control_reader(path: std::path::PathBuf) -> std::sync::mpsc::Receiver<String>
     rx
 }
 
+/// Refuses `-Z USER` up front when USER could not write in the output's directory:
+/// rotated files, indexes and each file's name at close are made there after the switch.
+fn check_writable_by(
+    out: Option<&std::path::Path>,
+    who: &corecap_linux::privilege::RunAs,
+) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(out) = out.filter(|p| p.as_os_str() != "-") else {
+        return Ok(());
+    };
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let m = std::fs::metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
+    let mode = m.mode();
+    let ok = who.uid == 0
+        || (m.uid() == who.uid && mode & 0o200 != 0)
+        || (m.gid() == who.gid && mode & 0o020 != 0)
+        || mode & 0o002 != 0;
+    if !ok {
+        bail!(
+            "user {} (-Z) cannot write in {} (owner {}, mode {:o}): give it a directory it can write",
+            who.name,
+            dir.display(),
+            m.uid(),
+            mode & 0o7777
+        );
+    }
+    Ok(())
+}
+
 /// Runs a capture to its end. Returns the process exit code.
 pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     if let Some(ns) = &a.netns {
@@ -74,9 +106,25 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone())
         .context("installing signal handlers")?;
 
+    let run_as = a
+        .user
+        .as_deref()
+        .map(corecap_linux::privilege::lookup_user)
+        .transpose()?;
+    if let Some(who) = &run_as {
+        check_writable_by(cfg.output.as_ref().map(|o| o.path.as_path()), who)?;
+        corecap_linux::privilege::prepare_switch().context("preparing -Z")?;
+    }
     let mut cap = Capture::start(&cfg)?;
     // Every socket is open; the main thread drops its capabilities too.
     corecap_linux::privilege::drop_thread_capabilities().context("dropping capabilities")?;
+    if let Some(who) = &run_as {
+        if let Err(e) = corecap_linux::privilege::switch_user(who) {
+            cap.stop();
+            let _ = cap.finish();
+            bail!("switching to user {} (-Z): {e}", who.name);
+        }
+    }
     let commands = a.control.as_ref().map(|p| control_reader(p.clone()));
     let to_stdout = cfg
         .output

@@ -69,6 +69,8 @@ pub struct FileConfig {
     pub retention: Option<Arc<Retention>>,
     /// Write each file's index beside it.
     pub index: bool,
+    /// Give the files made before the process switches user to this user (`-Z`).
+    pub owner: Option<corecap_linux::privilege::RunAs>,
 }
 
 enum Writer {
@@ -195,6 +197,10 @@ impl FileSink {
             (None, 4096)
         } else {
             let f = super::disk::open_part(&path, cfg.direct)?;
+            if let Some(who) = &cfg.owner {
+                corecap_linux::privilege::chown_fd(f.file(), who)
+                    .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
+            }
             let a = f.align();
             (Some((f, path)), a)
         };
