@@ -60,6 +60,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod compression;
 pub mod flow;
 pub mod hash;
 pub mod pcap;
@@ -67,6 +68,7 @@ pub mod pcapng;
 pub mod read;
 pub mod vlan;
 
+pub use compression::{Compression, Decompress};
 pub use flow::{flow_key, FlowKey, IpFamily, ParseError};
 pub use hash::{flow_hash, frame_hash, toeplitz, ToeplitzTable, HASH_ALGORITHM_TOEPLITZ};
 pub use pcap::PcapWriter;
