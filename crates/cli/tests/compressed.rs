@@ -37,7 +37,7 @@ fn frame(dst: [u8; 4], dp: u16, len: usize) -> Vec<u8> {
 /// Packet `i` of the fixtures: host 10.1.h.1 with h = i / 500, port 53 for every third,
 /// 1 ms apart from `t0`; the length varies.
 fn packet(i: u32) -> Vec<u8> {
-    let dp = if i % 3 == 0 { 53 } else { 6000 };
+    let dp = if i.is_multiple_of(3) { 53 } else { 6000 };
     frame([10, 1, (i / 500) as u8, 1], dp, 64 + (i % 200) as usize)
 }
 
@@ -77,8 +77,20 @@ fn pcapng_bytes(n: u32, t0: u64) -> Vec<u8> {
 
 /// Kuznetzov's modified pcap (magic 0xa1b2cd34, microseconds, 24-byte record headers).
 fn kuznetzov_bytes(n: u32, t0: u64, big: bool) -> Vec<u8> {
-    let w32 = |v: u32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
-    let w16 = |v: u16| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+    let w32 = |v: u32| {
+        if big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let w16 = |v: u16| {
+        if big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
     let mut b = Vec::new();
     b.extend_from_slice(&w32(0xa1b2_cd34));
     b.extend_from_slice(&w16(2));
@@ -132,6 +144,9 @@ fn write(p: &Path, b: &[u8]) -> PathBuf {
 
 type Packets = Vec<(u64, Vec<u8>, u32, Option<u32>)>;
 
+/// A compressor of the fixtures.
+type Pack = fn(&[u8]) -> Vec<u8>;
+
 /// Every packet of a file, and the error that ended it.
 fn read(p: &Path) -> (Packets, Option<ReadError>) {
     let mut r = match CaptureReader::open(p) {
@@ -151,7 +166,14 @@ fn read(p: &Path) -> (Packets, Option<ReadError>) {
 /// Packets tshark counts in a file, when tshark can read it.
 fn tshark_count(p: &Path) -> Option<usize> {
     let o = Command::new("tshark")
-        .args(["-r", p.to_str().unwrap(), "-T", "fields", "-e", "frame.number"])
+        .args([
+            "-r",
+            p.to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ])
         .output()
         .ok()?;
     o.status
@@ -193,7 +215,10 @@ fn issue17_each_form_reads_as_the_plain_file() {
             let p = write(&s.path(&format!("{name}.{ext}")), &z);
             let (got, err) = read(&p);
             assert!(err.is_none(), "{name}.{ext}: {err:?}");
-            assert!(got == want, "{name}.{ext}: packets differ from the plain file's");
+            assert!(
+                got == want,
+                "{name}.{ext}: packets differ from the plain file's"
+            );
             if tshark && ext == "gz" {
                 assert_eq!(tshark_count(&p), Some(n as usize), "tshark -r {name}.{ext}");
             }
@@ -206,7 +231,14 @@ fn issue17_each_form_reads_as_the_plain_file() {
 
 /// `corecap capture -r FILE --json`: the summary.
 fn capture_r(files: &[&Path], filter: &[&str]) -> (Value, String, Option<i32>) {
-    let mut a = vec!["capture", "--json", "--stats-interval", "0", "--workers", "2"];
+    let mut a = vec![
+        "capture",
+        "--json",
+        "--stats-interval",
+        "0",
+        "--workers",
+        "2",
+    ];
     for f in files {
         a.extend(["-r", f.to_str().unwrap()]);
     }
@@ -281,12 +313,7 @@ fn issue17_query_over_compressed_files_equals_plain() {
         ("c.pcapng", pcapng_bytes(4000, T0 + 8_000_000_000)),
         ("d.pcap", kuznetzov_bytes(4000, T0 + 12_000_000_000, false)),
     ];
-    let packs: [(&str, fn(&[u8]) -> Vec<u8>); 4] = [
-        ("gz", gzip),
-        ("zst", zstd),
-        ("lz4", lz4),
-        ("gz", gzip),
-    ];
+    let packs: [(&str, Pack); 4] = [("gz", gzip), ("zst", zstd), ("lz4", lz4), ("gz", gzip)];
     for ((name, bytes), (ext, pack)) in files.iter().zip(packs) {
         write(&plain.join(name), bytes);
         write(&packed.join(format!("{name}.{ext}")), &pack(bytes));
@@ -319,7 +346,10 @@ fn issue17_query_over_compressed_files_equals_plain() {
         let (got, v, err) = query(&a, &s, &format!("c{k}"));
         assert!(!want.is_empty(), "{extra:?}: {wv}");
         assert_eq!(got.len(), want.len(), "{extra:?}: {v}");
-        assert!(got == want, "{extra:?}: packets differ from the plain answer");
+        assert!(
+            got == want,
+            "{extra:?}: packets differ from the plain answer"
+        );
         assert_eq!((u(&v, "files"), u(&v, "files_scanned")), (4, 4), "{v}");
         assert_eq!(u(&v, "files_truncated"), 0, "{v}");
         assert!(err.contains("gzip-compressed, scanned whole"), "{err}");
@@ -328,7 +358,10 @@ fn issue17_query_over_compressed_files_equals_plain() {
     let junk = write(&packed.join("notes.txt.gz"), &gzip(b"not a capture\n"));
     let (got, v, err) = query(&[packed.to_str().unwrap()], &s, "junk");
     assert_eq!(got.len(), 16_000, "{v}");
-    assert!(err.contains("skipped 1 files that are not captures"), "{err}");
+    assert!(
+        err.contains("skipped 1 files that are not captures"),
+        "{err}"
+    );
     let o = corecap(&["query", "-w", "-", junk.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -370,10 +403,7 @@ fn issue17_cut_and_damaged_streams_keep_the_packets_before() {
             assert!(kept[..sure] == all[..sure], "{name}");
             if what == "cut short" {
                 assert!(kept[..] == all[..kept.len()], "{name}");
-                assert!(
-                    matches!(err, ReadError::Decompress { .. }),
-                    "{name}: {err}"
-                );
+                assert!(matches!(err, ReadError::Decompress { .. }), "{name}: {err}");
             }
 
             // capture -r: the packets before, then one error naming the file.

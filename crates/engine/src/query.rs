@@ -856,9 +856,9 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
             return Ok(IndexReport {
                 size,
                 not_indexed: Some(format!(
-                    "{}: {c}-compressed; compressed files are not indexed (queries scan them whole)",
-                    path.display()
-                )),
+                "{}: {c}-compressed; compressed files are not indexed (queries scan them whole)",
+                path.display()
+            )),
                 ..IndexReport::default()
             })
         }

@@ -276,14 +276,7 @@ impl IndexBuilder {
         Some(24)
     }
 
-    fn pcap_record(
-        &mut self,
-        b: &[u8],
-        be: bool,
-        nanos: bool,
-        head: usize,
-        acc: &mut Acc,
-    ) -> Step {
+    fn pcap_record(&mut self, b: &[u8], be: bool, nanos: bool, head: usize, acc: &mut Acc) -> Step {
         if b.len() < head {
             return Step::Stop;
         }
@@ -589,7 +582,11 @@ mod tests {
         let mut out = conv(&PCAP_KUZNETZOV.to_le_bytes());
         for at in [4, 6] {
             let v = u16::from_le_bytes([p[at], p[at + 1]]);
-            out.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() });
+            out.extend_from_slice(&if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            });
         }
         for at in (8..24).step_by(4) {
             out.extend(conv(&p[at..at + 4]));
@@ -622,7 +619,10 @@ mod tests {
             assert_eq!(ix.covered, file.len() as u64);
             assert!(!ix.stopped());
             let (r, want) = (&ix.regions[0], &plain.regions[0]);
-            assert_eq!((r.packets, r.ts_min, r.ts_max), (10, want.ts_min, want.ts_max));
+            assert_eq!(
+                (r.packets, r.ts_min, r.ts_max),
+                (10, want.ts_min, want.ts_max)
+            );
             assert_eq!(r.keys, want.keys);
             // The splitter cuts the same file into regions at record boundaries.
             let built = crate::index_reader(&file[..], 4096).unwrap();

@@ -25,8 +25,13 @@ pub struct Built {
 enum Fmt {
     Start,
     /// `head`: record header length (16, or 24 for Kuznetzov's modified pcap).
-    Pcap { be: bool, head: usize },
-    Pcapng { be: bool },
+    Pcap {
+        be: bool,
+        head: usize,
+    },
+    Pcapng {
+        be: bool,
+    },
 }
 
 enum Cut {

@@ -258,7 +258,10 @@ mod tests {
         assert_eq!(Compression::detect(&[0x1f, 0x8b, 8, 0]), Compression::Gzip);
         assert_eq!(Compression::detect(&MAGIC_ZSTD), Compression::Zstd);
         assert_eq!(Compression::detect(&MAGIC_LZ4), Compression::Lz4);
-        assert_eq!(Compression::detect(&[0xd4, 0xc3, 0xb2, 0xa1]), Compression::None);
+        assert_eq!(
+            Compression::detect(&[0xd4, 0xc3, 0xb2, 0xa1]),
+            Compression::None
+        );
         assert_eq!(Compression::detect(&[0x28, 0xb5]), Compression::None);
         assert_eq!(Compression::detect(&[]), Compression::None);
     }

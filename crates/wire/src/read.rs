@@ -968,8 +968,13 @@ mod compressed_tests {
         let mut w = PcapWriter::new(Vec::new(), 1, 65535).unwrap();
         for i in 0..n {
             let f = frame(i);
-            w.write_packet(1_700_000_000_000_000_000 + u64::from(i) * 1000, &f, f.len() as u32, None)
-                .unwrap();
+            w.write_packet(
+                1_700_000_000_000_000_000 + u64::from(i) * 1000,
+                &f,
+                f.len() as u32,
+                None,
+            )
+            .unwrap();
         }
         w.into_inner()
     }
@@ -993,8 +998,20 @@ mod compressed_tests {
 
     /// Kuznetzov's modified pcap of `n` frames, microsecond timestamps.
     fn kuznetzov(n: u32, big: bool) -> Vec<u8> {
-        let u32b = |v: u32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
-        let u16b = |v: u16| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let u32b = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let u16b = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
         let mut f = Vec::new();
         f.extend_from_slice(&u32b(MAGIC_KUZNETZOV));
         f.extend_from_slice(&u16b(2));
@@ -1107,7 +1124,9 @@ mod compressed_tests {
             let cut = 24 + (24 + 60) + (24 + 61) + 20;
             let (_, got, err) = read(&f[..cut]);
             assert_eq!(got.len(), 2);
-            assert!(matches!(err, Some(ReadError::Truncated { offset }) if offset == cut as u64 - 20));
+            assert!(
+                matches!(err, Some(ReadError::Truncated { offset }) if offset == cut as u64 - 20)
+            );
         }
     }
 
@@ -1152,7 +1171,11 @@ mod compressed_tests {
                         ),
                         "{c}: {err}"
                     );
-                    assert!(!got.is_empty(), "{c}: no packet kept at {cut} of {}: {err}", bytes.len());
+                    assert!(
+                        !got.is_empty(),
+                        "{c}: no packet kept at {cut} of {}: {err}",
+                        bytes.len()
+                    );
                     // Cut in the trailer, every packet is whole: the error still comes.
                     assert!(got.len() <= want.len(), "{c}");
                     assert!(got[..] == want[..got.len()], "{c}: kept packets differ");
