@@ -25,7 +25,10 @@
 //! - [`read`]: [`CaptureReader`] reads either format back (any byte order,
 //!   several sections, statistics), for replay and for tests, and turns
 //!   every malformed or cut file into a one-line [`ReadError`] naming the
-//!   byte offset.
+//!   byte offset. It reads Kuznetzov's modified pcap too.
+//! - [`compression`]: [`Decompress`] reads gzip, zstd and lz4 compressed
+//!   files as a stream, told by their magic number; [`CaptureReader::open`]
+//!   uses it, so a `.pcapng.gz` reads like the plain file.
 //!
 //! ```
 //! use corecap_wire::{flow_key, frame_hash, CaptureReader, Epb, InterfaceDesc, PcapngWriter};
