@@ -8,7 +8,9 @@
 //!    window and its sets can match the filter's [`Predicate`]. Adjacent regions merge into
 //!    one read. A file without an index, with a damaged or stale one, or whose interfaces are
 //!    defined after its header, is scanned whole. Bytes past the index's coverage (a file
-//!    indexed while cut short, then completed) are read too.
+//!    indexed while cut short, then completed) are read too. A compressed file (gzip, zstd,
+//!    lz4: byte offsets of the file are no places in the capture) is never indexed and
+//!    always scanned, through its decoder.
 //! 2. **Read** (a file stream): each read is one `pread` of the byte range; a region not at
 //!    the start of the file is parsed after the file header kept in the index. For a sealed
 //!    file the range is whole chunks, decrypted one by one ([`ChunkOpener`]).
@@ -28,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use corecap_index::{sidecar_path, Index, Predicate};
-use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapngWriter};
+use corecap_wire::{CaptureReader, Compression, Decompress, Epb, InterfaceDesc, PcapngWriter};
 use serde::Serialize;
 
 use crate::sink::sealed::{unseal, ChunkOpener, KeyFile, SealConfig, SealError, CHUNK_HEAD, MAGIC};
@@ -124,26 +126,37 @@ pub enum FileKind {
     Plain,
     /// A sealed capture file.
     Sealed,
+    /// pcap or pcapng compressed with gzip, zstd or lz4 (or a compressed stream too damaged
+    /// to tell: reading it says why).
+    Compressed(Compression),
     /// Something else.
     Other,
 }
 
-/// Tells a capture file from its first bytes.
+/// Tells a capture file from its first bytes (for a compressed file, from the first bytes
+/// of its decompressed stream).
 pub fn file_kind(path: &Path) -> io::Result<FileKind> {
     let mut f = File::open(path)?;
     let mut m = [0u8; 8];
     let n = read_up_to(&mut f, &mut m)?;
-    Ok(if n == 8 && &m == MAGIC {
-        FileKind::Sealed
-    } else if n >= 4
-        && matches!(
-            u32::from_le_bytes([m[0], m[1], m[2], m[3]]),
-            0x0a0d_0d0a | 0xa1b2_c3d4 | 0xa1b2_3c4d | 0xd4c3_b2a1 | 0x4d3c_b2a1
-        )
-    {
-        FileKind::Plain
-    } else {
-        FileKind::Other
+    if n == 8 && &m == MAGIC {
+        return Ok(FileKind::Sealed);
+    }
+    if corecap_wire::read::sniff(&m[..n]).is_some() {
+        return Ok(FileKind::Plain);
+    }
+    let c = Compression::detect(&m[..n]);
+    if !c.is_compressed() {
+        return Ok(FileKind::Other);
+    }
+    f = File::open(path)?;
+    let mut d = Decompress::new(BufReader::with_capacity(64 * 1024, f))?;
+    let mut head = [0u8; 4];
+    Ok(match read_up_to(&mut d, &mut head) {
+        Ok(n) if corecap_wire::read::sniff(&head[..n]).is_none() => FileKind::Other,
+        // A stream that fails this early is a damaged capture as likely as anything else:
+        // reading it reports the damage.
+        _ => FileKind::Compressed(c),
     })
 }
 
@@ -184,7 +197,7 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError
                     continue;
                 }
                 match file_kind(&f) {
-                    Ok(FileKind::Plain | FileKind::Sealed) => out.push(f),
+                    Ok(FileKind::Plain | FileKind::Sealed | FileKind::Compressed(_)) => out.push(f),
                     _ => skipped += 1,
                 }
             }
@@ -227,6 +240,8 @@ pub struct FilePlan {
     pub size: u64,
     /// Opener of a sealed file.
     opener: Option<Arc<ChunkOpener>>,
+    /// Compression of the file (a compressed file is always scanned).
+    pub compression: Compression,
     /// The capture file header (plaintext) from the index.
     header: Vec<u8>,
     /// Reads, in file order.
@@ -302,6 +317,7 @@ pub fn plan_file(
         path: path.to_owned(),
         size,
         opener,
+        compression: Compression::None,
         header: Vec::new(),
         segments: vec![Segment::Scan],
         start_ts: 0,
@@ -309,6 +325,14 @@ pub fn plan_file(
         indexed: false,
         note: None,
     };
+    if let FileKind::Compressed(c) = kind {
+        plan.compression = c;
+        plan.note = Some(format!(
+            "{}: {c}-compressed, scanned whole (compressed files are not indexed)",
+            path.display()
+        ));
+        return Ok(plan);
+    }
     let index = match load_index(path, kek.map(|k| &**k)) {
         Ok(Some((ix, n))) => {
             stats.index_bytes += n;
@@ -535,6 +559,16 @@ impl FileStream {
                                 plain: 0..0,
                                 done: false,
                             })
+                        }
+                        None if self.plan.compression.is_compressed() => {
+                            let r = BufReader::with_capacity(1 << 20, f);
+                            match Decompress::new(r) {
+                                Ok(d) => Box::new(d),
+                                Err(e) => {
+                                    self.note_cut(stats, format!("unreadable ({e})"));
+                                    continue;
+                                }
+                            }
                         }
                         None => Box::new(BufReader::with_capacity(1 << 20, f)),
                     }
@@ -802,6 +836,8 @@ pub struct IndexReport {
     pub cut_short: Option<u64>,
     /// The sidecar is sealed.
     pub sealed: bool,
+    /// Why no sidecar was written (a compressed file), if so.
+    pub not_indexed: Option<String>,
 }
 
 /// Builds and writes the sidecar of a pcap, pcapng or sealed capture file (regions of
@@ -815,6 +851,16 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
                 "{}: not a pcap, pcapng or sealed capture file",
                 path.display()
             )))
+        }
+        FileKind::Compressed(c) => {
+            return Ok(IndexReport {
+                size,
+                not_indexed: Some(format!(
+                "{}: {c}-compressed; compressed files are not indexed (queries scan them whole)",
+                path.display()
+            )),
+                ..IndexReport::default()
+            })
         }
         FileKind::Plain => {
             let f = File::open(path).map_err(io_at(path))?;

@@ -24,8 +24,14 @@ pub struct Built {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fmt {
     Start,
-    Pcap { be: bool },
-    Pcapng { be: bool },
+    /// `head`: record header length (16, or 24 for Kuznetzov's modified pcap).
+    Pcap {
+        be: bool,
+        head: usize,
+    },
+    Pcapng {
+        be: bool,
+    },
 }
 
 enum Cut {
@@ -58,26 +64,28 @@ fn block_len(f: &mut Fmt, b: &[u8]) -> Result<Option<usize>, ()> {
                 return block_len(f, b);
             }
             let m = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            let be = match m {
-                0xa1b2_c3d4 | 0xa1b2_3c4d => false,
-                0xd4c3_b2a1 | 0x4d3c_b2a1 => true,
+            let (be, head) = match m {
+                0xa1b2_c3d4 | 0xa1b2_3c4d => (false, 16),
+                0xd4c3_b2a1 | 0x4d3c_b2a1 => (true, 16),
+                0xa1b2_cd34 => (false, 24),
+                0x34cd_b2a1 => (true, 24),
                 _ => return Err(()),
             };
             if b.len() < 24 {
                 return Ok(None);
             }
-            *f = Fmt::Pcap { be };
+            *f = Fmt::Pcap { be, head };
             Ok(Some(24))
         }
-        Fmt::Pcap { be } => {
-            if b.len() < 16 {
+        Fmt::Pcap { be, head } => {
+            if b.len() < head {
                 return Ok(None);
             }
             let caplen = u32_at(b, 8, be) as usize;
             if caplen > 256 * 1024 {
                 return Err(());
             }
-            Ok(Some(16 + caplen))
+            Ok(Some(head + caplen))
         }
         Fmt::Pcapng { mut be } => {
             if b.len() < 12 {

@@ -25,7 +25,10 @@
 //! - [`read`]: [`CaptureReader`] reads either format back (any byte order,
 //!   several sections, statistics), for replay and for tests, and turns
 //!   every malformed or cut file into a one-line [`ReadError`] naming the
-//!   byte offset.
+//!   byte offset. It reads Kuznetzov's modified pcap too.
+//! - [`compression`]: [`Decompress`] reads gzip, zstd and lz4 compressed
+//!   files as a stream, told by their magic number; [`CaptureReader::open`]
+//!   uses it, so a `.pcapng.gz` reads like the plain file.
 //!
 //! ```
 //! use corecap_wire::{flow_key, frame_hash, CaptureReader, Epb, InterfaceDesc, PcapngWriter};
@@ -60,6 +63,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod compression;
 pub mod flow;
 pub mod hash;
 pub mod pcap;
@@ -67,6 +71,7 @@ pub mod pcapng;
 pub mod read;
 pub mod vlan;
 
+pub use compression::{Compression, Decompress};
 pub use flow::{flow_key, FlowKey, IpFamily, ParseError};
 pub use hash::{flow_hash, frame_hash, toeplitz, ToeplitzTable, HASH_ALGORITHM_TOEPLITZ};
 pub use pcap::PcapWriter;

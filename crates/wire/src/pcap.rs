@@ -13,6 +13,10 @@ use crate::vlan;
 pub const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
 /// Magic of a pcap file with nanosecond timestamps.
 pub const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
+/// Magic of Alexey Kuznetzov's modified pcap (libpcap's `KUZNETZOV_TCPDUMP_MAGIC`):
+/// microsecond timestamps, and 8 more bytes after each record header (ifindex u32,
+/// protocol u16, pkt_type u8, pad u8).
+pub const MAGIC_KUZNETZOV: u32 = 0xa1b2_cd34;
 /// Length of the global header.
 pub const GLOBAL_HEADER_LEN: usize = 24;
 /// Length of a record header.

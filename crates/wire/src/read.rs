@@ -3,12 +3,21 @@
 //! [`CaptureReader`] tells the format from the first four bytes:
 //!
 //! - pcap: microsecond (`0xa1b2c3d4`) or nanosecond (`0xa1b23c4d`) magic, in
-//!   either byte order; one interface described by the global header.
+//!   either byte order; one interface described by the global header. Also
+//!   Kuznetzov's modified pcap (`0xa1b2cd34`, from old Linux tcpdump patches),
+//!   whose record headers carry 8 more bytes that are skipped, as libpcap does.
 //! - pcapng: any number of sections, each in its own byte order. Interface
 //!   Description Blocks define the interfaces (with `if_tsresol`, decimal or
 //!   power-of-two, and `if_tsoffset`); Enhanced, Simple and the obsolete
 //!   Packet Blocks carry packets; Interface Statistics Blocks are kept and
 //!   exposed through [`CaptureReader::stats`]; every other block is skipped.
+//!
+//! [`CaptureReader::open`] also reads gzip, zstd and lz4 compressed files,
+//! told by their first bytes ([`crate::compression`]): the reader pulls the
+//! decompressed stream into its buffer like a plain file. Offsets in errors
+//! are then offsets in the decompressed stream, and a decoder's failure (a
+//! stream cut short, a flipped byte) is [`ReadError::Decompress`], after the
+//! packets decoded before it.
 //!
 //! [`CaptureReader::next_packet`] hands out one [`Record`] at a time,
 //! borrowing a buffer the reader reuses, so reading allocates nothing per
@@ -25,8 +34,9 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
+use crate::compression::{Compression, DecodeError, Decompress};
 use crate::hash::HASH_ALGORITHM_TOEPLITZ;
-use crate::pcap::{MAGIC_MICROS, MAGIC_NANOS};
+use crate::pcap::{MAGIC_KUZNETZOV, MAGIC_MICROS, MAGIC_NANOS};
 use crate::pcapng::{
     pad4, Isb, BLOCK_EPB, BLOCK_IDB, BLOCK_ISB, BLOCK_PB, BLOCK_SHB, BLOCK_SPB, BYTE_ORDER_MAGIC,
     EPB_DROPCOUNT, EPB_HASH, EPB_QUEUE, IF_DESCRIPTION, IF_NAME, IF_TSOFFSET, IF_TSRESOL,
@@ -65,6 +75,15 @@ pub enum ReadError {
         /// What is wrong with it.
         what: &'static str,
     },
+    /// The decompressor failed after `offset` bytes of the decompressed stream (the
+    /// compressed stream is cut short or damaged).
+    #[error("{cause} after {offset} bytes of capture")]
+    Decompress {
+        /// Bytes of the decompressed stream read before the failure.
+        offset: u64,
+        /// The compression and what the decoder said.
+        cause: DecodeError,
+    },
     /// The underlying reader failed.
     #[error("read error: {0}")]
     Io(#[from] io::Error),
@@ -74,10 +93,42 @@ impl ReadError {
     /// Byte offset of the record at fault (none for I/O errors).
     pub fn offset(&self) -> Option<u64> {
         match self {
-            ReadError::Truncated { offset } | ReadError::Malformed { offset, .. } => Some(*offset),
+            ReadError::Truncated { offset }
+            | ReadError::Malformed { offset, .. }
+            | ReadError::Decompress { offset, .. } => Some(*offset),
             ReadError::Io(_) => None,
         }
     }
+
+    /// An I/O error at `offset` of the stream: a decoder's failure becomes
+    /// [`ReadError::Decompress`].
+    fn from_io(e: io::Error, offset: u64) -> ReadError {
+        if !e.get_ref().is_some_and(|p| p.is::<DecodeError>()) {
+            return ReadError::Io(e);
+        }
+        let kind = e.kind();
+        match e.into_inner().map(|p| p.downcast::<DecodeError>()) {
+            Some(Ok(cause)) => ReadError::Decompress {
+                offset,
+                cause: *cause,
+            },
+            Some(Err(p)) => ReadError::Io(io::Error::new(kind, p)),
+            None => ReadError::Io(kind.into()),
+        }
+    }
+}
+
+/// The format whose magic starts `head` (at least 4 bytes), if any: what
+/// [`CaptureReader::new`] accepts.
+pub fn sniff(head: &[u8]) -> Option<Format> {
+    let m: [u8; 4] = head.get(..4)?.try_into().ok()?;
+    if m == BLOCK_SHB.to_le_bytes() {
+        return Some(Format::Pcapng);
+    }
+    [MAGIC_MICROS, MAGIC_NANOS, MAGIC_KUZNETZOV]
+        .iter()
+        .any(|&k| u32::from_le_bytes(m) == k || u32::from_be_bytes(m) == k)
+        .then_some(Format::Pcap)
 }
 
 /// Container format of a capture file.
@@ -253,6 +304,8 @@ pub struct CaptureReader<R: Read> {
     endian: Endian,
     /// pcap: fractions are nanoseconds (else microseconds).
     pcap_nanos: bool,
+    /// pcap: bytes after each 16-byte record header (8 for Kuznetzov's format).
+    pcap_extra: usize,
     /// Offset of the next unread byte.
     pos: u64,
     /// Body of the current record or block; reused.
@@ -277,11 +330,29 @@ impl<R: Read> std::fmt::Debug for CaptureReader<R> {
     }
 }
 
-impl CaptureReader<BufReader<File>> {
-    /// Opens a capture file.
-    pub fn open(path: &Path) -> Result<CaptureReader<BufReader<File>>, ReadError> {
+/// What [`CaptureReader::open`] reads from: the file, decompressed when its
+/// first bytes say so.
+pub type FileInput = Decompress<BufReader<File>>;
+
+impl CaptureReader<FileInput> {
+    /// Opens a capture file, plain or compressed (gzip, zstd, lz4).
+    pub fn open(path: &Path) -> Result<CaptureReader<FileInput>, ReadError> {
         let f = File::open(path)?;
-        CaptureReader::new(BufReader::with_capacity(256 * 1024, f))
+        CaptureReader::decompress(BufReader::with_capacity(256 * 1024, f))
+    }
+}
+
+impl<R: io::BufRead> CaptureReader<Decompress<R>> {
+    /// Reads a capture from `r`, decompressing it when its first bytes name
+    /// gzip, zstd or lz4.
+    pub fn decompress(r: R) -> Result<Self, ReadError> {
+        let d = Decompress::new(r).map_err(|e| ReadError::from_io(e, 0))?;
+        CaptureReader::new(d)
+    }
+
+    /// The compression of the file.
+    pub fn compression(&self) -> Compression {
+        self.r.compression()
     }
 }
 
@@ -293,6 +364,7 @@ impl<R: Read> CaptureReader<R> {
             format: Format::Pcap,
             endian: Endian::Little,
             pcap_nanos: false,
+            pcap_extra: 0,
             pos: 0,
             buf: Vec::new(),
             interfaces: Vec::new(),
@@ -321,6 +393,15 @@ impl<R: Read> CaptureReader<R> {
             (MAGIC_NANOS, _) => (Endian::Little, true),
             (_, MAGIC_MICROS) => (Endian::Big, false),
             (_, MAGIC_NANOS) => (Endian::Big, true),
+            (MAGIC_KUZNETZOV, _) | (_, MAGIC_KUZNETZOV) => {
+                this.pcap_extra = 8;
+                let e = if le == MAGIC_KUZNETZOV {
+                    Endian::Little
+                } else {
+                    Endian::Big
+                };
+                (e, false)
+            }
             _ => {
                 return Err(ReadError::Malformed {
                     offset: 0,
@@ -414,7 +495,7 @@ impl<R: Read> CaptureReader<R> {
     /// Reads into `buf` until full or end of input; returns the bytes read
     /// (the caller turns a short read into the right error).
     fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
-        let n = read_up_to(&mut self.r, buf)?;
+        let n = read_up_to(&mut self.r, buf).map_err(|e| ReadError::from_io(e, self.pos))?;
         self.pos += n as u64;
         Ok(n)
     }
@@ -424,12 +505,16 @@ impl<R: Read> CaptureReader<R> {
         self.buf.clear();
         let got = if n <= PRESIZE_LIMIT {
             self.buf.resize(n, 0);
-            let got = read_up_to(&mut self.r, &mut self.buf)?;
+            let got = read_up_to(&mut self.r, &mut self.buf)
+                .map_err(|e| ReadError::from_io(e, self.pos))?;
             self.buf.truncate(got);
             got
         } else {
             // Grows with the data actually present, not with the length field.
-            (&mut self.r).take(n as u64).read_to_end(&mut self.buf)?
+            (&mut self.r)
+                .take(n as u64)
+                .read_to_end(&mut self.buf)
+                .map_err(|e| ReadError::from_io(e, self.pos))?
         };
         self.pos += got as u64;
         if got < n {
@@ -440,10 +525,11 @@ impl<R: Read> CaptureReader<R> {
 
     fn next_pcap(&mut self) -> Result<Option<Meta>, ReadError> {
         let start = self.pos;
-        let mut h = [0u8; 16];
-        match self.read_some(&mut h)? {
+        let mut h = [0u8; 24];
+        let want = 16 + self.pcap_extra;
+        match self.read_some(&mut h[..want])? {
             0 => return Ok(None),
-            16 => {}
+            n if n == want => {}
             _ => return Err(ReadError::Truncated { offset: start }),
         }
         let e = self.endian;
@@ -589,7 +675,8 @@ impl<R: Read> CaptureReader<R> {
     /// Skips a block of a type the reader does not use, checking its trailer.
     fn skip_block(&mut self, len: u32, start: u64) -> Result<(), ReadError> {
         let body = u64::from(len) - 12;
-        let skipped = io::copy(&mut (&mut self.r).take(body), &mut io::sink())?;
+        let skipped = io::copy(&mut (&mut self.r).take(body), &mut io::sink())
+            .map_err(|e| ReadError::from_io(e, self.pos))?;
         self.pos += skipped;
         let mut t = [0u8; 4];
         if skipped < body || self.read_some(&mut t)? < 4 {
@@ -862,5 +949,263 @@ mod tests {
             "malformed record at byte offset 24: captured length above 256 KiB"
         );
         assert!(r.next_packet().unwrap().is_none());
+    }
+}
+
+#[cfg(test)]
+mod compressed_tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::{Epb, InterfaceDesc, PcapWriter, PcapngWriter};
+
+    /// Frame `i` of the fixtures: 60..=123 bytes that depend on `i`.
+    fn frame(i: u32) -> Vec<u8> {
+        (0..60 + (i % 64)).map(|k| (k * 7 + i) as u8).collect()
+    }
+
+    fn pcap(n: u32) -> Vec<u8> {
+        let mut w = PcapWriter::new(Vec::new(), 1, 65535).unwrap();
+        for i in 0..n {
+            let f = frame(i);
+            w.write_packet(
+                1_700_000_000_000_000_000 + u64::from(i) * 1000,
+                &f,
+                f.len() as u32,
+                None,
+            )
+            .unwrap();
+        }
+        w.into_inner()
+    }
+
+    fn pcapng(n: u32) -> Vec<u8> {
+        let mut w =
+            PcapngWriter::new(Vec::new(), "test", &[InterfaceDesc::ethernet("eth0", 0)]).unwrap();
+        for i in 0..n {
+            let f = frame(i);
+            w.write_epb(&Epb {
+                ts_ns: 1_700_000_000_000_000_000 + u64::from(i) * 1000,
+                data: &f,
+                orig_len: f.len() as u32,
+                queue: Some(i % 3),
+                ..Epb::default()
+            })
+            .unwrap();
+        }
+        w.into_inner()
+    }
+
+    /// Kuznetzov's modified pcap of `n` frames, microsecond timestamps.
+    fn kuznetzov(n: u32, big: bool) -> Vec<u8> {
+        let u32b = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let u16b = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let mut f = Vec::new();
+        f.extend_from_slice(&u32b(MAGIC_KUZNETZOV));
+        f.extend_from_slice(&u16b(2));
+        f.extend_from_slice(&u16b(4));
+        f.extend_from_slice(&[0; 8]);
+        f.extend_from_slice(&u32b(65535));
+        f.extend_from_slice(&u32b(1));
+        for i in 0..n {
+            let d = frame(i);
+            f.extend_from_slice(&u32b(1_700_000_000));
+            f.extend_from_slice(&u32b(i));
+            f.extend_from_slice(&u32b(d.len() as u32));
+            f.extend_from_slice(&u32b(d.len() as u32));
+            f.extend_from_slice(&u32b(7)); // ifindex
+            f.extend_from_slice(&u16b(0x0800)); // protocol
+            f.extend_from_slice(&[4, 0]); // pkt_type, pad
+            f.extend_from_slice(&d);
+        }
+        f
+    }
+
+    fn gzip(b: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn zstd(b: &[u8]) -> Vec<u8> {
+        let mut e = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+        e.include_checksum(true).unwrap();
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// 64 KiB blocks (`lz4 -B4`), so a cut stream still has whole blocks before the cut.
+    fn lz4(b: &[u8]) -> Vec<u8> {
+        let info = lz4_flex::frame::FrameInfo::new()
+            .content_checksum(true)
+            .block_size(lz4_flex::frame::BlockSize::Max64KB);
+        let mut e = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    }
+
+    type Packets = Vec<(u64, Vec<u8>, u32, Option<u32>)>;
+
+    /// Every packet of `file`, and the error that ended the read, if any.
+    fn read(file: &[u8]) -> (Compression, Packets, Option<ReadError>) {
+        let mut r = match CaptureReader::decompress(file) {
+            Ok(r) => r,
+            Err(e) => return (Compression::None, Vec::new(), Some(e)),
+        };
+        let c = r.compression();
+        let mut v = Vec::new();
+        loop {
+            match r.next_packet() {
+                Ok(Some(p)) => v.push((p.ts_ns, p.data.to_vec(), p.orig_len, p.queue)),
+                Ok(None) => return (c, v, None),
+                Err(e) => return (c, v, Some(e)),
+            }
+        }
+    }
+
+    #[test]
+    fn test_parse_compressed_forms() {
+        for plain in [pcap(300), pcapng(300)] {
+            let (_, want, err) = read(&plain);
+            assert!(err.is_none());
+            assert_eq!(want.len(), 300);
+            for (c, bytes) in [
+                (Compression::Gzip, gzip(&plain)),
+                (Compression::Zstd, zstd(&plain)),
+                (Compression::Lz4, lz4(&plain)),
+            ] {
+                let (got_c, got, err) = read(&bytes);
+                assert_eq!(got_c, c);
+                assert!(err.is_none(), "{c}: {err:?}");
+                assert!(got == want, "{c}: packets differ");
+            }
+        }
+    }
+
+    #[test]
+    fn test_parse_multi_member_gzip() {
+        // `cat a.pcapng.gz b.pcapng.gz`: one pcapng with two sections.
+        let (a, b) = (pcapng(10), pcapng(20));
+        let (_, want, _) = read(&[a.clone(), b.clone()].concat());
+        let (_, got, err) = read(&[gzip(&a), gzip(&b)].concat());
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(got.len(), 30);
+        assert!(got == want);
+    }
+
+    #[test]
+    fn test_parse_kuznetzov() {
+        for big in [false, true] {
+            let f = kuznetzov(5, big);
+            assert_eq!(sniff(&f), Some(Format::Pcap));
+            for bytes in [f.clone(), gzip(&f)] {
+                let (_, got, err) = read(&bytes);
+                assert!(err.is_none(), "{err:?}");
+                assert_eq!(got.len(), 5);
+                for (i, p) in got.iter().enumerate() {
+                    let d = frame(i as u32);
+                    assert_eq!(p.0, 1_700_000_000_000_000_000 + i as u64 * 1000);
+                    assert_eq!((&p.1, p.2), (&d, d.len() as u32));
+                }
+            }
+            // Cut inside the extra bytes of the third record header.
+            let cut = 24 + (24 + 60) + (24 + 61) + 20;
+            let (_, got, err) = read(&f[..cut]);
+            assert_eq!(got.len(), 2);
+            assert!(
+                matches!(err, Some(ReadError::Truncated { offset }) if offset == cut as u64 - 20)
+            );
+        }
+    }
+
+    #[test]
+    fn test_sniff() {
+        assert_eq!(sniff(&pcapng(0)), Some(Format::Pcapng));
+        assert_eq!(sniff(&pcap(0)), Some(Format::Pcap));
+        assert_eq!(sniff(&[0xa1, 0xb2, 0xc3, 0xd4]), Some(Format::Pcap));
+        assert_eq!(sniff(b"GIF8"), None);
+        assert_eq!(sniff(&[0x0a, 0x0d]), None);
+    }
+
+    #[test]
+    fn test_compressed_not_a_capture() {
+        let text = b"hello, this is not a capture file at all\n".repeat(10);
+        for bytes in [gzip(&text), zstd(&text), lz4(&text)] {
+            let (_, _, err) = read(&bytes);
+            assert_eq!(
+                err.unwrap().to_string(),
+                "malformed record at byte offset 0: not a pcap or pcapng file (bad magic)"
+            );
+        }
+    }
+
+    #[test]
+    fn test_truncated_compressed() {
+        // Enough for several zstd blocks (128 KiB each, decoded whole).
+        for plain in [pcap(20_000), pcapng(20_000)] {
+            let (_, want, _) = read(&plain);
+            for (c, bytes) in [
+                (Compression::Gzip, gzip(&plain)),
+                (Compression::Zstd, zstd(&plain)),
+                (Compression::Lz4, lz4(&plain)),
+            ] {
+                for cut in [bytes.len() / 2, bytes.len() - 3] {
+                    let (_, got, err) = read(&bytes[..cut]);
+                    let err = err.unwrap_or_else(|| panic!("{c} cut at {cut}: no error"));
+                    assert!(
+                        matches!(
+                            err,
+                            ReadError::Decompress { .. } | ReadError::Truncated { .. }
+                        ),
+                        "{c}: {err}"
+                    );
+                    assert!(
+                        !got.is_empty(),
+                        "{c}: no packet kept at {cut} of {}: {err}",
+                        bytes.len()
+                    );
+                    // Cut in the trailer, every packet is whole: the error still comes.
+                    assert!(got.len() <= want.len(), "{c}");
+                    assert!(got[..] == want[..got.len()], "{c}: kept packets differ");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn test_corrupted_compressed() {
+        let plain = pcapng(20_000);
+        let (_, want, _) = read(&plain);
+        for (c, bytes) in [
+            (Compression::Gzip, gzip(&plain)),
+            (Compression::Zstd, zstd(&plain)),
+            (Compression::Lz4, lz4(&plain)),
+        ] {
+            let mut bad = bytes.clone();
+            let mid = bad.len() / 2;
+            for b in &mut bad[mid..mid + 16] {
+                *b ^= 0xa5;
+            }
+            let (_, got, err) = read(&bad);
+            let err = err.unwrap_or_else(|| panic!("{c}: flipped bytes not noticed"));
+            assert!(err.offset().is_some(), "{c}: {err}");
+            assert!(got.len() < want.len(), "{c}");
+            // The packets well before the damage are the file's own.
+            let safe = got.len().min(want.len() / 4);
+            assert!(safe > 0, "{c}: {err}");
+            assert!(got[..safe] == want[..safe], "{c}");
+        }
     }
 }

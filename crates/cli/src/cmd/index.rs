@@ -22,6 +22,15 @@ pub(crate) fn run(a: IndexArgs) -> Result<i32> {
     for f in &a.files {
         let r =
             build_index(f, kek.as_ref()).with_context(|| format!("indexing {}", f.display()))?;
+        if let Some(why) = &r.not_indexed {
+            eprintln!("corecap: note: {why}");
+            if a.json {
+                let mut v = serde_json::to_value(&r)?;
+                v["file"] = serde_json::Value::String(f.display().to_string());
+                println!("{v}");
+            }
+            continue;
+        }
         let side = corecap_index::sidecar_path(f);
         if let Some(at) = r.cut_short {
             eprintln!(
