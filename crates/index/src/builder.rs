@@ -10,6 +10,8 @@
 
 use std::ops::Range;
 
+use corecap_wire::read::ts_to_ns;
+
 use crate::bloom;
 use crate::format::{
     CaptureFormat, FLAG_SEQUENTIAL, FLAG_STOPPED, HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE,
@@ -134,26 +136,6 @@ fn u32_at(b: &[u8], at: usize, be: bool) -> u32 {
     } else {
         u32::from_le_bytes(v)
     }
-}
-
-/// A pcapng timestamp in `if_tsresol` units to ns (as the capture reader does).
-fn ts_to_ns(ts: u64, tsresol: u8, tsoffset: i64) -> u64 {
-    let ns: u128 = match tsresol {
-        9 => u128::from(ts),
-        r if r & 0x80 == 0 => {
-            let exp = u32::from(r);
-            if exp <= 9 {
-                u128::from(ts) * 10u128.pow(9 - exp)
-            } else if exp - 9 <= 38 {
-                u128::from(ts) / 10u128.pow(exp - 9)
-            } else {
-                0
-            }
-        }
-        r => (u128::from(ts) * 1_000_000_000) >> u32::from(r & 0x7f),
-    };
-    let ns = ns as i128 + i128::from(tsoffset) * 1_000_000_000;
-    ns.clamp(0, i128::from(u64::MAX)) as u64
 }
 
 /// What one block step found.

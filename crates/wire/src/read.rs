@@ -222,9 +222,9 @@ impl Endian {
     }
 }
 
-/// Converts a timestamp in the interface's units to nanoseconds,
-/// saturating at 0 and `u64::MAX`.
-fn ts_to_ns(ts: u64, tsresol: u8, tsoffset: i64) -> u64 {
+/// Converts a pcapng timestamp in an interface's units (`if_tsresol`, `if_tsoffset`) to
+/// nanoseconds, saturating at 0 and `u64::MAX`.
+pub fn ts_to_ns(ts: u64, tsresol: u8, tsoffset: i64) -> u64 {
     let ns: u128 = match tsresol {
         9 => u128::from(ts),
         r if r & 0x80 == 0 => {

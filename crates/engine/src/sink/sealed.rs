@@ -413,45 +413,13 @@ pub fn unseal(
     kek: &KeyFile,
     out: &mut impl Write,
 ) -> Result<Unsealed, SealError> {
-    let mut head = [0u8; 42];
-    let n = read_full(input, &mut head).map_err(io_err("reading the header"))?;
-    if n < 42 || &head[..8] != MAGIC {
-        return Err(SealError::NotSealed(
-            "not a sealed capture file (no CORECAPS header)".into(),
-        ));
-    }
-    let version = u16::from_le_bytes([head[8], head[9]]);
-    if version != VERSION {
-        return Err(SealError::NotSealed(format!(
-            "sealed file version {version} is not supported (this corecap reads version {VERSION})"
-        )));
-    }
-    let cipher = Cipher::from_id(head[10])
-        .ok_or_else(|| SealError::NotSealed(format!("unknown cipher id {}", head[10])))?;
-    let mut file_id = [0u8; 16];
-    file_id.copy_from_slice(&head[12..28]);
-    let mut wrap_nonce = [0u8; 12];
-    wrap_nonce.copy_from_slice(&head[28..40]);
-    let wlen = u16::from_le_bytes([head[40], head[41]]) as usize;
-    if wlen != cipher.key_len() + TAG {
-        return Err(SealError::NotSealed(format!(
-            "bad wrapped key length {wlen}"
-        )));
-    }
-    let mut wrapped = Zeroizing::new(vec![0u8; wlen]);
-    if read_full(input, &mut wrapped).map_err(io_err("reading the header"))? < wlen {
-        return Err(SealError::NotSealed(
-            "sealed file header is cut short".into(),
-        ));
-    }
-    let klen = cipher.key_len();
-    let mut tag = [0u8; TAG];
-    tag.copy_from_slice(&wrapped[klen..]);
-    if !Aead::new(cipher, &kek.key[..]).open(&wrap_nonce, &head, &mut wrapped[..klen], &tag) {
-        return Err(SealError::WrongKey);
-    }
-    let aead = Aead::new(cipher, &wrapped[..klen]);
-    let mut offset = (42 + wlen) as u64;
+    let ChunkOpener {
+        aead,
+        file_id,
+        cipher,
+        header_len,
+    } = ChunkOpener::from_header(input, kek)?;
+    let mut offset = header_len;
     let mut done = Unsealed {
         cipher: Some(cipher),
         ..Default::default()
