@@ -201,12 +201,12 @@ pub(crate) fn summary_table(s: &Summary) -> String {
         ));
         for m in &g.members {
             out.push_str(&format!(
-                "    member {} cpu {}: {} steered, {} delivered, {} pipe full, {} app drops, {} disk drops\n",
+                "    member {} cpu {}: {} steered, {} delivered, {} stage full, {} app drops, {} disk drops\n",
                 m.id,
                 m.cpu.map_or("-".into(), |c| c.to_string()),
                 m.steered,
                 m.outcome.delivered,
-                m.steer_full,
+                m.stage_full,
                 m.outcome.app_drops,
                 m.outcome.disk_drops
             ));

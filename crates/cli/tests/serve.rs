@@ -243,7 +243,7 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
         assert!(s["lag_us"].as_f64().is_some(), "thread lag reported: {s}");
         assert_eq!(
             s["drops"],
-            serde_json::json!({"kernel": 0, "pipe_full": 0, "app": 0, "disk": 0})
+            serde_json::json!({"kernel": 0, "stage_full": 0, "app": 0, "disk": 0})
         );
         assert!(u(s, "file_bytes") > 0);
     }
@@ -539,7 +539,7 @@ fn issue5_attach_detach_churn_leaves_the_others_exact() {
         assert_eq!(c["state"], "stopped", "{c}");
         assert_eq!(
             c["drops"],
-            serde_json::json!({"kernel": 0, "pipe_full": 0, "app": 0, "disk": 0}),
+            serde_json::json!({"kernel": 0, "stage_full": 0, "app": 0, "disk": 0}),
             "{c}"
         );
     }

@@ -22,7 +22,7 @@ fn issue3_copy_group_members_each_get_every_packet() {
     assert_eq!(u(&v, "packets"), sent, "{v}");
     for m in 0..2 {
         assert_eq!(u(member(&v, 0, m), "delivered"), sent, "member {m}: {v}");
-        assert_eq!(u(member(&v, 0, m), "steer_full"), 0);
+        assert_eq!(u(member(&v, 0, m), "stage_full"), 0);
     }
 }
 
@@ -258,7 +258,7 @@ fn issue3_members_join_and_leave_during_traffic_and_nothing_is_lost() {
     assert!(
         members
             .iter()
-            .all(|m| u(m, "steer_full") == 0 && u(m, "delivered") > 0),
+            .all(|m| u(m, "stage_full") == 0 && u(m, "delivered") > 0),
         "{v}"
     );
 }

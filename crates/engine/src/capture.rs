@@ -323,7 +323,7 @@ pub struct MemberSummary {
     /// Packets the workers handed to it.
     pub steered: u64,
     /// Packets lost because its pipe was full.
-    pub steer_full: u64,
+    pub stage_full: u64,
     /// Its app's result.
     #[serde(flatten)]
     pub outcome: MemberOutcome,
@@ -831,7 +831,7 @@ impl Capture {
             for sc in steer_counts.iter().flatten() {
                 add_into(&mut counts.filtered, &sc.filtered);
                 add_into(&mut counts.steered, &sc.steered);
-                add_into(&mut counts.steer_full, &sc.steer_full);
+                add_into(&mut counts.stage_full, &sc.stage_full);
             }
             for (gi, kind) in self.group_kinds.iter().enumerate() {
                 groups.push(GroupSummary {
@@ -863,7 +863,7 @@ impl Capture {
                         id: i,
                         cpu,
                         steered: counts.steered.get(m).copied().unwrap_or(0),
-                        steer_full: counts.steer_full.get(m).copied().unwrap_or(0),
+                        stage_full: counts.stage_full.get(m).copied().unwrap_or(0),
                         outcome,
                     });
                 }

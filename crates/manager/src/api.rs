@@ -105,7 +105,8 @@ pub struct Drops {
     /// The kernel's ring was full (spawn mode; in attach mode see the base capture).
     pub kernel: u64,
     /// The pipe from the workers to the capture's stage thread was full (attach mode).
-    pub pipe_full: u64,
+    #[serde(alias = "pipe_full")]
+    pub stage_full: u64,
     /// The output could not take them.
     pub app: u64,
     /// Lost at the disk: it was behind (no free buffer), or a write failed (disk full).

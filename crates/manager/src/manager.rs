@@ -131,7 +131,7 @@ impl Ending {
             EndWork::Detached(d, live) => {
                 let o = d.wait();
                 // Final once the stage thread has ended: every pipe end was dropped.
-                EndResult::Member(o, live.pipe_full.load(Ordering::Relaxed))
+                EndResult::Member(o, live.stage_full.load(Ordering::Relaxed))
             }
             EndWork::Spawn(cap) => EndResult::Summary(Box::new(cap.finish())),
             EndWork::Failed(m) => EndResult::Failed(m),
@@ -910,12 +910,12 @@ impl Inner {
         e.runner = Runner::Ended;
         let (mut state, mut reason) = (state, reason);
         match r {
-            EndResult::Member(o, pipe_full) => {
+            EndResult::Member(o, stage_full) => {
                 e.view.packets = o.delivered;
                 e.view.bytes = o.bytes;
                 e.view.drops.app = o.app_drops;
                 e.view.drops.disk = o.disk_drops;
-                e.view.drops.pipe_full = pipe_full;
+                e.view.drops.stage_full = stage_full;
                 if o.first_ts_ns != 0 {
                     e.view.lag_us = Some(lag_us(o.first_ts_ns, e.since_ns));
                 }
@@ -994,7 +994,7 @@ fn refresh(e: &mut Entry) {
             // Relaxed: statistics published by the stage thread.
             e.view.packets = live.packets.load(Ordering::Relaxed);
             e.view.bytes = live.bytes.load(Ordering::Relaxed);
-            e.view.drops.pipe_full = live.pipe_full.load(Ordering::Relaxed);
+            e.view.drops.stage_full = live.stage_full.load(Ordering::Relaxed);
             e.view.drops.app = live.app_drops.load(Ordering::Relaxed);
             e.view.drops.disk = live.disk_drops.load(Ordering::Relaxed);
             let first = live.first_ts_ns.load(Ordering::Relaxed);

@@ -124,7 +124,7 @@ pub fn render(i: &Input<'_>) -> String {
     for c in i.captures {
         for (at, n) in [
             ("kernel", c.drops.kernel),
-            ("pipe_full", c.drops.pipe_full),
+            ("stage_full", c.drops.stage_full),
             ("app", c.drops.app),
             ("disk", c.drops.disk),
         ] {

@@ -170,8 +170,8 @@ fn describe(v: &CaptureView) -> String {
         o += &format!("  output: {p} ({} bytes)\n", v.file_bytes);
     }
     o += &format!(
-        "  drops: kernel {}, pipe full {}, app {}\n",
-        v.drops.kernel, v.drops.pipe_full, v.drops.app
+        "  drops: kernel {}, stage full {}, app {}, disk {}\n",
+        v.drops.kernel, v.drops.stage_full, v.drops.app, v.drops.disk
     );
     if !v.cores.is_empty() {
         let c: Vec<String> = v.cores.iter().map(|c| c.to_string()).collect();

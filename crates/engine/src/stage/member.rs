@@ -47,7 +47,7 @@ fn is_zero(n: &u64) -> bool {
 
 /// Counters of a running member, for whoever started it (the on-demand manager). The
 /// member publishes them once per drain with Relaxed stores; only it writes them, except
-/// `pipe_full`, which the workers' pipe ends add to once per lossy batch.
+/// `stage_full`, which the workers' pipe ends add to once per lossy batch.
 #[derive(Debug, Default)]
 pub struct MemberLive {
     /// Packets delivered so far.
@@ -57,7 +57,7 @@ pub struct MemberLive {
     /// Timestamp of the first delivered packet (ns since the epoch), 0 before it.
     pub first_ts_ns: AtomicU64,
     /// Packets lost because the member's pipe was full.
-    pub pipe_full: Arc<AtomicU64>,
+    pub stage_full: Arc<AtomicU64>,
     /// Packets the app could not take.
     pub app_drops: AtomicU64,
     /// Packets lost at the disk.

@@ -8,7 +8,7 @@
 //! - `mpsc`: every worker pushes the batch into the member's one multi-producer queue,
 //!   PFQ's Algorithm 1 (`corecap_queue::mpsc`), with one `fetch_add` per batch.
 //!
-//! Either way a full transport is a counted drop (`steer_full`), never a wait on the
+//! Either way a full transport is a counted drop (`stage_full`), never a wait on the
 //! capture core.
 
 use corecap_queue::{mpsc, SlotHeader};

@@ -217,7 +217,7 @@ impl Capture {
             .unwrap_or(cur.groups.len());
         let m = self.free_member_id();
         let (txs, rxs) = member_pipes(ctx.transport, self.controls.len());
-        let lost = spec.limits.live.as_ref().map(|l| l.pipe_full.clone());
+        let lost = spec.limits.live.as_ref().map(|l| l.stage_full.clone());
         let mut txs: Vec<_> = txs
             .into_iter()
             .map(|mut t| {

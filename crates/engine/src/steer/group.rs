@@ -144,7 +144,7 @@ pub struct SteerCounts {
     /// Per member: packets handed to its pipe.
     pub steered: Vec<u64>,
     /// Per member: packets dropped because its pipe was full.
-    pub steer_full: Vec<u64>,
+    pub stage_full: Vec<u64>,
 }
 
 /// Copies a packet into member `m`'s batch.
@@ -162,7 +162,7 @@ fn push(
         Some(t) => t.cur.push(p, hash, snaplen),
         // Not reachable by the join protocol (a matrix names a member only after every
         // worker has its pipe); counted, never silent.
-        None => counts.steer_full[m] += 1,
+        None => counts.stage_full[m] += 1,
     }
 }
 
@@ -198,7 +198,7 @@ impl Steer {
             counts: SteerCounts {
                 filtered: vec![],
                 steered: vec![0; n],
-                steer_full: vec![0; n],
+                stage_full: vec![0; n],
             },
             need_hash: false,
         };
@@ -228,7 +228,7 @@ impl Steer {
         if self.tx.len() <= m {
             self.tx.resize_with(m + 1, || None);
             self.counts.steered.resize(m + 1, 0);
-            self.counts.steer_full.resize(m + 1, 0);
+            self.counts.stage_full.resize(m + 1, 0);
         }
     }
 
@@ -250,7 +250,7 @@ impl Steer {
                 }
                 Control::Leave { member, epoch: e } => {
                     if let Some(mut t) = self.tx.get_mut(member).and_then(|t| t.take()) {
-                        self.counts.steer_full[member] += t.send();
+                        self.counts.stage_full[member] += t.send();
                     }
                     epoch = Some(e);
                 }
@@ -308,7 +308,7 @@ impl Steer {
     pub fn flush(&mut self) {
         for (m, t) in self.tx.iter_mut().enumerate() {
             if let Some(t) = t {
-                self.counts.steer_full[m] += t.send();
+                self.counts.stage_full[m] += t.send();
             }
         }
     }
