@@ -3,11 +3,11 @@
 
 mod util;
 
-use util::{require_root, Scratch};
+use util::Scratch;
 
 #[test]
+#[ignore = "needs root"]
 fn issue2_bench_writes_report_tables_plots_and_json() {
-    require_root!();
     let dir = Scratch::new("bench");
     let out = dir.path("report");
     let ns = format!("cc-bench{}", std::process::id());

@@ -7,7 +7,7 @@ mod util;
 use std::process::Command;
 
 use serde_json::Value;
-use util::{require_root, u, Lab, Scratch};
+use util::{u, Lab, Scratch};
 
 fn worker_packets(v: &Value) -> Vec<u64> {
     v["workers"]
@@ -19,8 +19,8 @@ fn worker_packets(v: &Value) -> Vec<u64> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_every_balance_mode_captures_exactly_what_was_sent() {
-    require_root!();
     let lab = Lab::new(1);
     for mode in ["flow", "cpu", "round-robin", "rollover"] {
         let cap = lab.capture(&["--workers", "2", "--balance", mode]);
@@ -39,8 +39,8 @@ fn issue8_every_balance_mode_captures_exactly_what_was_sent() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_queue_mode_tags_each_worker_with_its_queue() {
-    require_root!();
     let lab = Lab::new(2);
     let dir = Scratch::new("qm");
     let out = dir.path("q.pcapng");
@@ -58,8 +58,8 @@ fn issue8_queue_mode_tags_each_worker_with_its_queue() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_flow_mode_keeps_both_directions_on_one_worker() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("flow");
     let out = dir.path("f.pcapng");
@@ -83,8 +83,8 @@ fn issue8_flow_mode_keeps_both_directions_on_one_worker() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_filter_captures_exactly_the_matching_half() {
-    require_root!();
     let lab = Lab::new(1);
     let cap = lab.capture(&["--workers", "2", "udp", "port", "5001"]);
     let sent = lab.gen(4000, &["--flows", "100", "--bidir"]);
@@ -93,8 +93,8 @@ fn issue8_filter_captures_exactly_the_matching_half() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_vlan_filter_on_tagged_traffic() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("vlan");
     let out = dir.path("v.pcapng");
@@ -121,8 +121,8 @@ fn issue8_vlan_filter_on_tagged_traffic() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_tshark_reads_pcapng_with_queue_and_tcpdump_reads_pcap() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("peer");
     let ng = dir.path("t.pcapng");
@@ -195,8 +195,8 @@ fn issue8_tshark_reads_pcapng_with_queue_and_tcpdump_reads_pcap() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_sigterm_mid_capture_leaves_a_valid_file() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("term");
     let out = dir.path("s.pcapng");
@@ -235,8 +235,8 @@ fn issue8_sigterm_mid_capture_leaves_a_valid_file() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_file_input_is_split_by_flow_and_counted() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("replay");
     let src = dir.path("src.pcapng");
@@ -291,8 +291,8 @@ fn expect_error(args: &[&str], needle: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_bad_inputs_get_one_clear_error() {
-    require_root!();
     let lab = Lab::new(2);
     let ns = lab.netns.as_str();
     expect_error(
@@ -360,8 +360,8 @@ fn issue8_bad_inputs_get_one_clear_error() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_truncated_file_names_the_offset_after_good_packets() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("trunc");
     let src = dir.path("t.pcap");
@@ -422,8 +422,8 @@ fn rx_packets(lab: &Lab) -> u64 {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_xdp_generator_sends_live_frames_that_are_all_accounted() {
-    require_root!();
     let lab = Lab::new(2);
     let cap = lab.capture(&["--workers", "2"]);
     let before = rx_packets(&lab);
@@ -449,8 +449,8 @@ fn issue8_xdp_generator_sends_live_frames_that_are_all_accounted() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_count_stops_at_exactly_count_and_counts_the_rest() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("count");
     let out = dir.path("c.pcapng");
@@ -472,8 +472,8 @@ fn issue8_count_stops_at_exactly_count_and_counts_the_rest() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_rotation_keeps_the_newest_files_each_valid() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("rot");
     let out = dir.path("r.pcapng");
@@ -519,8 +519,8 @@ fn issue8_rotation_keeps_the_newest_files_each_valid() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
-    require_root!();
     if !util::have("tshark") {
         eprintln!("skipped: tshark not installed");
         return;
@@ -587,8 +587,8 @@ fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_capture_threads_drop_capabilities_once_sockets_are_open() {
-    require_root!();
     let lab = Lab::new(1);
     let cap = lab.capture(&["--workers", "2"]);
     let tasks = std::fs::read_dir(format!("/proc/{}/task", cap.pid())).expect("tasks");
@@ -612,8 +612,8 @@ fn issue8_capture_threads_drop_capabilities_once_sockets_are_open() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue8_demo_runs_end_to_end_and_cleans_up() {
-    require_root!();
     let ns = format!("cc-demo{}", std::process::id());
     let out = util::corecap(&["demo", "--packets", "20000", "--netns", &ns]);
     let text = String::from_utf8_lossy(&out.stdout);

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use util::{corecap, require_root, u, Lab, Scratch};
+use util::{corecap, u, Lab, Scratch};
 
 fn keygen(s: &Scratch, name: &str) -> String {
     let k = s.path(name);
@@ -60,8 +60,8 @@ fn tshark_count(p: &Path) -> Option<usize> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue4_pipeline_seed_capture_decrypts_to_the_same_packets() {
-    require_root!();
     let lab = Lab::new(1);
     let s = Scratch::new("seal");
     let key = keygen(&s, "k.key");
@@ -114,8 +114,8 @@ fn issue4_pipeline_seed_capture_decrypts_to_the_same_packets() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue4_workers_aes_truncated_tampered_and_wrong_key() {
-    require_root!();
     let lab = Lab::new(1);
     let s = Scratch::new("seal");
     let key = keygen(&s, "k.key");

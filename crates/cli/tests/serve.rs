@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use util::{bin, read_all, require_root, u, Lab, Scratch};
+use util::{bin, read_all, u, Lab, Scratch};
 
 /// A `corecap serve` child in the lab's namespace, stopped by SIGTERM (by its PID).
 struct Daemon {
@@ -167,8 +167,8 @@ fn ipv4_proto_dst(p: &[u8]) -> (u8, [u8; 4]) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("serve");
     let key = dir.path("key");
@@ -334,8 +334,8 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue5_limits_bad_requests_and_access() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("serve-limits");
     let token = dir.path("token");
@@ -502,8 +502,8 @@ fn issue5_limits_bad_requests_and_access() {
 /// slots reused each time) take nothing from a capture that runs throughout: it holds
 /// every packet sent, and no capture loses a packet in its pipe.
 #[test]
+#[ignore = "needs root"]
 fn issue5_attach_detach_churn_leaves_the_others_exact() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("serve-churn");
     let d = Daemon::start(&lab, &dir, &["-i", "cap0", "--max-captures", "64"]);
@@ -548,8 +548,8 @@ fn issue5_attach_detach_churn_leaves_the_others_exact() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue16_a_full_spool_fails_the_capture_with_the_reason() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("serve-full");
     let spool = dir.path("spool");
@@ -573,8 +573,8 @@ fn issue16_a_full_spool_fails_the_capture_with_the_reason() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue16_serve_retain_keeps_the_newest_capture_files() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("serve-retain");
     let d = Daemon::start(&lab, &dir, &["-i", "cap0", "--retain", "3M"]);
@@ -597,8 +597,8 @@ fn issue16_serve_retain_keeps_the_newest_capture_files() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue14_a_flows_name_in_use_is_refused_not_truncated() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("serve-flows");
     let d = Daemon::start(&lab, &dir, &["--share-cores"]);
@@ -623,8 +623,8 @@ fn issue14_a_flows_name_in_use_is_refused_not_truncated() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue14_idle_spare_sockets_are_released() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("serve-spares");
     let d = Daemon::start(&lab, &dir, &["--share-cores", "--spare-idle", "1.5"]);

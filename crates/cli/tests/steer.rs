@@ -6,15 +6,15 @@ mod util;
 use std::collections::HashMap;
 
 use serde_json::Value;
-use util::{require_root, u, Lab, Scratch};
+use util::{u, Lab, Scratch};
 
 fn member(v: &Value, g: usize, m: usize) -> &Value {
     &v["groups"][g]["members"][m]
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue3_copy_group_members_each_get_every_packet() {
-    require_root!();
     let lab = Lab::new(1);
     let cap = lab.capture(&["--workers", "2", "--groups", "copy:2"]);
     let sent = lab.gen(3000, &["--flows", "32", "--bidir"]);
@@ -27,17 +27,18 @@ fn issue3_copy_group_members_each_get_every_packet() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue3_balance_group_splits_exactly_and_keeps_flows_whole() {
     balance_and_copy("spsc");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue3_pfq_mpsc_queue_carries_the_same_packets() {
     balance_and_copy("mpsc");
 }
 
 fn balance_and_copy(queue: &str) {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("bal");
     let out = dir.path("b.pcapng");
@@ -81,8 +82,8 @@ fn balance_and_copy(queue: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue3_group_filter_and_pipeline_match_workers_mode() {
-    require_root!();
     let lab = Lab::new(1);
     let cap = lab.capture(&[
         "--workers",
@@ -119,8 +120,8 @@ fn issue3_group_filter_and_pipeline_match_workers_mode() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue3_flow_records_match_what_was_sent() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("flows");
     let out = dir.path("f.jsonl");
@@ -166,8 +167,8 @@ fn issue3_flow_records_match_what_was_sent() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue3_members_join_and_leave_during_traffic_and_nothing_is_lost() {
-    require_root!();
     use std::io::{BufRead, Write};
     use std::process::{Command, Stdio};
     let lab = Lab::new(1);

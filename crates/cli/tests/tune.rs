@@ -6,7 +6,7 @@ mod util;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use util::{corecap, require_root, Lab, Scratch};
+use util::{corecap, Lab, Scratch};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -123,8 +123,8 @@ fn issue6_bad_input() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue6_show_on_veth_says_what_the_driver_lacks() {
-    require_root!();
     let lab = Lab::new(2);
     let out = run_ok(&["tune", "show", "-i", "cap0", "--netns", &lab.netns]);
     assert!(out.contains("virtual device"), "{out}");
@@ -182,8 +182,8 @@ fn issue6_show_on_veth_says_what_the_driver_lacks() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue6_capture_auto_places_one_worker_per_queue() {
-    require_root!();
     let lab = Lab::new(2);
     let dir = Scratch::new("auto");
     let out = dir.path("a.pcapng");

@@ -4,7 +4,7 @@ mod util;
 
 use std::process::Command;
 
-use util::{require_root, u, Lab, Scratch};
+use util::{u, Lab, Scratch};
 
 fn xdp_attached(lab: &Lab) -> bool {
     let out = Command::new("ip")
@@ -19,8 +19,8 @@ fn xdp_capture(lab: &Lab, iface: &str, args: &[&str]) -> util::Capture {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue7_af_xdp_counts_exactly_with_queue_ids_and_detaches() {
-    require_root!();
     let lab = Lab::new(2);
     let dir = Scratch::new("xdp");
     let out = dir.path("x.pcapng");
@@ -46,8 +46,8 @@ fn issue7_af_xdp_counts_exactly_with_queue_ids_and_detaches() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue7_af_xdp_filter_and_single_queue_adapter() {
-    require_root!();
     let lab = Lab::new(2);
     let cap = xdp_capture(&lab, "xdp:cap0@1", &["dst", "host", "10.1.0.1"]);
     // Thread 1 (CPU 1) sends the odd flows on TX queue 1, which veth hands to RX queue 1.
@@ -66,8 +66,8 @@ fn issue7_af_xdp_filter_and_single_queue_adapter() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue7_af_xdp_detaches_after_sigterm_and_refuses_a_foreign_program() {
-    require_root!();
     let lab = Lab::new(2);
     let first = xdp_capture(&lab, "xdp:cap0", &[]);
     // A second capture finds an XDP program it did not attach, and refuses to replace it.
@@ -87,8 +87,8 @@ fn issue7_af_xdp_detaches_after_sigterm_and_refuses_a_foreign_program() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn issue7_af_xdp_program_leaves_with_the_process_even_on_sigkill() {
-    require_root!();
     let lab = Lab::new(1);
     let cap = xdp_capture(&lab, "xdp:cap0", &[]);
     assert!(xdp_attached(&lab));
@@ -112,8 +112,8 @@ fn issue7_af_xdp_program_leaves_with_the_process_even_on_sigkill() {
 /// worker, both directions of every flow on one worker, and every frame tagged with its
 /// RX queue.
 #[test]
+#[ignore = "needs root"]
 fn issue7_xdp_spread_balances_one_queue_by_flow_in_the_kernel() {
-    require_root!();
     let lab = Lab::new(1);
     let dir = Scratch::new("xdp-spread");
     let out = dir.path("s.pcapng");
