@@ -147,6 +147,14 @@ impl fmt::Debug for KeyFile {
 }
 
 impl KeyFile {
+    /// A key-encryption key from its 32 bytes (tests and fuzzing; users load a file).
+    pub fn from_bytes(key: [u8; 32]) -> Self {
+        Self {
+            key: Zeroizing::new(key),
+            warning: None,
+        }
+    }
+
     /// Loads a key file: 64 hexadecimal digits (whitespace ignored).
     pub fn load(path: &Path) -> Result<Self, SealError> {
         let meta = std::fs::metadata(path).map_err(|e| {
