@@ -211,7 +211,11 @@ impl Run<'_> {
                 st.flush();
                 false
             }
-            _ => false,
+            App::File(f) => {
+                f.hand_over();
+                false
+            }
+            App::Count => false,
         };
         if merge_gone {
             self.ctl.stop.store(true, Ordering::Relaxed);

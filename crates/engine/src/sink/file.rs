@@ -17,7 +17,7 @@ use std::time::Duration;
 use corecap_wire::pcap::PcapWriter;
 use corecap_wire::pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
 
-use super::disk::{Disk, DiskConfig, DiskReport, Retention};
+use super::disk::{Disk, DiskConfig, DiskReport, Retention, Stream};
 use super::output::{Output, Refused};
 use crate::packet::Packet;
 
@@ -141,6 +141,8 @@ pub struct FileSink {
     last_ts: u64,
     /// Packets written per interface in the current file.
     delivered: Vec<u64>,
+    /// Written to a stream: standard output or a FIFO.
+    stream: bool,
 }
 
 /// The path of rotated file number `seq` for `base`.
@@ -193,8 +195,22 @@ impl FileSink {
         } else {
             cfg.path.clone()
         };
+        let stream = path == Path::new("-") || super::disk::is_fifo(&path);
+        if stream && (cfg.rotation.active() || cfg.seal.is_some()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a stream: it cannot be rotated or sealed",
+                    path.display()
+                ),
+            ));
+        }
+        // A stream's buffers are written whole (alignment 1), so a buffer handed over
+        // early carries nothing back.
         let (first, align) = if path == Path::new("-") {
-            (None, 4096)
+            (Err(Stream::stdout()), 1)
+        } else if stream {
+            (Err(Stream::fifo(&path)?), 1)
         } else {
             let f = super::disk::open_part(&path, cfg.direct)?;
             if let Some(who) = &cfg.owner {
@@ -202,7 +218,7 @@ impl FileSink {
                     .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
             }
             let a = f.align();
-            (Some((f, path)), a)
+            (Ok((f, path)), a)
         };
         let disk_cfg = DiskConfig {
             direct: cfg.direct,
@@ -223,7 +239,17 @@ impl FileSink {
             first_ts: None,
             last_ts: 0,
             delivered: vec![0; n],
+            stream,
         })
+    }
+
+    /// On a stream (standard output, a FIFO), hands the blocks formatted so far to the
+    /// writer now rather than when a buffer is full, so that a live reader sees packets as
+    /// they come. Never waits; a no-op on files.
+    pub fn hand_over(&mut self) {
+        if let (true, Some(w)) = (self.stream, self.writer.as_mut()) {
+            w.out().hand_over();
+        }
     }
 
     /// Writes one packet; a refusal says why it was not taken (count it as a drop).
