@@ -56,7 +56,12 @@ fn extcap_bad_arguments_exit_1() {
         &["extcap"],
         &["extcap", "--extcap-dlts"],
         &["extcap", "--extcap-interface", "eth0", "--extcap-dlts"],
-        &["extcap", "--extcap-interface", "corecap:no-such0", "--extcap-config"],
+        &[
+            "extcap",
+            "--extcap-interface",
+            "corecap:no-such0",
+            "--extcap-config",
+        ],
         &["extcap", "--extcap-interface", "corecap:lo", "--capture"],
         &[
             "extcap",
@@ -178,7 +183,10 @@ fn extcap_tshark_captures_n_packets() {
 /// Lets a reader still waiting in open(2) go (when the extcap never opened the FIFO): a
 /// read-write open of a FIFO never waits, and its close is the reader's end of file.
 fn release(fifo: &Path) {
-    let _ = std::fs::OpenOptions::new().read(true).write(true).open(fifo);
+    let _ = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(fifo);
 }
 
 /// Starts `corecap extcap --capture` on cap0 into a new FIFO, and a reader of it that keeps

@@ -49,7 +49,9 @@ pub(crate) fn interfaces_text(ifaces: &[(String, u32)]) -> String {
         env!("CARGO_PKG_REPOSITORY")
     );
     for (name, queues) in ifaces {
-        s += &format!("interface {{value={PREFIX}{name}}}{{display=corecap: {name} (all queues)}}\n");
+        s += &format!(
+            "interface {{value={PREFIX}{name}}}{{display=corecap: {name} (all queues)}}\n"
+        );
         for q in 0..*queues {
             s += &format!(
                 "interface {{value={PREFIX}{name}@{q}}}{{display=corecap: {name} RX queue {q}}}\n"
@@ -279,8 +281,9 @@ fn install(dir: Option<&Path>) -> Result<i32> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let link = dir.join(LINK_NAME);
     match std::fs::symlink_metadata(&link) {
-        Ok(_) if is_our_link(&link) => std::fs::remove_file(&link)
-            .with_context(|| format!("replacing {}", link.display()))?,
+        Ok(_) if is_our_link(&link) => {
+            std::fs::remove_file(&link).with_context(|| format!("replacing {}", link.display()))?
+        }
         Ok(_) => bail!(
             "{} exists and is not a link to corecap; not replacing it",
             link.display()
@@ -303,7 +306,10 @@ fn uninstall(dir: Option<&Path>) -> Result<i32> {
     let link = dir.join(LINK_NAME);
     match std::fs::symlink_metadata(&link) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            bail!("no corecap extcap in {} ({LINK_NAME} is not there)", dir.display())
+            bail!(
+                "no corecap extcap in {} ({LINK_NAME} is not there)",
+                dir.display()
+            )
         }
         Err(e) => return Err(e).with_context(|| format!("reading {}", link.display())),
         Ok(_) if !is_our_link(&link) => bail!(
@@ -339,7 +345,10 @@ mod tests {
 
     #[test]
     fn test_dlts_text() {
-        assert_eq!(dlts_text(), "dlt {number=1}{name=EN10MB}{display=Ethernet}\n");
+        assert_eq!(
+            dlts_text(),
+            "dlt {number=1}{name=EN10MB}{display=Ethernet}\n"
+        );
     }
 
     #[test]
@@ -367,7 +376,10 @@ mod tests {
             .iter()
             .map(|l| {
                 assert!(l.starts_with("value {arg=2}{value="), "{l}");
-                l["value {arg=2}{value=".len()..].split('}').next().unwrap_or("")
+                l["value {arg=2}{value=".len()..]
+                    .split('}')
+                    .next()
+                    .unwrap_or("")
             })
             .collect();
         let names: Vec<String> = crate::args::BalanceArg::value_variants()
@@ -376,7 +388,10 @@ mod tests {
             .collect();
         assert_eq!(values, names);
         assert_eq!(
-            lines.iter().filter(|l| l.ends_with("{default=true}")).count(),
+            lines
+                .iter()
+                .filter(|l| l.ends_with("{default=true}"))
+                .count(),
             1
         );
         // Every line is whole: braces balance and nothing trails them.

@@ -195,10 +195,9 @@ impl Stream {
     /// Opens an existing FIFO for writing; like any writer of a FIFO, this waits until it
     /// has a reader.
     pub(crate) fn fifo(path: &Path) -> io::Result<Self> {
-        let f = fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())))?;
+        let f = fs::OpenOptions::new().write(true).open(path).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
+        })?;
         Ok(Self {
             out: Box::new(f),
             name: path.display().to_string(),

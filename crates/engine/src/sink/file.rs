@@ -484,7 +484,11 @@ mod tests {
                     .expect("the blocks reach the reader"),
             );
         }
-        assert_eq!(&got[..4], &[0x0a, 0x0d, 0x0d, 0x0a], "a section header first");
+        assert_eq!(
+            &got[..4],
+            &[0x0a, 0x0d, 0x0d, 0x0a],
+            "a section header first"
+        );
         assert!(std::fs::metadata(&fifo).is_ok_and(|m| {
             use std::os::unix::fs::FileTypeExt;
             m.file_type().is_fifo()
