@@ -81,6 +81,24 @@ fn extcap_bad_arguments_exit_1() {
 }
 
 #[test]
+fn extcap_checks_a_capture_filter_as_wireshark_asks() {
+    let check = |f: &str| {
+        let o = corecap(&[
+            "extcap",
+            "--extcap-capture-filter",
+            f,
+            "--extcap-interface",
+            "corecap:lo",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{f}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(check("udp port 53"), "");
+    let e = check("udp port");
+    assert_eq!(e.lines().count(), 1, "one line of error: {e}");
+}
+
+#[test]
 fn extcap_install_links_and_uninstall_removes_only_its_link() {
     let s = Scratch::new("extcap-install");
     let link = install(&s.0);

@@ -71,6 +71,16 @@ pub(crate) fn config_text() -> &'static str {
     CONFIG
 }
 
+/// Why `expr` is not a capture filter for Ethernet frames, on one line; None when it is
+/// one (or is empty).
+pub(crate) fn filter_error(expr: &str) -> Option<String> {
+    if expr.trim().is_empty() {
+        return None;
+    }
+    let e = corecap_linux::filter::compile_offline(1, 262144, expr).err()?;
+    Some(e.to_string().replace(['\n', '\r'], " "))
+}
+
 /// The interfaces of this network namespace that corecap captures, with their RX queues.
 fn interfaces() -> Result<Vec<(String, u32)>> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
@@ -134,6 +144,15 @@ pub(crate) fn run(a: ExtcapArgs) -> Result<i32> {
     }
     if a.capture {
         return capture(&a);
+    }
+    if let Some(f) = &a.extcap_capture_filter {
+        // Wireshark checks a capture filter so: valid when nothing is printed, else the
+        // first line printed is the error it shows.
+        interface(a.extcap_interface.as_deref())?;
+        if let Some(e) = filter_error(f) {
+            println!("{e}");
+        }
+        return Ok(0);
     }
     if a.extcap_version.is_some() {
         println!("corecap extcap {}", env!("CARGO_PKG_VERSION"));
@@ -399,6 +418,14 @@ mod tests {
             assert_eq!(l.matches('{').count(), l.matches('}').count(), "{l}");
             assert!(l.ends_with('}'), "{l}");
         }
+    }
+
+    #[test]
+    fn test_filter_error() {
+        assert_eq!(filter_error("udp port 53"), None);
+        assert_eq!(filter_error("  "), None);
+        let e = filter_error("udp port").expect("not a filter");
+        assert!(!e.is_empty() && !e.contains('\n'), "{e}");
     }
 
     #[test]
