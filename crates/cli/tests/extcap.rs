@@ -175,6 +175,8 @@ fn extcap_tshark_captures_n_packets() {
         &[
             "-i",
             "corecap:cap0",
+            "-f",
+            "udp and dst port 5001",
             "-c",
             &N.to_string(),
             "-w",
@@ -190,12 +192,21 @@ fn extcap_tshark_captures_n_packets() {
     let end = Instant::now() + Duration::from_secs(60);
     let mut sent = 0;
     while Instant::now() < end && matches!(child.try_wait(), Ok(None)) {
-        sent += lab.gen(50, &["--rate", "500"]);
+        sent += lab.gen(50, &["--rate", "500", "--flows", "2"]);
     }
     let st = wait_bounded(&mut child, 30).expect("tshark ends after -c");
     assert!(st.success(), "tshark: {st}");
     assert!(sent >= N as u64);
-    assert_eq!(util::read_all(&out).len(), N);
+    let got = util::read_all(&out);
+    assert_eq!(got.len(), N);
+    // tshark's -f reached corecap's filter: only port 5001 (even flows) came through.
+    for (frame, _) in &got {
+        assert_eq!(
+            &frame[36..38],
+            &5001u16.to_be_bytes(),
+            "UDP destination port"
+        );
+    }
 }
 
 /// Lets a reader still waiting in open(2) go (when the extcap never opened the FIFO): a
