@@ -57,6 +57,9 @@ pub(crate) enum Cmd {
     Serve(Box<ServeArgs>),
     /// Talk to `corecap serve`: start, list, show and stop captures.
     Request(RequestArgs),
+    /// Wireshark's extcap protocol: corecap's interfaces in Wireshark and tshark
+    /// (`corecap extcap install` puts the link in Wireshark's extcap folder).
+    Extcap(Box<ExtcapArgs>),
     /// Read NUMA nodes, cores, IRQs and queues; plan, apply and undo a placement.
     Tune {
         #[command(subcommand)]
@@ -668,4 +671,68 @@ pub(crate) struct QueryArgs {
     /// Key file of sealed files.
     #[arg(long, value_name = "FILE")]
     pub(crate) key_file: Option<PathBuf>,
+}
+
+/// `corecap extcap`: what Wireshark passes to an extcap program.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct ExtcapArgs {
+    #[command(subcommand)]
+    pub(crate) cmd: Option<ExtcapCmd>,
+    /// List the interfaces (corecap:IF, and corecap:IF@Q per RX queue).
+    #[arg(long)]
+    pub(crate) extcap_interfaces: bool,
+    /// Wireshark's version (with --extcap-interfaces); alone, print corecap's.
+    #[arg(long, value_name = "VERSION", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub(crate) extcap_version: Option<String>,
+    /// The interface, corecap:IF[@QUEUE].
+    #[arg(long, value_name = "corecap:IF[@QUEUE]")]
+    pub(crate) extcap_interface: Option<String>,
+    /// Print the interface's link type.
+    #[arg(long)]
+    pub(crate) extcap_dlts: bool,
+    /// Print the interface's options.
+    #[arg(long)]
+    pub(crate) extcap_config: bool,
+    /// Capture into --fifo until stopped.
+    #[arg(long)]
+    pub(crate) capture: bool,
+    /// The FIFO to write pcapng into.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) fifo: Option<PathBuf>,
+    /// Capture filter in tcpdump syntax.
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) extcap_capture_filter: Option<String>,
+    /// Capture workers (0: one per RX queue).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub(crate) workers: Option<u32>,
+    /// Bytes to keep of each packet.
+    #[arg(long)]
+    pub(crate) snaplen: Option<u32>,
+    /// How packets are spread over the workers.
+    #[arg(long, value_enum)]
+    pub(crate) balance: Option<BalanceArg>,
+    /// Control pipes, passed by Wireshark when an extcap has controls; corecap has none.
+    #[arg(long, value_name = "PATH", hide = true)]
+    pub(crate) extcap_control_in: Option<PathBuf>,
+    /// See --extcap-control-in.
+    #[arg(long, value_name = "PATH", hide = true)]
+    pub(crate) extcap_control_out: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ExtcapCmd {
+    /// Link corecap into Wireshark's extcap folder (the user's, or the system's as root)
+    /// and print the link's path.
+    Install {
+        /// Folder to put the link in.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Remove the link that `install` made.
+    Uninstall {
+        /// Folder the link is in.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }

@@ -8,9 +8,33 @@ mod report;
 
 use clap::Parser;
 
+/// The arguments, with `extcap` put in front when corecap runs under the name of its
+/// extcap link (Wireshark runs the programs of its extcap folder by their own names).
+fn argv() -> (Vec<std::ffi::OsString>, bool) {
+    let mut v: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let linked = v.first().is_some_and(|a0| {
+        std::path::Path::new(a0).file_name() == Some(cmd::extcap::LINK_NAME.as_ref())
+    });
+    if linked {
+        v.insert(1, "extcap".into());
+    }
+    let extcap = v.get(1).is_some_and(|a| a == "extcap");
+    (v, extcap)
+}
+
 fn main() {
-    let cli = args::Cli::parse();
+    let (argv, extcap) = argv();
+    let cli = match args::Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        // Wireshark shows an extcap's stderr; a usage error there exits 1.
+        Err(e) if extcap && e.use_stderr() => {
+            let _ = e.print();
+            std::process::exit(1);
+        }
+        Err(e) => e.exit(),
+    };
     let r = match cli.cmd {
+        args::Cmd::Extcap(a) => cmd::extcap::run(*a),
         args::Cmd::Capture(a) => cmd::capture::run(*a),
         args::Cmd::Gen(a) => cmd::gen::run(a),
         args::Cmd::Lab { cmd } => cmd::lab::run(cmd),
@@ -40,7 +64,7 @@ fn main() {
                 std::process::exit(0);
             }
             eprintln!("corecap: error: {e:#}");
-            std::process::exit(2);
+            std::process::exit(if extcap { 1 } else { 2 });
         }
     }
 }

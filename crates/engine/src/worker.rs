@@ -205,15 +205,20 @@ impl Run<'_> {
 
     fn end_batch(&mut self, watermark: u64) {
         // The merge thread is gone only after a failure: stop capturing.
-        let merge_gone = match &mut self.app {
+        let failed = match &mut self.app {
             App::Merge(m) => !m.send(watermark),
             App::Steer(st) => {
                 st.flush();
                 false
             }
-            _ => false,
+            // A failed write (or a stream's reader gone) ends the capture, idle or not.
+            App::File(f) => {
+                f.hand_over();
+                f.failed()
+            }
+            App::Count => false,
         };
-        if merge_gone {
+        if failed {
             self.ctl.stop.store(true, Ordering::Relaxed);
         }
         self.counters.publish(&self.s);

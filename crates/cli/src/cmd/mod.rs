@@ -2,6 +2,7 @@
 pub(crate) mod bench;
 pub(crate) mod capture;
 pub(crate) mod demo;
+pub(crate) mod extcap;
 pub(crate) mod gen;
 pub(crate) mod index;
 pub(crate) mod lab;

@@ -14,6 +14,10 @@
 //! its header), names it, and reports the error and the packets that the cut removed.
 //! Packets handed over after that are counted lost too. Rotation's `files:N`, and the
 //! byte budget of [`Retention`], delete the oldest files once a newer one is whole.
+//!
+//! A stream ([`Stream`]: standard output, or a FIFO such as Wireshark's extcap pipe) is
+//! written in order with plain writes; it is never created, cut or renamed. A reader that
+//! closes it (EPIPE) ends the capture as a note, not an error.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
@@ -163,7 +167,48 @@ enum Target {
         part: PathBuf,
         path: PathBuf,
     },
-    Stdout,
+    Stream(Stream),
+}
+
+/// A stream that a capture is written to in order: standard output, or a FIFO.
+pub(crate) struct Stream {
+    out: Box<dyn Write + Send>,
+    /// What errors call it: "standard output", or the FIFO's path.
+    name: String,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream").field("name", &self.name).finish()
+    }
+}
+
+impl Stream {
+    /// Standard output.
+    pub(crate) fn stdout() -> Self {
+        Self {
+            out: Box::new(io::stdout()),
+            name: "standard output".into(),
+        }
+    }
+
+    /// Opens an existing FIFO for writing; like any writer of a FIFO, this waits until it
+    /// has a reader.
+    pub(crate) fn fifo(path: &Path) -> io::Result<Self> {
+        let f = fs::OpenOptions::new().write(true).open(path).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
+        })?;
+        Ok(Self {
+            out: Box::new(f),
+            name: path.display().to_string(),
+        })
+    }
+}
+
+/// Whether `path` names an existing FIFO (written as a [`Stream`], not as a file).
+pub fn is_fifo(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
 }
 
 /// Opens a new capture file under its hidden name. One left by a writer that crashed is
@@ -399,14 +444,14 @@ impl DiskWriter {
             r.open_bytes.fetch_add(grow, Ordering::Relaxed);
         }
         cur.end = off + len as u64;
-        let file = match &cur.target {
-            Target::File { file, .. } => file,
-            Target::Stdout => {
-                let r = io::stdout()
-                    .lock()
+        let file = match &mut cur.target {
+            Target::File { file, .. } => &*file,
+            Target::Stream(st) => {
+                let result = st
+                    .out
                     .write_all(&buf.bytes()[..len])
-                    .and_then(|_| io::stdout().lock().flush());
-                let result = r.map(|_| len);
+                    .and_then(|_| st.out.flush())
+                    .map(|_| len);
                 self.scratch.push(Done {
                     tag,
                     buf,
@@ -517,7 +562,17 @@ impl DiskWriter {
         self.failed.store(true, Ordering::Relaxed);
         let name = match &cur.target {
             Target::File { path, .. } => path.display().to_string(),
-            Target::Stdout => "standard output".into(),
+            Target::Stream(st) => {
+                if e.kind() == io::ErrorKind::BrokenPipe {
+                    // The reader chose to stop (`| head`, Wireshark's stop): an end, not a
+                    // failure.
+                    self.report
+                        .notes
+                        .push(format!("the reader of {} closed it", st.name));
+                    return;
+                }
+                st.name.clone()
+            }
         };
         self.report
             .error
@@ -622,11 +677,11 @@ pub(crate) struct Disk {
 }
 
 impl Disk {
-    /// Starts the disk writer of a file sink whose first file is `first` (None: standard
-    /// output). Returns it, the front end's first buffer and the free list.
+    /// Starts the disk writer of a file sink whose first file is `first` (a file under its
+    /// hidden name, or a stream). Returns it, the front end's first buffer and the free list.
     pub(crate) fn start(
         cfg: DiskConfig,
-        first: Option<(DirectFile, PathBuf)>,
+        first: Result<(DirectFile, PathBuf), Stream>,
         align: usize,
         uring: bool,
     ) -> io::Result<(Self, AlignedBuf, Receiver<AlignedBuf>)> {
@@ -652,12 +707,12 @@ impl Disk {
             scratch: Vec::new(),
         };
         let target = match first {
-            Some((file, path)) => Target::File {
+            Ok((file, path)) => Target::File {
                 file,
                 part: part_path(&path),
                 path,
             },
-            None => Target::Stdout,
+            Err(stream) => Target::Stream(stream),
         };
         w.start_file(target)?;
         let handle = std::thread::Builder::new()

@@ -17,7 +17,7 @@ use std::time::Duration;
 use corecap_wire::pcap::PcapWriter;
 use corecap_wire::pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
 
-use super::disk::{Disk, DiskConfig, DiskReport, Retention};
+use super::disk::{Disk, DiskConfig, DiskReport, Retention, Stream};
 use super::output::{Output, Refused};
 use crate::packet::Packet;
 
@@ -141,6 +141,8 @@ pub struct FileSink {
     last_ts: u64,
     /// Packets written per interface in the current file.
     delivered: Vec<u64>,
+    /// Written to a stream: standard output or a FIFO.
+    stream: bool,
 }
 
 /// The path of rotated file number `seq` for `base`.
@@ -188,13 +190,27 @@ pub fn suffixed_path(base: &Path, suffix: &str) -> PathBuf {
 impl FileSink {
     /// Creates the first file (under its hidden name) and starts the disk writer.
     pub fn create(cfg: FileConfig) -> io::Result<Self> {
+        let stream = cfg.path == Path::new("-") || super::disk::is_fifo(&cfg.path);
         let path = if cfg.rotation.active() {
             rotated_path(&cfg.path, 1)
         } else {
             cfg.path.clone()
         };
+        if stream && (cfg.rotation.active() || cfg.seal.is_some()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a stream: it cannot be rotated or sealed",
+                    path.display()
+                ),
+            ));
+        }
+        // A stream's buffers are written whole (alignment 1), so a buffer handed over
+        // early carries nothing back.
         let (first, align) = if path == Path::new("-") {
-            (None, 4096)
+            (Err(Stream::stdout()), 1)
+        } else if stream {
+            (Err(Stream::fifo(&path)?), 1)
         } else {
             let f = super::disk::open_part(&path, cfg.direct)?;
             if let Some(who) = &cfg.owner {
@@ -202,7 +218,7 @@ impl FileSink {
                     .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
             }
             let a = f.align();
-            (Some((f, path)), a)
+            (Ok((f, path)), a)
         };
         let disk_cfg = DiskConfig {
             direct: cfg.direct,
@@ -223,7 +239,17 @@ impl FileSink {
             first_ts: None,
             last_ts: 0,
             delivered: vec![0; n],
+            stream,
         })
+    }
+
+    /// On a stream (standard output, a FIFO), hands the blocks formatted so far to the
+    /// writer now rather than when a buffer is full, so that a live reader sees packets as
+    /// they come. Never waits; a no-op on files.
+    pub fn hand_over(&mut self) {
+        if let (true, Some(w)) = (self.stream, self.writer.as_mut()) {
+            w.out().hand_over();
+        }
     }
 
     /// Writes one packet; a refusal says why it was not taken (count it as a drop).
@@ -377,5 +403,142 @@ mod tests {
             PathBuf::from("/d/out.w0_00003.pcap")
         );
         assert_eq!(suffixed_path(Path::new("-"), "w0"), PathBuf::from("-"));
+    }
+
+    /// pcapng blocks of type 6 (EPB) in `b`, a stream cut anywhere.
+    fn epbs(b: &[u8]) -> usize {
+        let (mut at, mut n) = (0, 0);
+        while at + 8 <= b.len() {
+            let ty = u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+            let len = u32::from_le_bytes(b[at + 4..at + 8].try_into().expect("4 bytes")) as usize;
+            if len < 12 || at + len > b.len() {
+                break;
+            }
+            n += usize::from(ty == 6);
+            at += len;
+        }
+        n
+    }
+
+    #[test]
+    fn test_fifo_stream() {
+        use std::io::Read;
+        use std::sync::atomic::AtomicBool;
+        use std::time::Instant;
+
+        let dir = std::env::temp_dir().join(format!("corecap-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let fifo = dir.join("f");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        // The reader keeps what it reads, and closes the FIFO once told to.
+        let close = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let reader = std::thread::spawn({
+            let (fifo, close) = (fifo.clone(), close.clone());
+            move || {
+                let mut f = std::fs::File::open(&fifo).expect("open for reading");
+                let mut buf = vec![0u8; 1 << 16];
+                while !close.load(Ordering::Relaxed) {
+                    match f.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let _ = tx.send(buf[..n].to_vec());
+                        }
+                    }
+                }
+            }
+        });
+        let mut sink = FileSink::create(FileConfig {
+            path: fifo.clone(),
+            format: Format::Pcapng,
+            rotation: Rotation::default(),
+            interfaces: vec![InterfaceDesc::ethernet("eth0", 262144)],
+            snaplen: 262144,
+            seal: None,
+            direct: true,
+            retention: None,
+            index: true,
+            owner: None,
+        })
+        .expect("open the FIFO");
+        let frame = [0u8; 60];
+        let p = Packet {
+            ts_ns: 1,
+            data: &frame,
+            wire_len: 60,
+            iface: 0,
+            queue: Some(0),
+            vlan: None,
+        };
+        for _ in 0..3 {
+            sink.write(&p).expect("taken");
+        }
+        // Handed over now, long before a buffer is full: the reader sees all three.
+        sink.hand_over();
+        let mut got = Vec::new();
+        while epbs(&got) < 3 {
+            got.extend(
+                rx.recv_timeout(Duration::from_secs(5))
+                    .expect("the blocks reach the reader"),
+            );
+        }
+        assert_eq!(
+            &got[..4],
+            &[0x0a, 0x0d, 0x0d, 0x0a],
+            "a section header first"
+        );
+        assert!(std::fs::metadata(&fifo).is_ok_and(|m| {
+            use std::os::unix::fs::FileTypeExt;
+            m.file_type().is_fifo()
+        }));
+        // The reader goes away: the sink fails (the capture ends), with a note, no error.
+        close.store(true, Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !sink.failed() {
+            assert!(Instant::now() < deadline, "EPIPE noticed");
+            let _ = sink.write(&p);
+            sink.hand_over();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        reader.join().expect("reader");
+        let done = sink.finish(&[]);
+        assert_eq!(done.error, None);
+        assert!(
+            done.notes.iter().any(|n| n.contains("closed it")),
+            "{:?}",
+            done.notes
+        );
+        assert!(done.files.is_empty(), "a stream is no file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn test_fifo_refuses_rotation() {
+        let dir = std::env::temp_dir().join(format!("corecap-fifo-rot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let fifo = dir.join("f");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let e = FileSink::create(FileConfig {
+            path: fifo.clone(),
+            format: Format::Pcapng,
+            rotation: Rotation {
+                filesize: Some(1_000_000),
+                ..Rotation::default()
+            },
+            interfaces: vec![InterfaceDesc::ethernet("eth0", 262144)],
+            snaplen: 262144,
+            seal: None,
+            direct: true,
+            retention: None,
+            index: false,
+            owner: None,
+        })
+        .expect_err("a stream cannot rotate");
+        assert!(e.to_string().contains("cannot be rotated"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -103,6 +103,7 @@ pub fn run(
         }
         let all_done = done.iter().all(|d| *d);
         errors += drain(&mut queues, &wm, &done, all_done, &mut sink);
+        sink.hand_over();
         if sink.failed() {
             // A write failed: end the capture; the workers' last batches are counted.
             ctl.stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -190,6 +190,19 @@ impl Output {
         Ok(())
     }
 
+    /// Hands the buffer's whole blocks over now, if there are any and a free buffer is
+    /// there to follow it (never waits). For streams, whose alignment is 1.
+    pub(crate) fn hand_over(&mut self) {
+        if self.sealed || self.overflow || self.mark == self.start || self.len != self.mark {
+            return;
+        }
+        let Some(full) = self.buf.take() else { return };
+        match self.take_free() {
+            Some(fresh) => self.send_full(full, fresh),
+            None => self.buf = Some(full),
+        }
+    }
+
     /// This buffer's contents as a message; resets the counters for the next buffer.
     fn filled(&mut self, buf: AlignedBuf, last: bool) -> (Filled, usize) {
         let write_len = if last || self.sealed {
