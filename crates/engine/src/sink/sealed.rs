@@ -207,14 +207,6 @@ impl KeyFile {
             .and_then(|_| f.sync_all())
             .map_err(io_err(format!("writing key file {}", path.display())))
     }
-
-    #[cfg(test)]
-    fn from_bytes(key: [u8; 32]) -> Self {
-        Self {
-            key: Zeroizing::new(key),
-            warning: None,
-        }
-    }
 }
 
 fn random(buf: &mut [u8]) -> Result<(), SealError> {
