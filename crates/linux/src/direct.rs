@@ -7,7 +7,6 @@
 //! has posted the write's completion. So no Rust reference to a buffer exists while the
 //! kernel reads it, and dropping the ring first waits for every write still in flight.
 
-use std::alloc::{self, Layout};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -17,15 +16,23 @@ use std::ptr::NonNull;
 
 use io_uring::{opcode, types, IoUring};
 
-/// A zeroed heap buffer aligned for direct I/O.
+/// A zeroed buffer aligned for direct I/O, mapped straight from the kernel (anonymous
+/// `mmap`): its pages cost memory only once written, and all of it goes back to the
+/// kernel when it is dropped (a heap allocation this size would stay in the allocator's
+/// arenas, and be zeroed by hand when reused).
 pub struct AlignedBuf {
-    /// Start of the allocation; valid for `cap` bytes, all initialised (zeroed at birth).
+    /// Start of the mapping.
+    base: NonNull<u8>,
+    /// Bytes mapped.
+    map_len: usize,
+    /// Start of the buffer inside the mapping (`base` rounded up to `align`); valid and
+    /// initialised (zero pages) for `cap` bytes.
     ptr: NonNull<u8>,
     cap: usize,
     align: usize,
 }
 
-// SAFETY: the buffer owns its allocation exclusively, like a Box<[u8]>.
+// SAFETY: the buffer owns its mapping exclusively, like a Box<[u8]>.
 unsafe impl Send for AlignedBuf {}
 
 impl std::fmt::Debug for AlignedBuf {
@@ -40,17 +47,41 @@ impl std::fmt::Debug for AlignedBuf {
 
 impl AlignedBuf {
     /// A zeroed buffer of `cap` bytes (rounded up to `align`), aligned to `align` (a power
-    /// of two, at least 512).
+    /// of two, at least 512). Aborts like any allocation when the kernel has no memory.
     pub fn new(cap: usize, align: usize) -> Self {
         let align = align.max(512).next_power_of_two();
         let cap = cap.max(align).div_ceil(align) * align;
-        let layout = Layout::from_size_align(cap, align).expect("buffer layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(ptr) else {
-            alloc::handle_alloc_error(layout)
+        // Pages are 4096-aligned; a larger alignment maps that much more and rounds up.
+        let extra = if align > 4096 { align } else { 0 };
+        let map_len = cap + extra;
+        // SAFETY: an anonymous private mapping at an address the kernel picks; no file
+        // and no existing memory is involved.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
-        Self { ptr, cap, align }
+        if p == libc::MAP_FAILED {
+            let layout = std::alloc::Layout::from_size_align(cap, align).expect("buffer layout");
+            std::alloc::handle_alloc_error(layout);
+        }
+        let base = NonNull::new(p.cast::<u8>()).expect("mmap returned a mapping");
+        let off = (align - (base.as_ptr() as usize) % align) % align;
+        // SAFETY: `off < align <= extra` when align > 4096, else 0; the result stays
+        // inside the mapping of `map_len` bytes.
+        let ptr = unsafe { NonNull::new_unchecked(base.as_ptr().add(off)) };
+        Self {
+            base,
+            map_len,
+            ptr,
+            cap,
+            align,
+        }
     }
 
     /// Bytes in the buffer.
@@ -73,9 +104,9 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.cap, self.align).expect("buffer layout");
-        // SAFETY: allocated in `new` with this same layout, freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        // SAFETY: the mapping made in `new`, unmapped once; no reference to it outlives
+        // `self`.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.map_len) };
     }
 }
 
@@ -433,6 +464,9 @@ mod tests {
         b.bytes_mut()[8191] = 7;
         assert_eq!(b.bytes()[8191], 7);
         assert!(b.bytes()[..8191].iter().all(|&x| x == 0));
+        let big = AlignedBuf::new(100_000, 65536);
+        assert_eq!(big.bytes().as_ptr() as usize % 65536, 0);
+        assert_eq!(big.capacity(), 131072);
     }
 
     fn ring_writes(uring: bool) {

@@ -43,8 +43,10 @@ pub(crate) enum Msg {
 
 /// Writes in flight per file.
 const DEPTH: u32 = 8;
-/// `fallocate` step.
-const RESERVE_STEP: u64 = 64 << 20;
+/// `fallocate` steps: a file reserves as much again as it holds, from 4 MiB to 64 MiB
+/// ahead, so a small capture does not hold 64 MiB of disk while it runs.
+const RESERVE_MIN: u64 = 4 << 20;
+const RESERVE_MAX: u64 = 64 << 20;
 /// Buffers per file sink (the front end's, and the disk's backlog): 32 MiB, enough to
 /// ride out a disk writer that the scheduler keeps off a busy machine for tens of ms.
 pub const BUFFERS: usize = 32;
@@ -469,7 +471,8 @@ impl DiskWriter {
             buf.bytes_mut()[len..wlen].fill(0);
         }
         if cur.reserved != u64::MAX && off + wlen as u64 > cur.reserved {
-            let want = (off + wlen as u64).div_ceil(RESERVE_STEP) * RESERVE_STEP;
+            let end = off + wlen as u64;
+            let want = end + end.clamp(RESERVE_MIN, RESERVE_MAX);
             cur.reserved = match file.reserve(want) {
                 Ok(()) => want,
                 Err(_) => u64::MAX,
