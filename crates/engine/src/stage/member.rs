@@ -177,6 +177,17 @@ pub fn run(
         }
         // Back off while idle: spin briefly, then sleep, so an idle stage costs nothing.
         idle += 1;
+        if idle == 64 {
+            // Going idle: flow records waiting in an IPFIX message go out now.
+            if let Some(t) = flows.as_mut() {
+                let piped = lim
+                    .live
+                    .as_ref()
+                    .map_or(0, |l| l.pipe_full.load(Ordering::Relaxed));
+                t.set_dropped(o.app_drops + o.disk_drops + piped);
+                t.flush_export();
+            }
+        }
         if idle < 64 {
             std::hint::spin_loop();
         } else {
