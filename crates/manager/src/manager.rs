@@ -124,7 +124,7 @@ struct Ending {
 /// What ending it gave.
 #[derive(Debug)]
 enum EndResult {
-    Member(MemberOutcome, u64),
+    Member(Box<MemberOutcome>, u64),
     Summary(Box<corecap_engine::capture::Summary>),
     Failed(String),
 }
@@ -135,7 +135,7 @@ impl Ending {
             EndWork::Detached(d, live) => {
                 let o = d.wait();
                 // Final once the stage thread has ended: every pipe end was dropped.
-                EndResult::Member(o, live.pipe_full.load(Ordering::Relaxed))
+                EndResult::Member(Box::new(o), live.pipe_full.load(Ordering::Relaxed))
             }
             EndWork::Spawn(cap) => EndResult::Summary(Box::new(cap.finish())),
             EndWork::Failed(m) => EndResult::Failed(m),
