@@ -571,4 +571,74 @@ mod tests {
         assert_eq!(recs[1]["packets_fwd"], 2);
         std::fs::remove_dir_all(&dir).expect("clean");
     }
+
+    /// An ICMP echo and its reply, Ethernet + IPv4.
+    fn icmp(src: [u8; 4], dst: [u8; 4], kind: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&28u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 1;
+        f[26..30].copy_from_slice(&src);
+        f[30..34].copy_from_slice(&dst);
+        f[34] = kind;
+        f
+    }
+
+    #[test]
+    fn test_ipfix_icmp_records_per_direction_carry_the_protocol() {
+        use crate::sink::ipfix::{IpfixTarget, TEMPLATE_V4};
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .expect("timeout");
+        let mut t = IpfixTarget::parse(&format!("ipfix://{}", rx.local_addr().expect("a")))
+            .expect("target");
+        t.domain = 7;
+        let mut table = FlowTable::open(None, Some(&t), "g0m0", vec![42], FlowConfig::default())
+            .expect("table");
+        let (a, b) = ([10, 0, 0, 2], [10, 0, 0, 1]);
+        // Requests from a at 1.000 s and 1.002 s, replies from b at 1.001 s and 1.003 s.
+        for (i, f) in [icmp(a, b, 8), icmp(b, a, 0), icmp(a, b, 8), icmp(b, a, 0)]
+            .iter()
+            .enumerate()
+        {
+            table.packet(&Packet {
+                ts_ns: 1_000_000_000 + i as u64 * 1_000_000,
+                data: f,
+                wire_len: f.len() as u32,
+                iface: 0,
+                queue: None,
+                vlan: None,
+            });
+        }
+        let st = table.finish().expect("finish");
+        assert_eq!(st.ipfix.expect("stats").records, 2);
+        let mut recs = Vec::new();
+        while recs.len() < 2 {
+            let mut m = [0u8; 1500];
+            let n = rx.recv(&mut m).expect("message");
+            let mut at = 16;
+            while at < n {
+                let id = u16::from_be_bytes([m[at], m[at + 1]]);
+                let len = usize::from(u16::from_be_bytes([m[at + 2], m[at + 3]]));
+                if id == TEMPLATE_V4 {
+                    recs.extend(m[at + 4..at + len].chunks(54).map(<[u8]>::to_vec));
+                }
+                at += len;
+            }
+        }
+        let ms = |r: &[u8], o: usize| u64::from_be_bytes(r[o..o + 8].try_into().expect("8"));
+        for r in &recs {
+            assert_eq!(r[12], 1, "protocolIdentifier is ICMP");
+            assert_eq!(u32::from_be_bytes(r[17..21].try_into().expect("4")), 42);
+            assert_eq!(ms(r, 29), 2, "packets");
+            assert!(ms(r, 37) <= ms(r, 45), "start after end");
+            assert_eq!(r[53], 4, "exported at the end");
+        }
+        // Each direction has its own times: b's replies start 1 ms after a's requests.
+        let from = |ip: [u8; 4]| recs.iter().find(|r| r[0..4] == ip).expect("direction");
+        assert_eq!((ms(from(a), 37), ms(from(a), 45)), (1000, 1002));
+        assert_eq!((ms(from(b), 37), ms(from(b), 45)), (1001, 1003));
+    }
 }
