@@ -194,7 +194,13 @@ pub fn run(
             std::thread::sleep(Duration::from_micros(200));
         }
     }
-    if let Some(t) = flows {
+    if let Some(mut t) = flows {
+        // The final drop count goes into the exporter's last options record.
+        let piped = lim
+            .live
+            .as_ref()
+            .map_or(0, |l| l.pipe_full.load(Ordering::Relaxed));
+        t.set_dropped(o.app_drops + o.disk_drops + piped);
         match t.finish() {
             Ok(st) => o.flows = Some(st),
             Err(e) => o.error = Some(format!("writing flow records: {e}")),
