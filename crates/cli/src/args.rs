@@ -220,9 +220,15 @@ pub(crate) struct CaptureArgs {
     /// member to a group, `leave GROUP INDEX` removes one; traffic keeps flowing.
     #[arg(long, value_name = "FILE")]
     pub(crate) control: Option<std::path::PathBuf>,
-    /// Write flow records (JSON lines) per stage thread: FILE.g0m0 ... (implies --mode pipeline).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) flows: Option<std::path::PathBuf>,
+    /// Write flow records (JSON lines) per stage thread: FILE.g0m0 ...; or export them
+    /// over IPFIX to ipfix://HOST:PORT (UDP) or ipfix+tcp://HOST:PORT. Give it twice for
+    /// both (implies --mode pipeline).
+    #[arg(long, value_name = "FILE|URL")]
+    pub(crate) flows: Vec<String>,
+    /// With --flows ipfix://...: export biflows (RFC 5103 reverse counters) instead of one
+    /// record per direction.
+    #[arg(long)]
+    pub(crate) ipfix_biflow: bool,
     /// Filter of one group, as GROUP=EXPR (repeatable), e.g. 1='udp port 53'.
     #[arg(long, value_name = "G=EXPR")]
     pub(crate) group_filter: Vec<String>,
@@ -466,6 +472,13 @@ pub(crate) struct ServeArgs {
     /// Key file for requests that ask for "encrypt" (corecap keygen makes one).
     #[arg(long, value_name = "FILE")]
     pub(crate) key_file: Option<std::path::PathBuf>,
+    /// An IPFIX collector flows requests may name ("collector"), as ipfix://HOST:PORT or
+    /// ipfix+tcp://HOST:PORT (repeatable); requests naming another get 400.
+    #[arg(long, value_name = "URL")]
+    pub(crate) ipfix_collector: Vec<String>,
+    /// Export biflows (RFC 5103) to those collectors instead of one record per direction.
+    #[arg(long)]
+    pub(crate) ipfix_biflow: bool,
     /// When no core is free for a spawned capture, share the least used one instead of
     /// refusing with 429.
     #[arg(long)]
@@ -592,6 +605,10 @@ pub(crate) struct RequestStartArgs {
     /// Seal the file with the daemon's key: aes or seed.
     #[arg(long)]
     pub(crate) encrypt: Option<String>,
+    /// With --output flows: also export them over IPFIX to this collector, one the
+    /// daemon allows (serve --ipfix-collector).
+    #[arg(long, value_name = "URL")]
+    pub(crate) collector: Option<String>,
     /// Wait until the capture ends (count, duration, quota; Ctrl-C stops it) and print
     /// its final state instead of its id.
     #[arg(long)]

@@ -293,7 +293,8 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         .duration
         .map(|d| corecap_engine::limits::seconds(d, "--duration"))
         .transpose()?;
-    let pipeline = a.mode == "pipeline" || a.flows.is_some();
+    let flows = flow_output(&a.flows, a.ipfix_biflow)?;
+    let pipeline = a.mode == "pipeline" || flows.is_some();
     let mut groups = match (&a.groups, pipeline) {
         (Some(g), _) => GroupSpec::parse_list(g).map_err(anyhow::Error::msg)?,
         (None, true) => {
@@ -362,7 +363,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     Ok(CaptureConfig {
         groups: std::mem::take(&mut groups),
         stage_cpus,
-        flows: a.flows.clone(),
+        flows,
         transport: if a.queue == "mpsc" {
             Transport::Mpsc
         } else {
@@ -394,9 +395,56 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     })
 }
 
+/// `--flows`, given at most once as a file and once as an IPFIX collector.
+fn flow_output(
+    given: &[String],
+    biflow: bool,
+) -> Result<Option<corecap_engine::stage::flows::FlowOutput>> {
+    use corecap_engine::sink::ipfix::{new_domain, IpfixTarget};
+    let mut out = corecap_engine::stage::flows::FlowOutput::default();
+    for f in given {
+        if f.starts_with("ipfix") && f.contains("://") {
+            if out.ipfix.is_some() {
+                bail!("--flows names two IPFIX collectors; give one");
+            }
+            let t = IpfixTarget::parse(f).map_err(anyhow::Error::msg)?;
+            out.ipfix = Some(IpfixTarget {
+                biflow,
+                domain: new_domain(),
+                ..t
+            });
+        } else if f.contains("://") {
+            bail!("--flows '{f}': not a file nor ipfix://HOST:PORT or ipfix+tcp://HOST:PORT");
+        } else {
+            if out.file.is_some() {
+                bail!("--flows names two files; give one");
+            }
+            out.file = Some(f.into());
+        }
+    }
+    if biflow && out.ipfix.is_none() {
+        bail!("--ipfix-biflow needs --flows ipfix://HOST:PORT");
+    }
+    Ok((out.file.is_some() || out.ipfix.is_some()).then_some(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_flow_output() {
+        let o = flow_output(&["f.jsonl".into(), "ipfix+tcp://h:9".into()], true)
+            .expect("valid")
+            .expect("some");
+        assert_eq!(o.file.as_deref(), Some(std::path::Path::new("f.jsonl")));
+        let t = o.ipfix.expect("ipfix");
+        assert!(t.biflow && t.domain != 0);
+        assert!(flow_output(&[], false).expect("none").is_none());
+        assert!(flow_output(&["a".into(), "b".into()], false).is_err());
+        assert!(flow_output(&["udp://h:1".into()], false).is_err());
+        assert!(flow_output(&["a".into()], true).is_err());
+    }
 
     #[test]
     fn test_rotation() {

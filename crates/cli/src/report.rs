@@ -210,6 +210,24 @@ pub(crate) fn summary_table(s: &Summary) -> String {
                 m.outcome.app_drops,
                 m.outcome.disk_drops
             ));
+            if let Some(f) = &m.outcome.flows {
+                out.push_str(&format!(
+                    "      flows: {} records, {} evicted, {} not IP\n",
+                    f.records, f.evicted, f.non_ip
+                ));
+                if let (Some(d), Some(x)) = (f.observation_domain, &f.ipfix) {
+                    out.push_str(&format!(
+                        "      IPFIX observation domain {d}: {} messages, {} records, {} send errors ({} records lost){}\n",
+                        x.messages,
+                        x.records,
+                        x.send_errors,
+                        x.records_lost,
+                        f.ipfix_error
+                            .as_ref()
+                            .map_or(String::new(), |e| format!("; last error: {e}"))
+                    ));
+                }
+            }
         }
     }
     for f in &s.files {

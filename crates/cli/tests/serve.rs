@@ -651,3 +651,105 @@ fn issue14_idle_spare_sockets_are_released() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue17_serve_exports_flows_only_to_an_allowed_collector() {
+    assert!(
+        util::have("nfcapd"),
+        "nfcapd is missing (.ci/run installs nfdump)"
+    );
+    let lab = Lab::new(1);
+    let ns = lab.netns.as_str();
+    let up = Command::new("ip")
+        .args(["netns", "exec", ns, "ip", "link", "set", "lo", "up"])
+        .status()
+        .expect("ip");
+    assert!(up.success());
+    let dir = Scratch::new("serve-ipfix");
+    let nf_dir = dir.path("nfcapd");
+    std::fs::create_dir_all(&nf_dir).expect("dir");
+    /// Ends the child (ours) if the test fails before stopping it.
+    struct Reap(Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            if let Ok(None) = self.0.try_wait() {
+                let _ = self.0.kill();
+            }
+            let _ = self.0.wait();
+        }
+    }
+    // nfcapd on the namespace's loopback; `ip netns exec` execs it, so the PID is its own.
+    let nfcapd = Command::new("ip")
+        .args(["netns", "exec", ns, "nfcapd", "-w"])
+        .arg(&nf_dir)
+        .args(["-p", "9996", "-b", "127.0.0.1", "-t", "3600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nfcapd");
+    let mut nfcapd = Reap(nfcapd);
+    let d = Daemon::start(
+        &lab,
+        &dir,
+        &[
+            "--share-cores",
+            "--ipfix-collector",
+            "ipfix://127.0.0.1:9996",
+        ],
+    );
+    // A collector the operator did not allow: 400.
+    let o = d.request(&[
+        "start",
+        "-i",
+        "cap0",
+        "--output",
+        "flows",
+        "--collector",
+        "ipfix://127.0.0.1:9997",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("400") && err.contains("not allowed"), "{err}");
+    let id = d.start_capture(&[
+        "--output",
+        "flows",
+        "-w",
+        "f.jsonl",
+        "-c",
+        "200",
+        "--collector",
+        "ipfix://127.0.0.1:9996",
+    ]);
+    lab.gen(200, &["--flows", "4"]);
+    let v = d.wait_for(&id, |v| v["state"] != "running");
+    assert_eq!(v["state"], "done", "{v}");
+    let _ = d.stop();
+    let _ = Command::new("kill")
+        .args(["-TERM", &nfcapd.0.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Ok(None) = nfcapd.0.try_wait() {
+        if Instant::now() > deadline {
+            panic!("nfcapd did not end in 10 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = Command::new("nfdump")
+        .arg("-R")
+        .arg(&nf_dir)
+        .args(["-q", "-o", "fmt:%pr %pkt"])
+        .output()
+        .expect("nfdump");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<(String, u64)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?.to_owned(), f.next()?.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    assert!(rows.iter().all(|r| r.0 == "UDP"), "{out}");
+    assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), 200, "{out}");
+}

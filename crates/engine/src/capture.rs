@@ -190,8 +190,9 @@ pub struct CaptureConfig {
     pub groups: Vec<GroupSpec>,
     /// CPUs for the stage threads (group members), reused round robin.
     pub stage_cpus: Vec<u32>,
-    /// Flow records (JSON lines) written per stage thread, `FILE.gGmM`.
-    pub flows: Option<PathBuf>,
+    /// Flow records: JSON lines written per stage thread (`FILE.gGmM`) and/or IPFIX
+    /// export, one exporter per stage thread, all in one observation domain.
+    pub flows: Option<crate::stage::flows::FlowOutput>,
     /// How packets travel from the workers to the stage threads.
     pub transport: pipe::Transport,
     /// Steer even with no groups, so that consumers can attach while it runs
@@ -926,7 +927,7 @@ pub(crate) struct Stage {
 #[derive(Clone, Debug)]
 pub(crate) struct StageCtx {
     pub(crate) output: Option<OutputConfig>,
-    pub(crate) flows: Option<PathBuf>,
+    pub(crate) flows: Option<crate::stage::flows::FlowOutput>,
     pub(crate) ifaces: Vec<InterfaceDesc>,
     pub(crate) snaplen: u32,
     pub(crate) stage_cpus: Vec<u32>,
@@ -965,10 +966,15 @@ impl StageCtx {
             None => None,
         };
         let flows = match &self.flows {
-            Some(p) => Some(
-                crate::stage::flows::FlowTable::create(
-                    &suffixed_path(p, &format!("g{g}m{i}")),
+            Some(f) => Some(
+                crate::stage::flows::FlowTable::open(
+                    f.file
+                        .as_ref()
+                        .map(|p| suffixed_path(p, &format!("g{g}m{i}")))
+                        .as_deref(),
+                    f.ipfix.as_ref(),
                     &format!("g{g}m{i}"),
+                    self.ifindexes(),
                     crate::stage::flows::FlowConfig::default(),
                 )
                 .map_err(|e| CaptureError::Output(e.to_string()))?,
@@ -977,6 +983,18 @@ impl StageCtx {
         };
         let cpu = self.pin.then(|| self.stage_cpus[m % self.stage_cpus.len()]);
         Self::start(g, i, m, cpu, rx, sink, flows, MemberLimits::default())
+    }
+
+    /// The interface index of each input (`IF` or `IF@Q`), 0 for a file or an interface
+    /// that is gone: IPFIX ingressInterface.
+    pub(crate) fn ifindexes(&self) -> Vec<u32> {
+        self.ifaces
+            .iter()
+            .map(|d| {
+                let name = d.name.split('@').next().unwrap_or(&d.name);
+                corecap_linux::netdev::ifindex(name).unwrap_or(0)
+            })
+            .collect()
     }
 
     /// Starts the stage thread of member `m` (`gGmI`) with its apps.

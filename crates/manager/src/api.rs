@@ -71,6 +71,11 @@ pub struct StartRequest {
     /// Seal the file with the daemon's key: `aes` or `seed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encrypt: Option<String>,
+    /// With output flows: also export them over IPFIX to this collector
+    /// (`ipfix://HOST:PORT` or `ipfix+tcp://HOST:PORT`), one the daemon was started with
+    /// (`serve --ipfix-collector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collector: Option<String>,
 }
 
 /// Where a capture is in its life.

@@ -22,8 +22,10 @@ use corecap_engine::capture::{
     Balance, Capture, CaptureConfig, CaptureError, CaptureErrorKind, Input, OutputConfig,
 };
 use corecap_engine::sink::file::{suffixed_path, Format, Rotation};
+use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::sink::sealed::{Cipher, KeyFile, SealConfig};
 use corecap_engine::source::afpacket::Spare;
+use corecap_engine::stage::flows::FlowOutput;
 use corecap_engine::stage::member::{MemberLimits, MemberLive, MemberOutcome};
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::consumers::{compile_filter, AttachSpec, Attached, Detached};
@@ -59,6 +61,8 @@ pub struct Config {
     pub index: bool,
     /// Keep the newest whole capture files under a byte budget (`serve --retain`).
     pub retention: Option<Arc<corecap_engine::sink::disk::Retention>>,
+    /// IPFIX collectors a flows request may name (`serve --ipfix-collector`).
+    pub ipfix_collectors: Vec<IpfixTarget>,
 }
 
 /// An error for the client: an HTTP status and a message.
@@ -120,7 +124,7 @@ struct Ending {
 /// What ending it gave.
 #[derive(Debug)]
 enum EndResult {
-    Member(MemberOutcome, u64),
+    Member(Box<MemberOutcome>, u64),
     Summary(Box<corecap_engine::capture::Summary>),
     Failed(String),
 }
@@ -131,7 +135,7 @@ impl Ending {
             EndWork::Detached(d, live) => {
                 let o = d.wait();
                 // Final once the stage thread has ended: every pipe end was dropped.
-                EndResult::Member(o, live.stage_full.load(Ordering::Relaxed))
+                EndResult::Member(Box::new(o), live.stage_full.load(Ordering::Relaxed))
             }
             EndWork::Spawn(cap) => EndResult::Summary(Box::new(cap.finish())),
             EndWork::Failed(m) => EndResult::Failed(m),
@@ -226,6 +230,32 @@ impl Manager {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The collector a request named, if the operator allowed it (`serve
+    /// --ipfix-collector`), with a new observation domain for the capture.
+    fn allowed_collector(&self, c: &str) -> Result<IpfixTarget, ApiError> {
+        let want = IpfixTarget::parse(c).map_err(|e| err(400, e))?;
+        let Some(ok) = self
+            .cfg
+            .ipfix_collectors
+            .iter()
+            .find(|a| a.transport == want.transport && a.addr == want.addr)
+        else {
+            let allowed: Vec<String> = self.cfg.ipfix_collectors.iter().map(|a| a.url()).collect();
+            return Err(err(
+                400,
+                format!(
+                    "collector {} is not allowed; this daemon exports to: {} (serve --ipfix-collector)",
+                    want.url(),
+                    if allowed.is_empty() { "none".into() } else { allowed.join(", ") }
+                ),
+            ));
+        };
+        Ok(IpfixTarget {
+            domain: corecap_engine::sink::ipfix::new_domain(),
+            ..ok.clone()
+        })
+    }
+
     /// Counts a response by status (for the metrics).
     pub fn count_response(&self, status: u16) {
         *self.lock().responses.entry(status).or_default() += 1;
@@ -290,6 +320,13 @@ impl Manager {
                 ));
             }
         }
+        let ipfix = match &r.collector {
+            None => None,
+            Some(_) if r.output != OutputKind::Flows => {
+                return Err(err(400, "a collector is for output flows"));
+            }
+            Some(c) => Some(self.allowed_collector(c)?),
+        };
         let mut g = self.lock();
         // Checked under the lock that shutdown takes first: a request racing a SIGTERM
         // either starts before shutdown (which then ends it) or is refused here.
@@ -370,7 +407,13 @@ impl Manager {
             }),
             _ => None,
         });
-        let flows = path.clone().filter(|_| r.output == OutputKind::Flows);
+        let flows = path
+            .clone()
+            .filter(|_| r.output == OutputKind::Flows)
+            .map(|p| FlowOutput {
+                file: Some(p),
+                ipfix: ipfix.clone(),
+            });
         let mut notes = Vec::new();
         let (runner, cores, files) = match mode {
             Mode::Attach => {
@@ -484,7 +527,7 @@ impl Manager {
                 let cap = cap.map_err(start_error)?;
                 notes.extend(cap.notes.iter().cloned());
                 // A flow table of a spawned capture is its one stage member's.
-                let files = match (&flows, &path) {
+                let files = match (flows.as_ref().and_then(|f| f.file.as_ref()), &path) {
                     (Some(f), _) => vec![suffixed_path(f, "g0m0")],
                     (None, Some(p)) => vec![p.clone()],
                     _ => vec![],
@@ -1037,8 +1080,44 @@ mod tests {
             direct: true,
             index: true,
             retention: None,
+            ipfix_collectors: vec![IpfixTarget::parse("ipfix://127.0.0.1:4739").expect("url")],
         };
         (Manager::new(cfg, vec![]), dir)
+    }
+
+    #[test]
+    fn test_collector_must_be_allowed() {
+        let (m, dir) = manager();
+        for (req, want) in [
+            (
+                r#"{"interface":"lo","output":"flows","collector":"ipfix://10.9.9.9:4739"}"#,
+                "not allowed",
+            ),
+            (
+                r#"{"interface":"lo","output":"flows","collector":"ipfix+tcp://127.0.0.1:4739"}"#,
+                "not allowed",
+            ),
+            (
+                r#"{"interface":"lo","output":"flows","collector":"udp://127.0.0.1:4739"}"#,
+                "not an IPFIX collector",
+            ),
+            (
+                r#"{"interface":"lo","output":"pcapng","collector":"ipfix://127.0.0.1:4739"}"#,
+                "for output flows",
+            ),
+        ] {
+            let r: StartRequest = serde_json::from_str(req).expect("request");
+            let e = m
+                .start(r, Instant::now(), SystemTime::now())
+                .expect_err("refused");
+            assert_eq!(e.status, 400, "{req}: {e:?}");
+            assert!(e.message.contains(want), "{req}: {e:?}");
+        }
+        let ok = m
+            .allowed_collector("ipfix://127.0.0.1:4739")
+            .expect("allowed");
+        assert_ne!(ok.domain, 0);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

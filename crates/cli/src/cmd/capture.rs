@@ -139,6 +139,18 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         for n in &cap.notes {
             eprintln!("corecap: {n}");
         }
+        if let Some(t) = cfg.flows.as_ref().and_then(|f| f.ipfix.as_ref()) {
+            eprintln!(
+                "corecap: exporting flows to {} ({}), IPFIX observation domain {}",
+                t.url(),
+                if t.biflow {
+                    "biflows, RFC 5103"
+                } else {
+                    "one record per direction"
+                },
+                t.domain
+            );
+        }
         let inputs: Vec<String> = cfg
             .inputs
             .iter()

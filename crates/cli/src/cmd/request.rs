@@ -140,6 +140,7 @@ fn start_request(s: &RequestStartArgs) -> Result<StartRequest> {
         mode,
         cores: s.cores.as_deref().map(cpu_list).transpose()?,
         encrypt: s.encrypt.clone(),
+        collector: s.collector.clone(),
     })
 }
 

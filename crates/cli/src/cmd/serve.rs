@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, Capture, CaptureConfig, Input};
+use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::stage::pipe::Transport;
 use corecap_manager::manager::{Base, Config, Manager};
 use corecap_manager::server::{self, Listener};
@@ -159,6 +160,17 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             direct: !a.disk.no_direct,
             index: !a.disk.no_index,
             retention: crate::config::retention(&a.disk)?,
+            ipfix_collectors: a
+                .ipfix_collector
+                .iter()
+                .map(|c| {
+                    let t = IpfixTarget::parse(c).map_err(anyhow::Error::msg)?;
+                    Ok(IpfixTarget {
+                        biflow: a.ipfix_biflow,
+                        ..t
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
         },
         bases,
     ));

@@ -1,6 +1,7 @@
 //! Sinks: where packets end up.
 pub mod disk;
 pub mod file;
+pub mod ipfix;
 pub mod merge;
 pub mod output;
 pub mod sealed;

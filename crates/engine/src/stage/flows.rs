@@ -1,8 +1,10 @@
-//! Flow accounting (`--flows FILE`): a flow table per stage thread, keyed by the symmetric
-//! 5-tuple with the VLAN, counting packets and bytes in each direction, first and last
-//! timestamps and the TCP flags seen. A flow ends on an idle timeout, an active timeout,
-//! FIN from both sides, RST, eviction from a full table, or the end of the capture; each
-//! end writes one JSON line. Memory is bounded by the table size; evictions are counted.
+//! Flow accounting (`--flows FILE`, `--flows ipfix://HOST:PORT`): a flow table per stage
+//! thread, keyed by the symmetric 5-tuple with the VLAN, counting packets, bytes, first and
+//! last timestamps and TCP flags in each direction. A flow ends on an idle timeout, an
+//! active timeout, FIN from both sides, RST, eviction from a full table, or the end of the
+//! capture; each end writes one JSON line and/or exports IPFIX records
+//! ([`crate::sink::ipfix`]: one per direction, or one biflow). Memory is bounded by the
+//! table size; evictions are counted.
 //!
 //! The table keeps its flows in the order of their last packet (a linked hash map: each
 //! packet moves its flow to the back), so the flow a full table evicts is at the front,
@@ -12,12 +14,33 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use corecap_wire::flow::{flow_key, parse_l2, FlowKey};
 use hashlink::LinkedHashMap;
 
 use crate::packet::Packet;
+use crate::sink::ipfix::{EndCode, ExportStats, Exporter, FlowRecord, IpfixTarget};
+
+/// Where a capture's flow records go: a JSON lines file per stage thread, an IPFIX
+/// collector, or both.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlowOutput {
+    /// JSON lines, `FILE.gGmM` per stage thread (exactly FILE for an attached consumer).
+    pub file: Option<PathBuf>,
+    /// IPFIX collector.
+    pub ipfix: Option<IpfixTarget>,
+}
+
+impl FlowOutput {
+    /// JSON lines to `path` only.
+    pub fn file(path: PathBuf) -> Self {
+        Self {
+            file: Some(path),
+            ipfix: None,
+        }
+    }
+}
 
 /// Timeouts and size of a flow table.
 #[derive(Clone, Copy, Debug)]
@@ -46,8 +69,12 @@ struct Rec {
     bytes: [u64; 2],
     first_ns: u64,
     last_ns: u64,
-    flags: u8,
+    /// First and last packet of each direction (0 while it has none).
+    dir_first: [u64; 2],
+    dir_last: [u64; 2],
+    flags: [u8; 2],
     fin: [bool; 2],
+    iface: u32,
 }
 
 /// Why a flow record was written.
@@ -78,10 +105,20 @@ impl EndReason {
             EndReason::Exit => "exit",
         }
     }
+
+    fn code(self) -> EndCode {
+        match self {
+            EndReason::Idle => EndCode::Idle,
+            EndReason::Active => EndCode::Active,
+            EndReason::Fin | EndReason::Rst => EndCode::EndOfFlow,
+            EndReason::Evicted => EndCode::LackOfResources,
+            EndReason::Exit => EndCode::Forced,
+        }
+    }
 }
 
 /// Counters of a flow table.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct FlowStats {
     /// Records written.
     pub records: u64,
@@ -89,16 +126,28 @@ pub struct FlowStats {
     pub evicted: u64,
     /// Packets that are not IP (not accounted in any flow).
     pub non_ip: u64,
+    /// IPFIX observation domain id, when exporting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observation_domain: Option<u32>,
+    /// IPFIX exporter counters, when exporting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipfix: Option<ExportStats>,
+    /// The last IPFIX send error, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipfix_error: Option<String>,
 }
 
-/// A flow table writing JSON lines.
+/// A flow table writing JSON lines and/or exporting IPFIX.
 #[derive(Debug)]
 pub struct FlowTable {
     cfg: FlowConfig,
     /// Open flows, least recently seen first.
     map: LinkedHashMap<FlowKey, Rec>,
-    out: BufWriter<File>,
+    out: Option<BufWriter<File>>,
     member: String,
+    export: Option<Exporter>,
+    /// ifindex of each input of the capture (ingressInterface), 0 when unknown.
+    ifindex: Vec<u32>,
     /// Its counters.
     pub stats: FlowStats,
     next_sweep: u64,
@@ -129,6 +178,43 @@ impl FlowTable {
     /// A table writing to `path`, a new file (never through a link, never over a file,
     /// mode 0640); `member` names the writer in each record.
     pub fn create(path: &Path, member: &str, cfg: FlowConfig) -> std::io::Result<Self> {
+        Self::open(Some(path), None, member, Vec::new(), cfg)
+    }
+
+    /// A table writing JSON lines to `path` (as [`FlowTable::create`]) and/or exporting
+    /// to `ipfix`; `ifindex` maps the capture's inputs to interface indexes.
+    pub fn open(
+        path: Option<&Path>,
+        ipfix: Option<&IpfixTarget>,
+        member: &str,
+        ifindex: Vec<u32>,
+        cfg: FlowConfig,
+    ) -> std::io::Result<Self> {
+        let out = match path {
+            Some(p) => Some(BufWriter::new(Self::new_file(p)?)),
+            None => None,
+        };
+        let export = match ipfix {
+            Some(t) => Some(Exporter::connect(t)?),
+            None => None,
+        };
+        Ok(Self {
+            cfg,
+            map: LinkedHashMap::new(),
+            out,
+            // Escaped once, as a JSON string.
+            member: serde_json::to_string(member).unwrap_or_else(|_| "\"\"".into()),
+            stats: FlowStats {
+                observation_domain: ipfix.map(|t| t.domain),
+                ..Default::default()
+            },
+            next_sweep: 0,
+            export,
+            ifindex,
+        })
+    }
+
+    fn new_file(path: &Path) -> std::io::Result<File> {
         use std::os::unix::fs::OpenOptionsExt;
         /// `O_NOFOLLOW` on Linux.
         const O_NOFOLLOW: i32 = 0o400000;
@@ -138,18 +224,26 @@ impl FlowTable {
             .mode(0o640)
             .custom_flags(O_NOFOLLOW)
             .open(path);
-        let f = f.map_err(|e| {
+        f.map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
-        })?;
-        Ok(Self {
-            cfg,
-            map: LinkedHashMap::new(),
-            out: BufWriter::new(f),
-            // Escaped once, as a JSON string.
-            member: serde_json::to_string(member).unwrap_or_else(|_| "\"\"".into()),
-            stats: FlowStats::default(),
-            next_sweep: 0,
         })
+    }
+
+    /// Packets lost before the table (ring, pipe, stage), for the exporter's options
+    /// record.
+    pub fn set_dropped(&mut self, n: u64) {
+        if let Some(e) = &mut self.export {
+            e.drops.dropped = n;
+        }
+    }
+
+    /// Sends the IPFIX records waiting in the current message (the stage calls it when
+    /// it goes idle, so records do not wait for the next packet).
+    pub fn flush_export(&mut self) {
+        if let Some(e) = &mut self.export {
+            e.drops.ignored = self.stats.non_ip;
+            e.flush();
+        }
     }
 
     /// Accounts one packet.
@@ -164,6 +258,7 @@ impl FlowTable {
         if now >= self.next_sweep {
             self.sweep(now);
             self.next_sweep = now + 1_000_000_000;
+            self.flush_export();
         }
         let flags = tcp_flags(p.data);
         if self.map.contains_key(&c) {
@@ -176,6 +271,7 @@ impl FlowTable {
                 c,
                 Rec {
                     first_ns: now,
+                    iface: p.iface,
                     ..Default::default()
                 },
             );
@@ -186,7 +282,11 @@ impl FlowTable {
         r.packets[dir] += 1;
         r.bytes[dir] += u64::from(p.wire_len);
         r.last_ns = r.last_ns.max(now);
-        r.flags |= flags;
+        if r.dir_first[dir] == 0 {
+            r.dir_first[dir] = now;
+        }
+        r.dir_last[dir] = r.dir_last[dir].max(now);
+        r.flags[dir] |= flags;
         let mut end = None;
         if flags & 0x04 != 0 {
             end = Some(EndReason::Rst);
@@ -230,38 +330,106 @@ impl FlowTable {
     }
 
     /// Writes one record: formatted straight into the file's buffer (no JSON tree, no
-    /// allocation per record; the member name was escaped once, at creation).
+    /// allocation per record; the member name was escaped once, at creation), and/or
+    /// encoded into the exporter's message.
     fn emit(&mut self, k: &FlowKey, r: &Rec, why: EndReason) {
-        let _ = writeln!(
-            self.out,
-            "{{\"type\":\"flow\",\"member\":{},\"proto\":{},\"vlan\":{},\"src\":\"{}\",\"sport\":{},\
-             \"dst\":\"{}\",\"dport\":{},\"packets_fwd\":{},\"bytes_fwd\":{},\"packets_rev\":{},\
-             \"bytes_rev\":{},\"first_ns\":{},\"last_ns\":{},\"tcp_flags\":{},\"end\":\"{}\"}}",
-            self.member,
-            k.proto,
-            k.vlan,
-            k.src_ip(),
-            k.sport,
-            k.dst_ip(),
-            k.dport,
-            r.packets[0],
-            r.bytes[0],
-            r.packets[1],
-            r.bytes[1],
-            r.first_ns,
-            r.last_ns,
-            r.flags,
-            why.as_str()
-        );
+        if let Some(out) = &mut self.out {
+            let _ = writeln!(
+                out,
+                "{{\"type\":\"flow\",\"member\":{},\"proto\":{},\"vlan\":{},\"src\":\"{}\",\"sport\":{},\
+                 \"dst\":\"{}\",\"dport\":{},\"packets_fwd\":{},\"bytes_fwd\":{},\"packets_rev\":{},\
+                 \"bytes_rev\":{},\"first_ns\":{},\"last_ns\":{},\"first_fwd_ns\":{},\"last_fwd_ns\":{},\
+                 \"first_rev_ns\":{},\"last_rev_ns\":{},\"tcp_flags\":{},\"end\":\"{}\"}}",
+                self.member,
+                k.proto,
+                k.vlan,
+                k.src_ip(),
+                k.sport,
+                k.dst_ip(),
+                k.dport,
+                r.packets[0],
+                r.bytes[0],
+                r.packets[1],
+                r.bytes[1],
+                r.first_ns,
+                r.last_ns,
+                r.dir_first[0],
+                r.dir_last[0],
+                r.dir_first[1],
+                r.dir_last[1],
+                r.flags[0] | r.flags[1],
+                why.as_str()
+            );
+        }
+        if let Some(e) = &mut self.export {
+            let ingress = self.ifindex.get(r.iface as usize).copied().unwrap_or(0);
+            let base = FlowRecord {
+                v6: !k.is_v4(),
+                proto: k.proto,
+                vlan: k.vlan,
+                ingress,
+                end: Some(why.code()),
+                ..Default::default()
+            };
+            if e.target().biflow {
+                e.push(&FlowRecord {
+                    src: k.src,
+                    dst: k.dst,
+                    sport: k.sport,
+                    dport: k.dport,
+                    tcp_flags: r.flags[0],
+                    octets: r.bytes[0],
+                    packets: r.packets[0],
+                    start_ms: r.first_ns / 1_000_000,
+                    end_ms: r.last_ns / 1_000_000,
+                    rev_octets: r.bytes[1],
+                    rev_packets: r.packets[1],
+                    rev_tcp_flags: r.flags[1],
+                    ..base
+                });
+            } else {
+                // One record per direction that saw packets, each with its own times.
+                for d in 0..2 {
+                    if r.packets[d] == 0 {
+                        continue;
+                    }
+                    let (src, dst, sport, dport) = if d == 0 {
+                        (k.src, k.dst, k.sport, k.dport)
+                    } else {
+                        (k.dst, k.src, k.dport, k.sport)
+                    };
+                    e.push(&FlowRecord {
+                        src,
+                        dst,
+                        sport,
+                        dport,
+                        tcp_flags: r.flags[d],
+                        octets: r.bytes[d],
+                        packets: r.packets[d],
+                        start_ms: r.dir_first[d] / 1_000_000,
+                        end_ms: r.dir_last[d] / 1_000_000,
+                        ..base
+                    });
+                }
+            }
+        }
         self.stats.records += 1;
     }
 
-    /// Ends every open flow and flushes the file.
+    /// Ends every open flow, flushes the file and sends the last IPFIX messages.
     pub fn finish(mut self) -> std::io::Result<FlowStats> {
         while let Some((k, r)) = self.map.pop_front() {
             self.emit(&k, &r, EndReason::Exit);
         }
-        self.out.flush()?;
+        if let Some(e) = &mut self.export {
+            e.drops.ignored = self.stats.non_ip;
+            e.finish();
+            self.stats.ipfix = Some(e.stats);
+            self.stats.ipfix_error = e.last_error.clone();
+        }
+        if let Some(out) = &mut self.out {
+            out.flush()?;
+        }
         Ok(self.stats)
     }
 }
@@ -354,6 +522,8 @@ mod tests {
             );
             assert_eq!(r["bytes_fwd"].as_u64(), Some(600));
             assert_eq!(r["tcp_flags"].as_u64(), Some(0x18));
+            assert!(r["first_fwd_ns"].as_u64() <= r["last_fwd_ns"].as_u64());
+            assert!(r["first_rev_ns"].as_u64() > r["first_fwd_ns"].as_u64());
         }
         assert!(recs.iter().any(|r| r["end"] == "exit" && r["proto"] == 17));
     }
@@ -400,5 +570,75 @@ mod tests {
         assert_eq!(recs[1]["dst"], "10.1.0.0");
         assert_eq!(recs[1]["packets_fwd"], 2);
         std::fs::remove_dir_all(&dir).expect("clean");
+    }
+
+    /// An ICMP echo and its reply, Ethernet + IPv4.
+    fn icmp(src: [u8; 4], dst: [u8; 4], kind: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&28u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 1;
+        f[26..30].copy_from_slice(&src);
+        f[30..34].copy_from_slice(&dst);
+        f[34] = kind;
+        f
+    }
+
+    #[test]
+    fn test_ipfix_icmp_records_per_direction_carry_the_protocol() {
+        use crate::sink::ipfix::{IpfixTarget, TEMPLATE_V4};
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .expect("timeout");
+        let mut t = IpfixTarget::parse(&format!("ipfix://{}", rx.local_addr().expect("a")))
+            .expect("target");
+        t.domain = 7;
+        let mut table = FlowTable::open(None, Some(&t), "g0m0", vec![42], FlowConfig::default())
+            .expect("table");
+        let (a, b) = ([10, 0, 0, 2], [10, 0, 0, 1]);
+        // Requests from a at 1.000 s and 1.002 s, replies from b at 1.001 s and 1.003 s.
+        for (i, f) in [icmp(a, b, 8), icmp(b, a, 0), icmp(a, b, 8), icmp(b, a, 0)]
+            .iter()
+            .enumerate()
+        {
+            table.packet(&Packet {
+                ts_ns: 1_000_000_000 + i as u64 * 1_000_000,
+                data: f,
+                wire_len: f.len() as u32,
+                iface: 0,
+                queue: None,
+                vlan: None,
+            });
+        }
+        let st = table.finish().expect("finish");
+        assert_eq!(st.ipfix.expect("stats").records, 2);
+        let mut recs = Vec::new();
+        while recs.len() < 2 {
+            let mut m = [0u8; 1500];
+            let n = rx.recv(&mut m).expect("message");
+            let mut at = 16;
+            while at < n {
+                let id = u16::from_be_bytes([m[at], m[at + 1]]);
+                let len = usize::from(u16::from_be_bytes([m[at + 2], m[at + 3]]));
+                if id == TEMPLATE_V4 {
+                    recs.extend(m[at + 4..at + len].chunks(54).map(<[u8]>::to_vec));
+                }
+                at += len;
+            }
+        }
+        let ms = |r: &[u8], o: usize| u64::from_be_bytes(r[o..o + 8].try_into().expect("8"));
+        for r in &recs {
+            assert_eq!(r[12], 1, "protocolIdentifier is ICMP");
+            assert_eq!(u32::from_be_bytes(r[17..21].try_into().expect("4")), 42);
+            assert_eq!(ms(r, 29), 2, "packets");
+            assert!(ms(r, 37) <= ms(r, 45), "start after end");
+            assert_eq!(r[53], 4, "exported at the end");
+        }
+        // Each direction has its own times: b's replies start 1 ms after a's requests.
+        let from = |ip: [u8; 4]| recs.iter().find(|r| r[0..4] == ip).expect("direction");
+        assert_eq!((ms(from(a), 37), ms(from(a), 45)), (1000, 1002));
+        assert_eq!((ms(from(b), 37), ms(from(b), 45)), (1001, 1003));
     }
 }

@@ -177,13 +177,30 @@ pub fn run(
         }
         // Back off while idle: spin briefly, then sleep, so an idle stage costs nothing.
         idle += 1;
+        if idle == 64 {
+            // Going idle: flow records waiting in an IPFIX message go out now.
+            if let Some(t) = flows.as_mut() {
+                let piped = lim
+                    .live
+                    .as_ref()
+                    .map_or(0, |l| l.stage_full.load(Ordering::Relaxed));
+                t.set_dropped(o.app_drops + o.disk_drops + piped);
+                t.flush_export();
+            }
+        }
         if idle < 64 {
             std::hint::spin_loop();
         } else {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
-    if let Some(t) = flows {
+    if let Some(mut t) = flows {
+        // The final drop count goes into the exporter's last options record.
+        let piped = lim
+            .live
+            .as_ref()
+            .map_or(0, |l| l.stage_full.load(Ordering::Relaxed));
+        t.set_dropped(o.app_drops + o.disk_drops + piped);
         match t.finish() {
             Ok(st) => o.flows = Some(st),
             Err(e) => o.error = Some(format!("writing flow records: {e}")),

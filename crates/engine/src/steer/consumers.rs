@@ -8,7 +8,6 @@
 //!   on-demand manager's attach mode. No socket or ring is made; the workers copy the
 //!   packets that pass its filter from their next block on.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,8 +29,8 @@ pub struct AttachSpec {
     pub snaplen: u32,
     /// File to write, at exactly `path` (no per-member suffix).
     pub file: Option<OutputConfig>,
-    /// Flow records (JSON lines) to write, at exactly this path.
-    pub flows: Option<PathBuf>,
+    /// Flow records: JSON lines at exactly this path, and/or IPFIX export.
+    pub flows: Option<crate::stage::flows::FlowOutput>,
     /// Stage CPU for its thread.
     pub cpu: Option<u32>,
     /// Start time, packet count and live counters.
@@ -197,11 +196,15 @@ impl Capture {
             None => None,
         };
         let flows = match &spec.flows {
-            Some(p) => Some(
-                crate::stage::flows::FlowTable::create(
-                    p,
-                    &p.file_name()
+            Some(f) => Some(
+                crate::stage::flows::FlowTable::open(
+                    f.file.as_deref(),
+                    f.ipfix.as_ref(),
+                    &f.file
+                        .as_ref()
+                        .and_then(|p| p.file_name())
                         .map_or("flows".into(), |n| n.to_string_lossy().into_owned()),
+                    ctx.ifindexes(),
                     crate::stage::flows::FlowConfig::default(),
                 )
                 .map_err(|e| CaptureError::Output(e.to_string()))?,
