@@ -753,3 +753,60 @@ fn issue17_serve_exports_flows_only_to_an_allowed_collector() {
     assert!(rows.iter().all(|r| r.0 == "UDP"), "{out}");
     assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), 200, "{out}");
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue14_slow_clients_do_not_lock_out_others() {
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-slow");
+    let d = Daemon::start(&lab, &dir, &[]);
+    // More slow clients than there are slots, each sending its request a byte a second.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slow: Vec<_> = (0..80)
+        .map(|_| {
+            let (path, stop) = (d.socket.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let Ok(mut s) = UnixStream::connect(&path) else {
+                    return;
+                };
+                for b in b"GET /captures HTTP/1.1\r\n".iter().cycle().take(60) {
+                    // Relaxed: a flag polled by these clients.
+                    if stop.load(std::sync::atomic::Ordering::Relaxed)
+                        || s.write_all(&[*b]).is_err()
+                    {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // An ordinary request still gets its answer, at once.
+    for _ in 0..3 {
+        let t = Instant::now();
+        let o = d.request(&["list"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+    // One deadline for the whole request: a client trickling bytes is cut within about
+    // five seconds, not five seconds after its last byte.
+    let mut s = UnixStream::connect(&d.socket).expect("connect");
+    let t = Instant::now();
+    let mut cut = false;
+    for _ in 0..20 {
+        if s.write_all(b"G").is_err() {
+            cut = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut rest = String::new();
+    let _ = s.read_to_string(&mut rest);
+    assert!(cut || rest.contains("408"), "{rest}");
+    assert!(t.elapsed() < Duration::from_secs(9), "{:?}", t.elapsed());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in slow {
+        let _ = h.join();
+    }
+}

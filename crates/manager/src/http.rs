@@ -85,6 +85,15 @@ pub fn reason(status: u16) -> &'static str {
 /// Reads one request. An error carries the response to send (or none when the client
 /// is gone or silent).
 pub fn read_request(stream: impl Read) -> Result<Request, Option<Response>> {
+    read_request_checked(stream, |_| true)
+}
+
+/// Reads one request, asking `authorized` about its bearer token once the head is in and
+/// before any byte of the body is read: a refused client gets 401 without sending it.
+pub fn read_request_checked(
+    stream: impl Read,
+    authorized: impl Fn(Option<&str>) -> bool,
+) -> Result<Request, Option<Response>> {
     let mut r = BufReader::new(stream.take((MAX_HEAD + MAX_BODY + 1) as u64));
     let mut head = 0usize;
     let mut line = String::new();
@@ -149,6 +158,10 @@ pub fn read_request(stream: impl Read) -> Result<Request, Option<Response>> {
                 if n > MAX_BODY {
                     return Err(Some(Response::error(413, "request body over 64 KiB")));
                 }
+                // Two lengths are how a request is smuggled past a proxy: refused.
+                if length.is_some() {
+                    return Err(Some(Response::error(400, "repeated Content-Length")));
+                }
                 length = Some(n);
             }
             "transfer-encoding" => {
@@ -162,6 +175,12 @@ pub fn read_request(stream: impl Read) -> Result<Request, Option<Response>> {
             }
             _ => {}
         }
+    }
+    if !authorized(req.bearer.as_deref()) {
+        return Err(Some(Response::error(
+            401,
+            "this address needs Authorization: Bearer TOKEN (see serve --token-file)",
+        )));
     }
     if let Some(n) = length {
         req.body = vec![0; n];
@@ -300,6 +319,41 @@ pub fn call_streaming(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_repeated_content_length_is_refused() {
+        let raw = b"POST /captures HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}";
+        let e = read_request(&raw[..]).expect_err("refused");
+        assert_eq!(e.map(|r| r.status), Some(400));
+    }
+
+    #[test]
+    fn test_token_checked_before_the_body() {
+        // The head announces a body that never comes: a refused token is answered at once,
+        // without waiting for it.
+        struct HeadOnly(&'static [u8], bool);
+        impl Read for HeadOnly {
+            fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+                if self.0.is_empty() {
+                    self.1 = true;
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                let n = b.len().min(self.0.len());
+                b[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let head =
+            b"POST /captures HTTP/1.1\r\nAuthorization: Bearer nope\r\nContent-Length: 100\r\n\r\n";
+        let mut r = HeadOnly(head, false);
+        let e = read_request_checked(&mut r, |b| b == Some("right")).expect_err("refused");
+        assert_eq!(e.map(|r| r.status), Some(401));
+        assert!(!r.1, "the body was never waited for");
+        let mut r = HeadOnly(head, false);
+        let e = read_request_checked(&mut r, |_| true).expect_err("no body");
+        assert_eq!(e.map(|r| r.status), Some(408));
+    }
 
     fn parse(raw: &[u8]) -> Result<Request, Option<Response>> {
         read_request(raw)

@@ -1,6 +1,12 @@
 //! The control API's listeners and routes: a Unix socket (mode 0600: the file's
 //! permission is the access control) and, optionally, a loopback TCP port that wants a
 //! bearer token. One short-lived thread per connection, at most [`MAX_CONNECTIONS`].
+//!
+//! Slow or silent clients cannot lock others out: a request must arrive whole within
+//! [`IO_TIMEOUT`] (one deadline for the head and the body, not per read), the token is
+//! checked on the head before the body is read, and when every slot is taken a new
+//! connection closes the oldest one still sending its request (an answered or
+//! authenticated request is never cut).
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -74,68 +80,179 @@ pub enum Listener {
     Tcp(TcpListener, Arc<String>),
 }
 
+/// A stream whose reads share one deadline: each read may wait only for the time left.
+struct Deadline<S> {
+    s: S,
+    until: Instant,
+}
+
+/// A socket whose read timeout can be set.
+trait ReadTimeout {
+    fn set_timeout(&self, d: Option<Duration>) -> io::Result<()>;
+    /// A second handle, to close it from another thread.
+    fn handle(&self) -> io::Result<Box<dyn Fn() + Send>>;
+}
+
+impl ReadTimeout for UnixStream {
+    fn set_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(d)
+    }
+    fn handle(&self) -> io::Result<Box<dyn Fn() + Send>> {
+        let c = self.try_clone()?;
+        Ok(Box::new(move || {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }))
+    }
+}
+
+impl ReadTimeout for TcpStream {
+    fn set_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(d)
+    }
+    fn handle(&self) -> io::Result<Box<dyn Fn() + Send>> {
+        let c = self.try_clone()?;
+        Ok(Box::new(move || {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }))
+    }
+}
+
+impl<S: ReadTimeout> ReadTimeout for &mut S {
+    fn set_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        (**self).set_timeout(d)
+    }
+    fn handle(&self) -> io::Result<Box<dyn Fn() + Send>> {
+        (**self).handle()
+    }
+}
+
+impl<S: io::Read + ReadTimeout> io::Read for Deadline<S> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.s.set_timeout(Some(left))?;
+        self.s.read(b)
+    }
+}
+
+/// Connections still sending their request, oldest first: (id, a way to close it).
+type Pending = std::sync::Mutex<std::collections::VecDeque<(u64, Box<dyn Fn() + Send>)>>;
+
 /// Serves a listener on a thread of its own.
 pub fn spawn(listener: Listener, m: Arc<Manager>) -> io::Result<std::thread::JoinHandle<()>> {
     let active = Arc::new(AtomicUsize::new(0));
+    let pending: Arc<Pending> = Arc::default();
     std::thread::Builder::new()
         .name("corecap-api".into())
         .spawn(move || match listener {
             Listener::Unix(l, _) => {
                 for s in l.incoming().flatten() {
-                    let _ = s.set_read_timeout(Some(IO_TIMEOUT));
                     let _ = s.set_write_timeout(Some(IO_TIMEOUT));
-                    connection(s, None, &m, &active);
+                    connection(s, None, &m, &active, &pending);
                 }
             }
             Listener::Tcp(l, token) => {
                 for s in l.incoming().flatten() {
-                    let _ = s.set_read_timeout(Some(IO_TIMEOUT));
                     let _ = s.set_write_timeout(Some(IO_TIMEOUT));
                     let _ = TcpStream::set_nodelay(&s, true);
-                    connection(s, Some(token.clone()), &m, &active);
+                    connection(s, Some(token.clone()), &m, &active, &pending);
                 }
             }
         })
 }
 
-/// Hands a connection to a thread of its own (or answers 503 when too many are open).
-fn connection<S>(s: S, token: Option<Arc<String>>, m: &Arc<Manager>, active: &Arc<AtomicUsize>)
-where
-    S: io::Read + io::Write + Send + 'static,
+/// Hands a connection to a thread of its own. When every slot is taken, the oldest
+/// connection still sending its request is closed to make room (a new client that cannot
+/// get a slot within a second gets 503).
+fn connection<S>(
+    s: S,
+    token: Option<Arc<String>>,
+    m: &Arc<Manager>,
+    active: &Arc<AtomicUsize>,
+    pending: &Arc<Pending>,
+) where
+    S: io::Read + io::Write + ReadTimeout + Send + 'static,
 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(1);
     // Relaxed: a counter for a limit; no memory is published through it.
-    if active.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
+    while active.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
         active.fetch_sub(1, Ordering::Relaxed);
-        let mut s = s;
-        let _ = http::write_response(&mut s, &Response::error(503, "too many connections"));
-        return;
+        let oldest = pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
+        match oldest {
+            Some((_, close)) => close(),
+            None if Instant::now() >= deadline => {
+                let mut s = s;
+                let _ = http::write_response(&mut s, &Response::error(503, "too many connections"));
+                return;
+            }
+            None => {}
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Relaxed: a unique id, nothing else.
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    if let Ok(close) = s.handle() {
+        pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back((id, close));
     }
     let m = m.clone();
     let active2 = active.clone();
+    let pending2 = pending.clone();
     let spawned = std::thread::Builder::new()
         .name("corecap-conn".into())
         .spawn(move || {
-            serve_one(s, token.as_deref().map(|t| t.as_str()), &m);
+            serve_one(s, token.as_deref().map(|t| t.as_str()), &m, &|| {
+                pending2
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|(i, _)| *i != id);
+            });
+            pending2
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|(i, _)| *i != id);
             active2.fetch_sub(1, Ordering::Relaxed);
         });
     if spawned.is_err() {
+        pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(i, _)| *i != id);
         active.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// Reads one request, answers it, closes.
-fn serve_one<S: io::Read + io::Write>(mut s: S, token: Option<&str>, m: &Manager) {
-    let resp = match http::read_request(&mut s) {
+/// Reads one request (whole within [`IO_TIMEOUT`], the token checked before the body),
+/// answers it, closes. `received` is called once the request is in: from then on the
+/// connection is no longer one that a newcomer may close.
+fn serve_one<S: io::Read + io::Write + ReadTimeout>(
+    mut s: S,
+    token: Option<&str>,
+    m: &Manager,
+    received: &dyn Fn(),
+) {
+    let read = http::read_request_checked(
+        Deadline {
+            s: &mut s,
+            until: Instant::now() + IO_TIMEOUT,
+        },
+        |bearer| token.is_none_or(|t| bearer.is_some_and(|b| token_eq(b, t))),
+    );
+    received();
+    let _ = s.set_timeout(Some(IO_TIMEOUT));
+    let resp = match read {
         Ok(req) => {
             // The request's arrival: its last byte is in.
             let (t0, wall) = (Instant::now(), SystemTime::now());
             match token {
-                Some(t) if !req.bearer.as_deref().is_some_and(|b| token_eq(b, t)) => {
-                    Response::error(
-                        401,
-                        "this address needs Authorization: Bearer TOKEN (see serve --token-file)",
-                    )
-                }
                 _ if req.method == "POST" && req.path.trim_end_matches('/') == "/queries" => {
                     match crate::query::spec(m, &req.body) {
                         Ok(spec) => {
