@@ -810,3 +810,95 @@ fn issue14_slow_clients_do_not_lock_out_others() {
         let _ = h.join();
     }
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue14_serve_runs_as_a_service_user_with_three_capabilities() {
+    use std::os::unix::fs::MetadataExt;
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-user");
+    let spool = dir.path("spool");
+    std::fs::create_dir(&spool).expect("spool");
+    let nobody = 65534;
+    for p in [&dir.0, &spool] {
+        std::os::unix::fs::chown(p, Some(nobody), Some(nobody)).expect("chown");
+    }
+    std::fs::set_permissions(&spool, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("mode");
+    let socket = dir.path("api.sock");
+    // What docs/corecap.service asks of systemd: a user, three ambient capabilities, no
+    // new privileges.
+    let caps = "+net_raw,+net_admin,+ipc_lock";
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.netns,
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+        ])
+        .args([
+            "--clear-groups",
+            &format!("--inh-caps={caps}"),
+            &format!("--ambient-caps={caps}"),
+        ])
+        .args([
+            &format!("--bounding-set=-all,{caps}"),
+            "--no-new-privs",
+            bin(),
+        ])
+        .args(["serve", "-i", "cap0", "--spares", "1", "--socket"])
+        .arg(&socket)
+        .arg("--spool")
+        .arg(&spool)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("setpriv");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !socket.exists() {
+        assert!(child.try_wait().expect("wait").is_none(), "serve exited");
+        assert!(Instant::now() < deadline, "serve did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let req = |args: &[&str]| {
+        Command::new(bin())
+            .args(["request", "--socket"])
+            .arg(&socket)
+            .args(args)
+            .output()
+            .expect("request")
+    };
+    for (name, mode) in [("a.pcapng", "attach"), ("b.pcapng", "spawn")] {
+        let o = req(&[
+            "start", "-i", "cap0", "--mode", mode, "-c", "100", "-w", name,
+        ]);
+        assert!(
+            o.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    lab.gen(300, &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(spool.join("a.pcapng").exists() && spool.join("b.pcapng").exists()) {
+        assert!(Instant::now() < deadline, "captures did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for f in ["a.pcapng", "b.pcapng"] {
+        let p = spool.join(f);
+        assert_eq!(std::fs::metadata(&p).expect("file").uid(), nobody);
+        assert_eq!(read_all(&p).len(), 100, "{f}");
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()));
+    // setpriv execs corecap in place, so the child's pid is the daemon's.
+    let status = status.expect("status");
+    assert!(status.contains("Uid:\t65534"), "{status}");
+    assert!(status.contains("CapEff:\t0000000000007000"), "{status}");
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
