@@ -127,6 +127,65 @@ pub(crate) struct TunePlanArgs {
     pub(crate) queues: Option<u32>,
 }
 
+/// Cipher of sealed files (`--encrypt`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CipherArg {
+    /// AES-256-GCM.
+    Aes,
+    /// SEED-GCM (RFC 4269).
+    Seed,
+}
+
+impl CipherArg {
+    /// The name the API and `Cipher::from_str` take.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            CipherArg::Aes => "aes",
+            CipherArg::Seed => "seed",
+        }
+    }
+}
+
+/// Where the apps run (`capture --mode`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunMode {
+    /// To completion on the capture cores.
+    Workers,
+    /// Steered to stage threads on other cores.
+    Pipeline,
+}
+
+/// How packets reach the stage threads (`--transport`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TransportArg {
+    /// A ring per (worker, member).
+    Spsc,
+    /// One PFQ multi-producer queue per member.
+    Mpsc,
+}
+
+/// What an on-demand capture produces (`request start --format`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FormatArg {
+    /// pcapng file.
+    Pcapng,
+    /// Classic pcap file.
+    Pcap,
+    /// Flow records.
+    Flows,
+    /// Counters only.
+    Count,
+}
+
+/// How an on-demand capture starts (`request start --mode`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StartMode {
+    /// A copy consumer of the base capture's workers.
+    Attach,
+    /// A worker of its own.
+    Spawn,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BalanceArg {
     Flow,
@@ -161,8 +220,8 @@ pub(crate) struct CaptureArgs {
     pub(crate) merge: bool,
     /// Encrypt the capture files at rest (AES-256-GCM or SEED-GCM), in sealed chunks;
     /// `corecap decrypt` gives the pcapng back. Needs -w and --key-file.
-    #[arg(long, value_name = "aes|seed", value_parser = ["aes", "seed"])]
-    pub(crate) encrypt: Option<String>,
+    #[arg(long, value_enum)]
+    pub(crate) encrypt: Option<CipherArg>,
     /// Key-encryption key for --encrypt (64 hex digits; `corecap keygen` makes one).
     #[arg(long, value_name = "FILE")]
     pub(crate) key_file: Option<PathBuf>,
@@ -199,15 +258,16 @@ pub(crate) struct CaptureArgs {
     #[arg(long, conflicts_with = "cpus")]
     pub(crate) auto: bool,
     /// Run to completion on the capture cores (workers), or steer to stage cores (pipeline).
-    #[arg(long, value_parser = ["workers", "pipeline"], default_value = "workers")]
-    pub(crate) mode: String,
+    #[arg(long, value_enum, default_value = "workers")]
+    pub(crate) mode: RunMode,
     /// Consumer groups on stage cores, e.g. balance:3,copy:1 (implies --mode pipeline).
     #[arg(long, value_name = "KIND:N,...")]
     pub(crate) groups: Option<String>,
     /// How packets reach the stage threads: a ring per (worker, member), or one PFQ
     /// multi-producer queue per member.
-    #[arg(long, value_parser = ["spsc", "mpsc"], default_value = "spsc")]
-    pub(crate) queue: String,
+    /// (`--queue` is the old name, kept for one release.)
+    #[arg(long, value_enum, default_value = "spsc", alias = "queue")]
+    pub(crate) transport: TransportArg,
     /// With -i xdp:IF: N AF_XDP sockets (and workers) per RX queue, sharing the queue's
     /// UMEM; the XDP program spreads the queue's frames over them by a symmetric flow
     /// hash, so both directions of a flow reach one worker.
@@ -593,18 +653,18 @@ pub(crate) struct RequestStartArgs {
     /// File name in the daemon's spool.
     #[arg(short = 'w', long = "write", value_name = "NAME")]
     pub(crate) name: Option<String>,
-    /// What to produce: pcapng, pcap, flows or count.
-    #[arg(long, default_value = "pcapng")]
-    pub(crate) output: String,
+    /// What to produce (`--output` is the old name, kept for one release).
+    #[arg(long, value_enum, default_value = "pcapng", alias = "output")]
+    pub(crate) format: FormatArg,
     /// attach or spawn (default: attach when the daemon runs a base capture on IF).
-    #[arg(long)]
-    pub(crate) mode: Option<String>,
+    #[arg(long, value_enum)]
+    pub(crate) mode: Option<StartMode>,
     /// CPUs to run on, e.g. 3 (spawn: the worker; attach: the stage thread).
     #[arg(long, value_name = "LIST")]
     pub(crate) cores: Option<String>,
-    /// Seal the file with the daemon's key: aes or seed.
-    #[arg(long)]
-    pub(crate) encrypt: Option<String>,
+    /// Seal the file with the daemon's key.
+    #[arg(long, value_enum)]
+    pub(crate) encrypt: Option<CipherArg>,
     /// With --output flows: also export them over IPFIX to this collector, one the
     /// daemon allows (serve --ipfix-collector).
     #[arg(long, value_name = "URL")]

@@ -222,7 +222,7 @@ fn seal(a: &CaptureArgs) -> Result<Option<corecap_engine::sink::sealed::SealConf
         eprintln!("corecap: warning: {w}");
     }
     Ok(Some(SealConfig {
-        cipher: cipher.parse().map_err(anyhow::Error::msg)?,
+        cipher: cipher.name().parse().map_err(anyhow::Error::msg)?,
         kek: std::sync::Arc::new(kek),
     }))
 }
@@ -294,7 +294,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         .map(|d| corecap_engine::limits::seconds(d, "--duration"))
         .transpose()?;
     let flows = flow_output(&a.flows, a.ipfix_biflow)?;
-    let pipeline = a.mode == "pipeline" || flows.is_some();
+    let pipeline = a.mode == crate::args::RunMode::Pipeline || flows.is_some();
     let mut groups = match (&a.groups, pipeline) {
         (Some(g), _) => GroupSpec::parse_list(g).map_err(anyhow::Error::msg)?,
         (None, true) => {
@@ -364,10 +364,9 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         groups: std::mem::take(&mut groups),
         stage_cpus,
         flows,
-        transport: if a.queue == "mpsc" {
-            Transport::Mpsc
-        } else {
-            Transport::Spsc
+        transport: match a.transport {
+            crate::args::TransportArg::Mpsc => Transport::Mpsc,
+            crate::args::TransportArg::Spsc => Transport::Spsc,
         },
         attachable: false,
         spare: None,

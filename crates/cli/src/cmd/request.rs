@@ -116,19 +116,17 @@ fn call_ok(a: &RequestArgs, method: &str, path: &str, body: Option<&[u8]>) -> Re
 }
 
 fn start_request(s: &RequestStartArgs) -> Result<StartRequest> {
-    let output = match s.output.as_str() {
-        "pcapng" => OutputKind::Pcapng,
-        "pcap" => OutputKind::Pcap,
-        "flows" => OutputKind::Flows,
-        "count" => OutputKind::Count,
-        o => bail!("unknown --output '{o}' (pcapng, pcap, flows or count)"),
+    use crate::args::{FormatArg, StartMode};
+    let output = match s.format {
+        FormatArg::Pcapng => OutputKind::Pcapng,
+        FormatArg::Pcap => OutputKind::Pcap,
+        FormatArg::Flows => OutputKind::Flows,
+        FormatArg::Count => OutputKind::Count,
     };
-    let mode = match s.mode.as_deref() {
-        None => None,
-        Some("attach") => Some(Mode::Attach),
-        Some("spawn") => Some(Mode::Spawn),
-        Some(m) => bail!("unknown --mode '{m}' (attach or spawn)"),
-    };
+    let mode = s.mode.map(|m| match m {
+        StartMode::Attach => Mode::Attach,
+        StartMode::Spawn => Mode::Spawn,
+    });
     Ok(StartRequest {
         interface: s.iface.clone(),
         filter: (!s.expr.is_empty()).then(|| s.expr.join(" ")),
@@ -139,7 +137,7 @@ fn start_request(s: &RequestStartArgs) -> Result<StartRequest> {
         name: s.name.clone(),
         mode,
         cores: s.cores.as_deref().map(cpu_list).transpose()?,
-        encrypt: s.encrypt.clone(),
+        encrypt: s.encrypt.map(|c| c.name().to_owned()),
         collector: s.collector.clone(),
     })
 }
