@@ -205,6 +205,15 @@ fn extension(o: OutputKind) -> &'static str {
     }
 }
 
+/// A request that passed [`Manager::validate`], resolved.
+struct Valid {
+    input: Input,
+    duration: Option<Duration>,
+    snaplen: u32,
+    seal: Option<SealConfig>,
+    ipfix: Option<IpfixTarget>,
+}
+
 impl Manager {
     /// A manager with these base captures (already running).
     pub fn new(cfg: Config, bases: Vec<Base>) -> Self {
@@ -261,14 +270,9 @@ impl Manager {
         *self.lock().responses.entry(status).or_default() += 1;
     }
 
-    /// Starts a capture for a request that arrived at `t0` (`wall` on the system clock).
-    pub fn start(
-        &self,
-        r: StartRequest,
-        t0: Instant,
-        wall: SystemTime,
-    ) -> Result<CaptureView, ApiError> {
-        let since_ns = wall_ns(wall);
+    /// Checks a request before anything is started or locked: the interface, numbers,
+    /// filter, key, cores and collector. Every refusal is an [`ApiError`] with its status.
+    fn validate(&self, r: &StartRequest) -> Result<Valid, ApiError> {
         let input = Input::parse(&r.interface).map_err(|e| err(400, e))?;
         if input.xdp {
             return Err(err(
@@ -327,6 +331,30 @@ impl Manager {
             }
             Some(c) => Some(self.allowed_collector(c)?),
         };
+        Ok(Valid {
+            input,
+            duration,
+            snaplen,
+            seal,
+            ipfix,
+        })
+    }
+
+    /// Starts a capture for a request that arrived at `t0` (`wall` on the system clock).
+    pub fn start(
+        &self,
+        r: StartRequest,
+        t0: Instant,
+        wall: SystemTime,
+    ) -> Result<CaptureView, ApiError> {
+        let since_ns = wall_ns(wall);
+        let Valid {
+            input,
+            duration,
+            snaplen,
+            seal,
+            ipfix,
+        } = self.validate(&r)?;
         let mut g = self.lock();
         // Checked under the lock that shutdown takes first: a request racing a SIGTERM
         // either starts before shutdown (which then ends it) or is refused here.
