@@ -7,9 +7,9 @@
 
 use std::time::Instant;
 
-use corecap_engine::gen::frame::{FrameSpec, Proto};
 use corecap_engine::packet::Packet;
 use corecap_engine::stage::flows::{FlowConfig, FlowTable};
+use corecap_lab::gen::frame::{FrameSpec, Proto};
 
 fn run(flows: u32) -> (f64, u64) {
     let spec = FrameSpec {

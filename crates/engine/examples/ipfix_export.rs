@@ -16,10 +16,10 @@
 use std::net::UdpSocket;
 use std::time::Instant;
 
-use corecap_engine::gen::frame::{FrameSpec, Proto};
 use corecap_engine::packet::Packet;
 use corecap_engine::sink::ipfix::{new_domain, EndCode, Exporter, FlowRecord, IpfixTarget};
 use corecap_engine::stage::flows::{FlowConfig, FlowTable};
+use corecap_lab::gen::frame::{FrameSpec, Proto};
 
 /// CPU seconds this thread has used (user + system), from /proc/thread-self/stat in clock
 /// ticks of 10 ms: on a shared machine the rate per CPU second is the rate per core.

@@ -9,14 +9,10 @@
 //! - [`stats`]: per-worker counters and the exact ledger.
 //! - [`capture`]: a capture from configuration to summary.
 //! - [`limits`]: checked durations, sizes and snap lengths, shared by the CLI and the API.
-//! - [`lab`] and [`gen`]: the veth lab and the traffic generator used by tests and benchmarks.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod bench;
 pub mod capture;
-pub mod gen;
-pub mod lab;
 pub mod limits;
 pub mod packet;
 pub mod query;

@@ -8,11 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use corecap_engine::bench::bisect::loss_free_rate;
-use corecap_engine::bench::peer::{self, PeerKind};
-use corecap_engine::bench::report::{self, GenMax, Header, LossFreeRow, PlacementRow, Report};
-use corecap_engine::bench::Sample;
-use corecap_engine::lab::{self, LabConfig};
+use corecap_lab::bench::bisect::loss_free_rate;
+use corecap_lab::bench::peer::{self, PeerKind};
+use corecap_lab::bench::report::{self, GenMax, Header, LossFreeRow, PlacementRow, Report};
+use corecap_lab::bench::Sample;
+use corecap_lab::lab::{self, LabConfig};
 use corecap_linux::affinity::children_cpu_seconds;
 
 use crate::args::BenchArgs;
@@ -333,12 +333,12 @@ pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
             .checked_mul(1 << 20)
             .filter(|b| *b > 0)
             .context("--size must be 1..2^44 MiB")?;
-        let r = corecap_engine::bench::disk::run(dir, bytes)
+        let r = corecap_lab::bench::disk::run(dir, bytes)
             .with_context(|| format!("testing the disk under {}", dir.display()))?;
         if *json {
             println!("{}", serde_json::to_string(&r)?);
         } else {
-            print!("{}", corecap_engine::bench::disk::table(&r));
+            print!("{}", corecap_lab::bench::disk::table(&r));
         }
         return Ok(0);
     }

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
-use corecap_engine::lab::{self, LabConfig};
+use corecap_lab::lab::{self, LabConfig};
 
 use crate::args::DemoArgs;
 

@@ -4,7 +4,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use corecap_engine::gen::{self, FrameSpec, GenConfig, Proto};
+use corecap_lab::gen::{self, FrameSpec, GenConfig, Proto};
 
 use crate::args::{EngineArg, GenArgs, ProtoArg};
 use crate::config;

@@ -1,7 +1,7 @@
 //! `corecap lab up|down|status`.
 
 use anyhow::Result;
-use corecap_engine::lab::{self, LabConfig};
+use corecap_lab::lab::{self, LabConfig};
 
 use crate::args::LabCmd;
 use crate::config;

@@ -437,7 +437,7 @@ impl FlowTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::frame::{FrameSpec, Proto};
+    use corecap_lab::gen::frame::{FrameSpec, Proto};
 
     fn frames(spec: FrameSpec, n: u64) -> Vec<Vec<u8>> {
         (0..n)
