@@ -902,3 +902,31 @@ fn issue14_serve_runs_as_a_service_user_with_three_capabilities() {
         .status();
     let _ = child.wait();
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue16_serve_retain_counts_flow_record_files_too() {
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-retain-flows");
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0", "--retain", "1K"]);
+    let mut files = Vec::new();
+    for n in 0..3 {
+        let id = d.start_capture(&[
+            "--format",
+            "flows",
+            "-w",
+            &format!("f{n}.jsonl"),
+            "-c",
+            "100",
+        ]);
+        lab.gen(100, &["--flows", "8"]);
+        let v = d.wait_for(&id, |v| v["state"] != "running");
+        assert_eq!(v["state"], "done", "{v}");
+        files.push(PathBuf::from(v["path"].as_str().expect("path")));
+    }
+    // Each file of records is over the 1 KiB budget: only the newest stays.
+    assert!(!files[0].exists() && !files[1].exists(), "{files:?}");
+    assert!(files[2].exists(), "{files:?}");
+    let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
+    assert!(m.contains("corecap_retain_deleted_files_total 2"), "{m}");
+}

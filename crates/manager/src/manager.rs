@@ -653,9 +653,27 @@ impl Manager {
     /// Ends captures outside the lock, then records how they ended.
     fn end_all(&self, endings: Vec<Ending>) {
         let done: Vec<_> = endings.into_iter().map(Ending::finish).collect();
-        let mut g = self.lock();
-        for d in done {
-            g.record(d);
+        let mut flows = Vec::new();
+        {
+            let mut g = self.lock();
+            for d in done {
+                let id = d.0.clone();
+                g.record(d);
+                // Capture files join the byte budget as their disk writer closes them;
+                // flow record files are written apart, and join it here, once ended.
+                if let Some(e) = g.entries.iter().find(|e| e.view.id == id) {
+                    if e.view.output == OutputKind::Flows {
+                        flows.extend(e.files.iter().cloned());
+                    }
+                }
+            }
+        }
+        if let Some(r) = &self.cfg.retention {
+            for f in flows {
+                if let Ok(m) = std::fs::metadata(&f) {
+                    r.add(f, m.len());
+                }
+            }
         }
     }
 
