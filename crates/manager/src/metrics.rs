@@ -70,8 +70,24 @@ fn head(o: &mut String, name: &str, kind: &str, help: &str) {
 /// Renders the metrics.
 pub fn render(i: &Input<'_>) -> String {
     let mut o = String::new();
+    captures(&mut o, i);
+    lag(&mut o, i);
+    bases(&mut o, i);
+    spool(&mut o, i);
+    responses(&mut o, i);
+    o
+}
+
+/// One metric with one value, unlabelled.
+fn scalar(o: &mut String, name: &str, kind: &str, help: &str, v: u64) {
+    head(o, name, kind, help);
+    let _ = writeln!(o, "{name} {v}");
+}
+
+/// Running captures, and per capture: packets, bytes and drops by place.
+fn captures(o: &mut String, i: &Input<'_>) {
     head(
-        &mut o,
+        o,
         "corecap_captures_running",
         "gauge",
         "Captures running now.",
@@ -85,7 +101,7 @@ pub fn render(i: &Input<'_>) -> String {
         let _ = writeln!(o, "corecap_captures_running{{mode=\"{mode}\"}} {n}");
     }
     head(
-        &mut o,
+        o,
         "corecap_capture_packets_total",
         "counter",
         "Packets captured per capture.",
@@ -102,7 +118,7 @@ pub fn render(i: &Input<'_>) -> String {
         );
     }
     head(
-        &mut o,
+        o,
         "corecap_capture_bytes_total",
         "counter",
         "Wire bytes captured per capture.",
@@ -116,7 +132,7 @@ pub fn render(i: &Input<'_>) -> String {
         );
     }
     head(
-        &mut o,
+        o,
         "corecap_capture_drops_total",
         "counter",
         "Packets lost per capture, by place.",
@@ -135,8 +151,12 @@ pub fn render(i: &Input<'_>) -> String {
             );
         }
     }
+}
+
+/// Thread lag: per capture, and the histogram by mode.
+fn lag(o: &mut String, i: &Input<'_>) {
     head(
-        &mut o,
+        o,
         "corecap_capture_lag_seconds",
         "gauge",
         "Thread lag: from the request to the first captured packet.",
@@ -153,7 +173,7 @@ pub fn render(i: &Input<'_>) -> String {
         }
     }
     head(
-        &mut o,
+        o,
         "corecap_thread_lag_seconds",
         "histogram",
         "Thread lag of every capture that captured a packet, by mode.",
@@ -181,8 +201,12 @@ pub fn render(i: &Input<'_>) -> String {
             h.count
         );
     }
+}
+
+/// The base captures and the spare sockets, per interface.
+fn bases(o: &mut String, i: &Input<'_>) {
     head(
-        &mut o,
+        o,
         "corecap_base_packets_total",
         "counter",
         "Packets the base capture's workers took, per interface.",
@@ -196,7 +220,7 @@ pub fn render(i: &Input<'_>) -> String {
         );
     }
     head(
-        &mut o,
+        o,
         "corecap_base_drops_total",
         "counter",
         "Packets the kernel dropped before the base capture's workers, per interface.",
@@ -210,7 +234,7 @@ pub fn render(i: &Input<'_>) -> String {
         );
     }
     head(
-        &mut o,
+        o,
         "corecap_spare_sockets",
         "gauge",
         "Sockets opened ahead of need for spawned captures, per interface.",
@@ -222,47 +246,55 @@ pub fn render(i: &Input<'_>) -> String {
             esc(iface)
         );
     }
-    head(
-        &mut o,
+}
+
+/// The spool, its quota and what --retain deleted.
+fn spool(o: &mut String, i: &Input<'_>) {
+    scalar(
+        o,
         "corecap_spool_bytes",
         "gauge",
         "Bytes in the spool.",
+        i.spool_bytes,
     );
-    let _ = writeln!(o, "corecap_spool_bytes {}", i.spool_bytes);
     if let Some(q) = i.quota {
-        head(
-            &mut o,
+        scalar(
+            o,
             "corecap_spool_quota_bytes",
             "gauge",
             "The spool's quota.",
+            q,
         );
-        let _ = writeln!(o, "corecap_spool_quota_bytes {q}");
     }
     if let Some((budget, files, bytes)) = i.retention {
-        head(
-            &mut o,
+        scalar(
+            o,
             "corecap_retain_budget_bytes",
             "gauge",
             "The byte budget under which the newest whole files are kept (--retain).",
+            budget,
         );
-        let _ = writeln!(o, "corecap_retain_budget_bytes {budget}");
-        head(
-            &mut o,
+        scalar(
+            o,
             "corecap_retain_deleted_files_total",
             "counter",
             "Old files deleted to keep the spool under --retain.",
+            files,
         );
-        let _ = writeln!(o, "corecap_retain_deleted_files_total {files}");
-        head(
-            &mut o,
+        scalar(
+            o,
             "corecap_retain_deleted_bytes_total",
             "counter",
             "Bytes of the old files deleted to keep the spool under --retain.",
+            bytes,
         );
-        let _ = writeln!(o, "corecap_retain_deleted_bytes_total {bytes}");
     }
+}
+
+/// API responses by status.
+fn responses(o: &mut String, i: &Input<'_>) {
     head(
-        &mut o,
+        o,
         "corecap_api_responses_total",
         "counter",
         "API responses by status code.",
@@ -270,7 +302,6 @@ pub fn render(i: &Input<'_>) -> String {
     for (code, n) in i.responses {
         let _ = writeln!(o, "corecap_api_responses_total{{code=\"{code}\"}} {n}");
     }
-    o
 }
 
 #[cfg(test)]

@@ -51,16 +51,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     let quota = a.quota.as_deref().map(size).transpose()?;
     let spool = Spool::open(&a.spool, quota)
         .with_context(|| format!("opening the spool {}", a.spool.display()))?;
-    let key = match &a.key_file {
-        Some(p) => {
-            let k = corecap_engine::sink::sealed::KeyFile::load(p)?;
-            if let Some(w) = &k.warning {
-                eprintln!("corecap: warning: {w}");
-            }
-            Some(Arc::new(k))
-        }
-        None => None,
-    };
+    let key = load_key(&a)?;
     let tcp_token = match (&a.listen, &a.token_file) {
         (Some(_), Some(f)) => Some(token(f)?),
         (Some(_), None) => bail!("--listen needs --token-file FILE (made when missing)"),
@@ -88,6 +79,65 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         ring.1,
         ring.2,
     );
+    let bases = start_bases(&a, ring, &cpus, &stage_cpus)?;
+    let unix = server::bind_unix(&a.socket)?;
+    let tcp = match a.listen {
+        Some(addr) => Some(server::bind_tcp(addr)?),
+        None => None,
+    };
+    let m = Arc::new(Manager::new(
+        manager_config(&a, spool, key, stage_cpus, spawn_ring)?,
+        bases,
+    ));
+    server::spawn(Listener::Unix(unix, a.socket.clone()), m.clone())
+        .context("starting the API thread")?;
+    if let (Some(l), Some(t)) = (tcp, tcp_token) {
+        server::spawn(Listener::Tcp(l, Arc::new(t)), m.clone())
+            .context("starting the API thread")?;
+    }
+    eprintln!(
+        "corecap: serving on {}{} (spool {}, at most {} captures)",
+        a.socket.display(),
+        a.listen
+            .map_or(String::new(), |l| format!(" and http://{l}")),
+        a.spool.display(),
+        a.max_captures
+    );
+    // Relaxed: a flag set by the signal handler, polled here.
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(5));
+        m.tick();
+    }
+    // The socket goes first, so no new client connects; a request already in flight is
+    // refused (503) once shutdown has begun, or started before it and ended by it.
+    let _ = std::fs::remove_file(&a.socket);
+    let views = m.shutdown();
+    report_end(&views, a.json);
+    eprintln!("corecap: stopped");
+    Ok(0)
+}
+
+/// The key-encryption key for `"encrypt"` requests (`--key-file`).
+fn load_key(a: &ServeArgs) -> Result<Option<Arc<corecap_engine::sink::sealed::KeyFile>>> {
+    Ok(match &a.key_file {
+        Some(p) => {
+            let k = corecap_engine::sink::sealed::KeyFile::load(p)?;
+            if let Some(w) = &k.warning {
+                eprintln!("corecap: warning: {w}");
+            }
+            Some(Arc::new(k))
+        }
+        None => None,
+    })
+}
+
+/// Starts the base capture of each `-i IF`, attachable, and says where its workers run.
+fn start_bases(
+    a: &ServeArgs,
+    ring: (u64, u32, u32),
+    cpus: &[u32],
+    stage_cpus: &[u32],
+) -> Result<Vec<Base>> {
     let mut bases = Vec::new();
     for i in &a.interfaces {
         let input = Input::parse(i).map_err(anyhow::Error::msg)?;
@@ -98,7 +148,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             inputs: vec![input.clone()],
             files: vec![],
             workers: a.workers.unwrap_or(0),
-            cpus: cpus.clone(),
+            cpus: cpus.to_vec(),
             pin: true,
             balance: Balance::Flow,
             filter: None,
@@ -110,7 +160,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             duration: None,
             output: None,
             groups: vec![],
-            stage_cpus: stage_cpus.clone(),
+            stage_cpus: stage_cpus.to_vec(),
             flows: None,
             transport: Transport::Spsc,
             attachable: true,
@@ -142,63 +192,47 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             cap,
         });
     }
-    let unix = server::bind_unix(&a.socket)?;
-    let tcp = match a.listen {
-        Some(addr) => Some(server::bind_tcp(addr)?),
-        None => None,
-    };
-    let m = Arc::new(Manager::new(
-        Config {
-            spool,
-            max_captures: a.max_captures,
-            key,
-            share_cores: a.share_cores,
-            stage_cpus,
-            ring: spawn_ring,
-            spares: a.spares,
-            spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
-            direct: !a.disk.no_direct,
-            index: !a.disk.no_index,
-            retention: crate::config::retention(&a.disk)?,
-            ipfix_collectors: a
-                .ipfix_collector
-                .iter()
-                .map(|c| {
-                    let t = IpfixTarget::parse(c).map_err(anyhow::Error::msg)?;
-                    Ok(IpfixTarget {
-                        biflow: a.ipfix_biflow,
-                        ..t
-                    })
+    Ok(bases)
+}
+
+/// The manager's configuration from the arguments.
+fn manager_config(
+    a: &ServeArgs,
+    spool: Spool,
+    key: Option<Arc<corecap_engine::sink::sealed::KeyFile>>,
+    stage_cpus: Vec<u32>,
+    spawn_ring: (u64, u32, u32),
+) -> Result<Config> {
+    Ok(Config {
+        spool,
+        max_captures: a.max_captures,
+        key,
+        share_cores: a.share_cores,
+        stage_cpus,
+        ring: spawn_ring,
+        spares: a.spares,
+        spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
+        direct: !a.disk.no_direct,
+        index: !a.disk.no_index,
+        retention: crate::config::retention(&a.disk)?,
+        ipfix_collectors: a
+            .ipfix_collector
+            .iter()
+            .map(|c| {
+                let t = IpfixTarget::parse(c).map_err(anyhow::Error::msg)?;
+                Ok(IpfixTarget {
+                    biflow: a.ipfix_biflow,
+                    ..t
                 })
-                .collect::<Result<Vec<_>>>()?,
-        },
-        bases,
-    ));
-    server::spawn(Listener::Unix(unix, a.socket.clone()), m.clone())
-        .context("starting the API thread")?;
-    if let (Some(l), Some(t)) = (tcp, tcp_token) {
-        server::spawn(Listener::Tcp(l, Arc::new(t)), m.clone())
-            .context("starting the API thread")?;
-    }
-    eprintln!(
-        "corecap: serving on {}{} (spool {}, at most {} captures)",
-        a.socket.display(),
-        a.listen
-            .map_or(String::new(), |l| format!(" and http://{l}")),
-        a.spool.display(),
-        a.max_captures
-    );
-    // Relaxed: a flag set by the signal handler, polled here.
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(5));
-        m.tick();
-    }
-    // The socket goes first, so no new client connects; a request already in flight is
-    // refused (503) once shutdown has begun, or started before it and ended by it.
-    let _ = std::fs::remove_file(&a.socket);
-    let views = m.shutdown();
-    for v in &views {
-        if a.json {
+            })
+            .collect::<Result<Vec<_>>>()?,
+    })
+}
+
+/// The final state of every capture, as JSON lines or one line each.
+fn report_end(views: &[corecap_manager::api::CaptureView], json: bool) {
+    for v in views {
+        if json {
             println!("{}", serde_json::to_string(v).unwrap_or_default());
         } else {
             eprintln!(
@@ -213,8 +247,6 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             );
         }
     }
-    eprintln!("corecap: stopped");
-    Ok(0)
 }
 
 #[cfg(test)]
