@@ -205,6 +205,20 @@ fn extension(o: OutputKind) -> &'static str {
     }
 }
 
+/// What a capture needs to start, in either mode.
+struct Launch<'a> {
+    r: &'a StartRequest,
+    input: &'a Input,
+    snaplen: u32,
+    file: Option<OutputConfig>,
+    flows: Option<FlowOutput>,
+    path: &'a Option<PathBuf>,
+    since_ns: u64,
+}
+
+/// A started capture: its runner, its cores and its files.
+type Started = (Runner, Vec<u32>, Vec<PathBuf>);
+
 /// A request that passed [`Manager::validate`], resolved.
 struct Valid {
     input: Input,
@@ -268,6 +282,156 @@ impl Manager {
     /// Counts a response by status (for the metrics).
     pub fn count_response(&self, status: u16) {
         *self.lock().responses.entry(status).or_default() += 1;
+    }
+
+    /// Starts an attach-mode capture: a copy consumer of the base capture `base`.
+    fn start_attach(
+        &self,
+        g: &mut Inner,
+        base: Option<usize>,
+        launch: Launch<'_>,
+    ) -> Result<Started, ApiError> {
+        let Launch {
+            r,
+            input,
+            snaplen,
+            file,
+            flows,
+            path,
+            since_ns,
+        } = launch;
+        let Some(bi) = base else {
+            return Err(err(
+                400,
+                format!(
+                    "attach mode needs a base capture on {}: start serve with -i {}, or ask for mode spawn",
+                    input.iface, input.iface
+                ),
+            ));
+        };
+        if input.queue.is_some() {
+            return Err(err(
+                400,
+                "attach mode takes whole interfaces; use mode spawn for IF@QUEUE",
+            ));
+        }
+        let cpu = match r.cores.as_deref() {
+            Some([c, ..]) => Some(*c),
+            Some([]) => None,
+            None => {
+                let pool = if self.cfg.stage_cpus.is_empty() {
+                    g.cores.allowed.clone()
+                } else {
+                    self.cfg.stage_cpus.clone()
+                };
+                let k = g.next_stage;
+                g.next_stage += 1;
+                pool.get(k % pool.len().max(1)).copied()
+            }
+        };
+        let live = Arc::new(MemberLive::default());
+        let spec = AttachSpec {
+            filter: r.filter.clone(),
+            snaplen,
+            file,
+            flows: flows.clone(),
+            cpu,
+            limits: MemberLimits {
+                since_ns,
+                count: r.count,
+                live: Some(live.clone()),
+            },
+        };
+        let handle = g.bases[bi].cap.attach(spec).map_err(start_error)?;
+        Ok((
+            Runner::Attach {
+                iface: input.iface.clone(),
+                handle,
+                live,
+            },
+            cpu.into_iter().collect::<Vec<_>>(),
+            path.iter().cloned().collect::<Vec<_>>(),
+        ))
+    }
+
+    /// Starts a spawn-mode capture: a worker of its own on a free core.
+    fn start_spawn(
+        &self,
+        g: &mut Inner,
+        launch: Launch<'_>,
+        notes: &mut Vec<String>,
+    ) -> Result<Started, ApiError> {
+        let Launch {
+            r,
+            input,
+            snaplen,
+            file,
+            flows,
+            path,
+            since_ns: _,
+        } = launch;
+        let cores = match r.cores.clone() {
+            Some(c) if !c.is_empty() => c,
+            _ => {
+                let busy = g.worker_cpus();
+                let share = self.cfg.share_cores;
+                let (c, note) = g
+                    .cores
+                    .pick(&input.iface, &busy, share)
+                    .map_err(|e| err(429, e))?;
+                notes.extend(note);
+                vec![c]
+            }
+        };
+        let (bytes, block, tov) = self.cfg.ring;
+        let flows_group = flows.is_some();
+        let spare = g.spares.entry(input.iface.clone()).or_default().pop();
+        g.spare_used.insert(input.iface.clone(), Instant::now());
+        let cfg = CaptureConfig {
+            inputs: vec![input.clone()],
+            files: vec![],
+            workers: 1,
+            cpus: cores.clone(),
+            pin: true,
+            balance: Balance::Flow,
+            filter: r.filter.clone(),
+            snaplen,
+            ring_bytes: bytes,
+            block_size: block,
+            block_timeout_ms: tov,
+            count: r.count,
+            duration: None,
+            output: file,
+            groups: if flows_group {
+                vec![GroupSpec {
+                    kind: GroupKind::Copy,
+                    members: 1,
+                    filter: None,
+                    snaplen: None,
+                }]
+            } else {
+                vec![]
+            },
+            stage_cpus: cores.clone(),
+            flows: flows.clone(),
+            transport: Transport::Spsc,
+            attachable: false,
+            spare: spare.clone(),
+            xdp_spread: 1,
+        };
+        let cap = Capture::start(&cfg);
+        if let Some(s) = spare.filter(Spare::ready) {
+            g.spares.entry(input.iface.clone()).or_default().push(s);
+        }
+        let cap = cap.map_err(start_error)?;
+        notes.extend(cap.notes.iter().cloned());
+        // A flow table of a spawned capture is its one stage member's.
+        let files = match (flows.as_ref().and_then(|f| f.file.as_ref()), &path) {
+            (Some(f), _) => vec![suffixed_path(f, "g0m0")],
+            (None, Some(p)) => vec![p.clone()],
+            _ => vec![],
+        };
+        Ok((Runner::Spawn(Box::new(cap)), cores, files))
     }
 
     /// Checks a request before anything is started or locked: the interface, numbers,
@@ -443,125 +607,19 @@ impl Manager {
                 ipfix: ipfix.clone(),
             });
         let mut notes = Vec::new();
+        let launch = Launch {
+            r: &r,
+            input: &input,
+            snaplen,
+            file,
+            flows,
+            path: &path,
+            since_ns,
+        };
+        let g = &mut *g;
         let (runner, cores, files) = match mode {
-            Mode::Attach => {
-                let Some(bi) = base else {
-                    return Err(err(
-                        400,
-                        format!(
-                            "attach mode needs a base capture on {}: start serve with -i {}, or ask for mode spawn",
-                            input.iface, input.iface
-                        ),
-                    ));
-                };
-                if input.queue.is_some() {
-                    return Err(err(
-                        400,
-                        "attach mode takes whole interfaces; use mode spawn for IF@QUEUE",
-                    ));
-                }
-                let cpu = match r.cores.as_deref() {
-                    Some([c, ..]) => Some(*c),
-                    Some([]) => None,
-                    None => {
-                        let pool = if self.cfg.stage_cpus.is_empty() {
-                            g.cores.allowed.clone()
-                        } else {
-                            self.cfg.stage_cpus.clone()
-                        };
-                        let k = g.next_stage;
-                        g.next_stage += 1;
-                        pool.get(k % pool.len().max(1)).copied()
-                    }
-                };
-                let live = Arc::new(MemberLive::default());
-                let spec = AttachSpec {
-                    filter: r.filter.clone(),
-                    snaplen,
-                    file,
-                    flows: flows.clone(),
-                    cpu,
-                    limits: MemberLimits {
-                        since_ns,
-                        count: r.count,
-                        live: Some(live.clone()),
-                    },
-                };
-                let handle = g.bases[bi].cap.attach(spec).map_err(start_error)?;
-                (
-                    Runner::Attach {
-                        iface: input.iface.clone(),
-                        handle,
-                        live,
-                    },
-                    cpu.into_iter().collect::<Vec<_>>(),
-                    path.iter().cloned().collect::<Vec<_>>(),
-                )
-            }
-            Mode::Spawn => {
-                let cores = match r.cores.clone() {
-                    Some(c) if !c.is_empty() => c,
-                    _ => {
-                        let busy = g.worker_cpus();
-                        let share = self.cfg.share_cores;
-                        let (c, note) = g
-                            .cores
-                            .pick(&input.iface, &busy, share)
-                            .map_err(|e| err(429, e))?;
-                        notes.extend(note);
-                        vec![c]
-                    }
-                };
-                let (bytes, block, tov) = self.cfg.ring;
-                let flows_group = flows.is_some();
-                let spare = g.spares.entry(input.iface.clone()).or_default().pop();
-                g.spare_used.insert(input.iface.clone(), Instant::now());
-                let cfg = CaptureConfig {
-                    inputs: vec![input.clone()],
-                    files: vec![],
-                    workers: 1,
-                    cpus: cores.clone(),
-                    pin: true,
-                    balance: Balance::Flow,
-                    filter: r.filter.clone(),
-                    snaplen,
-                    ring_bytes: bytes,
-                    block_size: block,
-                    block_timeout_ms: tov,
-                    count: r.count,
-                    duration: None,
-                    output: file,
-                    groups: if flows_group {
-                        vec![GroupSpec {
-                            kind: GroupKind::Copy,
-                            members: 1,
-                            filter: None,
-                            snaplen: None,
-                        }]
-                    } else {
-                        vec![]
-                    },
-                    stage_cpus: cores.clone(),
-                    flows: flows.clone(),
-                    transport: Transport::Spsc,
-                    attachable: false,
-                    spare: spare.clone(),
-                    xdp_spread: 1,
-                };
-                let cap = Capture::start(&cfg);
-                if let Some(s) = spare.filter(Spare::ready) {
-                    g.spares.entry(input.iface.clone()).or_default().push(s);
-                }
-                let cap = cap.map_err(start_error)?;
-                notes.extend(cap.notes.iter().cloned());
-                // A flow table of a spawned capture is its one stage member's.
-                let files = match (flows.as_ref().and_then(|f| f.file.as_ref()), &path) {
-                    (Some(f), _) => vec![suffixed_path(f, "g0m0")],
-                    (None, Some(p)) => vec![p.clone()],
-                    _ => vec![],
-                };
-                (Runner::Spawn(Box::new(cap)), cores, files)
-            }
+            Mode::Attach => self.start_attach(g, base, launch)?,
+            Mode::Spawn => self.start_spawn(g, launch, &mut notes)?,
         };
         g.next_id += 1;
         let setup_us = t0.elapsed().as_secs_f64() * 1e6;
