@@ -19,7 +19,7 @@ use crate::source::replay::FileSpec;
 use crate::stage::member::{self as stage_member, MemberLimits, MemberOutcome};
 use crate::stage::pipe;
 use crate::stats::ledger::{Snapshot, WorkerCounters};
-use crate::steer::filter::Program;
+use crate::steer::consumers::compile_filter;
 use crate::steer::group::{
     Control as SteerControl, Group, GroupKind, GroupSpec, Matrix, Steer, SteerCounts,
 };
@@ -359,6 +359,59 @@ fn compile(
     })
 }
 
+/// The workers of `-r FILE...`: every worker reads every file and keeps its share of the
+/// flows; each file is one interface of the output.
+fn file_specs(
+    cfg: &CaptureConfig,
+    ifaces: &mut Vec<InterfaceDesc>,
+    specs: &mut Vec<(WorkerInfo, Source)>,
+    take_cpu: &mut dyn FnMut() -> u32,
+) -> Result<(), CaptureError> {
+    let n = cfg.workers.max(1);
+    let mut files = Vec::new();
+    for path in &cfg.files {
+        let r = corecap_wire::read::CaptureReader::open(path)
+            .map_err(|e| CaptureError::Config(format!("{}: {e}", path.display())))?;
+        let lt = r.interfaces().first().map_or(1, |i| i.linktype);
+        let filter = cfg
+            .filter
+            .as_deref()
+            .map(|e| compile_filter(lt, cfg.snaplen, e))
+            .transpose()?;
+        files.push(FileSpec {
+            path: path.clone(),
+            if_id: ifaces.len() as u32,
+            filter,
+        });
+        ifaces.push(InterfaceDesc {
+            name: path.display().to_string(),
+            description: None,
+            linktype: lt,
+            snaplen: cfg.snaplen,
+        });
+    }
+    for _ in 0..n {
+        let cpu = if cfg.cpus.is_empty() {
+            None
+        } else {
+            Some(take_cpu())
+        };
+        specs.push((
+            WorkerInfo {
+                id: specs.len(),
+                cpu,
+                input: "files".into(),
+                queue: None,
+            },
+            Source::Files {
+                files: files.clone(),
+                workers: n,
+            },
+        ));
+    }
+    Ok(())
+}
+
 impl Capture {
     /// Checks the configuration, opens outputs and starts the workers. Returns once every
     /// worker's socket is open and joined, so traffic sent after this is captured.
@@ -426,13 +479,11 @@ impl Capture {
                     ));
                 }
                 xdp.push(setup.clone());
-                let filter = match &cfg.filter {
-                    Some(e) => Some(
-                        Program::new(filter::compile_offline(linktype, cfg.snaplen, e)?)
-                            .map_err(|e| CaptureError::Config(e.to_string()))?,
-                    ),
-                    None => None,
-                };
+                let filter = cfg
+                    .filter
+                    .as_deref()
+                    .map(|e| compile_filter(linktype, cfg.snaplen, e))
+                    .transpose()?;
                 let qs: Vec<u32> = match input.queue {
                     Some(q) => vec![u32::from(q)],
                     None => (0..queues).collect(),
@@ -517,50 +568,7 @@ impl Capture {
             }
         }
         if !cfg.files.is_empty() {
-            let n = cfg.workers.max(1);
-            let mut files = Vec::new();
-            for path in &cfg.files {
-                let r = corecap_wire::read::CaptureReader::open(path)
-                    .map_err(|e| CaptureError::Config(format!("{}: {e}", path.display())))?;
-                let lt = r.interfaces().first().map_or(1, |i| i.linktype);
-                let filter = match &cfg.filter {
-                    Some(e) => Some(
-                        Program::new(filter::compile_offline(lt, cfg.snaplen, e)?)
-                            .map_err(|e| CaptureError::Config(e.to_string()))?,
-                    ),
-                    None => None,
-                };
-                files.push(FileSpec {
-                    path: path.clone(),
-                    if_id: ifaces.len() as u32,
-                    filter,
-                });
-                ifaces.push(InterfaceDesc {
-                    name: path.display().to_string(),
-                    description: None,
-                    linktype: lt,
-                    snaplen: cfg.snaplen,
-                });
-            }
-            for _ in 0..n {
-                let cpu = if cfg.cpus.is_empty() {
-                    None
-                } else {
-                    Some(take_cpu())
-                };
-                specs.push((
-                    WorkerInfo {
-                        id: specs.len(),
-                        cpu,
-                        input: "files".into(),
-                        queue: None,
-                    },
-                    Source::Files {
-                        files: files.clone(),
-                        workers: n,
-                    },
-                ));
-            }
+            file_specs(cfg, &mut ifaces, &mut specs, &mut take_cpu)?;
         }
         if specs.is_empty() {
             return Err(CaptureError::Config(
@@ -591,13 +599,11 @@ impl Capture {
             let mut groups = Vec::new();
             let mut member_of = Vec::new(); // (group, member-in-group)
             for (gi, gs) in cfg.groups.iter().enumerate() {
-                let filter = match &gs.filter {
-                    Some(e) => Some(
-                        Program::new(filter::compile_offline(lt, cfg.snaplen, e)?)
-                            .map_err(|e| CaptureError::Config(e.to_string()))?,
-                    ),
-                    None => None,
-                };
+                let filter = gs
+                    .filter
+                    .as_deref()
+                    .map(|e| compile_filter(lt, cfg.snaplen, e))
+                    .transpose()?;
                 groups.push(Group {
                     kind: gs.kind,
                     table: Indirection::new(gs.members),
