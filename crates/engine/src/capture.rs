@@ -359,6 +359,35 @@ fn compile(
     })
 }
 
+/// The consumer groups of `--groups`, with their filters compiled; their kinds; and for
+/// each member, its (group, index in the group).
+#[allow(clippy::type_complexity)]
+fn build_groups(
+    cfg: &CaptureConfig,
+    lt: u16,
+) -> Result<(Vec<Group>, Vec<GroupKind>, Vec<(usize, usize)>), CaptureError> {
+    let mut kinds = Vec::new();
+    let mut groups = Vec::new();
+    let mut member_of = Vec::new(); // (group, member-in-group)
+    for (gi, gs) in cfg.groups.iter().enumerate() {
+        let filter = gs
+            .filter
+            .as_deref()
+            .map(|e| compile_filter(lt, cfg.snaplen, e))
+            .transpose()?;
+        groups.push(Group {
+            kind: gs.kind,
+            table: Indirection::new(gs.members),
+            filter,
+            snaplen: gs.snaplen.unwrap_or(cfg.snaplen),
+            members: (member_of.len()..member_of.len() + usize::from(gs.members)).collect(),
+        });
+        kinds.push(gs.kind);
+        member_of.extend((0..usize::from(gs.members)).map(|m| (gi, m)));
+    }
+    Ok((groups, kinds, member_of))
+}
+
 /// The workers of `-r FILE...`: every worker reads every file and keeps its share of the
 /// flows; each file is one interface of the output.
 fn file_specs(
@@ -596,24 +625,8 @@ impl Capture {
                 ));
             }
             let lt = ifaces.first().map_or(1, |i| i.linktype);
-            let mut groups = Vec::new();
-            let mut member_of = Vec::new(); // (group, member-in-group)
-            for (gi, gs) in cfg.groups.iter().enumerate() {
-                let filter = gs
-                    .filter
-                    .as_deref()
-                    .map(|e| compile_filter(lt, cfg.snaplen, e))
-                    .transpose()?;
-                groups.push(Group {
-                    kind: gs.kind,
-                    table: Indirection::new(gs.members),
-                    filter,
-                    snaplen: gs.snaplen.unwrap_or(cfg.snaplen),
-                    members: (member_of.len()..member_of.len() + usize::from(gs.members)).collect(),
-                });
-                group_kinds.push(gs.kind);
-                member_of.extend((0..usize::from(gs.members)).map(|m| (gi, m)));
-            }
+            let (groups, kinds, member_of) = build_groups(cfg, lt)?;
+            group_kinds = kinds;
             let stage_cpus = if cfg.stage_cpus.is_empty() {
                 cpus.clone()
             } else {
