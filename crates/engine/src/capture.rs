@@ -359,6 +359,153 @@ fn compile(
     })
 }
 
+/// What planning the live inputs fills in.
+struct Inputs<'a> {
+    ifaces: &'a mut Vec<InterfaceDesc>,
+    specs: &'a mut Vec<(WorkerInfo, Source)>,
+    xdp: &'a mut Vec<Arc<XdpSetup>>,
+    notes: &'a mut Vec<String>,
+}
+
+impl Inputs<'_> {
+    /// One `-i IF[@Q]`: its interface description and its workers (AF_PACKET sockets in a
+    /// fanout group, or AF_XDP sockets after the XDP program is attached).
+    fn add(
+        &mut self,
+        cfg: &CaptureConfig,
+        input: &Input,
+        cpus: &[u32],
+        ring: RingConfig,
+        take_cpu: &mut dyn FnMut() -> u32,
+    ) -> Result<(), CaptureError> {
+        let ifindex = netdev::ifindex(&input.iface)?;
+        let linktype = netdev::linktype(&input.iface)?;
+        let queues = netdev::rx_queues(&input.iface)?;
+        if let Some(q) = input.queue {
+            if u32::from(q) >= queues {
+                return Err(CaptureError::Config(format!(
+                    "{} has {queues} RX queue{}; queue {q} is out of range (0..{})",
+                    input.iface,
+                    if queues == 1 { "" } else { "s" },
+                    queues - 1
+                )));
+            }
+        }
+        let if_id = self.ifaces.len() as u32;
+        if input.xdp {
+            self.ifaces.push(InterfaceDesc {
+                name: input.label(),
+                description: Some(format!("{} captured by corecap", input.label())),
+                linktype,
+                snaplen: cfg.snaplen,
+            });
+            let setup = Arc::new(XdpSetup::new(
+                &input.iface,
+                ifindex,
+                queues,
+                cfg.xdp_spread,
+            )?);
+            // Attach first: a queue without a socket yet passes its frames to the stack,
+            // and an interface that has another XDP program fails here, before any socket.
+            let mode = setup.attach()?;
+            if mode == corecap_linux::xsk::AttachMode::Generic {
+                self.notes.push(format!(
+                    "warning: {} does not support native XDP; using generic (skb) XDP, which is slower",
+                    input.iface
+                ));
+            }
+            self.xdp.push(setup.clone());
+            let filter = cfg
+                .filter
+                .as_deref()
+                .map(|e| compile_filter(linktype, cfg.snaplen, e))
+                .transpose()?;
+            let qs: Vec<u32> = match input.queue {
+                Some(q) => vec![u32::from(q)],
+                None => (0..queues).collect(),
+            };
+            let spread = setup.spread;
+            for (k, (q, slot)) in qs
+                .iter()
+                .flat_map(|&q| (0..spread).map(move |s| (q, s)))
+                .enumerate()
+            {
+                let at = if spread > 1 { k } else { q as usize };
+                let cpu = cpus[at % cpus.len()];
+                let label = if spread > 1 {
+                    format!("{}#{slot}", input.label())
+                } else {
+                    input.label()
+                };
+                self.specs.push((
+                    WorkerInfo {
+                        id: self.specs.len(),
+                        cpu: Some(cpu),
+                        input: label,
+                        queue: Some(q),
+                    },
+                    Source::Xdp {
+                        setup: setup.clone(),
+                        queue: q,
+                        slot,
+                        if_id,
+                        filter: filter.clone(),
+                        snaplen: cfg.snaplen,
+                    },
+                ));
+            }
+            return Ok(());
+        }
+        let prog = compile(input, linktype, cfg.filter.as_deref(), cfg.snaplen)?;
+        self.ifaces.push(InterfaceDesc {
+            name: input.label(),
+            description: Some(format!("{} captured by corecap", input.label())),
+            linktype,
+            snaplen: cfg.snaplen,
+        });
+        let n = match (input.queue, cfg.balance) {
+            (Some(_), _) => 1,
+            (None, Balance::Queue) if cfg.workers == 0 => queues as usize,
+            // One worker per RX queue (TNAPI), at most one per CPU.
+            (None, _) if cfg.workers == 0 => (queues as usize).clamp(1, cpus.len()),
+            (None, _) => cfg.workers,
+        };
+        let group = (n > 1).then(|| Arc::new(FanoutGroup::default()));
+        for member in 0..n {
+            let queue = match (input.queue, cfg.balance) {
+                (Some(q), _) => Some(u32::from(q)),
+                (None, Balance::Queue) if n as u32 == queues => Some(member as u32),
+                (None, _) if queues == 1 => Some(0),
+                _ => None,
+            };
+            let spec = LiveSpec {
+                iface: input.iface.clone(),
+                ifindex,
+                fanout: cfg.balance.fanout(),
+                group: group.clone(),
+                member,
+                ring,
+                filter: prog.clone(),
+                spare: cfg.spare.clone(),
+            };
+            let cpu = match input.queue {
+                Some(q) => cpus[q as usize % cpus.len()],
+                None => take_cpu(),
+            };
+            self.specs.push((
+                WorkerInfo {
+                    id: self.specs.len(),
+                    cpu: Some(cpu),
+                    input: input.label(),
+                    queue,
+                },
+                Source::Live { spec, if_id, queue },
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The consumer groups of `--groups`, with their filters compiled; their kinds; and for
 /// each member, its (group, index in the group).
 #[allow(clippy::type_complexity)]
@@ -470,131 +617,14 @@ impl Capture {
                 cpus[k]
             }
         };
+        let mut inputs = Inputs {
+            ifaces: &mut ifaces,
+            specs: &mut specs,
+            xdp: &mut xdp,
+            notes: &mut xdp_notes,
+        };
         for input in &cfg.inputs {
-            let ifindex = netdev::ifindex(&input.iface)?;
-            let linktype = netdev::linktype(&input.iface)?;
-            let queues = netdev::rx_queues(&input.iface)?;
-            if let Some(q) = input.queue {
-                if u32::from(q) >= queues {
-                    return Err(CaptureError::Config(format!(
-                        "{} has {queues} RX queue{}; queue {q} is out of range (0..{})",
-                        input.iface,
-                        if queues == 1 { "" } else { "s" },
-                        queues - 1
-                    )));
-                }
-            }
-            let if_id = ifaces.len() as u32;
-            if input.xdp {
-                ifaces.push(InterfaceDesc {
-                    name: input.label(),
-                    description: Some(format!("{} captured by corecap", input.label())),
-                    linktype,
-                    snaplen: cfg.snaplen,
-                });
-                let setup = Arc::new(XdpSetup::new(
-                    &input.iface,
-                    ifindex,
-                    queues,
-                    cfg.xdp_spread,
-                )?);
-                // Attach first: a queue without a socket yet passes its frames to the stack,
-                // and an interface that has another XDP program fails here, before any socket.
-                let mode = setup.attach()?;
-                if mode == corecap_linux::xsk::AttachMode::Generic {
-                    xdp_notes.push(format!(
-                        "warning: {} does not support native XDP; using generic (skb) XDP, which is slower",
-                        input.iface
-                    ));
-                }
-                xdp.push(setup.clone());
-                let filter = cfg
-                    .filter
-                    .as_deref()
-                    .map(|e| compile_filter(linktype, cfg.snaplen, e))
-                    .transpose()?;
-                let qs: Vec<u32> = match input.queue {
-                    Some(q) => vec![u32::from(q)],
-                    None => (0..queues).collect(),
-                };
-                let spread = setup.spread;
-                for (k, (q, slot)) in qs
-                    .iter()
-                    .flat_map(|&q| (0..spread).map(move |s| (q, s)))
-                    .enumerate()
-                {
-                    let at = if spread > 1 { k } else { q as usize };
-                    let cpu = cpus[at % cpus.len()];
-                    let label = if spread > 1 {
-                        format!("{}#{slot}", input.label())
-                    } else {
-                        input.label()
-                    };
-                    specs.push((
-                        WorkerInfo {
-                            id: specs.len(),
-                            cpu: Some(cpu),
-                            input: label,
-                            queue: Some(q),
-                        },
-                        Source::Xdp {
-                            setup: setup.clone(),
-                            queue: q,
-                            slot,
-                            if_id,
-                            filter: filter.clone(),
-                            snaplen: cfg.snaplen,
-                        },
-                    ));
-                }
-                continue;
-            }
-            let prog = compile(input, linktype, cfg.filter.as_deref(), cfg.snaplen)?;
-            ifaces.push(InterfaceDesc {
-                name: input.label(),
-                description: Some(format!("{} captured by corecap", input.label())),
-                linktype,
-                snaplen: cfg.snaplen,
-            });
-            let n = match (input.queue, cfg.balance) {
-                (Some(_), _) => 1,
-                (None, Balance::Queue) if cfg.workers == 0 => queues as usize,
-                // One worker per RX queue (TNAPI), at most one per CPU.
-                (None, _) if cfg.workers == 0 => (queues as usize).clamp(1, cpus.len()),
-                (None, _) => cfg.workers,
-            };
-            let group = (n > 1).then(|| Arc::new(FanoutGroup::default()));
-            for member in 0..n {
-                let queue = match (input.queue, cfg.balance) {
-                    (Some(q), _) => Some(u32::from(q)),
-                    (None, Balance::Queue) if n as u32 == queues => Some(member as u32),
-                    (None, _) if queues == 1 => Some(0),
-                    _ => None,
-                };
-                let spec = LiveSpec {
-                    iface: input.iface.clone(),
-                    ifindex,
-                    fanout: cfg.balance.fanout(),
-                    group: group.clone(),
-                    member,
-                    ring,
-                    filter: prog.clone(),
-                    spare: cfg.spare.clone(),
-                };
-                let cpu = match input.queue {
-                    Some(q) => cpus[q as usize % cpus.len()],
-                    None => take_cpu(),
-                };
-                specs.push((
-                    WorkerInfo {
-                        id: specs.len(),
-                        cpu: Some(cpu),
-                        input: input.label(),
-                        queue,
-                    },
-                    Source::Live { spec, if_id, queue },
-                ));
-            }
+            inputs.add(cfg, input, &cpus, ring, &mut take_cpu)?;
         }
         if !cfg.files.is_empty() {
             file_specs(cfg, &mut ifaces, &mut specs, &mut take_cpu)?;
