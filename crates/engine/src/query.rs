@@ -138,7 +138,7 @@ pub enum FileKind {
 pub fn file_kind(path: &Path) -> io::Result<FileKind> {
     let mut f = File::open(path)?;
     let mut m = [0u8; 8];
-    let n = read_up_to(&mut f, &mut m)?;
+    let n = crate::sink::sealed::read_full(&mut f, &mut m)?;
     if n == 8 && &m == MAGIC {
         return Ok(FileKind::Sealed);
     }
@@ -152,25 +152,12 @@ pub fn file_kind(path: &Path) -> io::Result<FileKind> {
     f = File::open(path)?;
     let mut d = Decompress::new(BufReader::with_capacity(64 * 1024, f))?;
     let mut head = [0u8; 4];
-    Ok(match read_up_to(&mut d, &mut head) {
+    Ok(match crate::sink::sealed::read_full(&mut d, &mut head) {
         Ok(n) if corecap_wire::read::sniff(&head[..n]).is_none() => FileKind::Other,
         // A stream that fails this early is a damaged capture as likely as anything else:
         // reading it reports the damage.
         _ => FileKind::Compressed(c),
     })
-}
-
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// Expands files and directories (a spool, a rotation directory) into capture files, in
@@ -478,7 +465,7 @@ impl Read for SealedRead {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.plain.is_empty() && !self.done {
             let mut head = [0u8; CHUNK_HEAD];
-            let n = read_up_to(&mut self.f, &mut head)?;
+            let n = crate::sink::sealed::read_full(&mut self.f, &mut head)?;
             if n < CHUNK_HEAD {
                 self.done = true;
                 break;
@@ -494,7 +481,7 @@ impl Read for SealedRead {
             self.buf.extend_from_slice(&head);
             self.buf
                 .resize(CHUNK_HEAD + len + crate::sink::sealed::TAG, 0);
-            let got = read_up_to(&mut self.f, &mut self.buf[CHUNK_HEAD..])?;
+            let got = crate::sink::sealed::read_full(&mut self.f, &mut self.buf[CHUNK_HEAD..])?;
             self.buf.truncate(CHUNK_HEAD + got);
             match self.opener.open(&mut self.buf, self.offset) {
                 Ok(Some(c)) => {
@@ -550,7 +537,8 @@ impl FileStream {
                     match &self.plan.opener {
                         Some(o) => {
                             let mut skip = vec![0u8; o.header_len as usize];
-                            read_up_to(&mut f, &mut skip).map_err(io_at(&path))?;
+                            crate::sink::sealed::read_full(&mut f, &mut skip)
+                                .map_err(io_at(&path))?;
                             Box::new(SealedRead {
                                 f: BufReader::with_capacity(1 << 20, f),
                                 opener: o.clone(),
@@ -917,7 +905,7 @@ fn index_sealed(
     let mut last = false;
     loop {
         let mut head = [0u8; CHUNK_HEAD];
-        let n = read_up_to(&mut f, &mut head).map_err(io_at(path))?;
+        let n = crate::sink::sealed::read_full(&mut f, &mut head).map_err(io_at(path))?;
         let mut whole = n == CHUNK_HEAD;
         if whole {
             let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
@@ -931,7 +919,8 @@ fn index_sealed(
             buf.clear();
             buf.extend_from_slice(&head);
             buf.resize(CHUNK_HEAD + len + crate::sink::sealed::TAG, 0);
-            let got = read_up_to(&mut f, &mut buf[CHUNK_HEAD..]).map_err(io_at(path))?;
+            let got = crate::sink::sealed::read_full(&mut f, &mut buf[CHUNK_HEAD..])
+                .map_err(io_at(path))?;
             buf.truncate(CHUNK_HEAD + got);
             match o.open(&mut buf, offset).map_err(sealed_err)? {
                 Some(c) => {

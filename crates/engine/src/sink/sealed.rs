@@ -392,7 +392,7 @@ impl Unsealed {
 }
 
 /// Reads exactly `buf.len()` bytes, or fewer at the end of the input; returns how many.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {
