@@ -205,6 +205,37 @@ pub struct CaptureConfig {
     pub xdp_spread: u32,
 }
 
+impl Default for CaptureConfig {
+    /// Nothing to capture yet: one worker per RX queue, pinned, flow balance, whole
+    /// packets, a 64 MiB ring of 1 MiB blocks retired after 10 ms, no output (counting).
+    /// Callers set what they resolved and take the rest from here.
+    fn default() -> Self {
+        Self {
+            inputs: Vec::new(),
+            files: Vec::new(),
+            workers: 0,
+            cpus: Vec::new(),
+            pin: true,
+            balance: Balance::Flow,
+            filter: None,
+            snaplen: 262_144,
+            ring_bytes: 64 << 20,
+            block_size: 1 << 20,
+            block_timeout_ms: 10,
+            count: None,
+            duration: None,
+            output: None,
+            groups: Vec::new(),
+            stage_cpus: Vec::new(),
+            flows: None,
+            transport: pipe::Transport::default(),
+            attachable: false,
+            spare: None,
+            xdp_spread: 1,
+        }
+    }
+}
+
 /// What kind of failure stopped a capture from starting: what the user can do about it
 /// (the daemon answers 400, 404 or 500 by it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
