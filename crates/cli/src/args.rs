@@ -507,6 +507,12 @@ pub(crate) struct ServeArgs {
     /// Run inside this network namespace.
     #[arg(long, value_name = "NAME")]
     pub(crate) netns: Option<String>,
+    /// Once the base captures and the API socket are open, run as this user (like
+    /// tcpdump -Z). The spool and the socket become theirs; one thread keeps CAP_NET_RAW,
+    /// CAP_NET_ADMIN and CAP_IPC_LOCK to open spawned captures' sockets, and no other
+    /// thread holds any capability.
+    #[arg(short = 'Z', long = "user", value_name = "USER")]
+    pub(crate) user: Option<String>,
     /// The API's Unix socket (mode 0600).
     #[arg(long, value_name = "PATH", default_value = "/run/corecap/corecap.sock")]
     pub(crate) socket: std::path::PathBuf,

@@ -21,7 +21,11 @@ struct Daemon {
 
 impl Daemon {
     fn start(lab: &Lab, dir: &Scratch, extra: &[&str]) -> Self {
-        let socket = dir.path("api.sock");
+        Self::start_at(lab, dir, dir.path("api.sock"), extra)
+    }
+
+    /// A daemon whose API socket is at `socket`.
+    fn start_at(lab: &Lab, dir: &Scratch, socket: PathBuf, extra: &[&str]) -> Self {
         let spool = dir.path("spool");
         let mut child = Command::new(bin())
             .args(["serve", "--netns", &lab.netns, "--json", "--socket"])
@@ -891,12 +895,9 @@ fn issue14_serve_runs_as_a_service_user_with_three_capabilities() {
         assert_eq!(std::fs::metadata(&p).expect("file").uid(), nobody);
         assert_eq!(read_all(&p).len(), 100, "{f}");
     }
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()));
-    // setpriv execs corecap in place, so the child's pid is the daemon's.
-    let status = status.expect("status");
-    assert!(status.contains("Uid:\t65534"), "{status}");
-    assert!(status.contains("CapEff:\t0000000000007000"), "{status}");
-    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    // setpriv execs corecap in place, so the child's pid is the daemon's. The three
+    // capabilities stay with the opener thread alone.
+    assert_caps_only_in_opener(child.id(), 65534, 0x7000);
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -929,4 +930,96 @@ fn issue16_serve_retain_counts_flow_record_files_too() {
     assert!(files[2].exists(), "{files:?}");
     let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
     assert!(m.contains("corecap_retain_deleted_files_total 2"), "{m}");
+}
+
+/// Each thread of process `pid`: (name, status text).
+fn threads(pid: u32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let t = t.expect("task").path();
+        // A short-lived thread (a connection's) may end between the listing and the read.
+        let (Ok(name), Ok(status)) = (
+            std::fs::read_to_string(t.join("comm")),
+            std::fs::read_to_string(t.join("status")),
+        ) else {
+            continue;
+        };
+        out.push((name.trim().to_owned(), status));
+    }
+    out
+}
+
+/// Every thread of `pid` runs as `uid` with no_new_privs; the opener thread holds exactly
+/// `caps` (effective and permitted) and every other thread holds none.
+fn assert_caps_only_in_opener(pid: u32, uid: u32, caps: u64) {
+    let field = |status: &str, key: &str| -> String {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or("")
+            .trim()
+            .to_owned()
+    };
+    let ts = threads(pid);
+    assert!(
+        ts.iter().any(|(n, _)| n == "corecap-priv"),
+        "no opener thread: {ts:?}"
+    );
+    assert!(ts.len() > 2, "{ts:?}");
+    for (name, status) in &ts {
+        assert!(
+            field(status, "Uid:").starts_with(&format!("{uid}\t")),
+            "{name}: {status}"
+        );
+        assert_eq!(field(status, "NoNewPrivs:"), "1", "{name}");
+        let want = if name == "corecap-priv" { caps } else { 0 };
+        let want = format!("{want:016x}");
+        assert_eq!(field(status, "CapEff:"), want, "{name}: {status}");
+        assert_eq!(field(status, "CapPrm:"), want, "{name}: {status}");
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue14_serve_z_user_keeps_capabilities_in_the_opener_thread_only() {
+    use std::os::unix::fs::MetadataExt;
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-z");
+    // A socket directory serve makes, so that it is the user's and the socket can be
+    // removed at the end.
+    let socket = dir.path("run/api.sock");
+    let d = Daemon::start_at(
+        &lab,
+        &dir,
+        socket.clone(),
+        &["-i", "cap0", "--spares", "0", "-Z", "nobody"],
+    );
+    let nobody = 65534;
+    // Attach: a consumer of the base capture. Spawn: a socket the opener makes, and a
+    // filter that needs a live libpcap handle, compiled in a thread with no capability
+    // on a handle the opener opened.
+    let a = d.start_capture(&["--mode", "attach", "-c", "100", "-w", "a.pcapng", "udp"]);
+    let b = d.start_capture(&[
+        "--mode", "spawn", "-c", "100", "-w", "b.pcapng", "udp", "or", "vlan", "100",
+    ]);
+    assert_caps_only_in_opener(d.child.id(), nobody, 0x7000);
+    lab.gen(300, &[]);
+    for id in [&a, &b] {
+        let v = d.wait_for(id, |v| v["state"] != "running");
+        assert_eq!(v["state"], "done", "{v}");
+        assert_eq!(v["packets"], 100, "{v}");
+    }
+    let spool = dir.path("spool");
+    assert_eq!(std::fs::metadata(&spool).expect("spool").uid(), nobody);
+    for f in ["a.pcapng", "b.pcapng"] {
+        let p = spool.join(f);
+        assert_eq!(std::fs::metadata(&p).expect("file").uid(), nobody, "{f}");
+        let pk = read_all(&p);
+        assert_eq!(pk.len(), 100, "{f}");
+    }
+    // After the captures, still: the spare the opener reopens stays with it.
+    assert_caps_only_in_opener(d.child.id(), nobody, 0x7000);
+    let (ok, _) = d.stop();
+    assert!(ok, "serve -Z exits 0");
+    assert!(!socket.exists(), "the socket is removed at the end");
 }

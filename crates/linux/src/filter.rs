@@ -89,43 +89,100 @@ impl Handle {
     }
 }
 
-/// Compiles `expr` for live capture on `iface` (needs CAP_NET_RAW, like the capture itself).
-pub fn compile_live(iface: &str, expr: &str, snaplen: u32) -> Result<Vec<sock_filter>> {
-    let dev = CString::new(iface)
-        .map_err(|_| Error::new(ErrorKind::NoSuchInterface, "interface name contains NUL"))?;
-    let mut errbuf = [0 as c_char; PCAP_ERRBUF_SIZE];
-    // SAFETY: NUL-terminated name and an errbuf of PCAP_ERRBUF_SIZE bytes.
-    let p = unsafe { pcap_create(dev.as_ptr(), errbuf.as_mut_ptr()) };
-    if p.is_null() {
-        // SAFETY: libpcap wrote a NUL-terminated message into errbuf.
-        let msg = unsafe { CStr::from_ptr(errbuf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-        return Err(Error::new(ErrorKind::Filter, msg).on(iface));
+// SAFETY: a pcap_t is not tied to the thread that made it; libpcap needs only that one
+// thread uses it at a time, which owning the Handle ensures (it is not Sync).
+unsafe impl Send for Handle {}
+
+/// An activated libpcap handle of an interface: what a filter that needs a live handle is
+/// compiled on. Opening one needs CAP_NET_RAW; compiling on it needs nothing.
+pub struct LiveHandle {
+    h: Handle,
+    iface: String,
+}
+
+impl std::fmt::Debug for LiveHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveHandle")
+            .field("iface", &self.iface)
+            .finish_non_exhaustive()
     }
-    let h = Handle(p);
-    // SAFETY: valid handle not yet activated; these only set fields.
-    unsafe {
-        pcap_set_snaplen(h.0, snaplen.min(i32::MAX as u32) as c_int);
-        pcap_set_buffer_size(h.0, 1 << 20);
-    }
-    // SAFETY: valid handle.
-    let rc = unsafe { pcap_activate(h.0) };
-    if rc < 0 {
-        let msg = h.error();
-        let msg = if msg.is_empty() {
-            // SAFETY: pcap_statustostr returns a static NUL-terminated string.
-            unsafe { CStr::from_ptr(pcap_statustostr(rc)) }
+}
+
+impl LiveHandle {
+    /// Opens and activates a handle on `iface` with a 1 MiB buffer (needs CAP_NET_RAW).
+    pub fn open(iface: &str, snaplen: u32) -> Result<Self> {
+        let dev = CString::new(iface)
+            .map_err(|_| Error::new(ErrorKind::NoSuchInterface, "interface name contains NUL"))?;
+        let mut errbuf = [0 as c_char; PCAP_ERRBUF_SIZE];
+        // SAFETY: NUL-terminated name and an errbuf of PCAP_ERRBUF_SIZE bytes.
+        let p = unsafe { pcap_create(dev.as_ptr(), errbuf.as_mut_ptr()) };
+        if p.is_null() {
+            // SAFETY: libpcap wrote a NUL-terminated message into errbuf.
+            let msg = unsafe { CStr::from_ptr(errbuf.as_ptr()) }
                 .to_string_lossy()
-                .into_owned()
-        } else {
-            msg
-        };
-        return Err(Error::new(
-            ErrorKind::Filter,
-            format!("cannot open {iface} to compile the filter: {msg}"),
-        ));
+                .into_owned();
+            return Err(Error::new(ErrorKind::Filter, msg).on(iface));
+        }
+        let h = Handle(p);
+        // SAFETY: valid handle not yet activated; these only set fields.
+        unsafe {
+            pcap_set_snaplen(h.0, snaplen.min(i32::MAX as u32) as c_int);
+            pcap_set_buffer_size(h.0, 1 << 20);
+        }
+        // SAFETY: valid handle.
+        let rc = unsafe { pcap_activate(h.0) };
+        if rc < 0 {
+            let msg = h.error();
+            let msg = if msg.is_empty() {
+                // SAFETY: pcap_statustostr returns a static NUL-terminated string.
+                unsafe { CStr::from_ptr(pcap_statustostr(rc)) }
+                    .to_string_lossy()
+                    .into_owned()
+            } else {
+                msg
+            };
+            return Err(Error::new(
+                ErrorKind::Filter,
+                format!("cannot open {iface} to compile the filter: {msg}"),
+            ));
+        }
+        Ok(Self {
+            h,
+            iface: iface.to_owned(),
+        })
     }
+
+    /// Compiles `expr` for this interface.
+    pub fn compile(&self, expr: &str) -> Result<Vec<sock_filter>> {
+        self.h.compile(expr)
+    }
+}
+
+/// Opens a live handle for an interface and snap length.
+pub type LiveOpener = dyn Fn(&str, u32) -> Result<LiveHandle> + Send + Sync;
+
+static LIVE_OPENER: std::sync::OnceLock<Box<LiveOpener>> = std::sync::OnceLock::new();
+
+/// Makes [`compile_live`] get its handles from `open` instead of opening them in the calling
+/// thread: the daemon's threads that parse requests hold no capability, so one thread that
+/// keeps CAP_NET_RAW opens the handle and the filter is compiled where it was asked for.
+/// Set once per process; a second call is refused.
+pub fn set_live_opener(open: Box<LiveOpener>) -> Result<()> {
+    LIVE_OPENER.set(open).map_err(|_| {
+        Error::new(
+            ErrorKind::Sys,
+            "the live-handle opener is already set".to_string(),
+        )
+    })
+}
+
+/// Compiles `expr` for live capture on `iface`. Opening the handle needs CAP_NET_RAW, like
+/// the capture itself, unless [`set_live_opener`] gave another way to open it.
+pub fn compile_live(iface: &str, expr: &str, snaplen: u32) -> Result<Vec<sock_filter>> {
+    let h = match LIVE_OPENER.get() {
+        Some(open) => open(iface, snaplen)?,
+        None => LiveHandle::open(iface, snaplen)?,
+    };
     h.compile(expr)
 }
 

@@ -5,6 +5,8 @@
 //! - [`manager`]: the captures, in attach mode (a consumer of a running base capture's
 //!   workers) or spawn mode (a worker of its own on a free core, see [`cores`]), with their
 //!   limits, thread lag and final accounting;
+//! - [`opener`]: the one thread that keeps capabilities, opening sockets and live handles
+//!   for the threads that read requests, which hold none;
 //! - [`spool`]: the one directory files go to, and its quota;
 //! - [`query`]: `POST /queries`, recorded packets streamed back as pcapng, off the capture
 //!   cores and at idle I/O priority;
@@ -17,6 +19,7 @@ pub mod cores;
 pub mod http;
 pub mod manager;
 pub mod metrics;
+pub mod opener;
 pub mod query;
 pub mod server;
 pub mod spool;

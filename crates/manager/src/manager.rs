@@ -34,6 +34,7 @@ use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
 use crate::cores::Cores;
 use crate::metrics::LagHistogram;
+use crate::opener::Opener;
 use crate::spool::Spool;
 
 /// How the daemon runs.
@@ -182,6 +183,8 @@ const SPARE_IFACES: usize = 8;
 pub struct Manager {
     cfg: Config,
     inner: Mutex<Inner>,
+    /// Where spawned captures' sockets are opened (see [`crate::opener`]).
+    opener: Opener,
 }
 
 /// Ended captures kept for `GET /captures`.
@@ -245,7 +248,15 @@ impl Manager {
         Self {
             cfg,
             inner: Mutex::new(inner),
+            opener: Opener::inline(),
         }
+    }
+
+    /// Opens spawned captures' sockets through `opener`: the daemon's one thread that keeps
+    /// capabilities, when the threads that call the manager hold none.
+    pub fn with_opener(mut self, opener: Opener) -> Self {
+        self.opener = opener;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -385,8 +396,19 @@ impl Manager {
         };
         let (bytes, block, tov) = self.cfg.ring;
         let flows_group = flows.is_some();
-        let spare = g.spares.entry(input.iface.clone()).or_default().pop();
         g.spare_used.insert(input.iface.clone(), Instant::now());
+        // The worker swaps its filter into a socket the opener made: the thread that
+        // starts it needs no capability.
+        let spare = match g.spares.entry(input.iface.clone()).or_default().pop() {
+            Some(s) => s,
+            None => {
+                let ring = corecap_linux::RingConfig::with_size(bytes, block, tov);
+                corecap_linux::netdev::ifindex(&input.iface)
+                    .and_then(|ix| self.opener.spare(ix, ring))
+                    .map_err(|e| start_error(e.into()))?
+            }
+        };
+        let spare = Some(spare);
         let cfg = CaptureConfig {
             inputs: vec![input.clone()],
             files: vec![],
@@ -761,7 +783,8 @@ impl Manager {
         };
         let (bytes, block, tov) = self.cfg.ring;
         let ring = corecap_linux::RingConfig::with_size(bytes, block, tov);
-        let spare = corecap_linux::netdev::ifindex(&iface).and_then(|ix| Spare::open(ix, ring));
+        let spare =
+            corecap_linux::netdev::ifindex(&iface).and_then(|ix| self.opener.spare(ix, ring));
         let mut g = self.lock();
         match spare {
             Ok(s) => g.spares.entry(iface).or_default().push(s),

@@ -66,6 +66,23 @@ impl Spool {
         Ok(Self { dir, quota })
     }
 
+    /// Gives the spool to `uid`:`gid`, the user the daemon runs as once started (`-Z`):
+    /// the directory and the files directly in it, links themselves never followed. A spool
+    /// that another user owns was refused at [`Spool::open`].
+    pub fn give_to(&self, uid: u32, gid: u32) -> std::io::Result<()> {
+        std::os::unix::fs::lchown(&self.dir, Some(uid), Some(gid))?;
+        for e in std::fs::read_dir(&self.dir)? {
+            let p = e?.path();
+            std::os::unix::fs::lchown(&p, Some(uid), Some(gid)).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("giving {} to uid {uid}: {e}", p.display()),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -9,6 +9,7 @@ use corecap_engine::capture::{Balance, Capture, CaptureConfig, Input};
 use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::stage::pipe::Transport;
 use corecap_manager::manager::{Base, Config, Manager};
+use corecap_manager::opener::Opener;
 use corecap_manager::server::{self, Listener};
 use corecap_manager::spool::Spool;
 
@@ -48,6 +49,15 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    let run_as = a
+        .user
+        .as_deref()
+        .map(corecap_linux::privilege::lookup_user)
+        .transpose()?;
+    if run_as.is_some() {
+        // Before any thread starts: they keep what the switch needs until it is done.
+        corecap_linux::privilege::prepare_switch().context("preparing -Z")?;
+    }
     let quota = a.quota.as_deref().map(size).transpose()?;
     let spool = Spool::open(&a.spool, quota)
         .with_context(|| format!("opening the spool {}", a.spool.display()))?;
@@ -80,15 +90,26 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         ring.2,
     );
     let bases = start_bases(&a, ring, &cpus, &stage_cpus)?;
+    let socket_dir_made = a
+        .socket
+        .parent()
+        .is_some_and(|d| !d.as_os_str().is_empty() && !d.exists());
     let unix = server::bind_unix(&a.socket)?;
     let tcp = match a.listen {
         Some(addr) => Some(server::bind_tcp(addr)?),
         None => None,
     };
-    let m = Arc::new(Manager::new(
-        manager_config(&a, spool, key, stage_cpus, spawn_ring)?,
-        bases,
-    ));
+    if let Some(who) = &run_as {
+        give_files(who, &spool, &a.socket, socket_dir_made)?;
+    }
+    let opener = drop_privilege(run_as.as_ref())?;
+    let m = Arc::new(
+        Manager::new(
+            manager_config(&a, spool, key, stage_cpus, spawn_ring)?,
+            bases,
+        )
+        .with_opener(opener),
+    );
     server::spawn(Listener::Unix(unix, a.socket.clone()), m.clone())
         .context("starting the API thread")?;
     if let (Some(l), Some(t)) = (tcp, tcp_token) {
@@ -115,6 +136,50 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     report_end(&views, a.json);
     eprintln!("corecap: stopped");
     Ok(0)
+}
+
+/// Gives what the daemon writes after `-Z` to the user: the spool (and the files in it),
+/// the API socket, and the socket's directory when serve made it (so the socket can be
+/// removed at the end).
+fn give_files(
+    who: &corecap_linux::privilege::RunAs,
+    spool: &Spool,
+    socket: &std::path::Path,
+    socket_dir_made: bool,
+) -> Result<()> {
+    spool
+        .give_to(who.uid, who.gid)
+        .with_context(|| format!("giving the spool to {} (-Z)", who.name))?;
+    let mut paths = vec![socket];
+    if socket_dir_made {
+        paths.extend(socket.parent());
+    }
+    for p in paths {
+        std::os::unix::fs::lchown(p, Some(who.uid), Some(who.gid))
+            .with_context(|| format!("giving {} to {} (-Z)", p.display(), who.name))?;
+    }
+    Ok(())
+}
+
+/// Leaves capabilities to one thread: with `-Z`, the whole process becomes the user while
+/// this thread keeps the daemon's few capabilities; the opener thread is started with
+/// them; then this thread, and every thread it starts after (the API's), holds none.
+fn drop_privilege(run_as: Option<&corecap_linux::privilege::RunAs>) -> Result<Opener> {
+    use corecap_linux::privilege::{self, CAP_NET_RAW, DAEMON_CAPABILITIES};
+    if let Some(who) = run_as {
+        privilege::switch_user_keeping(who, DAEMON_CAPABILITIES)
+            .with_context(|| format!("switching to user {} (-Z)", who.name))?;
+    }
+    let (opener, kept) = Opener::spawn(DAEMON_CAPABILITIES).context("starting the opener")?;
+    privilege::drop_thread_capabilities().context("dropping capabilities")?;
+    let o = opener.clone();
+    corecap_linux::filter::set_live_opener(Box::new(move |iface, snaplen| o.live(iface, snaplen)))?;
+    if kept & (1 << CAP_NET_RAW) == 0 {
+        eprintln!(
+            "corecap: warning: no CAP_NET_RAW: captures in spawn mode and filters that need a live handle (vlan, inbound) will fail"
+        );
+    }
+    Ok(opener)
 }
 
 /// The key-encryption key for `"encrypt"` requests (`--key-file`).
