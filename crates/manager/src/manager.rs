@@ -526,7 +526,8 @@ impl Manager {
         })
     }
 
-    /// Starts a capture for a request that arrived at `t0` (`wall` on the system clock).
+    /// Starts a capture for a request that arrived at `t0` (`wall` on the system clock):
+    /// validated, admitted under the limits, named in the spool, then attached or spawned.
     pub fn start(
         &self,
         r: StartRequest,
@@ -534,14 +535,72 @@ impl Manager {
         wall: SystemTime,
     ) -> Result<CaptureView, ApiError> {
         let since_ns = wall_ns(wall);
-        let Valid {
-            input,
-            duration,
-            snaplen,
-            seal,
-            ipfix,
-        } = self.validate(&r)?;
+        let valid = self.validate(&r)?;
         let mut g = self.lock();
+        self.admit(&g, &r)?;
+        let id = format!("c{}", g.next_id);
+        let path = self.spool_path(&id, &r, valid.seal.is_some())?;
+        let base = g.bases.iter().position(|b| b.iface == valid.input.iface);
+        let mode = match (r.mode, base) {
+            (Some(m), _) => m,
+            (None, Some(_)) if valid.input.queue.is_none() => Mode::Attach,
+            (None, _) => Mode::Spawn,
+        };
+        let (file, flows) = self.outputs(&r, &valid, path.as_ref());
+        let mut notes = Vec::new();
+        let launch = Launch {
+            r: &r,
+            input: &valid.input,
+            snaplen: valid.snaplen,
+            file,
+            flows,
+            path: &path,
+            since_ns,
+        };
+        let g = &mut *g;
+        let (runner, cores, files) = match mode {
+            Mode::Attach => self.start_attach(g, base, launch)?,
+            Mode::Spawn => self.start_spawn(g, launch, &mut notes)?,
+        };
+        g.next_id += 1;
+        let view = CaptureView {
+            id,
+            state: State::Running,
+            reason: None,
+            mode,
+            interface: valid.input.label(),
+            filter: r.filter.clone(),
+            output: r.output,
+            path: files.first().map(|p| p.display().to_string()),
+            file_bytes: 0,
+            cores,
+            requested_at: secs(since_ns),
+            ended_at: None,
+            setup_us: t0.elapsed().as_secs_f64() * 1e6,
+            lag_us: None,
+            packets: 0,
+            bytes: 0,
+            drops: Drops::default(),
+            count: r.count,
+            duration: r.duration,
+            notes,
+        };
+        g.entries.push(Entry {
+            view,
+            runner,
+            since_ns,
+            deadline: valid.duration.map(|d| t0 + d),
+            files,
+            lag_observed: false,
+        });
+        let e = g.entries.last_mut().expect("just pushed");
+        refresh(e);
+        Ok(e.view.clone())
+    }
+
+    /// Whether one more capture may start now: not while shutting down, not past
+    /// `--max-captures`, and no file capture past the spool's quota.
+    fn admit(&self, g: &Inner, r: &StartRequest) -> Result<(), ApiError> {
         // Checked under the lock that shutdown takes first: a request racing a SIGTERM
         // either starts before shutdown (which then ends it) or is refused here.
         if g.closing {
@@ -561,8 +620,7 @@ impl Manager {
                 ),
             ));
         }
-        let writes = r.output != OutputKind::Count;
-        if let (true, Some(q)) = (writes, self.cfg.spool.quota) {
+        if let (true, Some(q)) = (r.output != OutputKind::Count, self.cfg.spool.quota) {
             let used = self.cfg.spool.usage();
             if used >= q {
                 return Err(err(
@@ -571,39 +629,52 @@ impl Manager {
                 ));
             }
         }
-        let id = format!("c{}", g.next_id);
-        let path = if writes {
-            let name = r
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("{id}.{}", extension(r.output)));
-            let mut p = self.cfg.spool.resolve(&name).map_err(|e| err(400, e))?;
-            if seal.is_some() && !name.ends_with(".sealed") {
-                p = PathBuf::from(format!("{}.sealed", p.display()));
-            }
-            // A file being written has only its hidden name until it is whole; a spawned
-            // flows capture writes its one member's file, NAME.g0m0.
-            let flows_member = suffixed_path(&p, "g0m0");
-            if p.exists()
-                || corecap_engine::sink::disk::part_path(&p).exists()
-                || (r.output == OutputKind::Flows && flows_member.exists())
-            {
-                return Err(err(
-                    409,
-                    format!("{} exists in the spool; choose another name", p.display()),
-                ));
-            }
-            Some(p)
-        } else {
-            None
-        };
-        let base = g.bases.iter().position(|b| b.iface == input.iface);
-        let mode = match (r.mode, base) {
-            (Some(m), _) => m,
-            (None, Some(_)) if input.queue.is_none() => Mode::Attach,
-            (None, _) => Mode::Spawn,
-        };
-        let file = path.as_ref().and_then(|p| match r.output {
+        Ok(())
+    }
+
+    /// The file a capture `id` writes in the spool (none for a count), refused with 409
+    /// when that name, its hidden name while written, or its flows member's is in use.
+    fn spool_path(
+        &self,
+        id: &str,
+        r: &StartRequest,
+        sealed: bool,
+    ) -> Result<Option<PathBuf>, ApiError> {
+        if r.output == OutputKind::Count {
+            return Ok(None);
+        }
+        let name = r
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{id}.{}", extension(r.output)));
+        let mut p = self.cfg.spool.resolve(&name).map_err(|e| err(400, e))?;
+        if sealed && !name.ends_with(".sealed") {
+            p = PathBuf::from(format!("{}.sealed", p.display()));
+        }
+        // A file being written has only its hidden name until it is whole; a spawned
+        // flows capture writes its one member's file, NAME.g0m0.
+        let flows_member = suffixed_path(&p, "g0m0");
+        if p.exists()
+            || corecap_engine::sink::disk::part_path(&p).exists()
+            || (r.output == OutputKind::Flows && flows_member.exists())
+        {
+            return Err(err(
+                409,
+                format!("{} exists in the spool; choose another name", p.display()),
+            ));
+        }
+        Ok(Some(p))
+    }
+
+    /// What a capture writes to `path`: a pcapng or pcap file, or flow records (to the
+    /// file and to the collector).
+    fn outputs(
+        &self,
+        r: &StartRequest,
+        v: &Valid,
+        path: Option<&PathBuf>,
+    ) -> (Option<OutputConfig>, Option<FlowOutput>) {
+        let file = path.and_then(|p| match r.output {
             OutputKind::Pcapng | OutputKind::Pcap => Some(OutputConfig {
                 path: p.clone(),
                 format: if r.output == OutputKind::Pcap {
@@ -613,7 +684,7 @@ impl Manager {
                 },
                 merge: false,
                 rotation: Rotation::default(),
-                seal: seal.clone(),
+                seal: v.seal.clone(),
                 direct: self.cfg.direct,
                 retention: self.cfg.retention.clone(),
                 index: self.cfg.index,
@@ -622,62 +693,12 @@ impl Manager {
             _ => None,
         });
         let flows = path
-            .clone()
             .filter(|_| r.output == OutputKind::Flows)
             .map(|p| FlowOutput {
-                file: Some(p),
-                ipfix: ipfix.clone(),
+                file: Some(p.clone()),
+                ipfix: v.ipfix.clone(),
             });
-        let mut notes = Vec::new();
-        let launch = Launch {
-            r: &r,
-            input: &input,
-            snaplen,
-            file,
-            flows,
-            path: &path,
-            since_ns,
-        };
-        let g = &mut *g;
-        let (runner, cores, files) = match mode {
-            Mode::Attach => self.start_attach(g, base, launch)?,
-            Mode::Spawn => self.start_spawn(g, launch, &mut notes)?,
-        };
-        g.next_id += 1;
-        let setup_us = t0.elapsed().as_secs_f64() * 1e6;
-        let view = CaptureView {
-            id: id.clone(),
-            state: State::Running,
-            reason: None,
-            mode,
-            interface: input.label(),
-            filter: r.filter.clone(),
-            output: r.output,
-            path: files.first().map(|p| p.display().to_string()),
-            file_bytes: 0,
-            cores,
-            requested_at: secs(since_ns),
-            ended_at: None,
-            setup_us,
-            lag_us: None,
-            packets: 0,
-            bytes: 0,
-            drops: Drops::default(),
-            count: r.count,
-            duration: r.duration,
-            notes,
-        };
-        g.entries.push(Entry {
-            view,
-            runner,
-            since_ns,
-            deadline: duration.map(|d| t0 + d),
-            files,
-            lag_observed: false,
-        });
-        let e = g.entries.last_mut().expect("just pushed");
-        refresh(e);
-        Ok(e.view.clone())
+        (file, flows)
     }
 
     /// Every capture, running and ended (the last 256 ended).
