@@ -1283,6 +1283,68 @@ mod tests {
     }
 
     #[test]
+    fn test_spool_names() {
+        let (m, dir) = manager();
+        let req = |body: &str| -> StartRequest { serde_json::from_str(body).expect("request") };
+        let spool = m.cfg.spool.dir().to_owned();
+        // Default names: the id and the output's extension; none for a count.
+        let r = req(r#"{"interface":"lo"}"#);
+        assert_eq!(
+            m.spool_path("c7", &r, false).expect("ok"),
+            Some(spool.join("c7.pcapng"))
+        );
+        let r = req(r#"{"interface":"lo","output":"flows"}"#);
+        assert_eq!(
+            m.spool_path("c8", &r, false).expect("ok"),
+            Some(spool.join("c8.flows.jsonl"))
+        );
+        let r = req(r#"{"interface":"lo","output":"count"}"#);
+        assert_eq!(m.spool_path("c9", &r, false).expect("ok"), None);
+        // A sealed file says so in its name, once.
+        let r = req(r#"{"interface":"lo","name":"x.pcapng"}"#);
+        assert_eq!(
+            m.spool_path("c1", &r, true).expect("ok"),
+            Some(spool.join("x.pcapng.sealed"))
+        );
+        let r = req(r#"{"interface":"lo","name":"y.pcapng.sealed"}"#);
+        assert_eq!(
+            m.spool_path("c1", &r, true).expect("ok"),
+            Some(spool.join("y.pcapng.sealed"))
+        );
+        // In use: the name itself, its hidden name while written, a flows member's file.
+        let r = req(r#"{"interface":"lo","name":"a.pcapng"}"#);
+        std::fs::write(spool.join("a.pcapng"), b"").expect("file");
+        assert_eq!(
+            m.spool_path("c1", &r, false).expect_err("in use").status,
+            409
+        );
+        let r = req(r#"{"interface":"lo","name":"b.pcapng"}"#);
+        std::fs::write(spool.join(".b.pcapng.part"), b"").expect("file");
+        assert_eq!(
+            m.spool_path("c1", &r, false)
+                .expect_err("being written")
+                .status,
+            409
+        );
+        let r = req(r#"{"interface":"lo","name":"f.jsonl","output":"flows"}"#);
+        std::fs::write(suffixed_path(&spool.join("f.jsonl"), "g0m0"), b"").expect("file");
+        assert_eq!(
+            m.spool_path("c1", &r, false).expect_err("member").status,
+            409
+        );
+        // Never outside the spool, never hidden.
+        for bad in ["../x", "/etc/passwd", ".hidden"] {
+            let r = req(&format!(r#"{{"interface":"lo","name":"{bad}"}}"#));
+            assert_eq!(
+                m.spool_path("c1", &r, false).expect_err(bad).status,
+                400,
+                "{bad}"
+            );
+        }
+        std::fs::remove_dir_all(dir).expect("clean");
+    }
+
+    #[test]
     fn test_requests_are_validated_before_anything_starts() {
         let (m, dir) = manager();
         let start = |body: &str| {
