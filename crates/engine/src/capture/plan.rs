@@ -570,3 +570,464 @@ impl Plan {
         SinkPlan::PerWorker(files)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::OutputConfig;
+    use crate::sink::file::{Format, Rotation};
+    use crate::stage::flows::FlowOutput;
+    use crate::steer::group::GroupKind;
+
+    /// The machine, written by hand.
+    struct Lab {
+        ifaces: Vec<(&'static str, Interface)>,
+        cpus: Vec<u32>,
+        files: Vec<(&'static str, u16)>,
+    }
+
+    impl Facts for Lab {
+        fn interface(&self, name: &str) -> Result<Interface, CaptureError> {
+            self.ifaces
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, i)| *i)
+                .ok_or_else(|| CaptureError::Config(format!("no interface {name}")))
+        }
+        fn allowed_cpus(&self) -> Vec<u32> {
+            self.cpus.clone()
+        }
+        fn file_linktype(&self, path: &Path) -> Result<u16, CaptureError> {
+            self.files
+                .iter()
+                .find(|(p, _)| Path::new(p) == path)
+                .map(|(_, lt)| *lt)
+                .ok_or_else(|| CaptureError::Config(format!("{}: no such file", path.display())))
+        }
+    }
+
+    /// eth0 (2 RX queues), eth1 (4), lo (1); CPUs 0..4; a.pcap (Ethernet), b.pcap (raw IP).
+    fn lab() -> Lab {
+        let iface = |ifindex, rx_queues| Interface {
+            ifindex,
+            linktype: 1,
+            rx_queues,
+        };
+        Lab {
+            ifaces: vec![
+                ("eth0", iface(2, 2)),
+                ("eth1", iface(3, 4)),
+                ("lo", iface(1, 1)),
+            ],
+            cpus: vec![0, 1, 2, 3],
+            files: vec![("a.pcap", 1), ("b.pcap", 101)],
+        }
+    }
+
+    fn live(inputs: &[&str]) -> CaptureConfig {
+        CaptureConfig {
+            inputs: inputs.iter().map(|i| Input::parse(i).unwrap()).collect(),
+            ..CaptureConfig::default()
+        }
+    }
+
+    fn output(path: &str, merge: bool) -> Option<OutputConfig> {
+        Some(OutputConfig {
+            path: PathBuf::from(path),
+            format: Format::Pcapng,
+            merge,
+            rotation: Rotation::default(),
+            seal: None,
+            direct: true,
+            retention: None,
+            index: true,
+            owner: None,
+        })
+    }
+
+    fn err(cfg: &CaptureConfig, facts: &Lab) -> String {
+        plan(cfg, facts).unwrap_err().to_string()
+    }
+
+    /// (id, cpu, input label, queue) of each worker.
+    fn infos(p: &Plan) -> Vec<(usize, Option<u32>, String, Option<u32>)> {
+        p.workers
+            .iter()
+            .map(|w| (w.info.id, w.info.cpu, w.info.input.clone(), w.info.queue))
+            .collect()
+    }
+
+    fn packet(input: usize, member: usize, if_id: u32, queue: Option<u32>) -> SourcePlan {
+        SourcePlan::Packet {
+            input,
+            member,
+            if_id,
+            queue,
+        }
+    }
+
+    #[test]
+    fn test_two_queues_flow_balance() {
+        let p = plan(&live(&["eth0"]), &lab()).unwrap();
+        assert_eq!(
+            p.ifaces,
+            vec![InterfaceDesc {
+                name: "eth0".into(),
+                description: Some("eth0 captured by corecap".into()),
+                linktype: 1,
+                snaplen: 262_144,
+            }]
+        );
+        assert_eq!(
+            p.inputs,
+            vec![LivePlan {
+                input: Input::parse("eth0").unwrap(),
+                if_id: 0,
+                ifindex: 2,
+                linktype: 1,
+                queues: 2,
+                via: Via::Packet { fanout: true },
+            }]
+        );
+        // One worker per RX queue, in one fanout group; flow balance knows no queue.
+        assert_eq!(
+            infos(&p),
+            vec![
+                (0, Some(3), "eth0".into(), None),
+                (1, Some(2), "eth0".into(), None),
+            ]
+        );
+        let sources: Vec<_> = p.workers.iter().map(|w| w.source).collect();
+        assert_eq!(sources, vec![packet(0, 0, 0, None), packet(0, 1, 0, None)]);
+        assert!(p.files.is_empty());
+        assert!(p.pipeline.is_none());
+        assert_eq!(p.sink, SinkPlan::Count);
+    }
+
+    #[test]
+    fn test_queue_adapter() {
+        let p = plan(&live(&["eth1@2", "lo"]), &lab()).unwrap();
+        // IF@Q takes the CPU at its queue's place; a whole interface takes from the end.
+        assert_eq!(
+            infos(&p),
+            vec![
+                (0, Some(2), "eth1@2".into(), Some(2)),
+                (1, Some(3), "lo".into(), Some(0)),
+            ]
+        );
+        assert_eq!(p.inputs[0].via, Via::Packet { fanout: false });
+        assert_eq!(p.inputs[1].via, Via::Packet { fanout: false });
+        assert_eq!(p.workers[0].source, packet(0, 0, 0, Some(2)));
+        assert_eq!(p.workers[1].source, packet(1, 0, 1, Some(0)));
+        assert_eq!(p.ifaces[0].name, "eth1@2");
+        assert_eq!(p.ifaces[1].name, "lo");
+    }
+
+    #[test]
+    fn test_queue_out_of_range() {
+        assert_eq!(
+            err(&live(&["eth1@4"]), &lab()),
+            "eth1 has 4 RX queues; queue 4 is out of range (0..3)"
+        );
+        assert_eq!(
+            err(&live(&["lo", "lo@1"]), &lab()),
+            "lo has 1 RX queue; queue 1 is out of range (0..0)"
+        );
+        assert_eq!(err(&live(&["eth9"]), &lab()), "no interface eth9");
+    }
+
+    #[test]
+    fn test_nothing_to_capture() {
+        assert_eq!(
+            err(&CaptureConfig::default(), &lab()),
+            "nothing to capture: give -i IF or -r FILE"
+        );
+    }
+
+    #[test]
+    fn test_balance_queue_workers() {
+        // --balance queue: one worker per RX queue even past the CPU count, each labelled
+        // with its queue.
+        let mut facts = lab();
+        facts.cpus = vec![0, 1];
+        let cfg = CaptureConfig {
+            balance: Balance::Queue,
+            ..live(&["eth1"])
+        };
+        let p = plan(&cfg, &facts).unwrap();
+        assert_eq!(
+            infos(&p),
+            vec![
+                (0, Some(1), "eth1".into(), Some(0)),
+                (1, Some(0), "eth1".into(), Some(1)),
+                (2, Some(1), "eth1".into(), Some(2)),
+                (3, Some(0), "eth1".into(), Some(3)),
+            ]
+        );
+        // Other modes stop at one worker per CPU.
+        let p = plan(&live(&["eth1"]), &facts).unwrap();
+        assert_eq!(p.workers.len(), 2);
+        // --workers 3 with --balance queue on 4 queues: the queues are not one per worker.
+        let cfg = CaptureConfig {
+            balance: Balance::Queue,
+            workers: 3,
+            ..live(&["eth1"])
+        };
+        let p = plan(&cfg, &facts).unwrap();
+        assert!(p.workers.iter().all(|w| w.info.queue.is_none()));
+        assert_eq!(p.workers.len(), 3);
+    }
+
+    #[test]
+    fn test_files() {
+        let cfg = CaptureConfig {
+            files: vec!["a.pcap".into(), "b.pcap".into()],
+            workers: 2,
+            ..CaptureConfig::default()
+        };
+        let p = plan(&cfg, &lab()).unwrap();
+        assert_eq!(
+            p.files,
+            vec![
+                FilePlan {
+                    path: "a.pcap".into(),
+                    if_id: 0,
+                    linktype: 1
+                },
+                FilePlan {
+                    path: "b.pcap".into(),
+                    if_id: 1,
+                    linktype: 101
+                },
+            ]
+        );
+        assert_eq!(p.ifaces[1].name, "b.pcap");
+        assert_eq!(p.ifaces[1].description, None);
+        assert_eq!(p.ifaces[1].linktype, 101);
+        // Not pinned without --cpus.
+        assert_eq!(
+            infos(&p),
+            vec![
+                (0, None, "files".into(), None),
+                (1, None, "files".into(), None)
+            ]
+        );
+        assert!(p
+            .workers
+            .iter()
+            .all(|w| w.source == SourcePlan::Files { workers: 2 }));
+        // With --cpus, in the order given.
+        let cfg = CaptureConfig {
+            cpus: vec![5, 4],
+            ..cfg
+        };
+        let p = plan(&cfg, &lab()).unwrap();
+        let cpus: Vec<_> = p.workers.iter().map(|w| w.info.cpu).collect();
+        assert_eq!(cpus, vec![Some(5), Some(4)]);
+        let cfg = CaptureConfig {
+            files: vec!["c.pcap".into()],
+            ..CaptureConfig::default()
+        };
+        assert_eq!(err(&cfg, &lab()), "c.pcap: no such file");
+    }
+
+    #[test]
+    fn test_sink_paths() {
+        // eth0: workers 0 and 1; lo: worker 2.
+        let cfg = CaptureConfig {
+            output: output("/cap/out.pcapng", false),
+            ..live(&["eth0", "lo"])
+        };
+        let p = plan(&cfg, &lab()).unwrap();
+        let file = |path: &str, ifaces: Vec<u32>| WorkerFile {
+            path: path.into(),
+            ifaces,
+        };
+        assert_eq!(
+            p.sink,
+            SinkPlan::PerWorker(vec![
+                file("/cap/out.w0.pcapng", vec![0]),
+                file("/cap/out.w1.pcapng", vec![0]),
+                file("/cap/out.w2.pcapng", vec![1]),
+            ])
+        );
+        // Each worker's own interface is interface 0 of its file.
+        assert_eq!(p.workers[2].source, packet(1, 0, 0, Some(0)));
+        // --merge: one file, every interface, numbered as in the capture.
+        let merged = CaptureConfig {
+            output: output("/cap/out.pcapng", true),
+            ..cfg.clone()
+        };
+        let p = plan(&merged, &lab()).unwrap();
+        assert_eq!(p.sink, SinkPlan::Merged("/cap/out.pcapng".into()));
+        assert_eq!(p.workers[2].source, packet(1, 0, 1, Some(0)));
+        let stdout = CaptureConfig {
+            output: output("-", false),
+            ..cfg.clone()
+        };
+        assert_eq!(
+            plan(&stdout, &lab()).unwrap().sink,
+            SinkPlan::Merged("-".into())
+        );
+        // One worker writes the file itself, merged or not.
+        let single = CaptureConfig {
+            output: output("/cap/out.pcapng", false),
+            ..live(&["lo"])
+        };
+        assert_eq!(
+            plan(&single, &lab()).unwrap().sink,
+            SinkPlan::Single("/cap/out.pcapng".into())
+        );
+        // -r workers write every file's interface.
+        let files = CaptureConfig {
+            files: vec!["a.pcap".into(), "b.pcap".into()],
+            workers: 2,
+            output: output("/cap/r.pcap", false),
+            ..CaptureConfig::default()
+        };
+        assert_eq!(
+            plan(&files, &lab()).unwrap().sink,
+            SinkPlan::PerWorker(vec![
+                file("/cap/r.w0.pcap", vec![0, 1]),
+                file("/cap/r.w1.pcap", vec![0, 1]),
+            ])
+        );
+    }
+
+    fn groups() -> Vec<GroupSpec> {
+        GroupSpec::parse_list("balance:2,copy:1").unwrap()
+    }
+
+    #[test]
+    fn test_groups() {
+        let cfg = CaptureConfig {
+            groups: groups(),
+            stage_cpus: vec![6, 7],
+            output: output("/cap/o.pcapng", false),
+            flows: Some(FlowOutput::file("/cap/f.json".into())),
+            ..live(&["eth0"])
+        };
+        let p = plan(&cfg, &lab()).unwrap();
+        assert_eq!(p.sink, SinkPlan::Steer);
+        let pl = p.pipeline.unwrap();
+        let member = |group, index, member, cpu, suffix: &str| MemberPlan {
+            group,
+            index,
+            member,
+            cpu: Some(cpu),
+            file: Some(format!("/cap/o.{suffix}.pcapng").into()),
+            flows_file: Some(format!("/cap/f.{suffix}.json").into()),
+        };
+        assert_eq!(
+            pl.members,
+            vec![
+                member(0, 0, 0, 6, "g0m0"),
+                member(0, 1, 1, 7, "g0m1"),
+                member(1, 0, 2, 6, "g1m0"),
+            ]
+        );
+        assert_eq!(
+            pl.groups.iter().map(|g| g.kind).collect::<Vec<_>>(),
+            vec![GroupKind::Balance, GroupKind::Copy]
+        );
+        assert_eq!(pl.linktype, 1);
+        assert_eq!(pl.stage_cpus, vec![6, 7]);
+        assert_eq!(
+            pl.pipes,
+            Pipes {
+                transport: Transport::Spsc,
+                workers: 2
+            }
+        );
+        // Workers keep their interface numbers: members write every interface.
+        assert_eq!(p.workers[1].source, packet(0, 1, 0, None));
+        // No --stage-cpus: the workers' list, in its own order; no -w: no member file.
+        let cfg = CaptureConfig {
+            groups: groups(),
+            transport: Transport::Mpsc,
+            ..live(&["eth0"])
+        };
+        let pl = plan(&cfg, &lab()).unwrap().pipeline.unwrap();
+        assert_eq!(pl.stage_cpus, vec![0, 1, 2, 3]);
+        let cpus: Vec<_> = pl.members.iter().map(|m| m.cpu).collect();
+        assert_eq!(cpus, vec![Some(0), Some(1), Some(2)]);
+        assert!(pl.members.iter().all(|m| m.file.is_none()));
+        assert_eq!(pl.pipes.transport, Transport::Mpsc);
+        // Not pinned: neither the workers nor the stage threads.
+        let cfg = CaptureConfig { pin: false, ..cfg };
+        let p = plan(&cfg, &lab()).unwrap();
+        assert!(p.workers.iter().all(|w| w.info.cpu.is_none()));
+        assert!(p.pipeline.unwrap().members.iter().all(|m| m.cpu.is_none()));
+        // Attachable with no groups: steering with an empty matrix.
+        let cfg = CaptureConfig {
+            attachable: true,
+            ..live(&["eth0"])
+        };
+        let p = plan(&cfg, &lab()).unwrap();
+        assert_eq!(p.sink, SinkPlan::Steer);
+        assert!(p.pipeline.unwrap().members.is_empty());
+    }
+
+    #[test]
+    fn test_pipeline_refuses_merge_and_stdout() {
+        for out in [output("-", false), output("/cap/o.pcapng", true)] {
+            let cfg = CaptureConfig {
+                groups: groups(),
+                output: out,
+                ..live(&["eth0"])
+            };
+            assert_eq!(
+                err(&cfg, &lab()),
+                "--merge and -w - do not combine with --groups"
+            );
+        }
+    }
+
+    #[test]
+    fn test_cpu_order() {
+        // No --cpus: from the end of the allowed list, across inputs.
+        let p = plan(&live(&["eth0", "eth0"]), &lab()).unwrap();
+        let cpus: Vec<_> = p.workers.iter().map(|w| w.info.cpu).collect();
+        assert_eq!(cpus, vec![Some(3), Some(2), Some(1), Some(0)]);
+        // --cpus: in the order given, round robin.
+        let cfg = CaptureConfig {
+            cpus: vec![2, 0, 3],
+            ..live(&["eth0", "eth0"])
+        };
+        let p = plan(&cfg, &lab()).unwrap();
+        let cpus: Vec<_> = p.workers.iter().map(|w| w.info.cpu).collect();
+        assert_eq!(cpus, vec![Some(2), Some(0), Some(3), Some(2)]);
+    }
+
+    #[test]
+    fn test_xdp_spread() {
+        let cfg = CaptureConfig {
+            xdp_spread: 2,
+            ..live(&["xdp:eth0"])
+        };
+        let p = plan(&cfg, &lab()).unwrap();
+        assert_eq!(p.inputs[0].via, Via::Xdp { spread: 2 });
+        assert_eq!(
+            infos(&p),
+            vec![
+                (0, Some(0), "xdp:eth0#0".into(), Some(0)),
+                (1, Some(1), "xdp:eth0#1".into(), Some(0)),
+                (2, Some(2), "xdp:eth0#0".into(), Some(1)),
+                (3, Some(3), "xdp:eth0#1".into(), Some(1)),
+            ]
+        );
+        assert_eq!(
+            p.workers[3].source,
+            SourcePlan::Xdp {
+                input: 0,
+                queue: 1,
+                slot: 1,
+                if_id: 0
+            }
+        );
+        // One socket per queue: the CPU at the queue's place.
+        let p = plan(&live(&["xdp:eth1@3"]), &lab()).unwrap();
+        assert_eq!(infos(&p), vec![(0, Some(3), "xdp:eth1@3".into(), Some(3))]);
+        assert_eq!(p.inputs[0].via, Via::Xdp { spread: 1 });
+    }
+}
