@@ -1,9 +1,9 @@
 //! A capture: the resolved configuration, the workers it starts, and its summary.
 //!
-//! [`Capture::start`] works in two steps: [`plan`] turns the configuration into a plan
+//! [`Capture::start`] works in two steps: `plan` turns the configuration into a plan
 //! (inputs and their workers with CPUs, the pcapng interface list, groups and members with
 //! their stage CPUs, pipes, and which file gets which interfaces) without touching the
-//! machine, and [`run`] opens, attaches and spawns what the plan says. [`Capture::finish`]
+//! machine, and `run` opens, attaches and spawns what the plan says. [`Capture::finish`]
 //! (in `finish`) joins it all into a [`Summary`].
 
 use std::path::PathBuf;
@@ -375,8 +375,8 @@ impl Capture {
     /// Checks the configuration, opens outputs and starts the workers. Returns once every
     /// worker's socket is open and joined, so traffic sent after this is captured.
     ///
-    /// It plans ([`plan::plan`], with the machine's facts read from the kernel), then runs
-    /// the plan ([`run::run`]).
+    /// It plans (`plan::plan`, with the machine's facts read from the kernel), then runs
+    /// the plan (`run::run`).
     pub fn start(cfg: &CaptureConfig) -> Result<Self, CaptureError> {
         let plan = plan::plan(cfg, &run::Machine)?;
         run::run(cfg, plan)
