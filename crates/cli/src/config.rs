@@ -36,7 +36,7 @@ pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
     Ok(r)
 }
 
-/// Ring bytes, block bytes and block timeout (ms) from `-B`, `--block-size` and
+/// The ring geometry from `-B` (64 MiB when not given), `--block-size` and
 /// `--block-timeout`.
 pub(crate) fn ring(r: &RingArgs) -> Result<corecap_linux::RingConfig> {
     let (bytes, block, tov) = ring_geometry(r)?;
