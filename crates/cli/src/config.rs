@@ -36,11 +36,15 @@ pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
     Ok(r)
 }
 
-/// Ring bytes, block bytes and block timeout (ms) from `-B`, `--block-size` and
+/// The ring geometry from `-B` (64 MiB when not given), `--block-size` and
 /// `--block-timeout`.
-pub(crate) fn ring(r: &RingArgs) -> Result<(u64, u32, u32)> {
+pub(crate) fn ring(r: &RingArgs) -> Result<corecap_linux::RingConfig> {
     let (bytes, block, tov) = ring_geometry(r)?;
-    Ok((bytes.unwrap_or(64 << 20), block, tov))
+    Ok(corecap_linux::RingConfig::with_size(
+        bytes.unwrap_or(64 << 20),
+        block,
+        tov,
+    ))
 }
 
 /// The ring geometry as given: bytes per worker (None: sized from the link), block size and
@@ -385,9 +389,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         },
         filter: filter(a)?,
         snaplen: a.snaplen,
-        ring_bytes,
-        block_size,
-        block_timeout_ms,
+        ring: corecap_linux::RingConfig::with_size(ring_bytes, block_size, block_timeout_ms),
         count: a.count,
         duration,
         output,

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use corecap_engine::capture::{
     Balance, Capture, CaptureConfig, CaptureError, CaptureErrorKind, Input, OutputConfig,
 };
+use corecap_engine::control::{AttachSpec, Attached, Detached};
 use corecap_engine::sink::file::{suffixed_path, Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::sink::sealed::{Cipher, KeyFile, SealConfig};
@@ -28,7 +29,7 @@ use corecap_engine::source::afpacket::Spare;
 use corecap_engine::stage::flows::FlowOutput;
 use corecap_engine::stage::member::{MemberLimits, MemberLive, MemberOutcome};
 use corecap_engine::stage::pipe::Transport;
-use corecap_engine::steer::consumers::{compile_filter, AttachSpec, Attached, Detached};
+use corecap_engine::steer::filter::compile_filter;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 
 use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
@@ -50,8 +51,8 @@ pub struct Config {
     pub share_cores: bool,
     /// CPUs for attached consumers' stage threads (round robin); empty: any allowed CPU.
     pub stage_cpus: Vec<u32>,
-    /// Ring bytes, block size and block timeout of spawned workers.
-    pub ring: (u64, u32, u32),
+    /// Ring geometry of spawned workers.
+    pub ring: corecap_linux::RingConfig,
     /// Sockets kept open ahead of need per interface, for spawn mode.
     pub spares: usize,
     /// How long an interface without a base keeps its spares after its last spawn.
@@ -394,19 +395,15 @@ impl Manager {
                 vec![c]
             }
         };
-        let (bytes, block, tov) = self.cfg.ring;
         let flows_group = flows.is_some();
         g.spare_used.insert(input.iface.clone(), Instant::now());
         // The worker swaps its filter into a socket the opener made: the thread that
         // starts it needs no capability.
         let spare = match g.spares.entry(input.iface.clone()).or_default().pop() {
             Some(s) => s,
-            None => {
-                let ring = corecap_linux::RingConfig::with_size(bytes, block, tov);
-                corecap_linux::netdev::ifindex(&input.iface)
-                    .and_then(|ix| self.opener.spare(ix, ring))
-                    .map_err(|e| start_error(e.into()))?
-            }
+            None => corecap_linux::netdev::ifindex(&input.iface)
+                .and_then(|ix| self.opener.spare(ix, self.cfg.ring))
+                .map_err(|e| start_error(e.into()))?,
         };
         let spare = Some(spare);
         let cfg = CaptureConfig {
@@ -418,9 +415,7 @@ impl Manager {
             balance: Balance::Flow,
             filter: r.filter.clone(),
             snaplen,
-            ring_bytes: bytes,
-            block_size: block,
-            block_timeout_ms: tov,
+            ring: self.cfg.ring,
             count: r.count,
             duration: None,
             output: file,
@@ -802,8 +797,7 @@ impl Manager {
         let Some(iface) = want else {
             return;
         };
-        let (bytes, block, tov) = self.cfg.ring;
-        let ring = corecap_linux::RingConfig::with_size(bytes, block, tov);
+        let ring = self.cfg.ring;
         let spare =
             corecap_linux::netdev::ifindex(&iface).and_then(|ix| self.opener.spare(ix, ring));
         let mut g = self.lock();
@@ -1222,7 +1216,7 @@ mod tests {
             key: None,
             share_cores: true,
             stage_cpus: vec![],
-            ring: (1 << 20, 1 << 16, 10),
+            ring: corecap_linux::RingConfig::with_size(1 << 20, 1 << 16, 10),
             spares: 0,
             spare_idle: Duration::from_secs(1),
             direct: true,

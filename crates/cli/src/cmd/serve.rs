@@ -81,13 +81,13 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         .transpose()?
         .unwrap_or_default();
     let ring = crate::config::ring(&a.ring)?;
-    let spawn_ring = (
+    let spawn_ring = corecap_linux::RingConfig::with_size(
         a.spawn_buffer_size
             .checked_mul(1 << 20)
             .filter(|b| *b > 0)
             .context("--spawn-buffer-size must be 1 MiB or more")?,
-        ring.1,
-        ring.2,
+        ring.block_size,
+        ring.retire_tov_ms,
     );
     let bases = start_bases(&a, ring, &cpus, &stage_cpus)?;
     let socket_dir_made = a
@@ -199,7 +199,7 @@ fn load_key(a: &ServeArgs) -> Result<Option<Arc<corecap_engine::sink::sealed::Ke
 /// Starts the base capture of each `-i IF`, attachable, and says where its workers run.
 fn start_bases(
     a: &ServeArgs,
-    ring: (u64, u32, u32),
+    ring: corecap_linux::RingConfig,
     cpus: &[u32],
     stage_cpus: &[u32],
 ) -> Result<Vec<Base>> {
@@ -218,9 +218,7 @@ fn start_bases(
             balance: Balance::Flow,
             filter: None,
             snaplen: 262_144,
-            ring_bytes: ring.0,
-            block_size: ring.1,
-            block_timeout_ms: ring.2,
+            ring,
             count: None,
             duration: None,
             output: None,
@@ -266,7 +264,7 @@ fn manager_config(
     spool: Spool,
     key: Option<Arc<corecap_engine::sink::sealed::KeyFile>>,
     stage_cpus: Vec<u32>,
-    spawn_ring: (u64, u32, u32),
+    spawn_ring: corecap_linux::RingConfig,
 ) -> Result<Config> {
     Ok(Config {
         spool,

@@ -4,3 +4,4 @@
 pub mod flows;
 pub mod member;
 pub mod pipe;
+pub(crate) mod spawn;

@@ -229,6 +229,18 @@ fn ancillary(k: i32, m: &Meta) -> Option<u32> {
     })
 }
 
+/// Compiles a tcpdump expression for the workers' userspace filter.
+pub fn compile_filter(
+    linktype: u16,
+    snaplen: u32,
+    expr: &str,
+) -> Result<Program, crate::capture::CaptureError> {
+    Program::new(corecap_linux::filter::compile_offline(
+        linktype, snaplen, expr,
+    )?)
+    .map_err(|e| crate::capture::CaptureError::Config(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

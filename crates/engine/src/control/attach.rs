@@ -1,23 +1,14 @@
-//! Adding and removing consumers of a running capture, through the steering matrix (the
-//! protocol is described in [`crate::steer::group`]).
-//!
-//! - [`Capture::join`] and [`Capture::leave`] change the members of a configured group
-//!   (`--control`'s `join G` and `leave G I`);
-//! - [`Capture::attach`] adds a consumer with a filter and apps of its own, as a copy group
-//!   of one member, and [`Capture::detach`] removes it and returns what it did: the
-//!   on-demand manager's attach mode. No socket or ring is made; the workers copy the
-//!   packets that pass its filter from their next block on.
+//! Consumers of their own attached to a running capture (the on-demand manager's attach
+//! mode).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use corecap_linux::filter;
-
-use crate::capture::{member_pipes, Capture, CaptureError, OutputConfig, StageCtx};
+use crate::capture::{Capture, CaptureError, OutputConfig};
 use crate::stage::member::{MemberLimits, MemberOutcome};
-use crate::steer::filter::Program;
-use crate::steer::group::{Control, Group, GroupKind, Matrix};
+use crate::stage::spawn::{member_pipes, StageCtx};
+use crate::steer::filter::compile_filter;
+use crate::steer::group::{Control, Group, GroupKind};
 use crate::steer::indirection::Indirection;
 
 /// A consumer to attach to a running capture.
@@ -46,136 +37,7 @@ pub struct Attached {
     pub member: usize,
 }
 
-/// Compiles a tcpdump expression for the workers' userspace filter.
-pub fn compile_filter(linktype: u16, snaplen: u32, expr: &str) -> Result<Program, CaptureError> {
-    Program::new(filter::compile_offline(linktype, snaplen, expr)?)
-        .map_err(|e| CaptureError::Config(e.to_string()))
-}
-
 impl Capture {
-    fn wait_acks(&self, epoch: u64) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        for ((_, ack), h) in self.controls.iter().zip(&self.handles) {
-            // Acquire: pairs with the worker's Release store after it applied the message.
-            while ack.load(Ordering::Acquire) < epoch && !h.is_finished() {
-                if Instant::now() > deadline {
-                    return Err("a worker did not take the change within 5 s".into());
-                }
-                std::thread::sleep(Duration::from_micros(100));
-            }
-        }
-        Ok(())
-    }
-
-    fn steering(&self) -> Result<(Arc<arc_swap::ArcSwap<Matrix>>, StageCtx), String> {
-        self.matrix
-            .clone()
-            .ok_or_else(|| "no groups: start with --groups".to_string())
-    }
-
-    /// Sends a message to every worker (built per worker by `msg`), all or none: a full
-    /// control ring is refused before anything is sent.
-    fn tell_workers(&mut self, mut msg: impl FnMut(usize) -> Control) -> Result<(), String> {
-        if self.controls.iter().any(|(c, _)| c.slots() == 0) {
-            return Err("a worker's control ring is full; try again".into());
-        }
-        for (w, (ctl, _)) in self.controls.iter_mut().enumerate() {
-            // Cannot fail: checked for room above, and only this thread pushes.
-            let _ = ctl.push(msg(w));
-        }
-        Ok(())
-    }
-
-    /// The smallest member id no stage thread uses (ids are reused, so the workers'
-    /// per-member tables stay as small as the number of live members).
-    fn free_member_id(&self) -> usize {
-        (0..)
-            .find(|m| !self.stages.iter().any(|s| s.member == *m))
-            .unwrap_or(0)
-    }
-
-    /// Adds a member to group `g` while traffic flows; returns its name (`gGmI`) once
-    /// every worker steers to it.
-    pub fn join(&mut self, g: usize) -> Result<String, String> {
-        let (shared, ctx) = self.steering()?;
-        let cur = shared.load_full();
-        // Attached consumers' slots come after the configured groups and are not joinable.
-        if g >= self.group_kinds.len() || cur.groups[g].members.is_empty() {
-            return Err(format!(
-                "no group {g} (there are {})",
-                self.group_kinds.len()
-            ));
-        }
-        let m = self.free_member_id();
-        let i = self.next_index[g];
-        let (txs, rxs) = member_pipes(ctx.transport, self.controls.len());
-        let stage = ctx.spawn(g, i, m, rxs).map_err(|e| e.to_string())?;
-        self.epoch += 1;
-        let epoch = self.epoch;
-        let mut txs = txs.into_iter().map(Some).collect::<Vec<_>>();
-        self.tell_workers(|w| Control::Join {
-            member: m,
-            tx: txs[w].take().expect("one pipe end per worker"),
-            epoch,
-        })?;
-        self.stages.push(stage);
-        self.next_index[g] += 1;
-        let mut next = (*cur).clone();
-        let grp = &mut next.groups[g];
-        grp.members.push(m);
-        if grp.kind == GroupKind::Balance {
-            grp.table.add_member();
-        }
-        shared.store(Arc::new(next));
-        self.wait_acks(epoch)?;
-        Ok(format!("g{g}m{i}"))
-    }
-
-    /// Removes member `i` (its index in the group's current member list) from group `g`.
-    pub fn leave(&mut self, g: usize, i: usize) -> Result<String, String> {
-        let (shared, _) = self.steering()?;
-        let cur = shared.load_full();
-        let grp = cur.groups.get(g).ok_or_else(|| format!("no group {g}"))?;
-        if i >= grp.members.len() {
-            return Err(format!("group {g} has {} members", grp.members.len()));
-        }
-        if grp.members.len() == 1 {
-            return Err(format!("group {g} keeps at least one member"));
-        }
-        let m = grp.members[i];
-        let mut next = (*cur).clone();
-        let grp = &mut next.groups[g];
-        grp.members.remove(i);
-        if grp.kind == GroupKind::Balance {
-            grp.table.remove_member(i as u16);
-        }
-        self.unpublish(&shared, next, m)?;
-        self.wait_acks(self.epoch)?;
-        let name = self
-            .stages
-            .iter()
-            .find(|s| s.member == m)
-            .map_or(format!("member {m}"), |s| {
-                format!("g{}m{}", s.group, s.index)
-            });
-        Ok(name)
-    }
-
-    /// Publishes `next` (which no longer names member `m`), then tells the workers to let
-    /// `m` go. Once they have, `m`'s stage thread ends. Its id may be given to a new member
-    /// at once: each worker takes the `Leave` before any later `Join` (one ring, in order).
-    fn unpublish(
-        &mut self,
-        shared: &arc_swap::ArcSwap<Matrix>,
-        next: Matrix,
-        m: usize,
-    ) -> Result<(), String> {
-        shared.store(Arc::new(next));
-        self.epoch += 1;
-        let epoch = self.epoch;
-        self.tell_workers(|_| Control::Leave { member: m, epoch })
-    }
-
     /// Attaches a consumer with its own filter and apps. It takes every packet that passes
     /// its filter from each worker's next block on (and, with `limits.since_ns`, none older
     /// than that). Returns without waiting for the workers.
@@ -230,7 +92,7 @@ impl Capture {
                 Some(t)
             })
             .collect();
-        let stage = StageCtx::start(g, 0, m, spec.cpu, rxs, sink, flows, spec.limits)?;
+        let stage = StageCtx::start((g, 0, m), spec.cpu, rxs, sink, flows, spec.limits)?;
         self.epoch += 1;
         let epoch = self.epoch;
         if let Err(e) = self.tell_workers(|w| Control::Join {

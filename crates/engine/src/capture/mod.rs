@@ -1,0 +1,409 @@
+//! A capture: the resolved configuration, the workers it starts, and its summary.
+//!
+//! [`Capture::start`] works in two steps: `plan` turns the configuration into a plan
+//! (inputs and their workers with CPUs, the pcapng interface list, groups and members with
+//! their stage CPUs, pipes, and which file gets which interfaces) without touching the
+//! machine, and `run` opens, attaches and spawns what the plan says. [`Capture::finish`]
+//! (in `finish`) joins it all into a [`Summary`].
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use corecap_linux::{FanoutMode, RingConfig};
+use corecap_wire::pcapng::InterfaceDesc;
+use serde::Serialize;
+
+use crate::sink::file::{FileConfig, FileSink, Format, Rotation};
+use crate::source::afxdp::XdpSetup;
+use crate::stage::member::MemberOutcome;
+use crate::stage::pipe;
+use crate::stage::spawn::{Stage, StageCtx};
+use crate::stats::ledger::{Snapshot, WorkerCounters};
+use crate::steer::group::{Control as SteerControl, GroupKind, GroupSpec, Matrix};
+use crate::worker::{Control, Outcome};
+
+mod finish;
+pub(crate) mod plan;
+mod run;
+
+/// How packets of an interface are spread over its workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balance {
+    /// Symmetric flow hash: both directions of a flow on one worker.
+    Flow,
+    /// By RX queue: worker i gets queue i.
+    Queue,
+    /// By the CPU that received the packet.
+    Cpu,
+    /// Round robin.
+    RoundRobin,
+    /// Fill one worker, then overflow to the next.
+    Rollover,
+}
+
+impl Balance {
+    fn fanout(self) -> FanoutMode {
+        match self {
+            Balance::Flow => FanoutMode::Hash,
+            Balance::Queue => FanoutMode::Queue,
+            Balance::Cpu => FanoutMode::Cpu,
+            Balance::RoundRobin => FanoutMode::RoundRobin,
+            Balance::Rollover => FanoutMode::Rollover,
+        }
+    }
+}
+
+/// An interface to capture on: all of it, or one RX queue (`IF@Q`, a virtual adapter),
+/// through AF_PACKET or (with the `xdp:` prefix) AF_XDP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Input {
+    /// Interface name.
+    pub iface: String,
+    /// RX queue, for a virtual adapter.
+    pub queue: Option<u16>,
+    /// Capture through AF_XDP instead of AF_PACKET.
+    pub xdp: bool,
+}
+
+impl Input {
+    /// Parses `eth0`, `eth0@2`, `xdp:eth0` or `xdp:eth0@2`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (xdp, rest) = match s.strip_prefix("xdp:") {
+            Some(r) => (true, r),
+            None => (false, s),
+        };
+        if rest.is_empty() {
+            return Err(format!("empty interface name in '{s}'"));
+        }
+        match rest.rsplit_once('@') {
+            Some((i, q)) => {
+                let q = q
+                    .parse()
+                    .map_err(|_| format!("bad queue number in '{s}' (expected IF@QUEUE)"))?;
+                Ok(Self {
+                    iface: i.to_owned(),
+                    queue: Some(q),
+                    xdp,
+                })
+            }
+            None => Ok(Self {
+                iface: rest.to_owned(),
+                queue: None,
+                xdp,
+            }),
+        }
+    }
+
+    /// `eth0`, `eth0@2`, `xdp:eth0`...
+    pub fn label(&self) -> String {
+        let p = if self.xdp { "xdp:" } else { "" };
+        match self.queue {
+            Some(q) => format!("{p}{}@{q}", self.iface),
+            None => format!("{p}{}", self.iface),
+        }
+    }
+}
+
+/// Where and how to write packets.
+#[derive(Clone, Debug)]
+pub struct OutputConfig {
+    /// `-w` path; `-` is standard output.
+    pub path: PathBuf,
+    /// pcapng or pcap.
+    pub format: Format,
+    /// One file in timestamp order instead of one file per worker.
+    pub merge: bool,
+    /// Rotation.
+    pub rotation: Rotation,
+    /// Encryption at rest (sealed files), if asked for.
+    pub seal: Option<crate::sink::sealed::SealConfig>,
+    /// Write with direct I/O where the filesystem allows it (`--no-direct`: false).
+    pub direct: bool,
+    /// Keep the newest whole files under a byte budget (`--retain`).
+    pub retention: Option<Arc<crate::sink::disk::Retention>>,
+    /// Write each file's index beside it (`--no-index`: false).
+    pub index: bool,
+    /// The user the files are given to (`-Z`): the process runs as them once started.
+    pub owner: Option<corecap_linux::privilege::RunAs>,
+}
+
+impl OutputConfig {
+    /// Opens a file sink at `path` (the `-w` path itself or one suffixed per worker or
+    /// member) describing `interfaces`, with this output's format, rotation and sealing.
+    pub(crate) fn sink(
+        &self,
+        path: PathBuf,
+        interfaces: Vec<InterfaceDesc>,
+        snaplen: u32,
+    ) -> Result<FileSink, CaptureError> {
+        FileSink::create(FileConfig {
+            path,
+            format: self.format,
+            rotation: self.rotation,
+            interfaces,
+            snaplen,
+            seal: self.seal.clone(),
+            direct: self.direct,
+            retention: self.retention.clone(),
+            index: self.index,
+            owner: self.owner.clone(),
+        })
+        .map_err(|e| CaptureError::Output(e.to_string()))
+    }
+}
+
+/// A resolved capture configuration.
+#[derive(Clone, Debug)]
+pub struct CaptureConfig {
+    /// Live inputs.
+    pub inputs: Vec<Input>,
+    /// File inputs (`-r`).
+    pub files: Vec<PathBuf>,
+    /// Workers per whole interface (or for files).
+    pub workers: usize,
+    /// CPUs to pin workers to, in order (reused round robin).
+    pub cpus: Vec<u32>,
+    /// Pin each worker to its CPU (false leaves placement to the scheduler).
+    pub pin: bool,
+    /// Spreading mode.
+    pub balance: Balance,
+    /// tcpdump filter expression.
+    pub filter: Option<String>,
+    /// Bytes kept of each packet.
+    pub snaplen: u32,
+    /// Ring geometry of each AF_PACKET worker: block size, block count, block retire
+    /// timeout.
+    pub ring: RingConfig,
+    /// Stop after this many packets.
+    pub count: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Output files.
+    pub output: Option<OutputConfig>,
+    /// Consumer groups; non-empty means pipeline mode (apps on stage threads).
+    pub groups: Vec<GroupSpec>,
+    /// CPUs for the stage threads (group members), reused round robin.
+    pub stage_cpus: Vec<u32>,
+    /// Flow records: JSON lines written per stage thread (`FILE.gGmM`) and/or IPFIX
+    /// export, one exporter per stage thread, all in one observation domain.
+    pub flows: Option<crate::stage::flows::FlowOutput>,
+    /// How packets travel from the workers to the stage threads.
+    pub transport: pipe::Transport,
+    /// Steer even with no groups, so that consumers can attach while it runs
+    /// ([`Capture::attach`]): the base capture of the on-demand manager.
+    pub attachable: bool,
+    /// A socket opened ahead of need, taken by a single-socket capture on its interface
+    /// with the same ring geometry.
+    pub spare: Option<crate::source::afpacket::Spare>,
+    /// AF_XDP sockets (and workers) per RX queue, spread by flow in the XDP program.
+    pub xdp_spread: u32,
+}
+
+impl Default for CaptureConfig {
+    /// Nothing to capture yet: one worker per RX queue, pinned, flow balance, whole
+    /// packets, a 64 MiB ring of 1 MiB blocks retired after 10 ms, no output (counting).
+    /// Callers set what they resolved and take the rest from here.
+    fn default() -> Self {
+        Self {
+            inputs: Vec::new(),
+            files: Vec::new(),
+            workers: 0,
+            cpus: Vec::new(),
+            pin: true,
+            balance: Balance::Flow,
+            filter: None,
+            snaplen: 262_144,
+            ring: RingConfig::with_size(64 << 20, 1 << 20, 10),
+            count: None,
+            duration: None,
+            output: None,
+            groups: Vec::new(),
+            stage_cpus: Vec::new(),
+            flows: None,
+            transport: pipe::Transport::default(),
+            attachable: false,
+            spare: None,
+            xdp_spread: 1,
+        }
+    }
+}
+
+/// What kind of failure stopped a capture from starting: what the user can do about it
+/// (the daemon answers 400, 404 or 500 by it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CaptureErrorKind {
+    /// The configuration or request is wrong: a bad filter, a queue out of range, an
+    /// unreadable input file. Fix the request.
+    Invalid,
+    /// An interface does not exist.
+    NotFound,
+    /// The machine refused: the kernel, memory, a thread, an output file, a timeout.
+    System,
+}
+
+/// Errors that stop a capture before it starts.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// A kernel interface failed.
+    #[error(transparent)]
+    Linux(#[from] corecap_linux::Error),
+    /// The configuration is not possible.
+    #[error("{0}")]
+    Config(String),
+    /// An output file could not be created.
+    #[error("{0}")]
+    Output(String),
+    /// A thread could not start, or a worker could not open its source.
+    #[error("{0}")]
+    System(String),
+}
+
+impl CaptureError {
+    /// What kind of failure it is.
+    pub fn kind(&self) -> CaptureErrorKind {
+        use corecap_linux::ErrorKind as K;
+        match self {
+            CaptureError::Linux(e) => match e.kind() {
+                K::NoSuchInterface => CaptureErrorKind::NotFound,
+                K::Filter => CaptureErrorKind::Invalid,
+                _ => CaptureErrorKind::System,
+            },
+            CaptureError::Config(_) => CaptureErrorKind::Invalid,
+            CaptureError::Output(_) | CaptureError::System(_) => CaptureErrorKind::System,
+        }
+    }
+}
+
+/// A worker's line in the summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerInfo {
+    /// Worker index.
+    pub id: usize,
+    /// CPU it is pinned to.
+    pub cpu: Option<u32>,
+    /// Input it reads (`eth0`, `eth0@1`, or `files`).
+    pub input: String,
+    /// RX queue of all its packets, when known.
+    pub queue: Option<u32>,
+}
+
+/// A running capture.
+#[derive(Debug)]
+pub struct Capture {
+    /// The shared control block (stop flag, count budget).
+    pub control: Arc<Control>,
+    /// Per-worker counters.
+    pub counters: Vec<Arc<WorkerCounters>>,
+    /// Static description of the workers.
+    pub workers: Vec<WorkerInfo>,
+    /// What the capture wants the user to know (XDP modes, fallbacks).
+    pub notes: Vec<String>,
+    pub(crate) handles: Vec<JoinHandle<Outcome>>,
+    merge: Option<JoinHandle<(FileSink, u64)>>,
+    pub(crate) stages: Vec<Stage>,
+    pub(crate) group_kinds: Vec<GroupKind>,
+    /// Per worker: its control ring and the epoch it has applied.
+    pub(crate) controls: Vec<(rtrb::Producer<SteerControl>, Arc<AtomicU64>)>,
+    /// The published matrix and what it takes to start a member.
+    pub(crate) matrix: Option<(Arc<ArcSwap<Matrix>>, StageCtx)>,
+    pub(crate) epoch: u64,
+    /// Next member index of each group (file names stay unique across joins).
+    pub(crate) next_index: Vec<usize>,
+    xdp: Vec<Arc<XdpSetup>>,
+    retention: Option<Arc<crate::sink::disk::Retention>>,
+    started: Instant,
+    duration: Option<Duration>,
+}
+
+/// The end of a capture.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// Totals over all workers (plus merge-writer drops in `app_drops`).
+    pub total: Snapshot,
+    /// Per worker.
+    pub workers: Vec<(WorkerInfo, Snapshot)>,
+    /// Seconds the capture ran.
+    pub seconds: f64,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+    /// Errors that ended workers early (e.g. a truncated input file).
+    pub errors: Vec<String>,
+    /// Consumer groups, in pipeline mode.
+    pub groups: Vec<GroupSummary>,
+    /// What the user should know about the files (a filesystem without direct I/O).
+    pub notes: Vec<String>,
+    /// Files and bytes that `--retain` deleted.
+    pub retention: Option<(u64, u64)>,
+}
+
+/// A member of a group in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemberSummary {
+    /// Member index in its group.
+    pub id: usize,
+    /// Stage CPU.
+    pub cpu: Option<u32>,
+    /// Packets the workers handed to it.
+    pub steered: u64,
+    /// Packets lost because its pipe was full.
+    pub stage_full: u64,
+    /// Its app's result.
+    #[serde(flatten)]
+    pub outcome: MemberOutcome,
+}
+
+/// A consumer group in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupSummary {
+    /// Group index.
+    pub id: usize,
+    /// Copy or balance.
+    pub kind: GroupKind,
+    /// Packets its filter rejected.
+    pub filtered: u64,
+    /// Its members.
+    pub members: Vec<MemberSummary>,
+}
+
+impl Capture {
+    /// Checks the configuration, opens outputs and starts the workers. Returns once every
+    /// worker's socket is open and joined, so traffic sent after this is captured.
+    ///
+    /// It plans (`plan::plan`, with the machine's facts read from the kernel), then runs
+    /// the plan (`run::run`).
+    pub fn start(cfg: &CaptureConfig) -> Result<Self, CaptureError> {
+        let plan = plan::plan(cfg, &run::Machine)?;
+        run::run(cfg, plan)
+    }
+
+    /// Current per-worker counters.
+    pub fn snapshot(&self) -> Vec<Snapshot> {
+        self.counters.iter().map(|c| c.read()).collect()
+    }
+
+    /// Whether the capture has ended by itself (count, duration, end of files, error).
+    pub fn done(&self) -> bool {
+        if let Some(d) = self.duration {
+            if self.started.elapsed() >= d {
+                self.control.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        self.control.stop.load(Ordering::Relaxed) || self.handles.iter().all(|h| h.is_finished())
+    }
+
+    /// Time since the start.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Asks every worker to stop.
+    pub fn stop(&self) {
+        self.control.stop.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,456 @@
+//! Running a [`Plan`]: compile the filters, attach the XDP programs, start the stage
+//! threads and open the sinks, then start the workers and wait until each has its socket
+//! open. Everything the run opens, it takes from the plan; what it adds is what only the
+//! kernel and libpcap can give (filter programs, sockets, threads).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use corecap_linux::abi::sock_filter;
+use corecap_linux::{filter, netdev};
+
+use super::plan::{
+    Facts, Interface, LivePlan, PipelinePlan, Plan, SinkPlan, SourcePlan, Via, WorkerPlan,
+};
+use super::{Capture, CaptureConfig, CaptureError};
+use crate::sink::file::FileSink;
+use crate::sink::merge::{self, MergeHandle};
+use crate::source::afpacket::{FanoutGroup, LiveSpec};
+use crate::source::afxdp::XdpSetup;
+use crate::source::replay::FileSpec;
+use crate::stage::spawn::{member_pipes, Stage, StageCtx};
+use crate::stats::ledger::WorkerCounters;
+use crate::steer::filter::{compile_filter, Program};
+use crate::steer::group::{Control as SteerControl, Group, GroupKind, Matrix, Steer};
+use crate::steer::indirection::Indirection;
+use crate::worker::{self, App, Control, Outcome, Source, Worker};
+
+/// The machine's facts, from the kernel (`corecap_linux::netdev`, the CPU affinity mask)
+/// and from the `-r` files themselves.
+pub(crate) struct Machine;
+
+impl Facts for Machine {
+    fn interface(&self, name: &str) -> Result<Interface, CaptureError> {
+        Ok(Interface {
+            ifindex: netdev::ifindex(name)?,
+            linktype: netdev::linktype(name)?,
+            rx_queues: netdev::rx_queues(name)?,
+        })
+    }
+
+    fn allowed_cpus(&self) -> Vec<u32> {
+        corecap_linux::affinity::allowed_cpus()
+    }
+
+    fn file_linktype(&self, path: &Path) -> Result<u16, CaptureError> {
+        let r = corecap_wire::read::CaptureReader::open(path)
+            .map_err(|e| CaptureError::Config(format!("{}: {e}", path.display())))?;
+        Ok(r.interfaces().first().map_or(1, |i| i.linktype))
+    }
+}
+
+/// Runs a plan: see the module doc. Outputs are opened before any worker starts, so an
+/// unwritable path fails early.
+pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureError> {
+    let mut xdp = Vec::new();
+    let mut notes = Vec::new();
+    let mut opened = Vec::with_capacity(plan.inputs.len());
+    for input in &plan.inputs {
+        opened.push(open_input(cfg, input, &mut xdp, &mut notes)?);
+    }
+    let files = file_specs(cfg, &plan)?;
+    let sources: Vec<Source> = plan
+        .workers
+        .iter()
+        .map(|w| source(cfg, &plan, w, &opened, &files))
+        .collect();
+    let control = Arc::new(Control::new(cfg.count));
+    let (apps, outputs) = match &plan.pipeline {
+        Some(p) => start_pipeline(cfg, &plan, p)?,
+        None => {
+            let (apps, merge) = open_sinks(cfg, &plan, &control)?;
+            let outputs = Outputs {
+                merge,
+                ..Outputs::default()
+            };
+            (apps, outputs)
+        }
+    };
+    let (handles, counters) = spawn_workers(&plan.workers, sources, apps, &control)?;
+    let cap = Capture {
+        control,
+        counters,
+        workers: plan.workers.into_iter().map(|w| w.info).collect(),
+        notes: Vec::new(),
+        handles,
+        merge: outputs.merge,
+        stages: outputs.stages,
+        group_kinds: outputs.group_kinds,
+        controls: outputs.controls,
+        matrix: outputs.matrix,
+        epoch: 0,
+        next_index: outputs.next_index,
+        xdp,
+        retention: cfg.output.as_ref().and_then(|o| o.retention.clone()),
+        started: Instant::now(),
+        duration: cfg.duration,
+    };
+    cap.wait_ready(notes)
+}
+
+/// A live input made ready for its workers.
+enum Opened {
+    /// AF_PACKET: the socket filter (snap length and queue prefix included) and the
+    /// fanout group the sockets join.
+    Packet {
+        prog: Vec<sock_filter>,
+        group: Option<Arc<FanoutGroup>>,
+    },
+    /// AF_XDP: the attached program and the userspace filter.
+    Xdp {
+        setup: Arc<XdpSetup>,
+        filter: Option<Program>,
+    },
+}
+
+/// Compiles an input's filter and, for AF_XDP, loads and attaches its program.
+fn open_input(
+    cfg: &CaptureConfig,
+    p: &LivePlan,
+    xdp: &mut Vec<Arc<XdpSetup>>,
+    notes: &mut Vec<String>,
+) -> Result<Opened, CaptureError> {
+    let input = &p.input;
+    match p.via {
+        Via::Packet { fanout } => Ok(Opened::Packet {
+            prog: socket_filter(p, cfg.filter.as_deref(), cfg.snaplen)?,
+            group: fanout.then(|| Arc::new(FanoutGroup::default())),
+        }),
+        Via::Xdp { spread } => {
+            let setup = Arc::new(XdpSetup::new(&input.iface, p.ifindex, p.queues, spread)?);
+            // Attach first: a queue without a socket yet passes its frames to the stack,
+            // and an interface that has another XDP program fails here, before any socket.
+            let mode = setup.attach()?;
+            if mode == corecap_linux::xsk::AttachMode::Generic {
+                notes.push(format!(
+                    "warning: {} does not support native XDP; using generic (skb) XDP, which is slower",
+                    input.iface
+                ));
+            }
+            xdp.push(setup.clone());
+            let filter = cfg
+                .filter
+                .as_deref()
+                .map(|e| compile_filter(p.linktype, cfg.snaplen, e))
+                .transpose()?;
+            Ok(Opened::Xdp { setup, filter })
+        }
+    }
+}
+
+/// The kernel filter of an AF_PACKET input: the expression (or accept all) cut at the
+/// snap length, after a test of the RX queue for `IF@Q`.
+fn socket_filter(
+    p: &LivePlan,
+    expr: Option<&str>,
+    snaplen: u32,
+) -> Result<Vec<sock_filter>, CaptureError> {
+    let prog = match expr {
+        Some(e) => filter::compile_for_socket(&p.input.iface, p.linktype, e, snaplen)?,
+        None => filter::accept_all(snaplen),
+    };
+    Ok(match p.input.queue {
+        Some(q) => filter::queue_prefix(q, &prog),
+        None => prog,
+    })
+}
+
+/// The `-r` files with their filters compiled.
+fn file_specs(cfg: &CaptureConfig, plan: &Plan) -> Result<Vec<FileSpec>, CaptureError> {
+    plan.files
+        .iter()
+        .map(|f| {
+            let filter = cfg
+                .filter
+                .as_deref()
+                .map(|e| compile_filter(f.linktype, cfg.snaplen, e))
+                .transpose()?;
+            Ok(FileSpec {
+                path: f.path.clone(),
+                if_id: f.if_id,
+                filter,
+            })
+        })
+        .collect()
+}
+
+/// What worker `w` reads, from its plan and its input as opened.
+fn source(
+    cfg: &CaptureConfig,
+    plan: &Plan,
+    w: &WorkerPlan,
+    opened: &[Opened],
+    files: &[FileSpec],
+) -> Source {
+    match w.source {
+        SourcePlan::Packet {
+            input,
+            member,
+            if_id,
+            queue,
+        } => {
+            let Opened::Packet { prog, group } = &opened[input] else {
+                unreachable!("an AF_PACKET worker reads an AF_PACKET input");
+            };
+            let p = &plan.inputs[input];
+            let spec = LiveSpec {
+                iface: p.input.iface.clone(),
+                ifindex: p.ifindex,
+                fanout: cfg.balance.fanout(),
+                group: group.clone(),
+                member,
+                ring: cfg.ring,
+                filter: prog.clone(),
+                spare: cfg.spare.clone(),
+            };
+            Source::Live { spec, if_id, queue }
+        }
+        SourcePlan::Xdp {
+            input,
+            queue,
+            slot,
+            if_id,
+        } => {
+            let Opened::Xdp { setup, filter } = &opened[input] else {
+                unreachable!("an AF_XDP worker reads an AF_XDP input");
+            };
+            Source::Xdp {
+                setup: setup.clone(),
+                queue,
+                slot,
+                if_id,
+                filter: filter.clone(),
+                snaplen: cfg.snaplen,
+            }
+        }
+        SourcePlan::Files { workers } => Source::Files {
+            files: files.to_vec(),
+            workers,
+        },
+    }
+}
+
+/// The merge writer's thread: it returns the file and the packets it could not write.
+type MergeWriter = JoinHandle<(FileSink, u64)>;
+
+/// The threads and steering state besides the workers.
+#[derive(Default)]
+struct Outputs {
+    merge: Option<MergeWriter>,
+    stages: Vec<Stage>,
+    group_kinds: Vec<GroupKind>,
+    controls: Vec<(rtrb::Producer<SteerControl>, Arc<AtomicU64>)>,
+    matrix: Option<(Arc<ArcSwap<Matrix>>, StageCtx)>,
+    next_index: Vec<usize>,
+}
+
+/// Pipeline mode: compiles the group filters, makes each member's pipes and starts its
+/// stage thread (which opens its files), and gives each worker a steering app over the
+/// published matrix, with a control ring.
+fn start_pipeline(
+    cfg: &CaptureConfig,
+    plan: &Plan,
+    p: &PipelinePlan,
+) -> Result<(Vec<App>, Outputs), CaptureError> {
+    let groups = build_groups(cfg, p)?;
+    // Each member gets an end per worker (spsc: a ring each; mpsc: one shared queue).
+    let mut txs: Vec<Vec<_>> = (0..p.pipes.workers).map(|_| Vec::new()).collect();
+    let mut rxs = Vec::new();
+    for _ in &p.members {
+        let (t, r) = member_pipes(p.pipes.transport, p.pipes.workers);
+        for (w, tx) in t.into_iter().enumerate() {
+            txs[w].push(tx);
+        }
+        rxs.push(r);
+    }
+    let ctx = StageCtx {
+        output: cfg.output.clone(),
+        flows: cfg.flows.clone(),
+        ifaces: plan.ifaces.clone(),
+        snaplen: cfg.snaplen,
+        stage_cpus: p.stage_cpus.clone(),
+        pin: cfg.pin,
+        transport: p.pipes.transport,
+    };
+    let mut stages = Vec::with_capacity(p.members.len());
+    for (m, rx) in p.members.iter().zip(rxs) {
+        stages.push(ctx.spawn(m, rx)?);
+    }
+    let shared = Arc::new(ArcSwap::from_pointee(Matrix { groups }));
+    let mut apps = Vec::with_capacity(txs.len());
+    let mut controls = Vec::with_capacity(txs.len());
+    for tx in txs {
+        let (ctl_tx, ctl_rx) = rtrb::RingBuffer::new(64);
+        let ack = Arc::new(AtomicU64::new(0));
+        controls.push((ctl_tx, ack.clone()));
+        apps.push(App::Steer(Box::new(Steer::new(
+            shared.clone(),
+            tx,
+            ctl_rx,
+            ack,
+        ))));
+    }
+    let outputs = Outputs {
+        merge: None,
+        stages,
+        group_kinds: p.groups.iter().map(|g| g.kind).collect(),
+        controls,
+        matrix: Some((shared, ctx)),
+        next_index: p.groups.iter().map(|g| usize::from(g.members)).collect(),
+    };
+    Ok((apps, outputs))
+}
+
+/// The consumer groups of the plan, with their filters compiled for its link type.
+fn build_groups(cfg: &CaptureConfig, p: &PipelinePlan) -> Result<Vec<Group>, CaptureError> {
+    let mut groups = Vec::with_capacity(p.groups.len());
+    for (gi, gs) in p.groups.iter().enumerate() {
+        let filter = gs
+            .filter
+            .as_deref()
+            .map(|e| compile_filter(p.linktype, cfg.snaplen, e))
+            .transpose()?;
+        groups.push(Group {
+            kind: gs.kind,
+            table: Indirection::new(gs.members),
+            filter,
+            snaplen: gs.snaplen.unwrap_or(cfg.snaplen),
+            members: p
+                .members
+                .iter()
+                .filter(|m| m.group == gi)
+                .map(|m| m.member)
+                .collect(),
+        });
+    }
+    Ok(groups)
+}
+
+/// Without groups: each worker's app as the plan's sink says, with the files opened (and
+/// the merge writer started, for a merged file).
+fn open_sinks(
+    cfg: &CaptureConfig,
+    plan: &Plan,
+    control: &Arc<Control>,
+) -> Result<(Vec<App>, Option<MergeWriter>), CaptureError> {
+    let n = plan.workers.len();
+    let open = |path: &Path, ifaces: Vec<_>| {
+        let o = cfg
+            .output
+            .as_ref()
+            .expect("a file sink is planned only with -w");
+        o.sink(path.to_owned(), ifaces, cfg.snaplen)
+    };
+    match &plan.sink {
+        SinkPlan::Count | SinkPlan::Steer => Ok(((0..n).map(|_| App::Count).collect(), None)),
+        SinkPlan::Single(path) => {
+            let sink = open(path, plan.ifaces.clone())?;
+            Ok((vec![App::File(Box::new(sink))], None))
+        }
+        SinkPlan::Merged(path) => {
+            let sink = open(path, plan.ifaces.clone())?;
+            let (tx, rx) = std::sync::mpsc::sync_channel(256);
+            let apps = (0..n)
+                .map(|w| App::Merge(MergeHandle::new(w, tx.clone())))
+                .collect();
+            let ctl = control.clone();
+            let merge = std::thread::Builder::new()
+                .name("corecap-merge".into())
+                .spawn(move || {
+                    let _ = corecap_linux::privilege::drop_thread_capabilities();
+                    merge::run(rx, n, sink, &ctl)
+                })
+                .map_err(|e| CaptureError::System(format!("cannot start the merge thread: {e}")))?;
+            Ok((apps, Some(merge)))
+        }
+        SinkPlan::PerWorker(files) => {
+            let mut apps = Vec::with_capacity(files.len());
+            for f in files {
+                let ifaces = f
+                    .ifaces
+                    .iter()
+                    .map(|&i| plan.ifaces[i as usize].clone())
+                    .collect();
+                apps.push(App::File(Box::new(open(&f.path, ifaces)?)));
+            }
+            Ok((apps, None))
+        }
+    }
+}
+
+/// Starts a thread per worker with its source and app.
+#[allow(clippy::type_complexity)]
+fn spawn_workers(
+    workers: &[WorkerPlan],
+    sources: Vec<Source>,
+    apps: Vec<App>,
+    control: &Arc<Control>,
+) -> Result<(Vec<JoinHandle<Outcome>>, Vec<Arc<WorkerCounters>>), CaptureError> {
+    let mut handles = Vec::with_capacity(workers.len());
+    let mut counters = Vec::with_capacity(workers.len());
+    for ((w, source), app) in workers.iter().zip(sources).zip(apps) {
+        let c = Arc::new(WorkerCounters::default());
+        counters.push(c.clone());
+        let ctl = control.clone();
+        let worker = Worker {
+            id: w.info.id,
+            cpu: w.info.cpu,
+            source,
+            app,
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("corecap-w{}", w.info.id))
+            .spawn(move || worker::run(worker, ctl, c))
+            .map_err(|e| CaptureError::System(format!("cannot start a worker thread: {e}")))?;
+        handles.push(h);
+    }
+    Ok((handles, counters))
+}
+
+impl Capture {
+    /// Waits until every worker has opened its source (or failed). A capture that stopped
+    /// while starting is finished, and its first error returned.
+    fn wait_ready(mut self, xdp_notes: Vec<String>) -> Result<Capture, CaptureError> {
+        let n = self.handles.len() as u64;
+        while self.control.ready.load(Ordering::Acquire) < n {
+            if self.handles.iter().all(|h| h.is_finished()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        if self.control.stop.load(Ordering::Relaxed) {
+            let s = self.finish();
+            let msg = s
+                .errors
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "capture failed to start".into());
+            return Err(CaptureError::System(msg));
+        }
+        self.notes = xdp_notes;
+        for x in &self.xdp {
+            if let Some(mode) = x.attach_mode() {
+                self.notes.push(format!(
+                    "{}: {}",
+                    x.iface,
+                    crate::source::afxdp::describe(mode, x.bind_mode())
+                ));
+            }
+        }
+        Ok(self)
+    }
+}

@@ -1,0 +1,134 @@
+//! Starting a member's stage thread: its pipes from the workers, its file and flow table,
+//! and the thread itself, at the capture's start (from the plan) and when a member joins
+//! or a consumer attaches later.
+
+use std::thread::JoinHandle;
+
+use corecap_wire::pcapng::InterfaceDesc;
+
+use crate::capture::plan::MemberPlan;
+use crate::capture::{CaptureError, OutputConfig};
+use crate::sink::file::FileSink;
+use crate::stage::flows::{FlowConfig, FlowOutput, FlowTable};
+use crate::stage::member::{self, MemberLimits, MemberOutcome};
+use crate::stage::pipe;
+
+/// A member's stage thread.
+#[derive(Debug)]
+pub(crate) struct Stage {
+    pub(crate) group: usize,
+    pub(crate) index: usize,
+    pub(crate) member: usize,
+    pub(crate) cpu: Option<u32>,
+    pub(crate) handle: JoinHandle<MemberOutcome>,
+}
+
+/// What it takes to start a member's stage thread.
+#[derive(Clone, Debug)]
+pub(crate) struct StageCtx {
+    pub(crate) output: Option<OutputConfig>,
+    pub(crate) flows: Option<FlowOutput>,
+    pub(crate) ifaces: Vec<InterfaceDesc>,
+    pub(crate) snaplen: u32,
+    pub(crate) stage_cpus: Vec<u32>,
+    pub(crate) pin: bool,
+    pub(crate) transport: pipe::Transport,
+}
+
+/// The pipes of one member: an end for each worker, and the member's ends (spsc: a ring
+/// of 256 batches per worker; mpsc: one PFQ queue of 4 MiB per buffer, shared).
+pub(crate) fn member_pipes(
+    t: pipe::Transport,
+    workers: usize,
+) -> (Vec<pipe::PipeTx>, Vec<pipe::PipeRx>) {
+    match t {
+        pipe::Transport::Spsc => (0..workers).map(|_| pipe::pipe(256)).unzip(),
+        pipe::Transport::Mpsc => {
+            let (tx, rx) = pipe::mpsc_pipes(workers, 4 << 20);
+            (tx, vec![rx])
+        }
+    }
+}
+
+impl StageCtx {
+    /// Member `m`, `i` of group `g`, as the plan would have it: for a member that joins
+    /// while the capture runs.
+    pub(crate) fn member(&self, g: usize, i: usize, m: usize) -> MemberPlan {
+        MemberPlan::new(
+            (g, i, m),
+            &self.stage_cpus,
+            self.pin,
+            self.output.as_ref().map(|o| o.path.as_path()),
+            self.flows.as_ref().and_then(|f| f.file.as_deref()),
+        )
+    }
+
+    /// Opens a member's file and flow table where its plan says and starts its thread.
+    pub(crate) fn spawn(
+        &self,
+        p: &MemberPlan,
+        rx: Vec<pipe::PipeRx>,
+    ) -> Result<Stage, CaptureError> {
+        let sink = match (&self.output, &p.file) {
+            (Some(o), Some(path)) => {
+                Some(o.sink(path.clone(), self.ifaces.clone(), self.snaplen)?)
+            }
+            _ => None,
+        };
+        let flows = match &self.flows {
+            Some(f) => Some(
+                FlowTable::open(
+                    p.flows_file.as_deref(),
+                    f.ipfix.as_ref(),
+                    &format!("g{}m{}", p.group, p.index),
+                    self.ifindexes(),
+                    FlowConfig::default(),
+                )
+                .map_err(|e| CaptureError::Output(e.to_string()))?,
+            ),
+            None => None,
+        };
+        Self::start(
+            (p.group, p.index, p.member),
+            p.cpu,
+            rx,
+            sink,
+            flows,
+            MemberLimits::default(),
+        )
+    }
+
+    /// The interface index of each input (`IF` or `IF@Q`), 0 for a file or an interface
+    /// that is gone: IPFIX ingressInterface.
+    pub(crate) fn ifindexes(&self) -> Vec<u32> {
+        self.ifaces
+            .iter()
+            .map(|d| {
+                let name = d.name.split('@').next().unwrap_or(&d.name);
+                corecap_linux::netdev::ifindex(name).unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Starts the stage thread of member `m`, `i` of group `g` (`gGmI`), with its apps.
+    pub(crate) fn start(
+        (g, i, m): (usize, usize, usize),
+        cpu: Option<u32>,
+        rx: Vec<pipe::PipeRx>,
+        sink: Option<FileSink>,
+        flows: Option<FlowTable>,
+        limits: MemberLimits,
+    ) -> Result<Stage, CaptureError> {
+        let handle = std::thread::Builder::new()
+            .name(format!("corecap-g{g}m{i}"))
+            .spawn(move || member::run(cpu, rx, sink, flows, limits))
+            .map_err(|e| CaptureError::System(format!("cannot start a stage thread: {e}")))?;
+        Ok(Stage {
+            group: g,
+            index: i,
+            member: m,
+            cpu,
+            handle,
+        })
+    }
+}
