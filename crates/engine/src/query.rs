@@ -454,7 +454,7 @@ impl<W: Write> Ctx<'_, W> {
         };
         if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(linktype) {
             let insns = corecap_linux::filter::compile_offline(linktype, 262_144, expr)
-                .map_err(|e| QueryError::Filter(e.to_string()))?;
+                .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))?;
             e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
         }
         Ok(self.programs.get(&linktype))
