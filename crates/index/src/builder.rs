@@ -23,7 +23,7 @@ const PCAP_MICROS: u32 = 0xa1b2_c3d4;
 const PCAP_NANOS: u32 = 0xa1b2_3c4d;
 /// Kuznetzov's modified pcap: microseconds, 8 more bytes per record header.
 const PCAP_KUZNETZOV: u32 = 0xa1b2_cd34;
-const SHB: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+pub(crate) const SHB: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 const BOM: u32 = 0x1a2b_3c4d;
 const MAX_CAPLEN: usize = 256 * 1024;
 const MAX_BLOCK: usize = 16 * 1024 * 1024;
@@ -157,7 +157,7 @@ fn u16_at(b: &[u8], at: usize, be: bool) -> u16 {
 }
 
 #[inline]
-fn u32_at(b: &[u8], at: usize, be: bool) -> u32 {
+pub(crate) fn u32_at(b: &[u8], at: usize, be: bool) -> u32 {
     let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
     if be {
         u32::from_be_bytes(v)
