@@ -364,9 +364,18 @@ struct PlanShape<'a> {
     stage_cpus: &'a [u32],
 }
 
-/// Warnings about the plan: workers off the node, more workers than cores or CPUs, twins,
-/// merged queues, IRQs on capture CPUs, more workers than queues, no stage CPU.
+/// Warnings about the plan: where the workers sit, then what they serve.
 fn plan_warnings(
+    machine: &Machine,
+    plan: &PlanShape<'_>,
+    warn: &mut impl FnMut(WarningKind, String),
+) {
+    placement_warnings(machine, plan, warn);
+    load_warnings(plan, warn);
+}
+
+/// Workers off the node, more workers than cores or CPUs, workers on twins.
+fn placement_warnings(
     machine: &Machine,
     plan: &PlanShape<'_>,
     warn: &mut impl FnMut(WarningKind, String),
@@ -374,9 +383,8 @@ fn plan_warnings(
     let PlanShape {
         node,
         cpus,
-        queues,
         workers,
-        stage_cpus,
+        ..
     } = *plan;
     let n = workers.len();
     let worker_cpus: Vec<u32> = workers.iter().map(|w| w.cpu).collect();
@@ -424,6 +432,18 @@ fn plan_warnings(
             ),
         );
     }
+}
+
+/// Queues merged into one socket, IRQs on capture CPUs, more workers than queues, no
+/// stage CPU.
+fn load_warnings(plan: &PlanShape<'_>, warn: &mut impl FnMut(WarningKind, String)) {
+    let PlanShape {
+        queues,
+        workers,
+        stage_cpus,
+        ..
+    } = *plan;
+    let n = workers.len();
     if let Some(w) = workers.iter().find(|w| w.queues.len() > 2) {
         warn(
             WarningKind::QueuesMerged,
