@@ -23,9 +23,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
-use std::io::{self, BufReader, Cursor, Read, Write};
+use std::io::{self, BufReader, Cursor, Read, Seek, SeekFrom, Write};
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,7 +32,10 @@ use corecap_index::{sidecar_path, Index, Predicate};
 use corecap_wire::{CaptureReader, Compression, Decompress, Epb, InterfaceDesc, PcapngWriter};
 use serde::Serialize;
 
-use crate::sink::sealed::{unseal, ChunkOpener, KeyFile, SealConfig, SealError, CHUNK_HEAD, MAGIC};
+use crate::sink::sealed::{
+    read_chunk, read_full, unseal, ChunkOpener, KeyFile, NextChunk, SealConfig, SealError,
+    CHUNK_HEAD, MAGIC,
+};
 use crate::steer::filter::{Meta, Program};
 
 /// Largest read made at once when regions are merged.
@@ -138,7 +140,7 @@ pub enum FileKind {
 pub fn file_kind(path: &Path) -> io::Result<FileKind> {
     let mut f = File::open(path)?;
     let mut m = [0u8; 8];
-    let n = crate::sink::sealed::read_full(&mut f, &mut m)?;
+    let n = read_full(&mut f, &mut m)?;
     if n == 8 && &m == MAGIC {
         return Ok(FileKind::Sealed);
     }
@@ -152,7 +154,7 @@ pub fn file_kind(path: &Path) -> io::Result<FileKind> {
     f = File::open(path)?;
     let mut d = Decompress::new(BufReader::with_capacity(64 * 1024, f))?;
     let mut head = [0u8; 4];
-    Ok(match crate::sink::sealed::read_full(&mut d, &mut head) {
+    Ok(match read_full(&mut d, &mut head) {
         Ok(n) if corecap_wire::read::sniff(&head[..n]).is_none() => FileKind::Other,
         // A stream that fails this early is a damaged capture as likely as anything else:
         // reading it reports the damage.
@@ -282,36 +284,8 @@ pub fn plan_file(
 ) -> Result<FilePlan, QueryError> {
     let size = std::fs::metadata(path).map_err(io_at(path))?.len();
     let kind = file_kind(path).map_err(io_at(path))?;
-    let sealed_err = |cause| QueryError::Sealed {
-        path: path.display().to_string(),
-        cause,
-    };
-    let opener = if kind == FileKind::Sealed {
-        let Some(k) = kek else {
-            return Err(QueryError::Other(format!(
-                "{}: sealed capture file; give --key-file",
-                path.display()
-            )));
-        };
-        let mut f = File::open(path).map_err(io_at(path))?;
-        Some(Arc::new(
-            ChunkOpener::from_header(&mut f, k).map_err(sealed_err)?,
-        ))
-    } else {
-        None
-    };
-    let mut plan = FilePlan {
-        path: path.to_owned(),
-        size,
-        opener,
-        compression: Compression::None,
-        header: Vec::new(),
-        segments: vec![Segment::Scan],
-        start_ts: 0,
-        regions: (0, 0),
-        indexed: false,
-        note: None,
-    };
+    let opener = sealed_opener(path, kind, kek)?;
+    let mut plan = FilePlan::scan(path, size, opener);
     if let FileKind::Compressed(c) = kind {
         plan.compression = c;
         plan.note = Some(format!(
@@ -320,63 +294,121 @@ pub fn plan_file(
         ));
         return Ok(plan);
     }
-    let index = match load_index(path, kek.map(|k| &**k)) {
+    if let Some(index) = usable_index(&mut plan, kek, stats) {
+        plan.choose_regions(index, from, to, pred);
+    }
+    Ok(plan)
+}
+
+/// The chunk opener of a sealed file (None for any other kind).
+fn sealed_opener(
+    path: &Path,
+    kind: FileKind,
+    kek: Option<&Arc<KeyFile>>,
+) -> Result<Option<Arc<ChunkOpener>>, QueryError> {
+    if kind != FileKind::Sealed {
+        return Ok(None);
+    }
+    let Some(k) = kek else {
+        return Err(QueryError::Other(format!(
+            "{}: sealed capture file; give --key-file",
+            path.display()
+        )));
+    };
+    let mut f = File::open(path).map_err(io_at(path))?;
+    let opener = ChunkOpener::from_header(&mut f, k).map_err(|cause| QueryError::Sealed {
+        path: path.display().to_string(),
+        cause,
+    })?;
+    Ok(Some(Arc::new(opener)))
+}
+
+/// The file's index, when it exists, reads and can pick regions; adds its size to
+/// `stats.index_bytes`. Otherwise the plan stays a scan, with a note saying why when the
+/// index exists but cannot be used.
+fn usable_index(
+    plan: &mut FilePlan,
+    kek: Option<&Arc<KeyFile>>,
+    stats: &mut QueryStats,
+) -> Option<Index> {
+    let index = match load_index(&plan.path, kek.map(|k| &**k)) {
         Ok(Some((ix, n))) => {
             stats.index_bytes += n;
             ix
         }
-        Ok(None) => return Ok(plan),
+        Ok(None) => return None,
         Err(e) => {
-            plan.note = Some(format!("{e}; scanning {}", path.display()));
-            return Ok(plan);
+            plan.note = Some(format!("{e}; scanning {}", plan.path.display()));
+            return None;
         }
     };
-    if index.covered > size {
+    if index.covered > plan.size {
         plan.note = Some(format!(
-            "{}: index covers {} bytes but the file has {size} (stale index); scanning",
-            path.display(),
-            index.covered
+            "{}: index covers {} bytes but the file has {} (stale index); scanning",
+            plan.path.display(),
+            index.covered,
+            plan.size
         ));
-        return Ok(plan);
+        return None;
     }
-    if !index.random_access() {
-        return Ok(plan);
-    }
-    let first = index.regions.first().map_or(0, |r| r.at.start);
-    let mut segs: Vec<Segment> = Vec::new();
-    let mut start_ts = u64::MAX;
-    let mut chosen = 0;
-    for r in &index.regions {
-        if !(r.overlaps(from, to) && pred.may_match(r)) {
-            continue;
+    index.random_access().then_some(index)
+}
+
+impl FilePlan {
+    /// A plan that reads the whole file.
+    fn scan(path: &Path, size: u64, opener: Option<Arc<ChunkOpener>>) -> Self {
+        FilePlan {
+            path: path.to_owned(),
+            size,
+            opener,
+            compression: Compression::None,
+            header: Vec::new(),
+            segments: vec![Segment::Scan],
+            start_ts: 0,
+            regions: (0, 0),
+            indexed: false,
+            note: None,
         }
-        chosen += 1;
-        start_ts = start_ts.min(r.ts_min);
-        if let Some(Segment::Range { at, .. }) = segs.last_mut() {
-            if at.end == r.at.start && r.at.end - at.start <= MAX_READ {
-                at.end = r.at.end;
+    }
+
+    /// Reads only the index's regions that overlap `from..to` and may match `pred`
+    /// (adjacent ones merged up to `MAX_READ`), plus the bytes written after the index.
+    fn choose_regions(&mut self, index: Index, from: u64, to: u64, pred: &Predicate) {
+        let first = index.regions.first().map_or(0, |r| r.at.start);
+        let mut segs: Vec<Segment> = Vec::new();
+        let mut start_ts = u64::MAX;
+        let mut chosen = 0;
+        for r in &index.regions {
+            if !(r.overlaps(from, to) && pred.may_match(r)) {
                 continue;
             }
+            chosen += 1;
+            start_ts = start_ts.min(r.ts_min);
+            if let Some(Segment::Range { at, .. }) = segs.last_mut() {
+                if at.end == r.at.start && r.at.end - at.start <= MAX_READ {
+                    at.end = r.at.end;
+                    continue;
+                }
+            }
+            segs.push(Segment::Range {
+                at: r.at.clone(),
+                after_header: r.at.start != first,
+            });
         }
-        segs.push(Segment::Range {
-            at: r.at.clone(),
-            after_header: r.at.start != first,
-        });
+        if self.size > index.covered && !index.stopped() && !index.regions.is_empty() {
+            // Bytes written after the index was made: read them too.
+            segs.push(Segment::Range {
+                at: index.covered..self.size,
+                after_header: true,
+            });
+            start_ts = 0;
+        }
+        self.regions = (chosen, index.regions.len() as u64);
+        self.header = index.header;
+        self.segments = segs;
+        self.start_ts = if start_ts == u64::MAX { 0 } else { start_ts };
+        self.indexed = true;
     }
-    if size > index.covered && !index.stopped() && !index.regions.is_empty() {
-        // Bytes written after the index was made: read them too.
-        segs.push(Segment::Range {
-            at: index.covered..size,
-            after_header: true,
-        });
-        start_ts = 0;
-    }
-    plan.header = index.header;
-    plan.segments = segs;
-    plan.start_ts = if start_ts == u64::MAX { 0 } else { start_ts };
-    plan.regions = (chosen, index.regions.len() as u64);
-    plan.indexed = true;
-    Ok(plan)
 }
 
 /// A packet held by the merge.
@@ -422,7 +454,7 @@ impl<W: Write> Ctx<'_, W> {
         };
         if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(linktype) {
             let insns = corecap_linux::filter::compile_offline(linktype, 262_144, expr)
-                .map_err(|e| QueryError::Filter(e.to_string()))?;
+                .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))?;
             e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
         }
         Ok(self.programs.get(&linktype))
@@ -464,25 +496,19 @@ struct SealedRead {
 impl Read for SealedRead {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.plain.is_empty() && !self.done {
-            let mut head = [0u8; CHUNK_HEAD];
-            let n = crate::sink::sealed::read_full(&mut self.f, &mut head)?;
-            if n < CHUNK_HEAD {
-                self.done = true;
-                break;
+            match read_chunk(&mut self.f, &mut self.buf)? {
+                NextChunk::End(_) => {
+                    self.done = true;
+                    break;
+                }
+                NextChunk::TooLong => {
+                    return Err(io::Error::other(format!(
+                        "bad chunk at offset {}",
+                        self.offset
+                    )));
+                }
+                NextChunk::Read => {}
             }
-            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-            if len > crate::sink::sealed::MAX_CHUNK {
-                return Err(io::Error::other(format!(
-                    "bad chunk at offset {}",
-                    self.offset
-                )));
-            }
-            self.buf.clear();
-            self.buf.extend_from_slice(&head);
-            self.buf
-                .resize(CHUNK_HEAD + len + crate::sink::sealed::TAG, 0);
-            let got = crate::sink::sealed::read_full(&mut self.f, &mut self.buf[CHUNK_HEAD..])?;
-            self.buf.truncate(CHUNK_HEAD + got);
             match self.opener.open(&mut self.buf, self.offset) {
                 Ok(Some(c)) => {
                     self.offset += c.sealed_len as u64;
@@ -529,82 +555,12 @@ impl FileStream {
                 return Ok(false);
             };
             self.next_seg += 1;
-            let path = self.plan.path.clone();
-            let input: Box<dyn Read + Send> = match seg {
-                Segment::Scan => {
-                    stats.bytes_read += self.plan.size;
-                    let mut f = File::open(&path).map_err(io_at(&path))?;
-                    match &self.plan.opener {
-                        Some(o) => {
-                            let mut skip = vec![0u8; o.header_len as usize];
-                            crate::sink::sealed::read_full(&mut f, &mut skip)
-                                .map_err(io_at(&path))?;
-                            Box::new(SealedRead {
-                                f: BufReader::with_capacity(1 << 20, f),
-                                opener: o.clone(),
-                                offset: o.header_len,
-                                buf: Vec::new(),
-                                plain: 0..0,
-                                done: false,
-                            })
-                        }
-                        None if self.plan.compression.is_compressed() => {
-                            let r = BufReader::with_capacity(1 << 20, f);
-                            match Decompress::new(r) {
-                                Ok(d) => Box::new(d),
-                                Err(e) => {
-                                    self.note_cut(stats, format!("unreadable ({e})"));
-                                    continue;
-                                }
-                            }
-                        }
-                        None => Box::new(BufReader::with_capacity(1 << 20, f)),
-                    }
-                }
-                Segment::Range { at, after_header } => {
-                    let len = (at.end - at.start) as usize;
-                    let mut buf = vec![0u8; len];
-                    let f = File::open(&path).map_err(io_at(&path))?;
-                    let mut got = 0;
-                    while got < len {
-                        match f.read_at(&mut buf[got..], at.start + got as u64) {
-                            Ok(0) => break,
-                            Ok(n) => got += n,
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(io_at(&path)(e)),
-                        }
-                    }
-                    buf.truncate(got);
-                    stats.bytes_read += got as u64;
-                    let plain = match &self.plan.opener {
-                        Some(o) => {
-                            let (plain, whole) =
-                                open_chunks(o, buf, at.start).map_err(|cause| {
-                                    QueryError::Sealed {
-                                        path: path.display().to_string(),
-                                        cause,
-                                    }
-                                })?;
-                            if !whole {
-                                self.note_cut(
-                                    stats,
-                                    format!(
-                                        "cut short inside the chunk read at {}..{}",
-                                        at.start, at.end
-                                    ),
-                                );
-                            }
-                            plain
-                        }
-                        None => buf,
-                    };
-                    let head = if after_header {
-                        self.plan.header.clone()
-                    } else {
-                        Vec::new()
-                    };
-                    Box::new(Cursor::new(head).chain(Cursor::new(plain)))
-                }
+            let input = match seg {
+                Segment::Scan => match self.open_scan(stats)? {
+                    Some(input) => input,
+                    None => continue,
+                },
+                Segment::Range { at, after_header } => self.open_range(at, after_header, stats)?,
             };
             match CaptureReader::new(input) {
                 Ok(r) => {
@@ -617,6 +573,85 @@ impl FileStream {
                 }
             }
         }
+    }
+
+    /// The whole file as a stream: decrypted chunk by chunk when sealed, decompressed
+    /// when compressed. None (noted as cut) when a compressed file's header is unreadable.
+    fn open_scan(
+        &mut self,
+        stats: &mut QueryStats,
+    ) -> Result<Option<Box<dyn Read + Send>>, QueryError> {
+        let path = &self.plan.path;
+        stats.bytes_read += self.plan.size;
+        let mut f = File::open(path).map_err(io_at(path))?;
+        match &self.plan.opener {
+            Some(o) => {
+                let mut skip = vec![0u8; o.header_len as usize];
+                read_full(&mut f, &mut skip).map_err(io_at(path))?;
+                Ok(Some(Box::new(SealedRead {
+                    f: BufReader::with_capacity(1 << 20, f),
+                    opener: o.clone(),
+                    offset: o.header_len,
+                    buf: Vec::new(),
+                    plain: 0..0,
+                    done: false,
+                })))
+            }
+            None if self.plan.compression.is_compressed() => {
+                let r = BufReader::with_capacity(1 << 20, f);
+                match Decompress::new(r) {
+                    Ok(d) => Ok(Some(Box::new(d))),
+                    Err(e) => {
+                        self.note_cut(stats, format!("unreadable ({e})"));
+                        Ok(None)
+                    }
+                }
+            }
+            None => Ok(Some(Box::new(BufReader::with_capacity(1 << 20, f)))),
+        }
+    }
+
+    /// Bytes `at` of the file (fewer at its end), decrypted when sealed, after the index's
+    /// file header when `after_header`.
+    fn open_range(
+        &mut self,
+        at: Range<u64>,
+        after_header: bool,
+        stats: &mut QueryStats,
+    ) -> Result<Box<dyn Read + Send>, QueryError> {
+        let path = self.plan.path.clone();
+        let mut buf = vec![0u8; (at.end - at.start) as usize];
+        let mut f = File::open(&path).map_err(io_at(&path))?;
+        f.seek(SeekFrom::Start(at.start)).map_err(io_at(&path))?;
+        let got = read_full(&mut f, &mut buf).map_err(io_at(&path))?;
+        buf.truncate(got);
+        stats.bytes_read += got as u64;
+        let plain = match &self.plan.opener {
+            Some(o) => {
+                let (plain, whole) =
+                    open_chunks(o, buf, at.start).map_err(|cause| QueryError::Sealed {
+                        path: path.display().to_string(),
+                        cause,
+                    })?;
+                if !whole {
+                    self.note_cut(
+                        stats,
+                        format!(
+                            "cut short inside the chunk read at {}..{}",
+                            at.start, at.end
+                        ),
+                    );
+                }
+                plain
+            }
+            None => buf,
+        };
+        let head = if after_header {
+            self.plan.header.clone()
+        } else {
+            Vec::new()
+        };
+        Ok(Box::new(Cursor::new(head).chain(Cursor::new(plain))))
     }
 
     /// Reads to the next packet that matches; false at the end of the file.
@@ -904,24 +939,20 @@ fn index_sealed(
     let mut buf: Vec<u8> = Vec::new();
     let mut last = false;
     loop {
-        let mut head = [0u8; CHUNK_HEAD];
-        let n = crate::sink::sealed::read_full(&mut f, &mut head).map_err(io_at(path))?;
-        let mut whole = n == CHUNK_HEAD;
-        if whole {
-            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-            if len > crate::sink::sealed::MAX_CHUNK {
+        let next = read_chunk(&mut f, &mut buf).map_err(io_at(path))?;
+        let n = match next {
+            NextChunk::End(n) => n,
+            NextChunk::TooLong => {
                 return Err(sealed_err(SealError::Tampered {
                     index: 0,
                     offset,
                     good: 0,
-                }));
+                }))
             }
-            buf.clear();
-            buf.extend_from_slice(&head);
-            buf.resize(CHUNK_HEAD + len + crate::sink::sealed::TAG, 0);
-            let got = crate::sink::sealed::read_full(&mut f, &mut buf[CHUNK_HEAD..])
-                .map_err(io_at(path))?;
-            buf.truncate(CHUNK_HEAD + got);
+            NextChunk::Read => CHUNK_HEAD,
+        };
+        let mut whole = n == CHUNK_HEAD;
+        if whole {
             match o.open(&mut buf, offset).map_err(sealed_err)? {
                 Some(c) => {
                     plain.extend_from_slice(&buf[CHUNK_HEAD..CHUNK_HEAD + c.plain_len]);

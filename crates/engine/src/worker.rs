@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use corecap_linux::{filter, RxRing};
+use corecap_linux::{error_chain, filter, RxRing};
 
 use crate::packet::Packet;
 use crate::sink::file::FileSink;
@@ -266,7 +266,7 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
             return Outcome {
                 snapshot: Snapshot::default(),
                 files: vec![],
-                error: Some(format!("worker {}: {e}", w.id)),
+                error: Some(format!("worker {}: {}", w.id, error_chain(&e))),
                 steer: None,
                 notes: vec![],
             };
@@ -335,16 +335,21 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
     }
 }
 
-fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> Option<String> {
-    let stop = || run.ctl.stopped();
-    let ring = afpacket::open(spec, &stop);
+/// Counts the worker's source as set up, opened or not; a source that did not open stops
+/// the capture, and its error (with the kernel's message) is the worker's.
+fn opened<T>(run: &Run<'_>, source: corecap_linux::Result<T>) -> Result<T, String> {
     run.ctl.ready.fetch_add(1, Ordering::Release);
-    let mut ring = match ring {
+    source.map_err(|e| {
+        run.ctl.stop.store(true, Ordering::Relaxed);
+        error_chain(&e)
+    })
+}
+
+fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> Option<String> {
+    let ring = afpacket::open(spec, &|| run.ctl.stopped());
+    let mut ring = match opened(run, ring) {
         Ok(r) => r,
-        Err(e) => {
-            run.ctl.stop.store(true, Ordering::Relaxed);
-            return Some(format!("{e:#}"));
-        }
+        Err(e) => return Some(e),
     };
     // The socket is open: this thread needs no capability from here on.
     let _ = corecap_linux::privilege::drop_thread_capabilities();
@@ -405,13 +410,9 @@ fn xdp(
     snaplen: u32,
 ) -> Option<String> {
     let sock = setup.open(queue, slot, &|| run.ctl.stopped());
-    run.ctl.ready.fetch_add(1, Ordering::Release);
-    let mut sock = match sock {
+    let mut sock = match opened(run, sock) {
         Ok(s) => s,
-        Err(e) => {
-            run.ctl.stop.store(true, Ordering::Relaxed);
-            return Some(e.to_string());
-        }
+        Err(e) => return Some(e),
     };
     let _ = corecap_linux::privilege::drop_thread_capabilities();
     let mut frames = Vec::with_capacity(256);

@@ -23,7 +23,7 @@ const PCAP_MICROS: u32 = 0xa1b2_c3d4;
 const PCAP_NANOS: u32 = 0xa1b2_3c4d;
 /// Kuznetzov's modified pcap: microseconds, 8 more bytes per record header.
 const PCAP_KUZNETZOV: u32 = 0xa1b2_cd34;
-const SHB: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+pub(crate) const SHB: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 const BOM: u32 = 0x1a2b_3c4d;
 const MAX_CAPLEN: usize = 256 * 1024;
 const MAX_BLOCK: usize = 16 * 1024 * 1024;
@@ -118,6 +118,34 @@ struct Acc {
     opaque: bool,
 }
 
+/// The frame of the pcapng block at the start of `b`: its type, byte order (an SHB sets
+/// its own from the byte-order magic) and total length. None when the block is cut, its
+/// length is bad, or the trailing length does not match.
+fn block_frame(b: &[u8], mut be: bool) -> Option<(u32, bool, usize)> {
+    if b.len() < 12 {
+        return None;
+    }
+    if b[..4] == SHB {
+        let bom = [b[8], b[9], b[10], b[11]];
+        be = if u32::from_le_bytes(bom) == BOM {
+            false
+        } else if u32::from_be_bytes(bom) == BOM {
+            true
+        } else {
+            return None;
+        };
+    }
+    let btype = u32_at(b, 0, be);
+    let len = u32_at(b, 4, be) as usize;
+    if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK || len > b.len() {
+        return None;
+    }
+    if u32_at(b, len - 4, be) as usize != len {
+        return None;
+    }
+    Some((btype, be, len))
+}
+
 #[inline]
 fn u16_at(b: &[u8], at: usize, be: bool) -> u16 {
     let v = [b[at], b[at + 1]];
@@ -129,7 +157,7 @@ fn u16_at(b: &[u8], at: usize, be: bool) -> u16 {
 }
 
 #[inline]
-fn u32_at(b: &[u8], at: usize, be: bool) -> u32 {
+pub(crate) fn u32_at(b: &[u8], at: usize, be: bool) -> u32 {
     let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
     if be {
         u32::from_be_bytes(v)
@@ -275,117 +303,25 @@ impl IndexBuilder {
         Step::Next(head + caplen)
     }
 
-    fn pcapng_block(&mut self, b: &[u8], mut be: bool, acc: &mut Acc) -> Step {
-        if b.len() < 12 {
+    fn pcapng_block(&mut self, b: &[u8], be: bool, acc: &mut Acc) -> Step {
+        let Some((btype, be, len)) = block_frame(b, be) else {
             return Step::Stop;
-        }
-        let shb = b[..4] == SHB;
-        if shb {
-            let bom = [b[8], b[9], b[10], b[11]];
-            be = if u32::from_le_bytes(bom) == BOM {
-                false
-            } else if u32::from_be_bytes(bom) == BOM {
-                true
-            } else {
-                return Step::Stop;
-            };
-        }
-        let btype = u32_at(b, 0, be);
-        let len = u32_at(b, 4, be) as usize;
-        if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK || len > b.len() {
-            return Step::Stop;
-        }
-        if u32_at(b, len - 4, be) as usize != len {
-            return Step::Stop;
-        }
+        };
         let block = &b[..len];
         let body = &block[8..len - 4];
         let packet_block = matches!(btype, 2 | 3 | 6);
         if self.in_header && packet_block {
             self.in_header = false;
         }
-        match btype {
-            _ if shb => {
-                if body.len() < 16 || u16_at(body, 4, be) != 1 {
-                    return Step::Stop;
-                }
-                if !self.in_header {
-                    self.flags |= FLAG_SEQUENTIAL;
-                }
-                self.fmt = Fmt::Pcapng { be };
-                self.section_base = self.ifaces.len();
-            }
-            1 => {
-                if body.len() < 8 || self.ifaces.len() >= MAX_INTERFACES {
-                    return Step::Stop;
-                }
-                if !self.in_header {
-                    self.flags |= FLAG_SEQUENTIAL;
-                }
-                let mut iface = Iface {
-                    linktype: u16_at(body, 0, be),
-                    snaplen: u32_at(body, 4, be),
-                    tsresol: 6,
-                    tsoffset: 0,
-                };
-                let mut o = 8;
-                while body.len() >= o + 4 {
-                    let code = u16_at(body, o, be);
-                    let olen = usize::from(u16_at(body, o + 2, be));
-                    if code == 0 {
-                        break;
-                    }
-                    let Some(v) = body.get(o + 4..o + 4 + olen) else {
-                        return Step::Stop;
-                    };
-                    match (code, olen) {
-                        (9, 1..) => iface.tsresol = v[0],
-                        (14, 8) => iface.tsoffset = u64_le_be(v, be) as i64,
-                        _ => {}
-                    }
-                    o += 4 + ((olen + 3) & !3);
-                }
-                self.ifaces.push(iface);
-            }
-            6 | 2 => {
-                if body.len() < 20 {
-                    return Step::Stop;
-                }
-                let local = if btype == 2 {
-                    usize::from(u16_at(body, 0, be))
-                } else {
-                    u32_at(body, 0, be) as usize
-                };
-                let Some(iface) = self.ifaces.get(self.section_base.saturating_add(local)) else {
-                    return Step::Stop;
-                };
-                let ts = (u64::from(u32_at(body, 4, be)) << 32) | u64::from(u32_at(body, 8, be));
-                let caplen = u32_at(body, 12, be) as usize;
-                if caplen > MAX_CAPLEN || 20 + caplen > body.len() {
-                    return Step::Stop;
-                }
-                let (lt, ts) = (iface.linktype, ts_to_ns(ts, iface.tsresol, iface.tsoffset));
-                self.packet(acc, ts, lt, &body[20..20 + caplen]);
-            }
-            3 => {
-                if body.len() < 4 {
-                    return Step::Stop;
-                }
-                let Some(iface) = self.ifaces.get(self.section_base) else {
-                    return Step::Stop;
-                };
-                let orig = u32_at(body, 0, be) as usize;
-                let mut caplen = orig.min(body.len() - 4);
-                if iface.snaplen != 0 {
-                    caplen = caplen.min(iface.snaplen as usize);
-                }
-                if caplen > MAX_CAPLEN {
-                    return Step::Stop;
-                }
-                let lt = iface.linktype;
-                self.packet(acc, 0, lt, &body[4..4 + caplen]);
-            }
-            _ => {}
+        let read = match btype {
+            _ if b[..4] == SHB => self.section_header(body, be),
+            1 => self.interface_description(body, be),
+            6 | 2 => self.packet_block(body, be, btype == 2, acc),
+            3 => self.simple_packet(body, be, acc),
+            _ => Some(()),
+        };
+        if read.is_none() {
+            return Step::Stop;
         }
         if self.in_header {
             if self.header.len() + len > MAX_HEADER {
@@ -396,6 +332,96 @@ impl IndexBuilder {
             }
         }
         Step::Next(len)
+    }
+
+    /// A Section Header Block's body: starts a section in its own byte order. None when
+    /// it is too short or no version 1.
+    fn section_header(&mut self, body: &[u8], be: bool) -> Option<()> {
+        if body.len() < 16 || u16_at(body, 4, be) != 1 {
+            return None;
+        }
+        if !self.in_header {
+            self.flags |= FLAG_SEQUENTIAL;
+        }
+        self.fmt = Fmt::Pcapng { be };
+        self.section_base = self.ifaces.len();
+        Some(())
+    }
+
+    /// An Interface Description Block's body: adds the interface with its link type,
+    /// snap length, `if_tsresol` and `if_tsoffset`. None when it is cut or one too many.
+    fn interface_description(&mut self, body: &[u8], be: bool) -> Option<()> {
+        if body.len() < 8 || self.ifaces.len() >= MAX_INTERFACES {
+            return None;
+        }
+        if !self.in_header {
+            self.flags |= FLAG_SEQUENTIAL;
+        }
+        let mut iface = Iface {
+            linktype: u16_at(body, 0, be),
+            snaplen: u32_at(body, 4, be),
+            tsresol: 6,
+            tsoffset: 0,
+        };
+        let mut o = 8;
+        while body.len() >= o + 4 {
+            let code = u16_at(body, o, be);
+            let olen = usize::from(u16_at(body, o + 2, be));
+            if code == 0 {
+                break;
+            }
+            let v = body.get(o + 4..o + 4 + olen)?;
+            match (code, olen) {
+                (9, 1..) => iface.tsresol = v[0],
+                (14, 8) => iface.tsoffset = u64_le_be(v, be) as i64,
+                _ => {}
+            }
+            o += 4 + ((olen + 3) & !3);
+        }
+        self.ifaces.push(iface);
+        Some(())
+    }
+
+    /// An Enhanced Packet Block's body, or an obsolete Packet Block's (`obsolete`: a
+    /// 16-bit interface id). None when it is cut or names no known interface.
+    fn packet_block(&mut self, body: &[u8], be: bool, obsolete: bool, acc: &mut Acc) -> Option<()> {
+        if body.len() < 20 {
+            return None;
+        }
+        let local = if obsolete {
+            usize::from(u16_at(body, 0, be))
+        } else {
+            u32_at(body, 0, be) as usize
+        };
+        let iface = self.ifaces.get(self.section_base.saturating_add(local))?;
+        let ts = (u64::from(u32_at(body, 4, be)) << 32) | u64::from(u32_at(body, 8, be));
+        let caplen = u32_at(body, 12, be) as usize;
+        if caplen > MAX_CAPLEN || 20 + caplen > body.len() {
+            return None;
+        }
+        let (lt, ts) = (iface.linktype, ts_to_ns(ts, iface.tsresol, iface.tsoffset));
+        self.packet(acc, ts, lt, &body[20..20 + caplen]);
+        Some(())
+    }
+
+    /// A Simple Packet Block's body: a packet on the section's first interface, with no
+    /// time stamp. None when it is cut or the section has no interface.
+    fn simple_packet(&mut self, body: &[u8], be: bool, acc: &mut Acc) -> Option<()> {
+        if body.len() < 4 {
+            return None;
+        }
+        let iface = self.ifaces.get(self.section_base)?;
+        let orig = u32_at(body, 0, be) as usize;
+        let mut caplen = orig.min(body.len() - 4);
+        if iface.snaplen != 0 {
+            caplen = caplen.min(iface.snaplen as usize);
+        }
+        if caplen > MAX_CAPLEN {
+            return None;
+        }
+        let lt = iface.linktype;
+        self.packet(acc, 0, lt, &body[4..4 + caplen]);
+        Some(())
     }
 
     #[inline]

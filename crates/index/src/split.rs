@@ -3,6 +3,7 @@
 
 use std::io::{self, Read};
 
+use crate::builder::{u32_at, SHB};
 use crate::IndexBuilder;
 
 /// What [`index_reader`] built.
@@ -43,15 +44,6 @@ enum Cut {
     Bad(usize),
 }
 
-fn u32_at(b: &[u8], at: usize, be: bool) -> u32 {
-    let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-    if be {
-        u32::from_be_bytes(v)
-    } else {
-        u32::from_le_bytes(v)
-    }
-}
-
 /// Length of the block at the start of `b`, in the format `f` (updated by a pcapng SHB).
 fn block_len(f: &mut Fmt, b: &[u8]) -> Result<Option<usize>, ()> {
     match *f {
@@ -59,7 +51,7 @@ fn block_len(f: &mut Fmt, b: &[u8]) -> Result<Option<usize>, ()> {
             if b.len() < 4 {
                 return Ok(None);
             }
-            if b[..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
+            if b[..4] == SHB {
                 *f = Fmt::Pcapng { be: false };
                 return block_len(f, b);
             }
@@ -91,7 +83,7 @@ fn block_len(f: &mut Fmt, b: &[u8]) -> Result<Option<usize>, ()> {
             if b.len() < 12 {
                 return Ok(None);
             }
-            if b[..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
+            if b[..4] == SHB {
                 let bom = [b[8], b[9], b[10], b[11]];
                 be = match u32::from_le_bytes(bom) {
                     0x1a2b_3c4d => false,

@@ -85,24 +85,10 @@ pub fn up(cfg: &LabConfig) -> Result<(), LabError> {
     let q = cfg.queues.max(1).to_string();
     run(&["ip", "netns", "add", ns])?;
     let r = (|| {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ])?;
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.default.disable_ipv6=1",
-        ])?;
+        for conf in ["all", "default"] {
+            let sysctl = format!("net.ipv6.conf.{conf}.disable_ipv6=1");
+            run(&["ip", "netns", "exec", ns, "sysctl", "-qw", &sysctl])?;
+        }
         run(&[
             "ip",
             "-n",

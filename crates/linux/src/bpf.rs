@@ -152,7 +152,7 @@ pub fn load_xdp(insns: &[BpfInsn]) -> Result<OwnedFd> {
             } else {
                 Error::new(
                     ErrorKind::Unsupported,
-                    format!("{e}; verifier: {}", last.join(" | ")),
+                    format!("{}; verifier: {}", crate::error_chain(&e), last.join(" | ")),
                 )
             }
         })

@@ -30,14 +30,13 @@ pub struct Error {
     source: Option<io::Error>,
 }
 
+/// Shows the context only (what failed, on which interface); the kernel's message is the
+/// [`source`](std::error::Error::source). [`error_chain`] or anyhow's `{:#}` show both.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.what)?;
         if let Some(i) = &self.iface {
             write!(f, " on {i}")?;
-        }
-        if let Some(s) = &self.source {
-            write!(f, ": {s}")?;
         }
         Ok(())
     }
@@ -45,8 +44,21 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        None
+        self.source.as_ref().map(|s| s as _)
     }
+}
+
+/// An error and each of its sources, joined by `": "`, as anyhow's `{:#}` prints them: for a
+/// place that keeps an error as a string.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    s
 }
 
 impl Error {
@@ -105,3 +117,32 @@ impl Error {
 
 /// Result alias for this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_source_is_the_io_error() {
+        let e = Error::from_io(
+            "opening the ring",
+            io::Error::from_raw_os_error(libc::ENOMEM),
+        );
+        let io = io::Error::from_raw_os_error(libc::ENOMEM).to_string();
+        assert_eq!(e.kind(), ErrorKind::RingMemory);
+        assert_eq!(e.to_string(), "opening the ring");
+        let source = std::error::Error::source(&e).expect("io error as source");
+        assert_eq!(source.to_string(), io);
+        assert_eq!(error_chain(&e), format!("opening the ring: {io}"));
+    }
+
+    #[test]
+    fn test_chain_names_the_interface() {
+        let e = Error::from_io("binding", io::Error::other("no such device")).on("eth9");
+        assert_eq!(e.to_string(), "binding on eth9");
+        assert_eq!(error_chain(&e), "binding on eth9: no such device");
+        let plain = Error::new(ErrorKind::Filter, "bad filter");
+        assert!(std::error::Error::source(&plain).is_none());
+        assert_eq!(error_chain(&plain), "bad filter");
+    }
+}

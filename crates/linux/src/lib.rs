@@ -35,6 +35,6 @@ pub mod socket;
 pub mod xdp_prog;
 pub mod xsk;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{error_chain, Error, ErrorKind, Result};
 pub use ring::{Block, RingConfig, RingPacket, RxRing, TxRing};
 pub use socket::{FanoutMode, KernelStats, PacketSocket};

@@ -210,31 +210,19 @@ pub fn write_response(mut w: impl Write, r: &Response) -> io::Result<()> {
     w.flush()
 }
 
-/// Sends one request and reads the response: `(status, body)`.
-pub fn call(
-    mut stream: impl Read + Write,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&[u8]>,
-) -> io::Result<(u16, Vec<u8>)> {
+/// The first lines of a client request: request line, host, `Connection: close` and the
+/// token; the caller adds the body's headers and the blank line.
+fn request_head(method: &str, path: &str, token: Option<&str>) -> String {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: corecap\r\nConnection: close\r\n");
     if let Some(t) = token {
         head.push_str(&format!("Authorization: Bearer {t}\r\n"));
     }
-    if let Some(b) = body {
-        head.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes())?;
-    if let Some(b) = body {
-        stream.write_all(b)?;
-    }
-    stream.flush()?;
-    let mut r = BufReader::new(stream);
+    head
+}
+
+/// Reads a response's status line and headers, up to the blank line (or the end):
+/// the status and the Content-Length, if one was given.
+fn read_response_head(r: &mut impl BufRead) -> io::Result<(u16, Option<usize>)> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     let status: u16 = line
@@ -258,6 +246,32 @@ pub fn call(
             }
         }
     }
+    Ok((status, length))
+}
+
+/// Sends one request and reads the response: `(status, body)`.
+pub fn call(
+    mut stream: impl Read + Write,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&[u8]>,
+) -> io::Result<(u16, Vec<u8>)> {
+    let mut head = request_head(method, path, token);
+    if let Some(b) = body {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    if let Some(b) = body {
+        stream.write_all(b)?;
+    }
+    stream.flush()?;
+    let mut r = BufReader::new(stream);
+    let (status, length) = read_response_head(&mut r)?;
     let mut body = Vec::new();
     match length {
         Some(n) => {
@@ -281,10 +295,7 @@ pub fn call_streaming(
     body: Option<&[u8]>,
     out: &mut impl Write,
 ) -> io::Result<(u16, u64, Vec<u8>)> {
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: corecap\r\nConnection: close\r\n");
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
+    let mut head = request_head(method, path, token);
     let b = body.unwrap_or_default();
     head.push_str(&format!(
         "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
@@ -294,19 +305,7 @@ pub fn call_streaming(
     stream.write_all(b)?;
     stream.flush()?;
     let mut r = BufReader::with_capacity(1 << 20, stream);
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    let status: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an HTTP response"))?;
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
-            break;
-        }
-    }
+    let (status, _) = read_response_head(&mut r)?;
     if status == 200 {
         let n = io::copy(&mut r, out)?;
         return Ok((status, n, Vec::new()));

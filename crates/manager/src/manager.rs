@@ -31,6 +31,7 @@ use corecap_engine::stage::member::{MemberLimits, MemberLive, MemberOutcome};
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::filter::compile_filter;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
+use corecap_linux::error_chain;
 
 use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
 use crate::cores::Cores;
@@ -474,11 +475,11 @@ impl Manager {
         }
         let snaplen = corecap_engine::limits::snaplen(r.snaplen.unwrap_or(262_144), "snaplen")
             .map_err(|e| err(400, e.to_string()))?;
-        let linktype = corecap_linux::netdev::linktype(&input.iface)
-            .map_err(|e| err(500, format!("{e:#}")))?;
+        let linktype =
+            corecap_linux::netdev::linktype(&input.iface).map_err(|e| err(500, error_chain(&e)))?;
         if let Some(f) = &r.filter {
             // Checked here, for either mode, so a bad expression is a 400 with libpcap's words.
-            compile_filter(linktype, snaplen, f).map_err(|e| err(400, e.to_string()))?;
+            compile_filter(linktype, snaplen, f).map_err(|e| err(400, error_chain(&e)))?;
         }
         let seal = match (&r.encrypt, &self.cfg.key) {
             (None, _) => None,
@@ -1144,8 +1145,7 @@ fn start_error(e: CaptureError) -> ApiError {
     };
     match e {
         CaptureError::Output(m) => err(status, format!("cannot create the output: {m}")),
-        CaptureError::Linux(l) => err(status, format!("{l:#}")),
-        other => err(status, other.to_string()),
+        other => err(status, error_chain(&other)),
     }
 }
 

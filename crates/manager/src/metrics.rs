@@ -205,46 +205,40 @@ fn lag(o: &mut String, i: &Input<'_>) {
 
 /// The base captures and the spare sockets, per interface.
 fn bases(o: &mut String, i: &Input<'_>) {
-    head(
+    per_interface(
         o,
-        "corecap_base_packets_total",
-        "counter",
+        ("corecap_base_packets_total", "counter"),
         "Packets the base capture's workers took, per interface.",
+        "",
+        i.bases.iter().map(|(iface, s)| (iface, s.packets)),
     );
-    for (iface, s) in i.bases {
-        let _ = writeln!(
-            o,
-            "corecap_base_packets_total{{interface=\"{}\"}} {}",
-            esc(iface),
-            s.packets
-        );
-    }
-    head(
+    per_interface(
         o,
-        "corecap_base_drops_total",
-        "counter",
+        ("corecap_base_drops_total", "counter"),
         "Packets the kernel dropped before the base capture's workers, per interface.",
+        ",at=\"kernel\"",
+        i.bases.iter().map(|(iface, s)| (iface, s.kernel_drops)),
     );
-    for (iface, s) in i.bases {
-        let _ = writeln!(
-            o,
-            "corecap_base_drops_total{{interface=\"{}\",at=\"kernel\"}} {}",
-            esc(iface),
-            s.kernel_drops
-        );
-    }
-    head(
+    per_interface(
         o,
-        "corecap_spare_sockets",
-        "gauge",
+        ("corecap_spare_sockets", "gauge"),
         "Sockets opened ahead of need for spawned captures, per interface.",
+        "",
+        i.spares.iter().map(|(iface, n)| (iface, *n as u64)),
     );
-    for (iface, n) in i.spares {
-        let _ = writeln!(
-            o,
-            "corecap_spare_sockets{{interface=\"{}\"}} {n}",
-            esc(iface)
-        );
+}
+
+/// One metric, one line per interface: `name{interface="IF"<labels>} value`.
+fn per_interface<'a>(
+    o: &mut String,
+    (name, kind): (&str, &str),
+    help: &str,
+    labels: &str,
+    rows: impl Iterator<Item = (&'a String, u64)>,
+) {
+    head(o, name, kind, help);
+    for (iface, v) in rows {
+        let _ = writeln!(o, "{name}{{interface=\"{}\"{labels}}} {v}", esc(iface));
     }
 }
 

@@ -51,8 +51,10 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
     let to = time(&q.to, "to", u64::MAX)?;
     let filter = q.filter.filter(|f| !f.trim().is_empty());
     if let Some(f) = &filter {
-        corecap_linux::filter::compile_offline(1, 262_144, f)
-            .map_err(|e| Response::error(400, format!("filter: {e}")))?;
+        corecap_linux::filter::compile_offline(1, 262_144, f).map_err(|e| {
+            let e = corecap_linux::error_chain(&e);
+            Response::error(400, format!("filter: {e}"))
+        })?;
     }
     let (files, _) = expand_paths(&[m.spool().dir().to_owned()])
         .map_err(|e| Response::error(500, e.to_string()))?;

@@ -93,29 +93,24 @@ trait ReadTimeout {
     fn handle(&self) -> io::Result<Box<dyn Fn() + Send>>;
 }
 
-impl ReadTimeout for UnixStream {
-    fn set_timeout(&self, d: Option<Duration>) -> io::Result<()> {
-        self.set_read_timeout(d)
-    }
-    fn handle(&self) -> io::Result<Box<dyn Fn() + Send>> {
-        let c = self.try_clone()?;
-        Ok(Box::new(move || {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }))
-    }
+/// Both socket types have the same inherent methods, but no trait that names them.
+macro_rules! read_timeout {
+    ($($t:ty),*) => {$(
+        impl ReadTimeout for $t {
+            fn set_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+                self.set_read_timeout(d)
+            }
+            fn handle(&self) -> io::Result<Box<dyn Fn() + Send>> {
+                let c = self.try_clone()?;
+                Ok(Box::new(move || {
+                    let _ = c.shutdown(std::net::Shutdown::Both);
+                }))
+            }
+        }
+    )*};
 }
 
-impl ReadTimeout for TcpStream {
-    fn set_timeout(&self, d: Option<Duration>) -> io::Result<()> {
-        self.set_read_timeout(d)
-    }
-    fn handle(&self) -> io::Result<Box<dyn Fn() + Send>> {
-        let c = self.try_clone()?;
-        Ok(Box::new(move || {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }))
-    }
-}
+read_timeout!(UnixStream, TcpStream);
 
 impl<S: ReadTimeout> ReadTimeout for &mut S {
     fn set_timeout(&self, d: Option<Duration>) -> io::Result<()> {

@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::cpus::format_list;
 use crate::machine::Machine;
+use crate::nic::Nic;
 use crate::settings::{on_off, PauseFrames};
 
 /// What the user asked of the plan.
@@ -134,210 +135,39 @@ pub struct Plan {
 impl Plan {
     /// Makes the plan for `machine`.
     pub fn new(machine: &Machine, opts: PlanOptions) -> Self {
-        let topo = &machine.topology;
         let nic = &machine.nic;
         let mut warnings = Vec::new();
         let mut warn = |kind, message: String| warnings.push(Warning { kind, message });
-        let multi_node = topo.nodes.len() > 1;
 
-        let node = nic
-            .numa_node
-            .filter(|n| topo.node(*n).is_some_and(|n| !n.cpus.is_empty()))
-            .unwrap_or_else(|| {
-                topo.nodes
-                    .iter()
-                    .find(|n| !n.cpus.is_empty())
-                    .map_or(0, |n| n.id)
-            });
-        if multi_node && nic.numa_node.is_none() && !nic.is_virtual() {
-            warn(
-                WarningKind::NumaUnknown,
-                format!(
-                    "{} does not say which NUMA node it is on; planning on node {node}",
-                    nic.name
-                ),
-            );
-        }
-        let local: Vec<u32> = topo.node(node).map(|n| n.cpus.clone()).unwrap_or_default();
-        let remote: Vec<u32> = topo
-            .nodes
-            .iter()
-            .filter(|n| n.id != node)
-            .flat_map(|n| n.cpus.iter().copied())
-            .collect();
-        let local_cores = topo.cores_of(&local);
-        let remote_cores = topo.cores_of(&remote);
-
-        let current_q = nic.active_rx_queues();
+        let node = nic_node(machine, &mut warn);
+        let cpus = Cpus::around(machine, node);
         let channels = nic.settings.channels.map(|c| {
             let max = c.max_rx_queues().max(1);
-            opts.queues.unwrap_or(current_q).clamp(1, max)
+            opts.queues.unwrap_or(nic.active_rx_queues()).clamp(1, max)
         });
-        let queues = channels.unwrap_or(current_q).max(1);
+        let queues = channels.unwrap_or(nic.active_rx_queues()).max(1);
         let n = opts
             .workers
-            .unwrap_or_else(|| (queues as usize).min(local_cores.len()))
+            .unwrap_or_else(|| (queues as usize).min(cpus.local_cores.len()))
             .max(1);
+        let worker_cpus = cpus.for_workers(n);
+        let irq_cpus = irq_cpus(machine, &cpus, &worker_cpus, queues);
+        let workers = worker_plans(machine, &worker_cpus, &irq_cpus, queues);
+        let used_irq: Vec<u32> = irq_cpus.iter().flatten().copied().collect();
+        let stage_cpus = cpus.for_stages(&worker_cpus, &used_irq);
 
-        // Worker CPUs: first threads of local cores, local twins, then the same remotely.
-        let order: Vec<u32> = threads_in_order(&local_cores)
-            .into_iter()
-            .chain(threads_in_order(&remote_cores))
-            .collect();
-        let cpus: Vec<u32> = (0..n).map(|i| order[i % order.len()]).collect();
-
-        // IRQ CPUs: free local cores first (first threads, then twins).
-        let worker_core = |c: u32| {
-            local_cores
-                .iter()
-                .any(|core| core.contains(&c) && core.iter().any(|x| cpus.contains(x)))
-        };
-        let mut pool: Vec<u32> = threads_in_order(&local_cores)
-            .into_iter()
-            .filter(|&c| !worker_core(c))
-            .collect();
-        pool.reverse();
-        let has_irqs = !nic.irqs.is_empty();
-        let mut irq_cpus: Vec<Option<u32>> = Vec::with_capacity(n);
-        let mut used_irq: Vec<u32> = Vec::new();
-        for (i, &cpu) in cpus.iter().enumerate() {
-            let serves_irq = has_irqs && (i as u32) < queues;
-            if !serves_irq {
-                irq_cpus.push(None);
-                continue;
-            }
-            let pick = pool.pop().or_else(|| {
-                topo.cpu(cpu).and_then(|c| {
-                    c.siblings
-                        .iter()
-                        .copied()
-                        .find(|&t| t != cpu && !cpus.contains(&t) && !used_irq.contains(&t))
-                })
-            });
-            let chosen = pick.unwrap_or(cpu);
-            used_irq.push(chosen);
-            irq_cpus.push(Some(chosen));
-        }
-
-        let workers: Vec<WorkerPlan> = (0..n)
-            .map(|i| {
-                let qs: Vec<QueuePlan> = (0..queues)
-                    .filter(|q| *q as usize % n == i)
-                    .map(|q| {
-                        let irq = nic.irqs.iter().find(|x| x.queue == q).map(|x| x.irq);
-                        QueuePlan {
-                            queue: q,
-                            irq,
-                            irq_cpu: irq.and(irq_cpus[i]),
-                        }
-                    })
-                    .collect();
-                WorkerPlan {
-                    queue: qs.first().map(|q| q.queue),
-                    cpu: cpus[i],
-                    irq: qs.first().and_then(|q| q.irq),
-                    irq_cpu: qs.first().and_then(|q| q.irq_cpu),
-                    queues: qs,
-                }
-            })
-            .collect();
-
-        let busy = |c: &u32| cpus.contains(c) || used_irq.contains(c);
-        let mut stage_cpus: Vec<u32> = local.iter().copied().filter(|c| !busy(c)).collect();
-        if stage_cpus.is_empty() {
-            stage_cpus = remote.iter().copied().filter(|c| !busy(c)).collect();
-        }
-
-        machine_warnings(machine, node, &local, &mut warn);
-
-        // Warnings about the plan.
-        let remote_workers: Vec<u32> = cpus
-            .iter()
-            .copied()
-            .filter(|c| !local.contains(c))
-            .collect();
-        if !remote_workers.is_empty() {
-            warn(
-                WarningKind::WrongNode,
-                format!(
-                    "{n} workers do not fit on node {node} ({} CPUs): CPUs {} are on another node and reach the NIC's memory across the interconnect",
-                    local.len(),
-                    format_list(&remote_workers)
-                ),
-            );
-        }
-        if n > local_cores.len() {
-            warn(
-                WarningKind::TooManyWorkers,
-                format!(
-                    "{n} workers for {} physical cores on node {node}",
-                    local_cores.len()
-                ),
-            );
-        }
-        if n > order.len() {
-            warn(
-                WarningKind::Oversubscribed,
-                format!(
-                    "{n} workers for {} CPUs: some CPUs run two workers",
-                    order.len()
-                ),
-            );
-        }
-        let twins: Vec<String> = pairs(&cpus)
-            .filter(|(a, b)| topo.twins(*a, *b))
-            .map(|(a, b)| format!("{a}/{b}"))
-            .collect();
-        if !twins.is_empty() {
-            warn(
-                WarningKind::HtTwins,
-                format!(
-                    "workers on hyper-threading twins {}: they share one physical core",
-                    twins.join(", ")
-                ),
-            );
-        }
-        if let Some(w) = workers.iter().find(|w| w.queues.len() > 2) {
-            warn(
-                WarningKind::QueuesMerged,
-                format!(
-                    "{} queues merged into one socket on CPU {} (queues {}); paper 001 test 1 merged 16 into one and captured 15%",
-                    w.queues.len(),
-                    w.cpu,
-                    format_list(&w.queues.iter().map(|q| q.queue).collect::<Vec<_>>())
-                ),
-            );
-        }
-        let shared: Vec<u32> = workers
-            .iter()
-            .filter(|w| w.irq_cpu == Some(w.cpu))
-            .map(|w| w.cpu)
-            .collect();
-        if !shared.is_empty() {
-            warn(
-                WarningKind::IrqShared,
-                format!(
-                    "IRQs served on the capture CPU{} {}: no free CPU left (paper 001 test 3 vs 4: 8.6% against 34.5%)",
-                    if shared.len() == 1 { "" } else { "s" },
-                    format_list(&shared)
-                ),
-            );
-        }
-        if n > queues as usize {
-            warn(
-                WarningKind::WorkersExceedQueues,
-                format!(
-                    "{n} workers for {queues} RX queue{}: the extra workers share queues through fanout hashing",
-                    if queues == 1 { "" } else { "s" }
-                ),
-            );
-        }
-        if stage_cpus.is_empty() {
-            warn(
-                WarningKind::NoStageCpu,
-                "no CPU left for pipeline stages: use workers mode, or fewer workers".to_owned(),
-            );
-        }
+        machine_warnings(machine, node, &cpus.local, &mut warn);
+        plan_warnings(
+            machine,
+            &PlanShape {
+                node,
+                cpus: &cpus,
+                queues,
+                workers: &workers,
+                stage_cpus: &stage_cpus,
+            },
+            &mut warn,
+        );
 
         let nic_plan = NicPlan {
             channels,
@@ -370,6 +200,293 @@ impl Plan {
     }
 }
 
+/// The node everything is placed on: the NIC's, if it has CPUs, else the first node
+/// with CPUs. Warns when a multi-node machine does not say where a physical NIC is.
+fn nic_node(machine: &Machine, warn: &mut impl FnMut(WarningKind, String)) -> u32 {
+    let topo = &machine.topology;
+    let nic = &machine.nic;
+    let node = nic
+        .numa_node
+        .filter(|n| topo.node(*n).is_some_and(|n| !n.cpus.is_empty()))
+        .unwrap_or_else(|| {
+            topo.nodes
+                .iter()
+                .find(|n| !n.cpus.is_empty())
+                .map_or(0, |n| n.id)
+        });
+    if topo.nodes.len() > 1 && nic.numa_node.is_none() && !nic.is_virtual() {
+        warn(
+            WarningKind::NumaUnknown,
+            format!(
+                "{} does not say which NUMA node it is on; planning on node {node}",
+                nic.name
+            ),
+        );
+    }
+    node
+}
+
+/// The CPUs as seen from the planned node.
+struct Cpus {
+    /// CPUs of the node.
+    local: Vec<u32>,
+    /// CPUs of every other node.
+    remote: Vec<u32>,
+    /// The node's physical cores, each a list of its threads.
+    local_cores: Vec<Vec<u32>>,
+    /// Worker placement order: first threads of local cores, local twins, then the same
+    /// remotely.
+    order: Vec<u32>,
+}
+
+impl Cpus {
+    fn around(machine: &Machine, node: u32) -> Self {
+        let topo = &machine.topology;
+        let local: Vec<u32> = topo.node(node).map(|n| n.cpus.clone()).unwrap_or_default();
+        let remote: Vec<u32> = topo
+            .nodes
+            .iter()
+            .filter(|n| n.id != node)
+            .flat_map(|n| n.cpus.iter().copied())
+            .collect();
+        let local_cores = topo.cores_of(&local);
+        let order: Vec<u32> = threads_in_order(&local_cores)
+            .into_iter()
+            .chain(threads_in_order(&topo.cores_of(&remote)))
+            .collect();
+        Cpus {
+            local,
+            remote,
+            local_cores,
+            order,
+        }
+    }
+
+    /// The CPU of each of `n` workers, going round `order` when there are more workers
+    /// than CPUs.
+    fn for_workers(&self, n: usize) -> Vec<u32> {
+        (0..n).map(|i| self.order[i % self.order.len()]).collect()
+    }
+
+    /// Local CPUs that run no worker and serve no IRQ; the other nodes' when none is left.
+    fn for_stages(&self, worker_cpus: &[u32], irq_cpus: &[u32]) -> Vec<u32> {
+        let busy = |c: &u32| worker_cpus.contains(c) || irq_cpus.contains(c);
+        let stage_cpus: Vec<u32> = self.local.iter().copied().filter(|c| !busy(c)).collect();
+        if !stage_cpus.is_empty() {
+            return stage_cpus;
+        }
+        self.remote.iter().copied().filter(|c| !busy(c)).collect()
+    }
+}
+
+/// The CPU serving the IRQ of each worker's first queue (`None` for a worker with no
+/// queue IRQ): free local cores first (first threads, then twins), then a twin of the
+/// worker's CPU, and last the worker's own CPU.
+fn irq_cpus(machine: &Machine, cpus: &Cpus, worker_cpus: &[u32], queues: u32) -> Vec<Option<u32>> {
+    let worker_core = |c: u32| {
+        cpus.local_cores
+            .iter()
+            .any(|core| core.contains(&c) && core.iter().any(|x| worker_cpus.contains(x)))
+    };
+    let mut pool: Vec<u32> = threads_in_order(&cpus.local_cores)
+        .into_iter()
+        .filter(|&c| !worker_core(c))
+        .collect();
+    pool.reverse();
+    let has_irqs = !machine.nic.irqs.is_empty();
+    let mut irq_cpus: Vec<Option<u32>> = Vec::with_capacity(worker_cpus.len());
+    let mut used_irq: Vec<u32> = Vec::new();
+    for (i, &cpu) in worker_cpus.iter().enumerate() {
+        let serves_irq = has_irqs && (i as u32) < queues;
+        if !serves_irq {
+            irq_cpus.push(None);
+            continue;
+        }
+        let pick = pool.pop().or_else(|| {
+            machine.topology.cpu(cpu).and_then(|c| {
+                c.siblings
+                    .iter()
+                    .copied()
+                    .find(|&t| t != cpu && !worker_cpus.contains(&t) && !used_irq.contains(&t))
+            })
+        });
+        let chosen = pick.unwrap_or(cpu);
+        used_irq.push(chosen);
+        irq_cpus.push(Some(chosen));
+    }
+    irq_cpus
+}
+
+/// One plan per worker: worker `i` serves queues `q` with `q % workers == i`, and its
+/// queues' IRQs go to `irq_cpus[i]`.
+fn worker_plans(
+    machine: &Machine,
+    worker_cpus: &[u32],
+    irq_cpus: &[Option<u32>],
+    queues: u32,
+) -> Vec<WorkerPlan> {
+    let n = worker_cpus.len();
+    (0..n)
+        .map(|i| {
+            let qs: Vec<QueuePlan> = (0..queues)
+                .filter(|q| *q as usize % n == i)
+                .map(|q| {
+                    let irq = machine
+                        .nic
+                        .irqs
+                        .iter()
+                        .find(|x| x.queue == q)
+                        .map(|x| x.irq);
+                    QueuePlan {
+                        queue: q,
+                        irq,
+                        irq_cpu: irq.and(irq_cpus[i]),
+                    }
+                })
+                .collect();
+            WorkerPlan {
+                queue: qs.first().map(|q| q.queue),
+                cpu: worker_cpus[i],
+                irq: qs.first().and_then(|q| q.irq),
+                irq_cpu: qs.first().and_then(|q| q.irq_cpu),
+                queues: qs,
+            }
+        })
+        .collect()
+}
+
+/// What `plan_warnings` judges: the plan's choices and the CPUs they came from.
+struct PlanShape<'a> {
+    node: u32,
+    cpus: &'a Cpus,
+    queues: u32,
+    workers: &'a [WorkerPlan],
+    stage_cpus: &'a [u32],
+}
+
+/// Warnings about the plan: where the workers sit, then what they serve.
+fn plan_warnings(
+    machine: &Machine,
+    plan: &PlanShape<'_>,
+    warn: &mut impl FnMut(WarningKind, String),
+) {
+    placement_warnings(machine, plan, warn);
+    load_warnings(plan, warn);
+}
+
+/// Workers off the node, more workers than cores or CPUs, workers on twins.
+fn placement_warnings(
+    machine: &Machine,
+    plan: &PlanShape<'_>,
+    warn: &mut impl FnMut(WarningKind, String),
+) {
+    let PlanShape {
+        node,
+        cpus,
+        workers,
+        ..
+    } = *plan;
+    let n = workers.len();
+    let worker_cpus: Vec<u32> = workers.iter().map(|w| w.cpu).collect();
+    let local_cores = cpus.local_cores.len();
+    let remote_workers: Vec<u32> = worker_cpus
+        .iter()
+        .copied()
+        .filter(|c| !cpus.local.contains(c))
+        .collect();
+    if !remote_workers.is_empty() {
+        warn(
+            WarningKind::WrongNode,
+            format!(
+                "{n} workers do not fit on node {node} ({} CPUs): CPUs {} are on another node and reach the NIC's memory across the interconnect",
+                cpus.local.len(),
+                format_list(&remote_workers)
+            ),
+        );
+    }
+    if n > local_cores {
+        warn(
+            WarningKind::TooManyWorkers,
+            format!("{n} workers for {local_cores} physical cores on node {node}"),
+        );
+    }
+    if n > cpus.order.len() {
+        warn(
+            WarningKind::Oversubscribed,
+            format!(
+                "{n} workers for {} CPUs: some CPUs run two workers",
+                cpus.order.len()
+            ),
+        );
+    }
+    let twins: Vec<String> = pairs(&worker_cpus)
+        .filter(|(a, b)| machine.topology.twins(*a, *b))
+        .map(|(a, b)| format!("{a}/{b}"))
+        .collect();
+    if !twins.is_empty() {
+        warn(
+            WarningKind::HtTwins,
+            format!(
+                "workers on hyper-threading twins {}: they share one physical core",
+                twins.join(", ")
+            ),
+        );
+    }
+}
+
+/// Queues merged into one socket, IRQs on capture CPUs, more workers than queues, no
+/// stage CPU.
+fn load_warnings(plan: &PlanShape<'_>, warn: &mut impl FnMut(WarningKind, String)) {
+    let PlanShape {
+        queues,
+        workers,
+        stage_cpus,
+        ..
+    } = *plan;
+    let n = workers.len();
+    if let Some(w) = workers.iter().find(|w| w.queues.len() > 2) {
+        warn(
+            WarningKind::QueuesMerged,
+            format!(
+                "{} queues merged into one socket on CPU {} (queues {}); paper 001 test 1 merged 16 into one and captured 15%",
+                w.queues.len(),
+                w.cpu,
+                format_list(&w.queues.iter().map(|q| q.queue).collect::<Vec<_>>())
+            ),
+        );
+    }
+    let shared: Vec<u32> = workers
+        .iter()
+        .filter(|w| w.irq_cpu == Some(w.cpu))
+        .map(|w| w.cpu)
+        .collect();
+    if !shared.is_empty() {
+        warn(
+            WarningKind::IrqShared,
+            format!(
+                "IRQs served on the capture CPU{} {}: no free CPU left (paper 001 test 3 vs 4: 8.6% against 34.5%)",
+                if shared.len() == 1 { "" } else { "s" },
+                format_list(&shared)
+            ),
+        );
+    }
+    if n > queues as usize {
+        warn(
+            WarningKind::WorkersExceedQueues,
+            format!(
+                "{n} workers for {queues} RX queue{}: the extra workers share queues through fanout hashing",
+                if queues == 1 { "" } else { "s" }
+            ),
+        );
+    }
+    if stage_cpus.is_empty() {
+        warn(
+            WarningKind::NoStageCpu,
+            "no CPU left for pipeline stages: use workers mode, or fewer workers".to_owned(),
+        );
+    }
+}
+
 /// Warnings about the machine as it is, before the plan changes anything: irqbalance,
 /// IRQs served off the NIC's node or all on one CPU, no queue IRQs, RPS, pause frames.
 fn machine_warnings(
@@ -391,51 +508,9 @@ fn machine_warnings(
         );
     }
     if multi_node {
-        let mut irqs = Vec::new();
-        let mut away: Vec<u32> = Vec::new();
-        for q in &nic.irqs {
-            let far: Vec<u32> = q
-                .affinity
-                .iter()
-                .flatten()
-                .copied()
-                .filter(|c| !local.contains(c))
-                .collect();
-            if !far.is_empty() {
-                irqs.push(q.irq);
-                away.extend(far);
-            }
-        }
-        if !irqs.is_empty() {
-            warn(
-                WarningKind::WrongNode,
-                format!(
-                    "{} is on node {node} but IRQ{} {} may be served on CPUs {} of another node \
-                     (paper 001 test 2: queues served on the far node)",
-                    nic.name,
-                    if irqs.len() == 1 { "" } else { "s" },
-                    format_list(&irqs),
-                    format_list(&away)
-                ),
-            );
-        }
+        warn_far_irqs(nic, node, local, warn);
     }
-    if nic.irqs.len() > 1 {
-        let first = nic.irqs[0].affinity.clone();
-        if let Some(a) = first.filter(|a| a.len() == 1) {
-            if nic.irqs.iter().all(|q| q.affinity.as_ref() == Some(&a)) {
-                warn(
-                    WarningKind::IrqSingleCpu,
-                    format!(
-                        "all {} queue IRQs of {} are served by CPU {}: one core does the receive work of every queue",
-                        nic.irqs.len(),
-                        nic.name,
-                        a[0]
-                    ),
-                );
-            }
-        }
-    }
+    warn_irqs_on_one_cpu(nic, warn);
     if !has_irqs {
         let why = if nic.is_virtual() {
             "a virtual device: receive work runs on the sending CPU or in NAPI threads"
@@ -473,6 +548,58 @@ fn machine_warnings(
                 on_off(p.tx)
             ),
         );
+    }
+}
+
+/// Warns when queue IRQs may be served on CPUs off the NIC's node.
+fn warn_far_irqs(nic: &Nic, node: u32, local: &[u32], warn: &mut impl FnMut(WarningKind, String)) {
+    let mut irqs = Vec::new();
+    let mut away: Vec<u32> = Vec::new();
+    for q in &nic.irqs {
+        let far: Vec<u32> = q
+            .affinity
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|c| !local.contains(c))
+            .collect();
+        if !far.is_empty() {
+            irqs.push(q.irq);
+            away.extend(far);
+        }
+    }
+    if !irqs.is_empty() {
+        warn(
+            WarningKind::WrongNode,
+            format!(
+                "{} is on node {node} but IRQ{} {} may be served on CPUs {} of another node \
+                 (paper 001 test 2: queues served on the far node)",
+                nic.name,
+                if irqs.len() == 1 { "" } else { "s" },
+                format_list(&irqs),
+                format_list(&away)
+            ),
+        );
+    }
+}
+
+/// Warns when every queue IRQ is served by the same single CPU.
+fn warn_irqs_on_one_cpu(nic: &Nic, warn: &mut impl FnMut(WarningKind, String)) {
+    if nic.irqs.len() > 1 {
+        let first = nic.irqs[0].affinity.clone();
+        if let Some(a) = first.filter(|a| a.len() == 1) {
+            if nic.irqs.iter().all(|q| q.affinity.as_ref() == Some(&a)) {
+                warn(
+                    WarningKind::IrqSingleCpu,
+                    format!(
+                        "all {} queue IRQs of {} are served by CPU {}: one core does the receive work of every queue",
+                        nic.irqs.len(),
+                        nic.name,
+                        a[0]
+                    ),
+                );
+            }
+        }
     }
 }
 

@@ -63,6 +63,39 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+/// The methods both file writers have over their fields `w` (the inner writer) and `bytes`
+/// (what was written so far): `flush`, `get_ref`, `get_mut`, `into_inner`, and
+/// `bytes_written` with the given doc.
+macro_rules! inner_writer {
+    ($bytes_written:literal) => {
+        /// Flushes the inner writer.
+        pub fn flush(&mut self) -> std::io::Result<()> {
+            self.w.flush()
+        }
+
+        /// The inner writer.
+        pub fn get_ref(&self) -> &W {
+            &self.w
+        }
+
+        /// The inner writer, mutably: for committing or flushing it between whole blocks.
+        /// Writing to it directly would corrupt the file.
+        pub fn get_mut(&mut self) -> &mut W {
+            &mut self.w
+        }
+
+        /// Unwraps the inner writer (without flushing it).
+        pub fn into_inner(self) -> W {
+            self.w
+        }
+
+        #[doc = $bytes_written]
+        pub fn bytes_written(&self) -> u64 {
+            self.bytes
+        }
+    };
+}
+
 pub mod compression;
 pub mod flow;
 pub mod hash;

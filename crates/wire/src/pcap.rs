@@ -92,31 +92,7 @@ impl<W: Write> PcapWriter<W> {
         Ok(())
     }
 
-    /// Flushes the inner writer.
-    pub fn flush(&mut self) -> io::Result<()> {
-        self.w.flush()
-    }
-
-    /// The inner writer.
-    pub fn get_ref(&self) -> &W {
-        &self.w
-    }
-
-    /// The inner writer, mutably: for committing or flushing it between whole blocks.
-    /// Writing to it directly would corrupt the file.
-    pub fn get_mut(&mut self) -> &mut W {
-        &mut self.w
-    }
-
-    /// Unwraps the inner writer (without flushing it).
-    pub fn into_inner(self) -> W {
-        self.w
-    }
-
-    /// Bytes of header and complete records written so far.
-    pub fn bytes_written(&self) -> u64 {
-        self.bytes
-    }
+    inner_writer!("Bytes of header and complete records written so far.");
 }
 
 #[cfg(test)]

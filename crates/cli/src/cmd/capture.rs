@@ -122,6 +122,7 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         if let Err(e) = corecap_linux::privilege::switch_user(who) {
             cap.stop();
             let _ = cap.finish();
+            let e = corecap_linux::error_chain(&e);
             bail!("switching to user {} (-Z): {e}", who.name);
         }
     }

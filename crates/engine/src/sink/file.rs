@@ -214,8 +214,13 @@ impl FileSink {
         } else {
             let f = super::disk::open_part(&path, cfg.direct)?;
             if let Some(who) = &cfg.owner {
-                corecap_linux::privilege::chown_fd(f.file(), who)
-                    .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
+                corecap_linux::privilege::chown_fd(f.file(), who).map_err(|e| {
+                    io::Error::other(format!(
+                        "{}: {}",
+                        path.display(),
+                        corecap_linux::error_chain(&e)
+                    ))
+                })?;
             }
             let a = f.align();
             (Ok((f, path)), a)

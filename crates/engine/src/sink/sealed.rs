@@ -405,6 +405,37 @@ pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> 
     Ok(n)
 }
 
+/// What [`read_chunk`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NextChunk {
+    /// The input ended after this many bytes, fewer than a chunk head.
+    End(usize),
+    /// The head gives a length over `MAX_CHUNK`.
+    TooLong,
+    /// A chunk is in the buffer: head, ciphertext and tag, or fewer bytes when the input
+    /// ends inside it.
+    Read,
+}
+
+/// Reads the next chunk of a sealed stream into `buf`, for [`ChunkOpener::open`].
+pub(crate) fn read_chunk(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<NextChunk> {
+    let mut head = [0u8; CHUNK_HEAD];
+    let n = read_full(r, &mut head)?;
+    if n < CHUNK_HEAD {
+        return Ok(NextChunk::End(n));
+    }
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    if len > MAX_CHUNK {
+        return Ok(NextChunk::TooLong);
+    }
+    buf.clear();
+    buf.extend_from_slice(&head);
+    buf.resize(CHUNK_HEAD + len + TAG, 0);
+    let got = read_full(r, &mut buf[CHUNK_HEAD..])?;
+    buf.truncate(CHUNK_HEAD + got);
+    Ok(NextChunk::Read)
+}
+
 /// Decrypts a sealed stream into `out`, chunk by chunk: each chunk's plaintext is written
 /// only after its tag verified. A stream cut short (a crash) ends at its last whole chunk
 /// with `truncated_at` set; a chunk that fails authentication is an error.

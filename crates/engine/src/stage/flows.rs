@@ -334,84 +334,11 @@ impl FlowTable {
     /// encoded into the exporter's message.
     fn emit(&mut self, k: &FlowKey, r: &Rec, why: EndReason) {
         if let Some(out) = &mut self.out {
-            let _ = writeln!(
-                out,
-                "{{\"type\":\"flow\",\"member\":{},\"proto\":{},\"vlan\":{},\"src\":\"{}\",\"sport\":{},\
-                 \"dst\":\"{}\",\"dport\":{},\"packets_fwd\":{},\"bytes_fwd\":{},\"packets_rev\":{},\
-                 \"bytes_rev\":{},\"first_ns\":{},\"last_ns\":{},\"first_fwd_ns\":{},\"last_fwd_ns\":{},\
-                 \"first_rev_ns\":{},\"last_rev_ns\":{},\"tcp_flags\":{},\"end\":\"{}\"}}",
-                self.member,
-                k.proto,
-                k.vlan,
-                k.src_ip(),
-                k.sport,
-                k.dst_ip(),
-                k.dport,
-                r.packets[0],
-                r.bytes[0],
-                r.packets[1],
-                r.bytes[1],
-                r.first_ns,
-                r.last_ns,
-                r.dir_first[0],
-                r.dir_last[0],
-                r.dir_first[1],
-                r.dir_last[1],
-                r.flags[0] | r.flags[1],
-                why.as_str()
-            );
+            write_json(out, &self.member, k, r, why);
         }
         if let Some(e) = &mut self.export {
             let ingress = self.ifindex.get(r.iface as usize).copied().unwrap_or(0);
-            let base = FlowRecord {
-                v6: !k.is_v4(),
-                proto: k.proto,
-                vlan: k.vlan,
-                ingress,
-                end: Some(why.code()),
-                ..Default::default()
-            };
-            if e.target().biflow {
-                e.push(&FlowRecord {
-                    src: k.src,
-                    dst: k.dst,
-                    sport: k.sport,
-                    dport: k.dport,
-                    tcp_flags: r.flags[0],
-                    octets: r.bytes[0],
-                    packets: r.packets[0],
-                    start_ms: r.first_ns / 1_000_000,
-                    end_ms: r.last_ns / 1_000_000,
-                    rev_octets: r.bytes[1],
-                    rev_packets: r.packets[1],
-                    rev_tcp_flags: r.flags[1],
-                    ..base
-                });
-            } else {
-                // One record per direction that saw packets, each with its own times.
-                for d in 0..2 {
-                    if r.packets[d] == 0 {
-                        continue;
-                    }
-                    let (src, dst, sport, dport) = if d == 0 {
-                        (k.src, k.dst, k.sport, k.dport)
-                    } else {
-                        (k.dst, k.src, k.dport, k.sport)
-                    };
-                    e.push(&FlowRecord {
-                        src,
-                        dst,
-                        sport,
-                        dport,
-                        tcp_flags: r.flags[d],
-                        octets: r.bytes[d],
-                        packets: r.packets[d],
-                        start_ms: r.dir_first[d] / 1_000_000,
-                        end_ms: r.dir_last[d] / 1_000_000,
-                        ..base
-                    });
-                }
-            }
+            export_ipfix(e, ingress, k, r, why);
         }
         self.stats.records += 1;
     }
@@ -431,6 +358,90 @@ impl FlowTable {
             out.flush()?;
         }
         Ok(self.stats)
+    }
+}
+
+/// Writes one ended flow as a JSON line; `member` is already a JSON string.
+fn write_json(out: &mut impl Write, member: &str, k: &FlowKey, r: &Rec, why: EndReason) {
+    let _ = writeln!(
+        out,
+        "{{\"type\":\"flow\",\"member\":{},\"proto\":{},\"vlan\":{},\"src\":\"{}\",\"sport\":{},\
+         \"dst\":\"{}\",\"dport\":{},\"packets_fwd\":{},\"bytes_fwd\":{},\"packets_rev\":{},\
+         \"bytes_rev\":{},\"first_ns\":{},\"last_ns\":{},\"first_fwd_ns\":{},\"last_fwd_ns\":{},\
+         \"first_rev_ns\":{},\"last_rev_ns\":{},\"tcp_flags\":{},\"end\":\"{}\"}}",
+        member,
+        k.proto,
+        k.vlan,
+        k.src_ip(),
+        k.sport,
+        k.dst_ip(),
+        k.dport,
+        r.packets[0],
+        r.bytes[0],
+        r.packets[1],
+        r.bytes[1],
+        r.first_ns,
+        r.last_ns,
+        r.dir_first[0],
+        r.dir_last[0],
+        r.dir_first[1],
+        r.dir_last[1],
+        r.flags[0] | r.flags[1],
+        why.as_str()
+    );
+}
+
+/// Sends one ended flow to the IPFIX exporter: one biflow record (RFC 5103), or one record
+/// per direction that saw packets, each with its own times.
+fn export_ipfix(e: &mut Exporter, ingress: u32, k: &FlowKey, r: &Rec, why: EndReason) {
+    let base = FlowRecord {
+        v6: !k.is_v4(),
+        proto: k.proto,
+        vlan: k.vlan,
+        ingress,
+        end: Some(why.code()),
+        ..Default::default()
+    };
+    if e.target().biflow {
+        e.push(&FlowRecord {
+            src: k.src,
+            dst: k.dst,
+            sport: k.sport,
+            dport: k.dport,
+            tcp_flags: r.flags[0],
+            octets: r.bytes[0],
+            packets: r.packets[0],
+            start_ms: r.first_ns / 1_000_000,
+            end_ms: r.last_ns / 1_000_000,
+            rev_octets: r.bytes[1],
+            rev_packets: r.packets[1],
+            rev_tcp_flags: r.flags[1],
+            ..base
+        });
+    } else {
+        // One record per direction that saw packets, each with its own times.
+        for d in 0..2 {
+            if r.packets[d] == 0 {
+                continue;
+            }
+            let (src, dst, sport, dport) = if d == 0 {
+                (k.src, k.dst, k.sport, k.dport)
+            } else {
+                (k.dst, k.src, k.dport, k.sport)
+            };
+            e.push(&FlowRecord {
+                src,
+                dst,
+                sport,
+                dport,
+                tcp_flags: r.flags[d],
+                octets: r.bytes[d],
+                packets: r.packets[d],
+                start_ms: r.dir_first[d] / 1_000_000,
+                end_ms: r.dir_last[d] / 1_000_000,
+                ..base
+            });
+        }
     }
 }
 

@@ -98,19 +98,6 @@ impl Program {
         let (mut a, mut x) = (0u32, 0u32);
         let mut mem = [0u32; 16];
         let mut pc = 0usize;
-        let load = |off: u64, size: u16| -> Option<u32> {
-            let off = usize::try_from(off).ok()?;
-            match size {
-                0x00 => pkt
-                    .get(off..off + 4)
-                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-                0x08 => pkt
-                    .get(off..off + 2)
-                    .map(|b| u32::from(u16::from_be_bytes([b[0], b[1]]))),
-                0x10 => pkt.get(off).map(|b| u32::from(*b)),
-                _ => None,
-            }
-        };
         while let Some(i) = self.insns.get(pc) {
             pc += 1;
             let k = i.k;
@@ -123,11 +110,11 @@ impl Program {
                             Some(v) => v,
                             None => return 0,
                         },
-                        0x20 => match load(u64::from(k), size) {
+                        0x20 => match load(pkt, u64::from(k), size) {
                             Some(v) => v,
                             None => return 0,
                         },
-                        0x40 => match load(u64::from(x) + u64::from(k), size) {
+                        0x40 => match load(pkt, u64::from(x) + u64::from(k), size) {
                             Some(v) => v,
                             None => return 0,
                         },
@@ -152,25 +139,9 @@ impl Program {
                 STX => mem[(k & 15) as usize] = x,
                 ALU => {
                     let v = if i.code & 0x08 != 0 { x } else { k };
-                    a = match i.code & 0xf0 {
-                        0x00 => a.wrapping_add(v),
-                        0x10 => a.wrapping_sub(v),
-                        0x20 => a.wrapping_mul(v),
-                        0x30 => match a.checked_div(v) {
-                            Some(r) => r,
-                            None => return 0,
-                        },
-                        0x40 => a | v,
-                        0x50 => a & v,
-                        0x60 => a.checked_shl(v).unwrap_or(0),
-                        0x70 => a.checked_shr(v).unwrap_or(0),
-                        0x80 => a.wrapping_neg(),
-                        0x90 => match a.checked_rem(v) {
-                            Some(r) => r,
-                            None => return 0,
-                        },
-                        0xa0 => a ^ v,
-                        _ => return 0,
+                    a = match alu(i.code & 0xf0, a, v) {
+                        Some(r) => r,
+                        None => return 0,
                     };
                 }
                 JMP => {
@@ -207,6 +178,44 @@ impl Program {
         }
         0
     }
+}
+
+/// A packet load of `size` (`BPF_W`, `BPF_H` or `BPF_B`) at `off`, big-endian; None when it
+/// reaches past the packet. Inlined: it runs once per load instruction.
+#[inline(always)]
+fn load(pkt: &[u8], off: u64, size: u16) -> Option<u32> {
+    let off = usize::try_from(off).ok()?;
+    match size {
+        0x00 => pkt
+            .get(off..off + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        0x08 => pkt
+            .get(off..off + 2)
+            .map(|b| u32::from(u16::from_be_bytes([b[0], b[1]]))),
+        0x10 => pkt.get(off).map(|b| u32::from(*b)),
+        _ => None,
+    }
+}
+
+/// The ALU operation `op` (`code & 0xf0`) on `a` and `v`; None for a division or modulo by
+/// zero and for an unknown operation (the packet is rejected). Inlined: it runs once per
+/// ALU instruction.
+#[inline(always)]
+fn alu(op: u16, a: u32, v: u32) -> Option<u32> {
+    Some(match op {
+        0x00 => a.wrapping_add(v),
+        0x10 => a.wrapping_sub(v),
+        0x20 => a.wrapping_mul(v),
+        0x30 => a.checked_div(v)?,
+        0x40 => a | v,
+        0x50 => a & v,
+        0x60 => a.checked_shl(v).unwrap_or(0),
+        0x70 => a.checked_shr(v).unwrap_or(0),
+        0x80 => a.wrapping_neg(),
+        0x90 => a.checked_rem(v)?,
+        0xa0 => a ^ v,
+        _ => return None,
+    })
 }
 
 fn ancillary(k: i32, m: &Meta) -> Option<u32> {
