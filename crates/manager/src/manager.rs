@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use corecap_engine::capture::{
-    Balance, Capture, CaptureConfig, CaptureError, CaptureErrorKind, Input, OutputConfig,
+    Capture, CaptureConfig, CaptureError, CaptureErrorKind, Input, OutputConfig,
 };
 use corecap_engine::control::{AttachSpec, Attached, Detached};
 use corecap_engine::sink::file::{suffixed_path, Format, Rotation};
@@ -304,15 +304,7 @@ impl Manager {
         base: Option<usize>,
         launch: Launch<'_>,
     ) -> Result<Started, ApiError> {
-        let Launch {
-            r,
-            input,
-            snaplen,
-            file,
-            flows,
-            path,
-            since_ns,
-        } = launch;
+        let (r, input) = (launch.r, launch.input);
         let Some(bi) = base else {
             return Err(err(
                 400,
@@ -345,12 +337,12 @@ impl Manager {
         let live = Arc::new(MemberLive::default());
         let spec = AttachSpec {
             filter: r.filter.clone(),
-            snaplen,
-            file,
-            flows: flows.clone(),
+            snaplen: launch.snaplen,
+            file: launch.file,
+            flows: launch.flows,
             cpu,
             limits: MemberLimits {
-                since_ns,
+                since_ns: launch.since_ns,
                 count: r.count,
                 live: Some(live.clone()),
             },
@@ -363,7 +355,7 @@ impl Manager {
                 live,
             },
             cpu.into_iter().collect::<Vec<_>>(),
-            path.iter().cloned().collect::<Vec<_>>(),
+            launch.path.iter().cloned().collect::<Vec<_>>(),
         ))
     }
 
@@ -374,15 +366,7 @@ impl Manager {
         launch: Launch<'_>,
         notes: &mut Vec<String>,
     ) -> Result<Started, ApiError> {
-        let Launch {
-            r,
-            input,
-            snaplen,
-            file,
-            flows,
-            path,
-            since_ns: _,
-        } = launch;
+        let (r, input, flows) = (launch.r, launch.input, &launch.flows);
         let cores = match r.cores.clone() {
             Some(c) if !c.is_empty() => c,
             _ => {
@@ -396,7 +380,6 @@ impl Manager {
                 vec![c]
             }
         };
-        let flows_group = flows.is_some();
         g.spare_used.insert(input.iface.clone(), Instant::now());
         // The worker swaps its filter into a socket the opener made: the thread that
         // starts it needs no capability.
@@ -407,35 +390,30 @@ impl Manager {
                 .map_err(|e| start_error(e.into()))?,
         };
         let spare = Some(spare);
+        // One worker on its core; flow records go through one stage member on that core.
         let cfg = CaptureConfig {
             inputs: vec![input.clone()],
-            files: vec![],
             workers: 1,
             cpus: cores.clone(),
-            pin: true,
-            balance: Balance::Flow,
             filter: r.filter.clone(),
-            snaplen,
+            snaplen: launch.snaplen,
             ring: self.cfg.ring,
             count: r.count,
-            duration: None,
-            output: file,
-            groups: if flows_group {
-                vec![GroupSpec {
+            output: launch.file,
+            groups: flows
+                .iter()
+                .map(|_| GroupSpec {
                     kind: GroupKind::Copy,
                     members: 1,
                     filter: None,
                     snaplen: None,
-                }]
-            } else {
-                vec![]
-            },
+                })
+                .collect(),
             stage_cpus: cores.clone(),
             flows: flows.clone(),
             transport: Transport::Spsc,
-            attachable: false,
             spare: spare.clone(),
-            xdp_spread: 1,
+            ..CaptureConfig::default()
         };
         let cap = Capture::start(&cfg);
         if let Some(s) = spare.filter(Spare::ready) {
@@ -444,7 +422,7 @@ impl Manager {
         let cap = cap.map_err(start_error)?;
         notes.extend(cap.notes.iter().cloned());
         // A flow table of a spawned capture is its one stage member's.
-        let files = match (flows.as_ref().and_then(|f| f.file.as_ref()), &path) {
+        let files = match (flows.as_ref().and_then(|f| f.file.as_ref()), launch.path) {
             (Some(f), _) => vec![suffixed_path(f, "g0m0")],
             (None, Some(p)) => vec![p.clone()],
             _ => vec![],
