@@ -15,7 +15,7 @@ use corecap_lab::bench::Sample;
 use corecap_lab::lab::{self, LabConfig};
 use corecap_linux::affinity::children_cpu_seconds;
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, BenchPart, BenchTool, EngineArg};
 
 /// The lab of one experiment, removed on drop.
 struct BenchLab(String);
@@ -84,6 +84,16 @@ fn bound_sockets(netns: &str, iface: &str) -> usize {
         .count()
 }
 
+/// The peer that `--tools` names; None for corecap itself.
+fn peer(t: BenchTool) -> Option<PeerKind> {
+    match t {
+        BenchTool::Corecap | BenchTool::CorecapWrite => None,
+        BenchTool::Tcpdump => Some(PeerKind::Tcpdump),
+        BenchTool::Dumpcap => Some(PeerKind::Dumpcap),
+        BenchTool::NetsniffNg => Some(PeerKind::NetsniffNg),
+    }
+}
+
 /// How to run one capture tool.
 #[derive(Clone, Debug)]
 struct Tool {
@@ -97,7 +107,7 @@ struct Runner {
     exe: PathBuf,
     scratch: PathBuf,
     packets: u64,
-    engine: String,
+    engine: EngineArg,
 }
 
 impl Runner {
@@ -183,7 +193,7 @@ impl Runner {
             "--flows",
             "4096",
             "--engine",
-            &self.engine,
+            self.engine.name(),
         ])
         .args([
             "--count",
@@ -318,7 +328,7 @@ fn header(a: &BenchArgs, versions: Vec<(String, String)>, skipped: Vec<String>) 
         kernel: text_of("/proc/sys/kernel/osrelease").trim().to_owned(),
         nic: format!(
             "veth pair in a namespace (gen0 -> cap0, 2 queues), generator engine {}; every tool with its default buffer",
-            a.engine
+            a.engine.name()
         ),
         versions,
         skipped,
@@ -355,7 +365,7 @@ pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
     let (mut found, mut missing) = peer::detect(&path);
     let wanted: Vec<PeerKind> = PeerKind::ALL
         .into_iter()
-        .filter(|k| a.tools.iter().any(|t| t == k.program()))
+        .filter(|k| a.tools.iter().any(|&t| peer(t) == Some(*k)))
         .collect();
     if a.install_peers && wanted.iter().any(|k| missing.contains(k)) {
         let pkgs: Vec<&str> = wanted
@@ -376,32 +386,30 @@ pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
     let mut versions = vec![("corecap".to_string(), env!("CARGO_PKG_VERSION").to_string())];
     let mut tools = Vec::new();
     let mut skipped = Vec::new();
-    for t in &a.tools {
-        match t.as_str() {
-            "corecap" | "corecap-write" => tools.push(Tool {
-                name: t.clone(),
+    for &t in &a.tools {
+        let name = t.name();
+        match peer(t) {
+            None => tools.push(Tool {
+                name: name.into(),
                 peer: None,
                 extra: vec![],
             }),
-            name => match PeerKind::ALL.into_iter().find(|k| k.program() == name) {
-                Some(kind) if !missing.contains(&kind) => {
-                    if let Some(p) = found.iter().find(|p| p.kind == kind) {
-                        versions.push((name.into(), p.version.clone()));
-                    }
-                    tools.push(Tool {
-                        name: name.into(),
-                        peer: Some(kind),
-                        extra: vec![],
-                    });
+            Some(kind) if !missing.contains(&kind) => {
+                if let Some(p) = found.iter().find(|p| p.kind == kind) {
+                    versions.push((name.into(), p.version.clone()));
                 }
-                Some(_) => {
-                    eprintln!("corecap bench: {name} is not installed; skipped (--install-peers installs it)");
-                    skipped.push(name.to_string());
-                }
-                None => bail!(
-                    "unknown tool '{name}' (corecap, corecap-write, tcpdump, dumpcap, netsniff-ng)"
-                ),
-            },
+                tools.push(Tool {
+                    name: name.into(),
+                    peer: Some(kind),
+                    extra: vec![],
+                });
+            }
+            Some(_) => {
+                eprintln!(
+                    "corecap bench: {name} is not installed; skipped (--install-peers installs it)"
+                );
+                skipped.push(name.to_string());
+            }
         }
     }
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
@@ -411,7 +419,7 @@ pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
         exe: std::env::current_exe()?,
         scratch: scratch.clone(),
         packets: a.packets,
-        engine: a.engine.clone(),
+        engine: a.engine,
     };
     let mut rep = Report {
         header: header(&a, versions, skipped),
@@ -451,7 +459,7 @@ fn measure(a: &BenchArgs, r: &Runner, tools: &[Tool], rep: &mut Report) -> Resul
             .find(|g| g.size == size)
             .map_or(1.0, |g| g.pps)
     };
-    if a.parts.iter().any(|p| p == "table1") {
+    if a.parts.contains(&BenchPart::Table1) {
         for t in tools {
             for &size in &a.sizes {
                 for &pct in &a.rates {
@@ -470,7 +478,7 @@ fn measure(a: &BenchArgs, r: &Runner, tools: &[Tool], rep: &mut Report) -> Resul
         }
     }
     let cores = corecap_linux::affinity::online_cpus().len().max(1);
-    if a.parts.iter().any(|p| p == "lossfree") {
+    if a.parts.contains(&BenchPart::Lossfree) {
         let size = a.sizes[0];
         let max = max_of(rep, size);
         let balances: &[&str] = if a.quick {
@@ -522,7 +530,7 @@ fn measure(a: &BenchArgs, r: &Runner, tools: &[Tool], rep: &mut Report) -> Resul
             }
         }
     }
-    if a.parts.iter().any(|p| p == "placement") {
+    if a.parts.contains(&BenchPart::Placement) {
         let size = a.sizes[0];
         let max = max_of(rep, size);
         let other = if cores > 1 { "1" } else { "0" };
