@@ -538,7 +538,7 @@ fn optional_cpu_list(s: Option<&str>) -> Result<Vec<u32>> {
 }
 
 /// A key-encryption key file (`--key-file`); warns about one others can read.
-fn key_file(path: &Path) -> Result<Arc<KeyFile>> {
+pub(crate) fn key_file(path: &Path) -> Result<Arc<KeyFile>> {
     let k = KeyFile::load(path)?;
     if let Some(w) = &k.warning {
         eprintln!("corecap: warning: {w}");
