@@ -320,10 +320,55 @@ pub(crate) struct CaptureArgs {
     pub(crate) expr: Vec<String>,
 }
 
+/// How the generator sends (`gen --engine`, `bench --engine`): a TPACKET_V3 TX ring, or
+/// AF_XDP.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EngineArg {
     Txring,
     Xdp,
+}
+
+impl EngineArg {
+    /// The flag's value, as `gen --engine` takes it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            EngineArg::Txring => "txring",
+            EngineArg::Xdp => "xdp",
+        }
+    }
+}
+
+/// A capture tool that `bench` measures (`--tools`): corecap counting, corecap writing
+/// pcapng, or a peer.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BenchTool {
+    Corecap,
+    CorecapWrite,
+    Tcpdump,
+    Dumpcap,
+    NetsniffNg,
+}
+
+impl BenchTool {
+    /// The tool's name in the report.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BenchTool::Corecap => "corecap",
+            BenchTool::CorecapWrite => "corecap-write",
+            BenchTool::Tcpdump => "tcpdump",
+            BenchTool::Dumpcap => "dumpcap",
+            BenchTool::NetsniffNg => "netsniff-ng",
+        }
+    }
+}
+
+/// A part of the `bench` report (`--parts`): captured % by frame size and rate (paper
+/// 001, Table 1), loss-free rates by balance and workers, worker placement.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BenchPart {
+    Table1,
+    Lossfree,
+    Placement,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -460,12 +505,12 @@ pub(crate) struct BenchArgs {
     /// Offered rates, in percent of the generator maximum.
     #[arg(long, value_delimiter = ',', default_values_t = [10u32, 25, 50, 75, 100])]
     pub(crate) rates: Vec<u32>,
-    /// Tools: corecap, corecap-write, tcpdump, dumpcap, netsniff-ng.
-    #[arg(long, value_delimiter = ',', default_values_t = ["corecap".to_string(), "corecap-write".into(), "tcpdump".into(), "dumpcap".into(), "netsniff-ng".into()])]
-    pub(crate) tools: Vec<String>,
-    /// Parts to run: table1, lossfree, placement.
-    #[arg(long, value_delimiter = ',', default_values_t = ["table1".to_string(), "lossfree".into(), "placement".into()])]
-    pub(crate) parts: Vec<String>,
+    /// Capture tools to measure.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [BenchTool::Corecap, BenchTool::CorecapWrite, BenchTool::Tcpdump, BenchTool::Dumpcap, BenchTool::NetsniffNg])]
+    pub(crate) tools: Vec<BenchTool>,
+    /// Parts of the report to run.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [BenchPart::Table1, BenchPart::Lossfree, BenchPart::Placement])]
+    pub(crate) parts: Vec<BenchPart>,
     /// Install missing peers with apt-get.
     #[arg(long)]
     pub(crate) install_peers: bool,
@@ -475,9 +520,9 @@ pub(crate) struct BenchArgs {
     /// Namespace of the benchmark lab.
     #[arg(long, default_value = "corecap-bench")]
     pub(crate) netns: String,
-    /// Generator engine: xdp (faster than one capture core) or txring.
-    #[arg(long, default_value = "xdp", value_parser = ["xdp", "txring"])]
-    pub(crate) engine: String,
+    /// Generator engine (xdp is faster than one capture core).
+    #[arg(long, value_enum, default_value_t = EngineArg::Xdp)]
+    pub(crate) engine: EngineArg,
 }
 
 /// Benchmarks other than the papers' tables.

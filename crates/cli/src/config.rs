@@ -1,14 +1,28 @@
-//! Resolving what was typed into an engine configuration: interfaces, CPUs, filter, output.
+//! Resolving what was typed (`args.rs`) into what runs: the engine's `CaptureConfig` for
+//! `capture`, `ServeConfig` for `serve` and `RequestConfig` for `request`. The commands in
+//! `cmd/` run what these say.
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::sink::ipfix::IpfixTarget;
+use corecap_engine::sink::sealed::KeyFile;
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
+use corecap_manager::manager::Config as ManagerConfig;
+use corecap_manager::spool::Spool;
 
-use crate::args::{BalanceArg, CaptureArgs, RingArgs};
+use corecap_manager::api::{Mode, OutputKind, StartRequest};
+
+use crate::args::{
+    BalanceArg, CaptureArgs, FormatArg, RequestArgs, RequestCmd, RequestStartArgs, RingArgs,
+    RunMode, ServeArgs, StartMode, TransportArg,
+};
 
 /// Parses `-b` options: `filesize:MB`, `duration:S`, `files:N`.
 pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
@@ -212,7 +226,7 @@ fn auto(a: &CaptureArgs, inputs: &[Input]) -> Result<corecap_tune::Plan> {
 
 /// The sealing of `--encrypt` with `--key-file`; warns about a key file others can read.
 fn seal(a: &CaptureArgs) -> Result<Option<corecap_engine::sink::sealed::SealConfig>> {
-    use corecap_engine::sink::sealed::{KeyFile, SealConfig};
+    use corecap_engine::sink::sealed::SealConfig;
     let (cipher, key) = match (&a.encrypt, &a.key_file) {
         (None, None) => return Ok(None),
         (Some(_), None) => {
@@ -221,13 +235,9 @@ fn seal(a: &CaptureArgs) -> Result<Option<corecap_engine::sink::sealed::SealConf
         (None, Some(_)) => bail!("--key-file is for --encrypt aes|seed"),
         (Some(c), Some(k)) => (c, k),
     };
-    let kek = KeyFile::load(key)?;
-    if let Some(w) = &kek.warning {
-        eprintln!("corecap: warning: {w}");
-    }
     Ok(Some(SealConfig {
+        kek: key_file(key)?,
         cipher: cipher.name().parse().map_err(anyhow::Error::msg)?,
-        kek: std::sync::Arc::new(kek),
     }))
 }
 
@@ -244,61 +254,126 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         .iter()
         .map(|s| Input::parse(s).map_err(anyhow::Error::msg))
         .collect::<Result<Vec<_>>>()?;
-    let mut cpus = match &a.cpus {
-        Some(s) => cpu_list(s)?,
-        None => vec![],
-    };
-    let mut workers = a.workers.unwrap_or(0);
+    let cpus = optional_cpu_list(a.cpus.as_deref())?;
+    let workers = a.workers.unwrap_or(0);
     if workers > 1024 {
         bail!("--workers {workers} is more than 1024");
     }
     corecap_engine::limits::snaplen(a.snaplen, "-s")?;
     let (given_ring, block_size, block_timeout_ms) = ring_geometry(&a.ring)?;
-    let output = match &a.write {
-        Some(p) => Some(OutputConfig {
-            path: p.clone(),
-            format: if a.pcap { Format::Pcap } else { Format::Pcapng },
-            merge: a.merge,
-            rotation: rotation(&a.rotate)?,
-            seal: seal(a)?,
-            direct: !a.disk.no_direct,
-            index: !a.disk.no_index,
-            owner: a
-                .user
-                .as_deref()
-                .map(corecap_linux::privilege::lookup_user)
-                .transpose()?,
-            retention: {
-                let r = retention(&a.disk)?;
-                if r.is_some() && !rotation(&a.rotate)?.active() {
-                    bail!("--retain needs rotation (-b filesize:MB or -b duration:S)");
-                }
-                r
-            },
-        }),
-        None => {
-            if a.merge
-                || a.pcap
-                || !a.rotate.is_empty()
-                || a.encrypt.is_some()
-                || a.disk.retain.is_some()
-            {
-                bail!("--merge, --pcap, -b, --retain and --encrypt need -w FILE");
-            }
-            None
-        }
-    };
-    if let Some(o) = &output {
-        if o.path.as_os_str() == "-" && o.rotation.active() {
-            bail!("-b cannot rotate standard output");
-        }
-    }
+    let output = output(a)?;
     let duration = a
         .duration
         .map(|d| corecap_engine::limits::seconds(d, "--duration"))
         .transpose()?;
     let flows = flow_output(&a.flows, a.ipfix_biflow)?;
-    let pipeline = a.mode == crate::args::RunMode::Pipeline || flows.is_some();
+    let pipeline = a.mode == RunMode::Pipeline || flows.is_some();
+    let groups = groups(a, pipeline)?;
+    let mut place = Placement {
+        workers,
+        cpus,
+        stage_cpus: optional_cpu_list(a.stage_cpus.as_deref())?,
+        balance: a.balance.unwrap_or(BalanceArg::Flow),
+    };
+    if a.auto {
+        place.follow(&auto(a, &inputs)?, !groups.is_empty(), a.balance.is_none());
+    }
+    if groups.is_empty() && a.stage_cpus.is_some() {
+        bail!("--stage-cpus needs --mode pipeline or --groups");
+    }
+    let ring_bytes = ring_bytes(given_ring, block_size, &inputs, place.workers)?;
+    Ok(CaptureConfig {
+        inputs,
+        files: a.read.clone(),
+        workers: place.workers,
+        cpus: place.cpus,
+        pin: !a.no_pin,
+        balance: balance(place.balance),
+        filter: filter(a)?,
+        snaplen: a.snaplen,
+        ring: corecap_linux::RingConfig::with_size(ring_bytes, block_size, block_timeout_ms),
+        count: a.count,
+        duration,
+        output,
+        groups,
+        stage_cpus: place.stage_cpus,
+        flows,
+        transport: transport(a.transport),
+        xdp_spread: a.xdp_spread,
+        ..CaptureConfig::default()
+    })
+}
+
+/// Where a capture's workers and stage threads run, and how its packets are spread.
+struct Placement {
+    workers: usize,
+    cpus: Vec<u32>,
+    stage_cpus: Vec<u32>,
+    balance: BalanceArg,
+}
+
+impl Placement {
+    /// Takes what `--auto`'s plan says: its workers and their CPUs, its stage CPUs when
+    /// there are groups and none were given, and queue balance over several RX queues when
+    /// no balance was given.
+    fn follow(&mut self, plan: &corecap_tune::Plan, groups: bool, balance_default: bool) {
+        self.workers = plan.workers.len();
+        self.cpus = plan.worker_cpus();
+        if self.stage_cpus.is_empty() && groups {
+            self.stage_cpus = plan.stage_cpus.clone();
+        }
+        let queues: usize = plan.workers.iter().map(|w| w.queues.len()).sum();
+        if balance_default && queues > 1 {
+            self.balance = BalanceArg::Queue;
+        }
+    }
+}
+
+/// The output files of `-w`, or none; the output options refused without `-w`.
+fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
+    let Some(path) = &a.write else {
+        if a.merge
+            || a.pcap
+            || !a.rotate.is_empty()
+            || a.encrypt.is_some()
+            || a.disk.retain.is_some()
+        {
+            bail!("--merge, --pcap, -b, --retain and --encrypt need -w FILE");
+        }
+        return Ok(None);
+    };
+    let rotation = rotation(&a.rotate)?;
+    let rotating = rotation.active();
+    let o = OutputConfig {
+        path: path.clone(),
+        format: if a.pcap { Format::Pcap } else { Format::Pcapng },
+        merge: a.merge,
+        rotation,
+        seal: seal(a)?,
+        direct: !a.disk.no_direct,
+        index: !a.disk.no_index,
+        owner: a
+            .user
+            .as_deref()
+            .map(corecap_linux::privilege::lookup_user)
+            .transpose()?,
+        retention: {
+            let r = retention(&a.disk)?;
+            if r.is_some() && !rotating {
+                bail!("--retain needs rotation (-b filesize:MB or -b duration:S)");
+            }
+            r
+        },
+    };
+    if o.path.as_os_str() == "-" && rotating {
+        bail!("-b cannot rotate standard output");
+    }
+    Ok(Some(o))
+}
+
+/// The consumer groups: `--groups`, or in pipeline mode one balance group of a member per
+/// stage CPU; then each group's `--group-filter` and `--group-snaplen`.
+fn groups(a: &CaptureArgs, pipeline: bool) -> Result<Vec<GroupSpec>> {
     let mut groups = match (&a.groups, pipeline) {
         (Some(g), _) => GroupSpec::parse_list(g).map_err(anyhow::Error::msg)?,
         (None, true) => {
@@ -343,57 +418,301 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
             }
         }
     }
-    let mut stage_cpus = match &a.stage_cpus {
-        Some(s) => cpu_list(s)?,
-        None => vec![],
+    Ok(groups)
+}
+
+fn transport(t: TransportArg) -> Transport {
+    match t {
+        TransportArg::Mpsc => Transport::Mpsc,
+        TransportArg::Spsc => Transport::Spsc,
+    }
+}
+
+fn balance(b: BalanceArg) -> Balance {
+    match b {
+        BalanceArg::Flow => Balance::Flow,
+        BalanceArg::Queue => Balance::Queue,
+        BalanceArg::Cpu => Balance::Cpu,
+        BalanceArg::RoundRobin => Balance::RoundRobin,
+        BalanceArg::Rollover => Balance::Rollover,
+    }
+}
+
+/// What `corecap serve` runs, resolved from [`ServeArgs`]: the listeners, one base capture
+/// per `-i`, and the manager's configuration.
+pub(crate) struct ServeConfig {
+    /// The API's Unix socket.
+    pub(crate) socket: PathBuf,
+    /// A loopback TCP listener too (`--listen`), with the bearer token it asks for.
+    pub(crate) listen: Option<(SocketAddr, String)>,
+    /// The spool as given, for messages.
+    pub(crate) spool: PathBuf,
+    /// One attachable capture of a whole interface per `-i`.
+    pub(crate) bases: Vec<CaptureConfig>,
+    /// The spool (opened), limits, key, spawned workers' rings and IPFIX collectors.
+    pub(crate) manager: ManagerConfig,
+    /// Print each capture's final state as JSON lines at exit.
+    pub(crate) json: bool,
+    /// The user to run as once the base captures and the socket are open (`-Z`).
+    pub(crate) run_as: Option<corecap_linux::privilege::RunAs>,
+}
+
+/// Resolves the daemon's arguments: opens the spool, loads the key and the token, and
+/// builds the base captures' configurations.
+pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
+    let run_as = a
+        .user
+        .as_deref()
+        .map(corecap_linux::privilege::lookup_user)
+        .transpose()?;
+    let quota = a.quota.as_deref().map(size).transpose()?;
+    let spool = Spool::open(&a.spool, quota)
+        .with_context(|| format!("opening the spool {}", a.spool.display()))?;
+    let key = a.key_file.as_deref().map(key_file).transpose()?;
+    let listen = match (a.listen, &a.token_file) {
+        (Some(addr), Some(f)) => Some((addr, token(f)?)),
+        (Some(_), None) => bail!("--listen needs --token-file FILE (made when missing)"),
+        (None, Some(_)) => bail!("--token-file is for --listen"),
+        (None, None) => None,
     };
-    let mut balance = a.balance.unwrap_or(BalanceArg::Flow);
-    if a.auto {
-        let placed = auto(a, &inputs)?;
-        workers = placed.workers.len();
-        cpus = placed.worker_cpus();
-        if stage_cpus.is_empty() && !groups.is_empty() {
-            stage_cpus = placed.stage_cpus.clone();
-        }
-        let queues: usize = placed.workers.iter().map(|w| w.queues.len()).sum();
-        if a.balance.is_none() && queues > 1 {
-            balance = BalanceArg::Queue;
-        }
-    }
-    if groups.is_empty() && a.stage_cpus.is_some() {
-        bail!("--stage-cpus needs --mode pipeline or --groups");
-    }
-    let ring_bytes = ring_bytes(given_ring, block_size, &inputs, workers)?;
-    Ok(CaptureConfig {
-        groups: std::mem::take(&mut groups),
+    let cpus = optional_cpu_list(a.cpus.as_deref())?;
+    let stage_cpus = optional_cpu_list(a.stage_cpus.as_deref())?;
+    let ring = ring(&a.ring)?;
+    let spawn_ring = corecap_linux::RingConfig::with_size(
+        a.spawn_buffer_size
+            .checked_mul(1 << 20)
+            .filter(|b| *b > 0)
+            .context("--spawn-buffer-size must be 1 MiB or more")?,
+        ring.block_size,
+        ring.retire_tov_ms,
+    );
+    let bases = a
+        .interfaces
+        .iter()
+        .map(|i| base_capture(i, a.workers.unwrap_or(0), &cpus, &stage_cpus, ring))
+        .collect::<Result<Vec<_>>>()?;
+    let manager = ManagerConfig {
+        spool,
+        max_captures: a.max_captures,
+        key,
+        share_cores: a.share_cores,
         stage_cpus,
-        flows,
-        transport: match a.transport {
-            crate::args::TransportArg::Mpsc => Transport::Mpsc,
-            crate::args::TransportArg::Spsc => Transport::Spsc,
-        },
-        attachable: false,
-        spare: None,
-        xdp_spread: a.xdp_spread,
-        inputs,
-        files: a.read.clone(),
-        workers,
-        cpus,
-        pin: !a.no_pin,
-        balance: match balance {
-            BalanceArg::Flow => Balance::Flow,
-            BalanceArg::Queue => Balance::Queue,
-            BalanceArg::Cpu => Balance::Cpu,
-            BalanceArg::RoundRobin => Balance::RoundRobin,
-            BalanceArg::Rollover => Balance::Rollover,
-        },
-        filter: filter(a)?,
-        snaplen: a.snaplen,
-        ring: corecap_linux::RingConfig::with_size(ring_bytes, block_size, block_timeout_ms),
-        count: a.count,
-        duration,
-        output,
+        ring: spawn_ring,
+        spares: a.spares,
+        spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
+        direct: !a.disk.no_direct,
+        index: !a.disk.no_index,
+        retention: retention(&a.disk)?,
+        ipfix_collectors: ipfix_collectors(&a.ipfix_collector, a.ipfix_biflow)?,
+    };
+    Ok(ServeConfig {
+        socket: a.socket.clone(),
+        listen,
+        spool: a.spool.clone(),
+        bases,
+        manager,
+        json: a.json,
+        run_as,
     })
+}
+
+/// The base capture of `serve -i IF`: the whole interface over AF_PACKET, attachable, with
+/// no groups of its own.
+fn base_capture(
+    typed: &str,
+    workers: usize,
+    cpus: &[u32],
+    stage_cpus: &[u32],
+    ring: corecap_linux::RingConfig,
+) -> Result<CaptureConfig> {
+    let input = Input::parse(typed).map_err(anyhow::Error::msg)?;
+    if input.xdp || input.queue.is_some() {
+        bail!("a base capture takes a whole interface over AF_PACKET: -i IF, not '{typed}'");
+    }
+    Ok(CaptureConfig {
+        inputs: vec![input],
+        workers,
+        cpus: cpus.to_vec(),
+        stage_cpus: stage_cpus.to_vec(),
+        ring,
+        attachable: true,
+        ..CaptureConfig::default()
+    })
+}
+
+/// A CPU list flag, empty when not given.
+fn optional_cpu_list(s: Option<&str>) -> Result<Vec<u32>> {
+    Ok(s.map(cpu_list).transpose()?.unwrap_or_default())
+}
+
+/// A key-encryption key file (`--key-file`); warns about one others can read.
+pub(crate) fn key_file(path: &Path) -> Result<Arc<KeyFile>> {
+    let k = KeyFile::load(path)?;
+    if let Some(w) = &k.warning {
+        eprintln!("corecap: warning: {w}");
+    }
+    Ok(Arc::new(k))
+}
+
+/// Reads the token file, or makes one (mode 0600) when it does not exist.
+fn token(path: &Path) -> Result<String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::read_to_string(path) {
+        Ok(t) if t.trim().len() >= 16 => Ok(t.trim().to_owned()),
+        Ok(_) => bail!("{}: a token has at least 16 characters", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let t = corecap_manager::new_token().context("making a token")?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            writeln!(f, "{t}")?;
+            eprintln!("corecap: wrote a new API token to {}", path.display());
+            Ok(t)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// The IPFIX collectors flows requests may name (`--ipfix-collector`).
+fn ipfix_collectors(urls: &[String], biflow: bool) -> Result<Vec<IpfixTarget>> {
+    urls.iter()
+        .map(|c| {
+            let t = IpfixTarget::parse(c).map_err(anyhow::Error::msg)?;
+            Ok(IpfixTarget { biflow, ..t })
+        })
+        .collect()
+}
+
+/// What `corecap request` sends, resolved from [`RequestArgs`].
+pub(crate) struct RequestConfig {
+    /// Where the daemon listens.
+    pub(crate) endpoint: Endpoint,
+    /// Print the API's JSON.
+    pub(crate) json: bool,
+    /// The request.
+    pub(crate) call: Call,
+}
+
+/// Where `corecap request` reaches the daemon.
+pub(crate) enum Endpoint {
+    /// Its Unix socket (`--socket`).
+    Unix(PathBuf),
+    /// A loopback TCP address (`--url http://HOST:PORT`), with the bearer token of
+    /// `--token-file` or `CORECAP_TOKEN`.
+    Tcp {
+        url: String,
+        host: String,
+        token: Option<String>,
+    },
+}
+
+/// One request to the daemon.
+pub(crate) enum Call {
+    /// Start a capture; with `wait`, follow it to its end.
+    Start {
+        request: StartRequest,
+        wait: bool,
+    },
+    List,
+    Show(String),
+    Stop(String),
+    Metrics,
+    Cores,
+    /// Packets of the spool's files, as pcapng to `out` (`-`: stdout).
+    Query {
+        from: Option<String>,
+        to: Option<String>,
+        filter: Option<String>,
+        out: PathBuf,
+    },
+}
+
+/// Resolves the client's arguments: the endpoint (and its token) and the request.
+pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
+    let call = match &a.cmd {
+        RequestCmd::Start(s) => Call::Start {
+            request: start_request(s)?,
+            wait: s.wait,
+        },
+        RequestCmd::List => Call::List,
+        RequestCmd::Show { id } => Call::Show(id.clone()),
+        RequestCmd::Stop { id } => Call::Stop(id.clone()),
+        RequestCmd::Metrics => Call::Metrics,
+        RequestCmd::Cores => Call::Cores,
+        RequestCmd::Query(q) => Call::Query {
+            from: q.from.clone(),
+            to: q.to.clone(),
+            filter: words(&q.filter),
+            out: q.out.clone(),
+        },
+    };
+    Ok(RequestConfig {
+        endpoint: endpoint(a)?,
+        json: a.json,
+        call,
+    })
+}
+
+/// `--url` with its token, or `--socket`.
+fn endpoint(a: &RequestArgs) -> Result<Endpoint> {
+    let Some(url) = &a.url else {
+        return Ok(Endpoint::Unix(a.socket.clone()));
+    };
+    let host = url
+        .strip_prefix("http://")
+        .with_context(|| format!("--url {url}: expected http://HOST:PORT"))?
+        .trim_end_matches('/');
+    let token = match (&a.token_file, std::env::var("CORECAP_TOKEN")) {
+        (Some(f), _) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("reading the token file {}", f.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        (None, Ok(t)) => Some(t),
+        (None, Err(_)) => None,
+    };
+    Ok(Endpoint::Tcp {
+        url: url.clone(),
+        host: host.to_owned(),
+        token,
+    })
+}
+
+/// The body of `request start`.
+fn start_request(s: &RequestStartArgs) -> Result<StartRequest> {
+    let output = match s.format {
+        FormatArg::Pcapng => OutputKind::Pcapng,
+        FormatArg::Pcap => OutputKind::Pcap,
+        FormatArg::Flows => OutputKind::Flows,
+        FormatArg::Count => OutputKind::Count,
+    };
+    let mode = s.mode.map(|m| match m {
+        StartMode::Attach => Mode::Attach,
+        StartMode::Spawn => Mode::Spawn,
+    });
+    Ok(StartRequest {
+        interface: s.iface.clone(),
+        filter: words(&s.expr),
+        count: s.count,
+        duration: s.duration,
+        snaplen: s.snaplen,
+        output,
+        name: s.name.clone(),
+        mode,
+        cores: s.cores.as_deref().map(cpu_list).transpose()?,
+        encrypt: s.encrypt.map(|c| c.name().to_owned()),
+        collector: s.collector.clone(),
+    })
+}
+
+/// Trailing filter words joined as tcpdump joins them; None when there are none.
+fn words(w: &[String]) -> Option<String> {
+    (!w.is_empty()).then(|| w.join(" "))
 }
 
 /// `--flows`, given at most once as a file and once as an IPFIX collector.
@@ -456,5 +775,26 @@ mod tests {
         assert!(rotation(&["size:1".into()]).is_err());
         assert!(rotation(&["files:3".into()]).is_err());
         assert!(rotation(&["filesize:x".into()]).is_err());
+    }
+
+    #[test]
+    fn test_size() {
+        assert_eq!(size("500M").expect("ok"), 500 << 20);
+        assert_eq!(size("2g").expect("ok"), 2 << 30);
+        assert_eq!(size("1234").expect("ok"), 1234);
+        assert!(size("x").is_err());
+        assert!(size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn test_base_capture() {
+        let ring = corecap_linux::RingConfig::with_size(8 << 20, 1 << 20, 5);
+        let c = base_capture("cap0", 2, &[1], &[0], ring).expect("valid");
+        assert_eq!(c.inputs[0].iface, "cap0");
+        assert!(c.attachable && c.groups.is_empty() && c.output.is_none());
+        assert_eq!((c.workers, c.cpus, c.stage_cpus), (2, vec![1], vec![0]));
+        assert_eq!(c.ring, ring);
+        assert!(base_capture("cap0@1", 0, &[], &[], ring).is_err());
+        assert!(base_capture("xdp:cap0", 0, &[], &[], ring).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! Statistics as people and programs read them: a table on a terminal, JSON lines with
 //! `--json`, and the final summary.
 
-use corecap_engine::capture::{Summary, WorkerInfo};
+use corecap_engine::capture::{GroupSummary, Summary, WorkerInfo};
 use corecap_engine::stats::ledger::Snapshot;
 use serde_json::{json, Value};
 
@@ -138,7 +138,23 @@ pub(crate) fn summary_json(s: &Summary) -> String {
 /// The summary as a table.
 pub(crate) fn summary_table(s: &Summary) -> String {
     let mut out = String::from("corecap summary\n");
-    out.push_str(&format!(
+    out.push_str(&worker_rows(s));
+    out.push_str(&accounting(s));
+    for g in &s.groups {
+        out.push_str(&group_rows(g));
+    }
+    for f in &s.files {
+        out.push_str(&format!("  wrote {}\n", f.display()));
+    }
+    if let Some((f, b)) = s.retention {
+        out.push_str(&format!("  --retain deleted {f} old files ({b} bytes)\n"));
+    }
+    out
+}
+
+/// The summary's header, a row per worker and the total row.
+fn worker_rows(s: &Summary) -> String {
+    let mut out = format!(
         "  {:<6} {:>4} {:<10} {:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8}\n",
         "worker",
         "cpu",
@@ -152,7 +168,7 @@ pub(crate) fn summary_table(s: &Summary) -> String {
         "appdrop",
         "diskdrop",
         "stopped"
-    ));
+    );
     let row = |name: String, cpu: String, input: &str, q: String, w: &Snapshot| {
         format!(
             "  {name:<6} {cpu:>4} {input:<10} {q:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8}\n",
@@ -175,66 +191,68 @@ pub(crate) fn summary_table(s: &Summary) -> String {
         String::new(),
         &s.total,
     ));
+    out
+}
+
+/// Delivered of counted, and whether the accounting is exact; packets the filter rejected.
+fn accounting(s: &Summary) -> String {
     let t = &s.total;
     let pct = if t.kernel_packets > 0 {
         100.0 * t.packets as f64 / t.kernel_packets as f64
     } else {
         100.0
     };
-    out.push_str(&format!(
+    let mut out = format!(
         "  {} packets delivered of {} counted ({pct:.3}%) in {:.2}s; accounting {}\n",
         t.packets,
         t.kernel_packets,
         s.seconds,
         if t.balanced() { "exact" } else { "UNBALANCED" }
-    ));
+    );
     if t.filtered > 0 {
         out.push_str(&format!(
             "  {} packets rejected by the filter\n",
             t.filtered
         ));
     }
-    for g in &s.groups {
+    out
+}
+
+/// A consumer group: what its filter dropped, then each member with its flow records and
+/// IPFIX export.
+fn group_rows(g: &GroupSummary) -> String {
+    let mut out = format!(
+        "  group {} ({:?}): {} filtered out\n",
+        g.id, g.kind, g.filtered
+    );
+    for m in &g.members {
         out.push_str(&format!(
-            "  group {} ({:?}): {} filtered out\n",
-            g.id, g.kind, g.filtered
+            "    member {} cpu {}: {} steered, {} delivered, {} stage full, {} app drops, {} disk drops\n",
+            m.id,
+            m.cpu.map_or("-".into(), |c| c.to_string()),
+            m.steered,
+            m.outcome.delivered,
+            m.stage_full,
+            m.outcome.app_drops,
+            m.outcome.disk_drops
         ));
-        for m in &g.members {
+        let Some(f) = &m.outcome.flows else { continue };
+        out.push_str(&format!(
+            "      flows: {} records, {} evicted, {} not IP\n",
+            f.records, f.evicted, f.non_ip
+        ));
+        if let (Some(d), Some(x)) = (f.observation_domain, &f.ipfix) {
             out.push_str(&format!(
-                "    member {} cpu {}: {} steered, {} delivered, {} stage full, {} app drops, {} disk drops\n",
-                m.id,
-                m.cpu.map_or("-".into(), |c| c.to_string()),
-                m.steered,
-                m.outcome.delivered,
-                m.stage_full,
-                m.outcome.app_drops,
-                m.outcome.disk_drops
+                "      IPFIX observation domain {d}: {} messages, {} records, {} send errors ({} records lost){}\n",
+                x.messages,
+                x.records,
+                x.send_errors,
+                x.records_lost,
+                f.ipfix_error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!("; last error: {e}"))
             ));
-            if let Some(f) = &m.outcome.flows {
-                out.push_str(&format!(
-                    "      flows: {} records, {} evicted, {} not IP\n",
-                    f.records, f.evicted, f.non_ip
-                ));
-                if let (Some(d), Some(x)) = (f.observation_domain, &f.ipfix) {
-                    out.push_str(&format!(
-                        "      IPFIX observation domain {d}: {} messages, {} records, {} send errors ({} records lost){}\n",
-                        x.messages,
-                        x.records,
-                        x.send_errors,
-                        x.records_lost,
-                        f.ipfix_error
-                            .as_ref()
-                            .map_or(String::new(), |e| format!("; last error: {e}"))
-                    ));
-                }
-            }
         }
-    }
-    for f in &s.files {
-        out.push_str(&format!("  wrote {}\n", f.display()));
-    }
-    if let Some((f, b)) = s.retention {
-        out.push_str(&format!("  --retain deleted {f} old files ({b} bytes)\n"));
     }
     out
 }

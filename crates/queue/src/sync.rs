@@ -1,7 +1,7 @@
 //! The one place that picks std or loom primitives (`--cfg loom`), after
 //! tokio's `src/loom`: the lock-free modules import atomics, `Arc`, the wait
 //! [`Backoff`] and the record memory [`Words`] from here, so the loom models in
-//! `tests/loom.rs` check the same code that ships.
+//! `tests/it/loom.rs` check the same code that ships.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};

@@ -15,7 +15,7 @@ use corecap_lab::bench::Sample;
 use corecap_lab::lab::{self, LabConfig};
 use corecap_linux::affinity::children_cpu_seconds;
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, BenchPart, BenchTool, EngineArg};
 
 /// The lab of one experiment, removed on drop.
 struct BenchLab(String);
@@ -84,6 +84,16 @@ fn bound_sockets(netns: &str, iface: &str) -> usize {
         .count()
 }
 
+/// The peer that `--tools` names; None for corecap itself.
+fn peer(t: BenchTool) -> Option<PeerKind> {
+    match t {
+        BenchTool::Corecap | BenchTool::CorecapWrite => None,
+        BenchTool::Tcpdump => Some(PeerKind::Tcpdump),
+        BenchTool::Dumpcap => Some(PeerKind::Dumpcap),
+        BenchTool::NetsniffNg => Some(PeerKind::NetsniffNg),
+    }
+}
+
 /// How to run one capture tool.
 #[derive(Clone, Debug)]
 struct Tool {
@@ -97,7 +107,7 @@ struct Runner {
     exe: PathBuf,
     scratch: PathBuf,
     packets: u64,
-    engine: String,
+    engine: EngineArg,
 }
 
 impl Runner {
@@ -183,7 +193,7 @@ impl Runner {
             "--flows",
             "4096",
             "--engine",
-            &self.engine,
+            self.engine.name(),
         ])
         .args([
             "--count",
@@ -318,7 +328,7 @@ fn header(a: &BenchArgs, versions: Vec<(String, String)>, skipped: Vec<String>) 
         kernel: text_of("/proc/sys/kernel/osrelease").trim().to_owned(),
         nic: format!(
             "veth pair in a namespace (gen0 -> cap0, 2 queues), generator engine {}; every tool with its default buffer",
-            a.engine
+            a.engine.name()
         ),
         versions,
         skipped,
@@ -329,18 +339,7 @@ fn header(a: &BenchArgs, versions: Vec<(String, String)>, skipped: Vec<String>) 
 
 pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
     if let Some(crate::args::BenchWhat::Disk { dir, size, json }) = &a.what {
-        let bytes = size
-            .checked_mul(1 << 20)
-            .filter(|b| *b > 0)
-            .context("--size must be 1..2^44 MiB")?;
-        let r = corecap_lab::bench::disk::run(dir, bytes)
-            .with_context(|| format!("testing the disk under {}", dir.display()))?;
-        if *json {
-            println!("{}", serde_json::to_string(&r)?);
-        } else {
-            print!("{}", corecap_lab::bench::disk::table(&r));
-        }
-        return Ok(0);
+        return disk(dir, *size, *json);
     }
     if a.quick {
         a.reps = a.reps.min(1);
@@ -351,59 +350,11 @@ pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
     if a.reps == 0 || a.packets == 0 {
         bail!("--reps and --packets must be at least 1");
     }
-    let path = std::env::var("PATH").unwrap_or_default();
-    let (mut found, mut missing) = peer::detect(&path);
-    let wanted: Vec<PeerKind> = PeerKind::ALL
-        .into_iter()
-        .filter(|k| a.tools.iter().any(|t| t == k.program()))
-        .collect();
-    if a.install_peers && wanted.iter().any(|k| missing.contains(k)) {
-        let pkgs: Vec<&str> = wanted
-            .iter()
-            .filter(|k| missing.contains(k))
-            .map(|k| k.package())
-            .collect();
-        let st = Command::new("apt-get")
-            .args(["install", "-y", "-q"])
-            .args(&pkgs)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()?;
-        if !st.success() {
-            bail!("apt-get install {} failed", pkgs.join(" "));
-        }
-        (found, missing) = peer::detect(&path);
-    }
-    let mut versions = vec![("corecap".to_string(), env!("CARGO_PKG_VERSION").to_string())];
-    let mut tools = Vec::new();
-    let mut skipped = Vec::new();
-    for t in &a.tools {
-        match t.as_str() {
-            "corecap" | "corecap-write" => tools.push(Tool {
-                name: t.clone(),
-                peer: None,
-                extra: vec![],
-            }),
-            name => match PeerKind::ALL.into_iter().find(|k| k.program() == name) {
-                Some(kind) if !missing.contains(&kind) => {
-                    if let Some(p) = found.iter().find(|p| p.kind == kind) {
-                        versions.push((name.into(), p.version.clone()));
-                    }
-                    tools.push(Tool {
-                        name: name.into(),
-                        peer: Some(kind),
-                        extra: vec![],
-                    });
-                }
-                Some(_) => {
-                    eprintln!("corecap bench: {name} is not installed; skipped (--install-peers installs it)");
-                    skipped.push(name.to_string());
-                }
-                None => bail!(
-                    "unknown tool '{name}' (corecap, corecap-write, tcpdump, dumpcap, netsniff-ng)"
-                ),
-            },
-        }
-    }
+    let Lineup {
+        tools,
+        versions,
+        skipped,
+    } = pick_tools(&a)?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let scratch = std::env::temp_dir().join(format!("corecap-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
@@ -411,7 +362,7 @@ pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
         exe: std::env::current_exe()?,
         scratch: scratch.clone(),
         packets: a.packets,
-        engine: a.engine.clone(),
+        engine: a.engine,
     };
     let mut rep = Report {
         header: header(&a, versions, skipped),
@@ -420,23 +371,120 @@ pub(crate) fn run(mut a: BenchArgs) -> Result<i32> {
     let result = measure(&a, &runner, &tools, &mut rep);
     let _ = std::fs::remove_dir_all(&scratch);
     // Whatever was measured is written, even after a failure.
-    let md = report::markdown(&rep);
-    std::fs::write(a.out.join("report.md"), &md)?;
-    std::fs::write(
-        a.out.join("report.json"),
-        serde_json::to_string_pretty(&rep)?,
-    )?;
-    for t in &tools {
+    write_report(&a.out, &rep, &tools)?;
+    result.map(|_| 0)
+}
+
+/// `bench disk`: the disk self-test under `dir`, `size_mib` written in each mode.
+fn disk(dir: &Path, size_mib: u64, json: bool) -> Result<i32> {
+    let bytes = size_mib
+        .checked_mul(1 << 20)
+        .filter(|b| *b > 0)
+        .context("--size must be 1..2^44 MiB")?;
+    let r = corecap_lab::bench::disk::run(dir, bytes)
+        .with_context(|| format!("testing the disk under {}", dir.display()))?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print!("{}", corecap_lab::bench::disk::table(&r));
+    }
+    Ok(0)
+}
+
+/// The tools a run measures.
+struct Lineup {
+    /// The tools of `--tools` that can run.
+    tools: Vec<Tool>,
+    /// (tool, version) of corecap and of each peer that runs.
+    versions: Vec<(String, String)>,
+    /// The peers skipped because they are not installed.
+    skipped: Vec<String>,
+}
+
+/// The tools of `--tools` that can run, after `--install-peers` installed what it could.
+fn pick_tools(a: &BenchArgs) -> Result<Lineup> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let (mut found, mut missing) = peer::detect(&path);
+    let wanted: Vec<PeerKind> = PeerKind::ALL
+        .into_iter()
+        .filter(|k| a.tools.iter().any(|&t| peer(t) == Some(*k)))
+        .collect();
+    if a.install_peers && wanted.iter().any(|k| missing.contains(k)) {
+        install_peers(&wanted, &missing)?;
+        (found, missing) = peer::detect(&path);
+    }
+    let mut versions = vec![("corecap".to_string(), env!("CARGO_PKG_VERSION").to_string())];
+    let mut tools = Vec::new();
+    let mut skipped = Vec::new();
+    for &t in &a.tools {
+        let name = t.name();
+        match peer(t) {
+            None => tools.push(Tool {
+                name: name.into(),
+                peer: None,
+                extra: vec![],
+            }),
+            Some(kind) if !missing.contains(&kind) => {
+                if let Some(p) = found.iter().find(|p| p.kind == kind) {
+                    versions.push((name.into(), p.version.clone()));
+                }
+                tools.push(Tool {
+                    name: name.into(),
+                    peer: Some(kind),
+                    extra: vec![],
+                });
+            }
+            Some(_) => {
+                eprintln!(
+                    "corecap bench: {name} is not installed; skipped (--install-peers installs it)"
+                );
+                skipped.push(name.to_string());
+            }
+        }
+    }
+    Ok(Lineup {
+        tools,
+        versions,
+        skipped,
+    })
+}
+
+/// `apt-get install` of the wanted peers that are missing.
+fn install_peers(wanted: &[PeerKind], missing: &[PeerKind]) -> Result<()> {
+    let pkgs: Vec<&str> = wanted
+        .iter()
+        .filter(|k| missing.contains(k))
+        .map(|k| k.package())
+        .collect();
+    let st = Command::new("apt-get")
+        .args(["install", "-y", "-q"])
+        .args(&pkgs)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()?;
+    if !st.success() {
+        bail!("apt-get install {} failed", pkgs.join(" "));
+    }
+    Ok(())
+}
+
+/// report.md, report.json and a plot per tool in `out`; prints the markdown.
+fn write_report(out: &Path, rep: &Report, tools: &[Tool]) -> Result<()> {
+    let md = report::markdown(rep);
+    std::fs::write(out.join("report.md"), &md)?;
+    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(rep)?)?;
+    for t in tools {
         std::fs::write(
-            a.out.join(format!("captured-{}.svg", t.name)),
+            out.join(format!("captured-{}.svg", t.name)),
             report::svg_captured(&rep.table1, &t.name),
         )?;
     }
     print!("{md}");
-    println!("\nwrote {}", a.out.join("report.md").display());
-    result.map(|_| 0)
+    println!("\nwrote {}", out.join("report.md").display());
+    Ok(())
 }
 
+/// Runs the parts of `--parts` on a lab of their own, after measuring the generator's
+/// maximum rate for each frame size.
 fn measure(a: &BenchArgs, r: &Runner, tools: &[Tool], rep: &mut Report) -> Result<()> {
     // Two queues: GRO on cap0 gives it NAPI, which the XDP generator needs.
     let lab = BenchLab::up(&a.netns, 2)?;
@@ -445,134 +493,155 @@ fn measure(a: &BenchArgs, r: &Runner, tools: &[Tool], rep: &mut Report) -> Resul
         eprintln!("corecap bench: generator maximum for {size}-byte frames: {pps:.0} pps");
         rep.gen_max.push(GenMax { size, pps });
     }
-    let max_of = |rep: &Report, size: u16| {
-        rep.gen_max
-            .iter()
-            .find(|g| g.size == size)
-            .map_or(1.0, |g| g.pps)
-    };
-    if a.parts.iter().any(|p| p == "table1") {
-        for t in tools {
-            for &size in &a.sizes {
-                for &pct in &a.rates {
-                    for _ in 0..a.reps {
-                        let s =
-                            r.cell(&lab, t, size, f64::from(pct) / 100.0, max_of(rep, size), 1)?;
-                        eprintln!(
-                            "corecap bench: {} {size} B {pct}%: {:.2}% captured",
-                            t.name,
-                            s.captured_pct()
-                        );
-                        rep.table1.push(s);
-                    }
+    if a.parts.contains(&BenchPart::Table1) {
+        table1(a, r, &lab, tools, rep)?;
+    }
+    let cores = corecap_linux::affinity::online_cpus().len().max(1);
+    if a.parts.contains(&BenchPart::Lossfree) {
+        loss_free(a, r, &lab, cores, rep);
+    }
+    if a.parts.contains(&BenchPart::Placement) {
+        placement(a, r, &lab, cores, rep)?;
+    }
+    Ok(())
+}
+
+/// The generator's maximum rate for `size`-byte frames (1 when it was not measured).
+fn max_of(rep: &Report, size: u16) -> f64 {
+    rep.gen_max
+        .iter()
+        .find(|g| g.size == size)
+        .map_or(1.0, |g| g.pps)
+}
+
+/// Table 1: captured % of each tool by frame size and offered rate.
+fn table1(
+    a: &BenchArgs,
+    r: &Runner,
+    lab: &BenchLab,
+    tools: &[Tool],
+    rep: &mut Report,
+) -> Result<()> {
+    for t in tools {
+        for &size in &a.sizes {
+            for &pct in &a.rates {
+                for _ in 0..a.reps {
+                    let s = r.cell(lab, t, size, f64::from(pct) / 100.0, max_of(rep, size), 1)?;
+                    eprintln!(
+                        "corecap bench: {} {size} B {pct}%: {:.2}% captured",
+                        t.name,
+                        s.captured_pct()
+                    );
+                    rep.table1.push(s);
                 }
             }
         }
     }
-    let cores = corecap_linux::affinity::online_cpus().len().max(1);
-    if a.parts.iter().any(|p| p == "lossfree") {
-        let size = a.sizes[0];
-        let max = max_of(rep, size);
-        let balances: &[&str] = if a.quick {
-            &["flow"]
-        } else {
-            &["flow", "round-robin", "cpu", "rollover"]
-        };
-        for &bal in balances {
-            for workers in 1..=cores {
-                let tool = Tool {
-                    name: "corecap".into(),
-                    peer: None,
-                    extra: vec![
-                        "--workers".into(),
-                        workers.to_string(),
-                        "--balance".into(),
-                        bal.into(),
-                    ],
-                };
-                let mut last_cpu = None;
-                let res =
-                    loss_free_rate(0.05 * max, max, 0.02, if a.quick { 4 } else { 8 }, |rate| {
-                        match r.cell(&lab, &tool, size, rate / max, max, 1) {
-                            Ok(s) => {
-                                let ok = s.captured == s.offered && s.drops == 0;
-                                if ok {
-                                    last_cpu = s.cpu_per_mpkt();
-                                }
-                                ok
+    Ok(())
+}
+
+/// The loss-free rate of corecap by balance mode and number of workers, found by bisection;
+/// a probe that fails counts as a loss.
+fn loss_free(a: &BenchArgs, r: &Runner, lab: &BenchLab, cores: usize, rep: &mut Report) {
+    let size = a.sizes[0];
+    let max = max_of(rep, size);
+    let balances: &[&str] = if a.quick {
+        &["flow"]
+    } else {
+        &["flow", "round-robin", "cpu", "rollover"]
+    };
+    for &bal in balances {
+        for workers in 1..=cores {
+            let tool = Tool {
+                name: "corecap".into(),
+                peer: None,
+                extra: vec![
+                    "--workers".into(),
+                    workers.to_string(),
+                    "--balance".into(),
+                    bal.into(),
+                ],
+            };
+            let mut last_cpu = None;
+            let res =
+                loss_free_rate(
+                    0.05 * max,
+                    max,
+                    0.02,
+                    if a.quick { 4 } else { 8 },
+                    |rate| match r.cell(lab, &tool, size, rate / max, max, 1) {
+                        Ok(s) => {
+                            let ok = s.captured == s.offered && s.drops == 0;
+                            if ok {
+                                last_cpu = s.cpu_per_mpkt();
                             }
-                            Err(e) => {
-                                eprintln!("corecap bench: probe failed: {e:#}");
-                                false
-                            }
+                            ok
                         }
-                    });
-                eprintln!(
-                    "corecap bench: {bal} with {workers} worker(s): loss-free up to {:.0} pps",
-                    res.rate
+                        Err(e) => {
+                            eprintln!("corecap bench: probe failed: {e:#}");
+                            false
+                        }
+                    },
                 );
-                rep.loss_free.push(LossFreeRow {
-                    balance: bal.into(),
-                    workers,
-                    size,
-                    rate: res.rate,
-                    cpu_per_mpkt: last_cpu,
-                    probes: res.probes,
-                });
-            }
+            eprintln!(
+                "corecap bench: {bal} with {workers} worker(s): loss-free up to {:.0} pps",
+                res.rate
+            );
+            rep.loss_free.push(LossFreeRow {
+                balance: bal.into(),
+                workers,
+                size,
+                rate: res.rate,
+                cpu_per_mpkt: last_cpu,
+                probes: res.probes,
+            });
         }
     }
-    if a.parts.iter().any(|p| p == "placement") {
-        let size = a.sizes[0];
-        let max = max_of(rep, size);
-        let other = if cores > 1 { "1" } else { "0" };
-        let setups: Vec<(&str, Vec<&str>)> = vec![
-            (
-                "1 worker on the sender's core (CPU 0)",
-                vec!["--workers", "1", "--cpus", "0"],
-            ),
-            (
-                "1 worker on another core",
-                vec!["--workers", "1", "--cpus", other],
-            ),
-            ("1 worker, unpinned", vec!["--workers", "1", "--no-pin"]),
-            ("one worker per core, pinned", vec![]),
-        ];
-        for (name, extra) in setups {
-            let tool = Tool {
-                name: "corecap".into(),
-                peer: None,
-                extra: extra.iter().map(|s| s.to_string()).collect(),
-            };
-            let mut samples = Vec::new();
-            for _ in 0..a.reps {
-                samples.push(r.cell(&lab, &tool, size, 1.0, max, 1)?);
-            }
-            rep.placement.push(PlacementRow {
-                setup: name.into(),
-                samples,
-            });
-        }
+}
+
+/// Placement (papers 000 and 001): one worker on the sender's core, on another core or
+/// unpinned, one per core; then queue against flow balance with a sender per queue.
+fn placement(
+    a: &BenchArgs,
+    r: &Runner,
+    lab: &BenchLab,
+    cores: usize,
+    rep: &mut Report,
+) -> Result<()> {
+    let size = a.sizes[0];
+    let max = max_of(rep, size);
+    let other = if cores > 1 { "1" } else { "0" };
+    let setups: [(&str, Vec<&str>, usize); 6] = [
+        (
+            "1 worker on the sender's core (CPU 0)",
+            vec!["--workers", "1", "--cpus", "0"],
+            1,
+        ),
+        (
+            "1 worker on another core",
+            vec!["--workers", "1", "--cpus", other],
+            1,
+        ),
+        ("1 worker, unpinned", vec!["--workers", "1", "--no-pin"], 1),
+        ("one worker per core, pinned", vec![], 1),
         // Queue mode against flow mode: two sending threads, one per queue.
-        let lab2 = &lab;
-        for (name, bal) in [
-            ("2-queue veth, queue mode", "queue"),
-            ("2-queue veth, flow mode", "flow"),
-        ] {
-            let tool = Tool {
-                name: "corecap".into(),
-                peer: None,
-                extra: vec!["--balance".into(), bal.into()],
-            };
-            let mut samples = Vec::new();
-            for _ in 0..a.reps {
-                samples.push(r.cell(lab2, &tool, size, 1.0, max, 2)?);
-            }
-            rep.placement.push(PlacementRow {
-                setup: name.into(),
-                samples,
-            });
+        ("2-queue veth, queue mode", vec!["--balance", "queue"], 2),
+        ("2-queue veth, flow mode", vec!["--balance", "flow"], 2),
+    ];
+    for (name, extra, threads) in setups {
+        let tool = Tool {
+            name: "corecap".into(),
+            peer: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut samples = Vec::new();
+        for _ in 0..a.reps {
+            samples.push(r.cell(lab, &tool, size, 1.0, max, threads)?);
         }
+        rep.placement.push(PlacementRow {
+            setup: name.into(),
+            samples,
+        });
     }
     Ok(())
 }

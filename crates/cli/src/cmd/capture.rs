@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use corecap_engine::capture::Capture;
+use corecap_engine::capture::{Capture, CaptureConfig};
+use corecap_engine::stats::ledger::Snapshot;
+use corecap_linux::privilege::RunAs;
 
 use crate::args::CaptureArgs;
 use crate::{config, report};
@@ -98,27 +100,87 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     }
     let cfg = config::capture(&a)?;
     // Signals are registered before the workers start, so none is missed.
-    let stop = Arc::new(AtomicBool::new(false));
-    let usr1 = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
-    signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone())
-        .context("installing signal handlers")?;
-
+    let signals = Signals::register()?;
     let run_as = a
         .user
         .as_deref()
         .map(corecap_linux::privilege::lookup_user)
         .transpose()?;
-    if let Some(who) = &run_as {
+    let mut cap = start(&cfg, run_as.as_ref())?;
+    let commands = a.control.as_ref().map(|p| control_reader(p.clone()));
+    let to_stdout = cfg
+        .output
+        .as_ref()
+        .is_some_and(|o| o.path.as_os_str() == "-");
+    let json_out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    if !a.quiet {
+        announce(&cfg, &cap);
+    }
+    let mut stats = Stats {
+        interval: stats_interval(&a)?,
+        json: a.json.then_some(json_out),
+        before: cap.snapshot(),
+        last: Instant::now(),
+    };
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        // Relaxed: flags set by signal handlers, polled here.
+        if signals.stop.load(Ordering::Relaxed) {
+            cap.stop();
+        }
+        if signals.usr1.swap(false, Ordering::Relaxed) {
+            stats.print_now(&cap);
+        }
+        if let Some(rx) = &commands {
+            while let Ok(line) = rx.try_recv() {
+                control(&mut cap, &line);
+            }
+        }
+        stats.tick(&cap);
+        if cap.done() {
+            break;
+        }
+    }
+    finish(cap, a.quiet, stats.json)
+}
+
+/// The flags the signal handlers set: SIGINT and SIGTERM stop, SIGUSR1 asks for a table.
+struct Signals {
+    stop: Arc<AtomicBool>,
+    usr1: Arc<AtomicBool>,
+}
+
+impl Signals {
+    fn register() -> Result<Self> {
+        let s = Self {
+            stop: Arc::new(AtomicBool::new(false)),
+            usr1: Arc::new(AtomicBool::new(false)),
+        };
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, s.stop.clone())
+                .context("installing signal handlers")?;
+        }
+        signal_hook::flag::register(signal_hook::consts::SIGUSR1, s.usr1.clone())
+            .context("installing signal handlers")?;
+        Ok(s)
+    }
+}
+
+/// Starts the capture; with `-Z`, checks the user can write the output first and switches
+/// to it once every socket is open. The main thread drops its capabilities either way.
+fn start(cfg: &CaptureConfig, run_as: Option<&RunAs>) -> Result<Capture> {
+    if let Some(who) = run_as {
         check_writable_by(cfg.output.as_ref().map(|o| o.path.as_path()), who)?;
         corecap_linux::privilege::prepare_switch().context("preparing -Z")?;
     }
-    let mut cap = Capture::start(&cfg)?;
+    let cap = Capture::start(cfg)?;
     // Every socket is open; the main thread drops its capabilities too.
     corecap_linux::privilege::drop_thread_capabilities().context("dropping capabilities")?;
-    if let Some(who) = &run_as {
+    if let Some(who) = run_as {
         if let Err(e) = corecap_linux::privilege::switch_user(who) {
             cap.stop();
             let _ = cap.finish();
@@ -126,47 +188,45 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
             bail!("switching to user {} (-Z): {e}", who.name);
         }
     }
-    let commands = a.control.as_ref().map(|p| control_reader(p.clone()));
-    let to_stdout = cfg
-        .output
-        .as_ref()
-        .is_some_and(|o| o.path.as_os_str() == "-");
-    let mut json_out: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::stderr())
-    } else {
-        Box::new(std::io::stdout())
-    };
-    if !a.quiet {
-        for n in &cap.notes {
-            eprintln!("corecap: {n}");
-        }
-        if let Some(t) = cfg.flows.as_ref().and_then(|f| f.ipfix.as_ref()) {
-            eprintln!(
-                "corecap: exporting flows to {} ({}), IPFIX observation domain {}",
-                t.url(),
-                if t.biflow {
-                    "biflows, RFC 5103"
-                } else {
-                    "one record per direction"
-                },
-                t.domain
-            );
-        }
-        let inputs: Vec<String> = cfg
-            .inputs
-            .iter()
-            .map(|i| i.label())
-            .chain(cfg.files.iter().map(|f| f.display().to_string()))
-            .collect();
+    Ok(cap)
+}
+
+/// Says what runs where: the engine's notes, the IPFIX export, the inputs and workers.
+fn announce(cfg: &CaptureConfig, cap: &Capture) {
+    for n in &cap.notes {
+        eprintln!("corecap: {n}");
+    }
+    if let Some(t) = cfg.flows.as_ref().and_then(|f| f.ipfix.as_ref()) {
         eprintln!(
-            "corecap: capturing on {} with {} worker{} ({:?} balance)",
-            inputs.join(", "),
-            cap.workers.len(),
-            if cap.workers.len() == 1 { "" } else { "s" },
-            cfg.balance
+            "corecap: exporting flows to {} ({}), IPFIX observation domain {}",
+            t.url(),
+            if t.biflow {
+                "biflows, RFC 5103"
+            } else {
+                "one record per direction"
+            },
+            t.domain
         );
     }
-    let interval = match a.stats_interval {
+    let inputs: Vec<String> = cfg
+        .inputs
+        .iter()
+        .map(|i| i.label())
+        .chain(cfg.files.iter().map(|f| f.display().to_string()))
+        .collect();
+    eprintln!(
+        "corecap: capturing on {} with {} worker{} ({:?} balance)",
+        inputs.join(", "),
+        cap.workers.len(),
+        if cap.workers.len() == 1 { "" } else { "s" },
+        cfg.balance
+    );
+}
+
+/// Seconds between statistics lines: `--stats-interval` (0 or less: none), else 1 s on a
+/// terminal or with `--json`.
+fn stats_interval(a: &CaptureArgs) -> Result<Option<Duration>> {
+    Ok(match a.stats_interval {
         // 0 (or less) turns the interval lines off.
         Some(s) if s > 0.0 || s.is_nan() => {
             Some(corecap_engine::limits::seconds(s, "--stats-interval")?)
@@ -176,89 +236,102 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
             Some(Duration::from_secs(1))
         }
         None => None,
-    };
-    let mut before = cap.snapshot();
-    let mut last = Instant::now();
-    loop {
-        std::thread::sleep(Duration::from_millis(50));
-        // Relaxed: flags set by signal handlers, polled here.
-        if stop.load(Ordering::Relaxed) {
-            cap.stop();
-        }
-        if usr1.swap(false, Ordering::Relaxed) {
-            let now = cap.snapshot();
-            eprint!(
-                "{}",
-                report::interval_table(
-                    cap.elapsed().as_secs_f64(),
-                    &cap.workers,
-                    &now,
-                    &before,
-                    0.0
-                )
-            );
-        }
-        if let Some(rx) = &commands {
-            while let Ok(line) = rx.try_recv() {
-                let words: Vec<&str> = line.split_whitespace().collect();
-                let r = match words.as_slice() {
-                    ["join", g] => g
-                        .parse()
-                        .map_err(|_| "bad group".to_string())
-                        .and_then(|g| cap.join(g))
-                        .map(|n| format!("{n} joined")),
-                    ["leave", g, i] => match (g.parse(), i.parse()) {
-                        (Ok(g), Ok(i)) => cap.leave(g, i).map(|n| format!("{n} left")),
-                        _ => Err("bad group or index".into()),
-                    },
-                    [] => continue,
-                    _ => Err(format!(
-                        "unknown command '{line}' (join GROUP | leave GROUP INDEX)"
-                    )),
-                };
-                match r {
-                    Ok(msg) => eprintln!("corecap: {msg}"),
-                    Err(e) => eprintln!("corecap: control: {e}"),
-                }
-            }
-        }
-        if let Some(iv) = interval {
-            if last.elapsed() >= iv {
-                let now = cap.snapshot();
-                let dt = last.elapsed().as_secs_f64();
-                let t = cap.elapsed().as_secs_f64();
-                if a.json {
-                    let _ = writeln!(
-                        json_out,
-                        "{}",
-                        report::interval_json(t, &cap.workers, &now, &before, dt)
-                    );
-                    let _ = json_out.flush();
-                } else {
-                    eprint!(
-                        "{}",
-                        report::interval_table(t, &cap.workers, &now, &before, dt)
-                    );
-                }
-                before = now;
-                last = Instant::now();
-            }
-        }
-        if cap.done() {
-            break;
-        }
+    })
+}
+
+/// The statistics lines printed while the capture runs: a table on stderr, or JSON lines
+/// (on stdout, or stderr when the packets go to stdout).
+struct Stats {
+    interval: Option<Duration>,
+    json: Option<Box<dyn Write>>,
+    /// The counters at the last line.
+    before: Vec<Snapshot>,
+    last: Instant,
+}
+
+impl Stats {
+    /// The counters since the last line, as a table on stderr (SIGUSR1); the interval
+    /// lines go on from where they were.
+    fn print_now(&self, cap: &Capture) {
+        let now = cap.snapshot();
+        eprint!(
+            "{}",
+            report::interval_table(
+                cap.elapsed().as_secs_f64(),
+                &cap.workers,
+                &now,
+                &self.before,
+                0.0
+            )
+        );
     }
+
+    /// Prints a line when the interval has passed.
+    fn tick(&mut self, cap: &Capture) {
+        let Some(iv) = self.interval else { return };
+        if self.last.elapsed() < iv {
+            return;
+        }
+        let now = cap.snapshot();
+        let dt = self.last.elapsed().as_secs_f64();
+        let t = cap.elapsed().as_secs_f64();
+        match &mut self.json {
+            Some(out) => {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    report::interval_json(t, &cap.workers, &now, &self.before, dt)
+                );
+                let _ = out.flush();
+            }
+            None => eprint!(
+                "{}",
+                report::interval_table(t, &cap.workers, &now, &self.before, dt)
+            ),
+        }
+        self.before = now;
+        self.last = Instant::now();
+    }
+}
+
+/// Runs one control command (`join GROUP`, `leave GROUP INDEX`) and says how it went.
+fn control(cap: &mut Capture, line: &str) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let r = match words.as_slice() {
+        ["join", g] => g
+            .parse()
+            .map_err(|_| "bad group".to_string())
+            .and_then(|g| cap.join(g))
+            .map(|n| format!("{n} joined")),
+        ["leave", g, i] => match (g.parse(), i.parse()) {
+            (Ok(g), Ok(i)) => cap.leave(g, i).map(|n| format!("{n} left")),
+            _ => Err("bad group or index".into()),
+        },
+        [] => return,
+        _ => Err(format!(
+            "unknown command '{line}' (join GROUP | leave GROUP INDEX)"
+        )),
+    };
+    match r {
+        Ok(msg) => eprintln!("corecap: {msg}"),
+        Err(e) => eprintln!("corecap: control: {e}"),
+    }
+}
+
+/// Waits for the workers and prints the summary: JSON to `json`, else a table on stderr.
+fn finish(cap: Capture, quiet: bool, json: Option<Box<dyn Write>>) -> Result<i32> {
     let summary = cap.finish();
-    if !a.quiet {
+    if !quiet {
         for n in &summary.notes {
             eprintln!("corecap: {n}");
         }
     }
-    if a.json {
-        let _ = writeln!(json_out, "{}", report::summary_json(&summary));
-        let _ = json_out.flush();
-    } else {
-        eprint!("{}", report::summary_table(&summary));
+    match json {
+        Some(mut out) => {
+            let _ = writeln!(out, "{}", report::summary_json(&summary));
+            let _ = out.flush();
+        }
+        None => eprint!("{}", report::summary_table(&summary)),
     }
     if let Some(e) = summary.errors.first() {
         bail!("{e}");

@@ -1,24 +1,13 @@
 //! `corecap index FILE...`: builds the sidecar index of capture files.
 
-use std::sync::Arc;
-
 use anyhow::{Context, Result};
 use corecap_engine::query::build_index;
-use corecap_engine::sink::sealed::KeyFile;
 
 use crate::args::IndexArgs;
+use crate::config;
 
 pub(crate) fn run(a: IndexArgs) -> Result<i32> {
-    let kek = match &a.key_file {
-        Some(k) => {
-            let kf = KeyFile::load(k)?;
-            if let Some(w) = &kf.warning {
-                eprintln!("corecap: warning: {w}");
-            }
-            Some(Arc::new(kf))
-        }
-        None => None,
-    };
+    let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     for f in &a.files {
         let r =
             build_index(f, kek.as_ref()).with_context(|| format!("indexing {}", f.display()))?;

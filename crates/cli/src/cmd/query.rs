@@ -4,14 +4,13 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use corecap_engine::query::{expand_paths, parse_time, run as run_query, QuerySpec};
-use corecap_engine::sink::sealed::KeyFile;
 
 use crate::args::QueryArgs;
+use crate::config;
 
 pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     let now = SystemTime::now()
@@ -37,16 +36,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         .clone()
         .or_else(|| (!words.is_empty()).then(|| words.join(" ")));
     let (files, skipped) = expand_paths(&paths)?;
-    let kek = match &a.key_file {
-        Some(k) => {
-            let kf = KeyFile::load(k)?;
-            if let Some(w) = &kf.warning {
-                eprintln!("corecap: warning: {w}");
-            }
-            Some(Arc::new(kf))
-        }
-        None => None,
-    };
+    let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     let spec = QuerySpec {
         files,
         from,

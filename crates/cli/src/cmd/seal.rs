@@ -5,6 +5,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use corecap_engine::sink::sealed::{self, KeyFile};
 
+use crate::config;
+
 pub(crate) fn keygen(out: &Path) -> Result<i32> {
     KeyFile::generate(out)?;
     println!(
@@ -25,10 +27,7 @@ pub(crate) fn decrypt(
     key_file: &Path,
     allow_truncated: bool,
 ) -> Result<i32> {
-    let kek = KeyFile::load(key_file)?;
-    if let Some(w) = &kek.warning {
-        eprintln!("corecap: warning: {w}");
-    }
+    let kek = config::key_file(key_file)?;
     let out = out.map_or_else(|| sealed::plain_name(input), Path::to_owned);
     if out == input {
         bail!("the output would overwrite the input; give -o FILE");

@@ -2,8 +2,7 @@
 //! two producers and one consumer that swaps while they write. Every item is
 //! received exactly once, intact, or counted full.
 //!
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p corecap-queue --test loom --release`
-#![cfg(loom)]
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p corecap-queue --test it --release`
 
 use std::collections::BTreeMap;
 

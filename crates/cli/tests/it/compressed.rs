@@ -4,41 +4,19 @@
 //! A compressed stream cut short or damaged keeps the packets before the damage and says
 //! what happened.
 
-// These tests need no root, so the harness's root check goes unused.
-#[allow(unused_macros, unused_imports)]
-mod util;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use crate::util::{corecap, have, secs, tshark_count, u, udp_frame, Scratch, T0};
 use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapWriter, PcapngWriter, ReadError};
 use serde_json::Value;
-use util::{corecap, have, u, Scratch};
-
-const T0: u64 = 1_700_000_000_000_000_000;
-
-/// An Ethernet/IPv4/UDP frame of `len` bytes.
-fn frame(dst: [u8; 4], dp: u16, len: usize) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
-    let ip_len = (len - 14) as u16;
-    f.extend_from_slice(&[0x45, 0]);
-    f.extend_from_slice(&ip_len.to_be_bytes());
-    f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1]);
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&1024u16.to_be_bytes());
-    f.extend_from_slice(&dp.to_be_bytes());
-    f.extend_from_slice(&(ip_len - 20).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.resize(len, 0xab);
-    f
-}
 
 /// Packet `i` of the fixtures: host 10.1.h.1 with h = i / 500, port 53 for every third,
 /// 1 ms apart from `t0`; the length varies.
 fn packet(i: u32) -> Vec<u8> {
     let dp = if i.is_multiple_of(3) { 53 } else { 6000 };
-    frame([10, 1, (i / 500) as u8, 1], dp, 64 + (i % 200) as usize)
+    let dst = [10, 1, (i / 500) as u8, 1];
+    udp_frame([10, 0, 0, 1], dst, 1024, dp, 64 + (i % 200) as usize)
 }
 
 /// A pcap (nanoseconds) of `n` packets.
@@ -163,24 +141,6 @@ fn read(p: &Path) -> (Packets, Option<ReadError>) {
     }
 }
 
-/// Packets tshark counts in a file, when tshark can read it.
-fn tshark_count(p: &Path) -> Option<usize> {
-    let o = Command::new("tshark")
-        .args([
-            "-r",
-            p.to_str().unwrap(),
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ])
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| String::from_utf8_lossy(&o.stdout).lines().count())
-}
-
 #[test]
 fn issue17_each_form_reads_as_the_plain_file() {
     let s = Scratch::new("forms");
@@ -294,10 +254,6 @@ fn query(args: &[&str], s: &Scratch, tag: &str) -> (Packets, Value, String) {
     assert!(e.is_none(), "{e:?}");
     assert_eq!(p.len() as u64, u(&v, "packets"), "{v}");
     (p, v, err)
-}
-
-fn secs(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
 #[test]

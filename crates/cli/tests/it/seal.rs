@@ -2,62 +2,9 @@
 //! and in workers mode, `corecap decrypt` read back by tshark, truncation, tampering,
 //! wrong keys and bad key files.
 
-mod util;
-
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::process::Command;
 
-use util::{corecap, u, Lab, Scratch};
-
-fn keygen(s: &Scratch, name: &str) -> String {
-    let k = s.path(name);
-    let out = corecap(&["keygen", "-o", k.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mode = std::fs::metadata(&k).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
-    k.to_str().unwrap().to_owned()
-}
-
-fn decrypt(input: &Path, out: &Path, key: &str) -> std::process::Output {
-    corecap(&[
-        "decrypt",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--key-file",
-        key,
-    ])
-}
-
-/// Packets tshark reads from a file (None when tshark is not installed).
-fn tshark_count(p: &Path) -> Option<usize> {
-    if !util::have("tshark") {
-        return None;
-    }
-    let out = Command::new("tshark")
-        .args([
-            "-r",
-            p.to_str().unwrap(),
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ])
-        .output()
-        .expect("tshark");
-    assert!(
-        out.status.success(),
-        "tshark failed on {}: {}",
-        p.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8_lossy(&out.stdout).lines().count())
-}
+use crate::util::{self, corecap, decrypt, keygen, tshark_count, u, Lab, Scratch};
 
 #[test]
 #[ignore = "needs root"]

@@ -2,12 +2,10 @@
 //! create, files read back with corecap's reader, tshark and tcpdump. Each test is bounded
 //! in packets and time and removes its lab. Without root the network tests skip.
 
-mod util;
-
 use std::process::Command;
 
+use crate::util::{self, u, Lab, Scratch};
 use serde_json::Value;
-use util::{u, Lab, Scratch};
 
 fn worker_packets(v: &Value) -> Vec<u64> {
     v["workers"]

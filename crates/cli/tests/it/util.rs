@@ -1,9 +1,12 @@
 //! The test harness: `Lab` (a namespace with a veth pair, removed on drop), `Gen` (the
-//! generator), and `Capture` (a corecap capture process and its JSON summary).
+//! generator), `Capture` (a corecap capture process and its JSON summary), `Daemon` (a
+//! `corecap serve` and its client), and the synthetic frames and files the tests share.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(unreachable_pub)]
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -13,17 +16,6 @@ use serde_json::Value;
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_corecap")
-}
-
-/// Whether the tests run as root. Tests that need root (namespaces, mounts, raw sockets)
-/// are marked `#[ignore = "needs root"]`: run them as root with `--include-ignored`, so a
-/// test that could not run shows as ignored, never as passed.
-pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
 }
 
 pub fn have(tool: &str) -> bool {
@@ -98,7 +90,6 @@ impl Lab {
 
     /// Sends `count` frames of 256 two-way flows from two generator threads on two CPUs,
     /// so a 2-queue lab receives on both RX queues (like RSS); returns the count sent.
-    #[allow(dead_code)]
     pub fn gen_on_two_queues(&self, count: u64) -> u64 {
         self.gen(
             count,
@@ -220,7 +211,6 @@ impl Capture {
     }
 
     /// What the capture printed on stderr before it was ready.
-    #[allow(dead_code)]
     pub fn stderr_lines(&self) -> &[String] {
         &self.stderr
     }
@@ -331,7 +321,6 @@ pub fn corecap(args: &[&str]) -> Output {
 
 /// Asserts that worker `w`'s file holds packets and that each carries queue `w`; returns
 /// how many it holds.
-#[allow(dead_code)]
 pub fn assert_queue_tagged(path: &Path, w: u32) -> usize {
     let pkts = read_all(path);
     assert!(!pkts.is_empty(), "queue {w} received packets");
@@ -426,4 +415,244 @@ pub fn flow_owners(
         }
     }
     owner
+}
+
+/// The first timestamp of the synthetic captures (ns since the epoch, November 2023).
+pub const T0: u64 = 1_700_000_000_000_000_000;
+
+/// `ns` as the `SECS.NANOS` that `--from` and `--to` take.
+pub fn secs(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// An Ethernet/IPv4/UDP frame of `len` bytes, for the synthetic captures.
+pub fn udp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let ip_len = (len - 14) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&ip_len.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0]);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&sp.to_be_bytes());
+    f.extend_from_slice(&dp.to_be_bytes());
+    f.extend_from_slice(&(ip_len - 20).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.resize(len, 0xab);
+    f
+}
+
+/// Packets tshark reads from a file (None when tshark is not installed).
+pub fn tshark_count(p: &Path) -> Option<usize> {
+    if !have("tshark") {
+        return None;
+    }
+    let out = Command::new("tshark")
+        .args([
+            "-r",
+            p.to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ])
+        .output()
+        .expect("tshark");
+    assert!(
+        out.status.success(),
+        "tshark failed on {}: {}",
+        p.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).lines().count())
+}
+
+/// A new key file `name` in `s` (mode 0600, checked); returns its path.
+pub fn keygen(s: &Scratch, name: &str) -> String {
+    let k = s.path(name);
+    let out = corecap(&["keygen", "-o", k.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mode = std::fs::metadata(&k).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    k.to_str().unwrap().to_owned()
+}
+
+/// Runs `corecap decrypt INPUT -o OUT --key-file KEY`.
+pub fn decrypt(input: &Path, out: &Path, key: &str) -> std::process::Output {
+    corecap(&[
+        "decrypt",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--key-file",
+        key,
+    ])
+}
+
+/// A `corecap serve --json` child in the lab's namespace, its socket `api.sock` and its
+/// spool `spool` in a scratch directory; stopped by SIGTERM (by its PID), on drop too.
+pub struct Daemon {
+    child: Child,
+    /// The API socket.
+    pub socket: PathBuf,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn start(lab: &Lab, dir: &Scratch, extra: &[&str]) -> Self {
+        Self::start_at(lab, dir, dir.path("api.sock"), extra)
+    }
+
+    /// A daemon whose API socket is at `socket`.
+    pub fn start_at(lab: &Lab, dir: &Scratch, socket: PathBuf, extra: &[&str]) -> Self {
+        let spool = dir.path("spool");
+        let mut child = Command::new(bin())
+            .args(["serve", "--netns", &lab.netns, "--json", "--socket"])
+            .arg(&socket)
+            .arg("--spool")
+            .arg(&spool)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start corecap serve");
+        let err = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) if l.contains("serving on") => break,
+                Ok(_) => {}
+                Err(_) => {
+                    if let Ok(Some(st)) = child.try_wait() {
+                        panic!("serve exited early: {st}");
+                    }
+                    assert!(Instant::now() < deadline, "serve did not come up in 30 s");
+                }
+            }
+        }
+        Self {
+            child,
+            socket,
+            stderr: rx,
+        }
+    }
+
+    /// Runs `corecap request` against this daemon.
+    pub fn request(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bin())
+            .arg("request")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run corecap request")
+    }
+
+    /// Runs `corecap request --json ...`, expecting success; returns the JSON.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let o = self.request(&a);
+        assert!(
+            o.status.success(),
+            "request {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).expect("request prints JSON")
+    }
+
+    /// Starts a capture; returns its id.
+    pub fn start_capture(&self, args: &[&str]) -> String {
+        let mut a = vec!["start", "-i", "cap0"];
+        a.extend_from_slice(args);
+        let v = self.json(&a);
+        assert_eq!(v["state"], "running", "{v}");
+        v["id"].as_str().expect("id").to_owned()
+    }
+
+    /// Polls a capture until `pred` holds (at most 30 s); returns its last view.
+    pub fn wait_for(&self, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let v = self.json(&["show", id]);
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "capture {id} never got there: {v}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// One raw HTTP exchange on the socket; returns the status line and the body.
+    pub fn raw(&self, bytes: &[u8]) -> (String, String) {
+        let mut s = UnixStream::connect(&self.socket).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        s.write_all(bytes).expect("send");
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let status = out.lines().next().unwrap_or("").to_owned();
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+        (status, body)
+    }
+
+    /// SIGTERM; waits for the exit and returns (success, stdout lines as JSON).
+    pub fn stop(mut self) -> (bool, Vec<Value>) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                break st;
+            }
+            assert!(Instant::now() < deadline, "serve did not stop in 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        let views = out
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (status.success(), views)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        while self.stderr.try_recv().is_ok() {}
+    }
 }

@@ -3,15 +3,13 @@
 //! decodes every message of the same export. Each test is bounded in packets and time,
 //! stops the processes it started by their PIDs and removes its lab.
 
-mod util;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::util::{self, u, Lab, Scratch};
 use serde_json::Value;
-use util::{u, Lab, Scratch};
 
 /// A process started in the lab's namespace, ended by its PID (SIGTERM) on drop.
 struct Daemon {

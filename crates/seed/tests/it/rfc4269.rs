@@ -21,7 +21,7 @@ struct Vector {
 }
 
 fn vectors() -> Vec<Vector> {
-    let text = include_str!("data/rfc4269.txt");
+    let text = include_str!("../data/rfc4269.txt");
     let v: Vec<Vector> = text
         .lines()
         .map(str::trim)

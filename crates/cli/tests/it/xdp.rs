@@ -1,10 +1,8 @@
 //! AF_XDP capture tests (issue 7) on a veth lab in native XDP mode.
 
-mod util;
-
 use std::process::Command;
 
-use util::{u, Lab, Scratch};
+use crate::util::{self, u, Lab, Scratch};
 
 fn xdp_attached(lab: &Lab) -> bool {
     let out = Command::new("ip")

@@ -1,12 +1,10 @@
 //! Consumer groups and pipeline mode (issue 3): copy and balanced groups on stage threads,
 //! per-group filters, exact accounting per group and member.
 
-mod util;
-
 use std::collections::HashMap;
 
+use crate::util::{self, u, Lab, Scratch};
 use serde_json::Value;
-use util::{u, Lab, Scratch};
 
 fn member(v: &Value, g: usize, m: usize) -> &Value {
     &v["groups"][g]["members"][m]

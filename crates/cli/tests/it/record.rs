@@ -1,12 +1,10 @@
 //! The recorder: direct-I/O files, their exact tails, hidden names until whole, rotation
 //! with a byte budget, sealed files through the same writer, and a full disk.
 
-mod util;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use util::{u, Lab, Scratch, SmallDisk};
+use crate::util::{self, u, Lab, Scratch, SmallDisk};
 
 /// Walks a pcapng file block by block: it must end exactly at a block's end.
 fn assert_whole_blocks(path: &Path) -> usize {

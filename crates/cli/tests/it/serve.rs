@@ -1,166 +1,14 @@
 //! Issue 5: the on-demand daemon (`corecap serve`) and its client (`corecap request`),
 //! on a veth lab in a namespace each test creates, with traffic of known shape.
 
-mod util;
-
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::util::{self, bin, read_all, u, Daemon, Lab, Scratch};
 use serde_json::Value;
-use util::{bin, read_all, u, Lab, Scratch};
-
-/// A `corecap serve` child in the lab's namespace, stopped by SIGTERM (by its PID).
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    stderr: std::sync::mpsc::Receiver<String>,
-}
-
-impl Daemon {
-    fn start(lab: &Lab, dir: &Scratch, extra: &[&str]) -> Self {
-        Self::start_at(lab, dir, dir.path("api.sock"), extra)
-    }
-
-    /// A daemon whose API socket is at `socket`.
-    fn start_at(lab: &Lab, dir: &Scratch, socket: PathBuf, extra: &[&str]) -> Self {
-        let spool = dir.path("spool");
-        let mut child = Command::new(bin())
-            .args(["serve", "--netns", &lab.netns, "--json", "--socket"])
-            .arg(&socket)
-            .arg("--spool")
-            .arg(&spool)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start corecap serve");
-        let err = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(l) if l.contains("serving on") => break,
-                Ok(_) => {}
-                Err(_) => {
-                    if let Ok(Some(st)) = child.try_wait() {
-                        panic!("serve exited early: {st}");
-                    }
-                    assert!(Instant::now() < deadline, "serve did not come up in 30 s");
-                }
-            }
-        }
-        Self {
-            child,
-            socket,
-            stderr: rx,
-        }
-    }
-
-    /// Runs `corecap request` against this daemon.
-    fn request(&self, args: &[&str]) -> std::process::Output {
-        Command::new(bin())
-            .arg("request")
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run corecap request")
-    }
-
-    /// Runs `corecap request --json ...`, expecting success; returns the JSON.
-    fn json(&self, args: &[&str]) -> Value {
-        let mut a = vec!["--json"];
-        a.extend_from_slice(args);
-        let o = self.request(&a);
-        assert!(
-            o.status.success(),
-            "request {args:?} failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice(&o.stdout).expect("request prints JSON")
-    }
-
-    /// Starts a capture; returns its id.
-    fn start_capture(&self, args: &[&str]) -> String {
-        let mut a = vec!["start", "-i", "cap0"];
-        a.extend_from_slice(args);
-        let v = self.json(&a);
-        assert_eq!(v["state"], "running", "{v}");
-        v["id"].as_str().expect("id").to_owned()
-    }
-
-    /// Polls a capture until `pred` holds (at most 30 s); returns its last view.
-    fn wait_for(&self, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let v = self.json(&["show", id]);
-            if pred(&v) {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "capture {id} never got there: {v}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// One raw HTTP exchange on the socket; returns the status line and the body.
-    fn raw(&self, bytes: &[u8]) -> (String, String) {
-        let mut s = UnixStream::connect(&self.socket).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
-        s.write_all(bytes).expect("send");
-        let _ = s.shutdown(std::net::Shutdown::Write);
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        let status = out.lines().next().unwrap_or("").to_owned();
-        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-        (status, body)
-    }
-
-    /// SIGTERM; waits for the exit and returns (success, stdout lines as JSON).
-    fn stop(mut self) -> (bool, Vec<Value>) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                break st;
-            }
-            assert!(Instant::now() < deadline, "serve did not stop in 30 s");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut out = String::new();
-        if let Some(mut o) = self.child.stdout.take() {
-            let _ = o.read_to_string(&mut out);
-        }
-        let views = out
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        (status.success(), views)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-        while self.stderr.try_recv().is_ok() {}
-    }
-}
 
 fn udp_dport(p: &[u8]) -> u16 {
     u16::from_be_bytes([p[36], p[37]])
@@ -1002,7 +850,7 @@ fn issue14_serve_z_user_keeps_capabilities_in_the_opener_thread_only() {
     let b = d.start_capture(&[
         "--mode", "spawn", "-c", "100", "-w", "b.pcapng", "udp", "or", "vlan", "100",
     ]);
-    assert_caps_only_in_opener(d.child.id(), nobody, 0x7000);
+    assert_caps_only_in_opener(d.pid(), nobody, 0x7000);
     lab.gen(300, &[]);
     for id in [&a, &b] {
         let v = d.wait_for(id, |v| v["state"] != "running");
@@ -1018,7 +866,7 @@ fn issue14_serve_z_user_keeps_capabilities_in_the_opener_thread_only() {
         assert_eq!(pk.len(), 100, "{f}");
     }
     // After the captures, still: the spare the opener reopens stays with it.
-    assert_caps_only_in_opener(d.child.id(), nobody, 0x7000);
+    assert_caps_only_in_opener(d.pid(), nobody, 0x7000);
     let (ok, _) = d.stop();
     assert!(ok, "serve -Z exits 0");
     assert!(!socket.exists(), "the socket is removed at the end");

@@ -1,9 +1,7 @@
 //! `corecap bench` end to end on a tiny configuration (issue 2): the report files exist
 //! and hold the tables, with the peers that are installed.
 
-mod util;
-
-use util::Scratch;
+use crate::util::{self, Scratch};
 
 #[test]
 #[ignore = "needs root"]

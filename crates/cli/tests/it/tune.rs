@@ -1,12 +1,10 @@
 //! `corecap tune` (issue 6) through the command line: plans as JSON from fixture roots,
 //! apply with --dry-run, apply and restore, and `tune show` on a real veth.
 
-mod util;
-
 use std::path::{Path, PathBuf};
 
+use crate::util::{self, corecap, Lab, Scratch};
 use serde_json::Value;
-use util::{corecap, Lab, Scratch};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

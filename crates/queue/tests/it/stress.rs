@@ -1,7 +1,6 @@
 //! Stamped stress tests: producers stamp each record with (producer, seq) and
 //! a checksum of its payload; the consumer checks per-producer order, the
 //! checksums, and that received + full == sent. Counts shrink under miri.
-#![cfg(not(loom))]
 
 use std::thread;
 

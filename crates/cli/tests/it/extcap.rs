@@ -4,14 +4,12 @@
 //! namespace with a private configuration folder (WIRESHARK_CONFIG_DIR), whose `extcap`
 //! folder Wireshark 4.0 searches, so the user's own configuration is never touched.
 
-mod util;
-
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use util::{corecap, Lab, Scratch};
+use crate::util::{self, corecap, Lab, Scratch};
 
 /// Waits at most `secs` for `child`; kills it (by its handle) when it runs longer.
 fn wait_bounded(child: &mut Child, secs: u64) -> Option<ExitStatus> {

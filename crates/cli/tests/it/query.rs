@@ -4,16 +4,12 @@
 //! and files that `corecap capture` recorded from lab traffic: rotated, sealed, unindexed,
 //! cut short.
 
-mod util;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::util::{self, corecap, decrypt, keygen, secs, u, udp_frame, Daemon, Lab, Scratch, T0};
 use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapWriter, PcapngWriter};
 use serde_json::Value;
-use util::{corecap, u, Lab, Scratch};
-
-const T0: u64 = 1_700_000_000_000_000_000;
 
 /// (timestamp, frame) of every packet of a file, up to its first error.
 fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
@@ -125,27 +121,6 @@ fn check(
     v
 }
 
-fn secs(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
-}
-
-/// An Ethernet/IPv4/UDP frame of `len` bytes, optionally 802.1Q-tagged.
-fn frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
-    let ip_len = (len - 14) as u16;
-    f.extend_from_slice(&[0x45, 0]);
-    f.extend_from_slice(&ip_len.to_be_bytes());
-    f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0]);
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&sp.to_be_bytes());
-    f.extend_from_slice(&dp.to_be_bytes());
-    f.extend_from_slice(&(ip_len - 20).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.resize(len, 0xab);
-    f
-}
-
 /// A synthetic pcap of `n` 512-byte packets, 1 ms apart: hosts come and go (host h talks
 /// during its own slice of time, in bursts), ports follow the host.
 fn synthetic_pcap(p: &Path, n: u32, t0: u64) {
@@ -160,7 +135,7 @@ fn synthetic_pcap(p: &Path, n: u32, t0: u64) {
             ([10, 0, 0, 1], [10, 1, h, 1 + (i % 4) as u8])
         };
         let dp = if burst { 53 } else { 6000 + u16::from(h) };
-        let fr = frame(src, dst, 1024 + (i % 7) as u16, dp, 512);
+        let fr = udp_frame(src, dst, 1024 + (i % 7) as u16, dp, 512);
         w.write_packet(t0 + u64::from(i) * 1_000_000, &fr, 512, None)
             .unwrap();
     }
@@ -177,7 +152,7 @@ fn synthetic_pcapng(p: &Path, n: u32, t0: u64) {
     let mut w = PcapngWriter::new(std::io::BufWriter::new(f), "test", &ifs).unwrap();
     for i in 0..n {
         let vlan = if (i / 1000) % 2 == 0 { 100 } else { 200 };
-        let fr = frame(
+        let fr = udp_frame(
             [10, 5, 0, 1],
             [10, 6, (i / 1000) as u8, 1],
             2000,
@@ -449,10 +424,8 @@ fn issue13_rotated_lab_recording() {
 fn issue13_sealed_recording() {
     let lab = Lab::new(1);
     let s = Scratch::new("query-seal");
-    let key = s.path("k.key");
-    let o = corecap(&["keygen", "-o", key.to_str().unwrap()]);
-    assert!(o.status.success());
-    let k = key.to_str().unwrap();
+    let key = keygen(&s, "k.key");
+    let k = key.as_str();
     let sealed = s.path("c.pcapng.sealed");
     let cap = lab.capture(&[
         "--workers",
@@ -468,14 +441,7 @@ fn issue13_sealed_recording() {
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent, "{v}");
     let plain = s.path("c.pcapng");
-    let o = corecap(&[
-        "decrypt",
-        sealed.to_str().unwrap(),
-        "-o",
-        plain.to_str().unwrap(),
-        "--key-file",
-        k,
-    ]);
+    let o = decrypt(&sealed, &plain, k);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Without the key, a sealed file is an error naming it.
     let out = s.path("x.pcapng");
@@ -542,79 +508,6 @@ fn issue13_sealed_recording() {
     );
 }
 
-/// `corecap serve` on a lab with a spool, stopped (SIGTERM to its PID) on drop.
-struct Serve {
-    child: std::process::Child,
-    socket: PathBuf,
-}
-
-impl Serve {
-    fn start(lab: &Lab, socket: &Path, spool: &Path) -> Self {
-        use std::io::BufRead;
-        let mut child = Command::new(util::bin())
-            .args(["serve", "--netns", &lab.netns, "-i", "cap0", "--socket"])
-            .arg(socket)
-            .arg("--spool")
-            .arg(spool)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start corecap serve");
-        let err = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            match rx.recv_timeout(std::time::Duration::from_millis(100)) {
-                Ok(l) if l.contains("serving on") => break,
-                Ok(_) => {}
-                Err(_) => {
-                    assert!(child.try_wait().unwrap().is_none(), "serve exited early");
-                    assert!(
-                        std::time::Instant::now() < deadline,
-                        "serve did not come up"
-                    );
-                }
-            }
-        }
-        Self {
-            child,
-            socket: socket.to_owned(),
-        }
-    }
-
-    fn request(&self, args: &[&str]) -> std::process::Output {
-        Command::new(util::bin())
-            .arg("request")
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run corecap request")
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 #[ignore = "needs root"]
 fn issue13_serve_streams_query_results() {
@@ -625,7 +518,7 @@ fn issue13_serve_streams_query_results() {
     let a = spool.join("old.pcap");
     synthetic_pcap(&a, 8000, T0);
     index(&[&a], &[]);
-    let d = Serve::start(&lab, &s.path("api.sock"), &spool);
+    let d = Daemon::start(&lab, &s, &["-i", "cap0"]);
     // A recording made through the daemon lands in the spool too.
     let o = d.request(&["start", "-i", "cap0", "-c", "3000", "-w", "live.pcapng"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -684,7 +577,7 @@ fn issue13_queries_during_traffic_do_not_raise_capture_drops() {
     let old = spool.join("old.pcap");
     synthetic_pcap(&old, 200_000, T0);
     index(&[&old], &[]);
-    let d = Serve::start(&lab, &s.path("api.sock"), &spool);
+    let d = Daemon::start(&lab, &s, &["-i", "cap0"]);
     let o = d.request(&["start", "-i", "cap0", "-w", "rec.pcapng"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let id = String::from_utf8_lossy(&o.stdout).trim().to_owned();

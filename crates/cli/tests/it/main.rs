@@ -1,0 +1,19 @@
+//! corecap's integration tests, one binary: each module drives the `corecap` binary on
+//! one feature, most of them on a veth lab in a namespace of their own. Tests that need
+//! root are marked `#[ignore = "needs root"]`; run them as root with `--include-ignored`,
+//! one module at a time with a filter (`cargo test -p corecap --test it -- serve::`).
+
+mod util;
+
+mod bench;
+mod compressed;
+mod extcap;
+mod ipfix;
+mod net;
+mod query;
+mod record;
+mod seal;
+mod serve;
+mod steer;
+mod tune;
+mod xdp;
