@@ -12,7 +12,10 @@ At the end the samples are written as a table; the last line says whether RSS, f
 threads and spool bytes stayed flat (the last quarter's maximum within 10%, or 4 fds
 and 2 threads, of the first quarter's after warm-up).
 
-Usage: bench/soak_serve.py [--minutes 30] [--pps 3000] [--every 30] [--out FILE.md]
+With --user USER the daemon runs as `serve -Z USER`: its API threads hold no capability and
+one opener thread keeps CAP_NET_RAW, CAP_NET_ADMIN and CAP_IPC_LOCK.
+
+Usage: bench/soak_serve.py [--minutes 30] [--pps 3000] [--every 30] [--user USER] [--out FILE.md]
 Needs root and the corecap release binary.
 """
 
@@ -137,16 +140,22 @@ def main():
     ap.add_argument("--pps", type=int, default=3000)
     ap.add_argument("--every", type=float, default=30)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--user", default=None, help="run serve -Z USER")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
     a.work = tempfile.mkdtemp(prefix="corecap-soak-", dir="/var/tmp")
     spool = os.path.join(a.work, "spool")
-    sock = os.path.join(a.work, "api.sock")
+    # serve makes the socket's directory, and with -Z gives it to the user, who removes
+    # the socket at the end.
+    sock = os.path.join(a.work, "run", "api.sock")
+    user = ["-Z", a.user] if a.user else []
+    if a.user:
+        os.chmod(a.work, 0o755)
     sh(CORECAP, "lab", "down", "--netns", NS, check=False)
     sh(CORECAP, "lab", "up", "--netns", NS, "--queues", "1")
     d = subprocess.Popen([CORECAP, "serve", "--netns", NS, "-i", "cap0", "--socket", sock, "--spool", spool,
-                          "--retain", "64M", "--share-cores", "--spare-idle", "20"],
+                          "--retain", "64M", "--share-cores", "--spare-idle", "20"] + user,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
     while not os.path.exists(sock):
