@@ -89,12 +89,11 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         manager_config(&a, spool, key, stage_cpus, spawn_ring)?,
         bases,
     ));
-    server::spawn(Listener::Unix(unix, a.socket.clone()), m.clone())
-        .context("starting the API thread")?;
+    let mut listeners = vec![Listener::Unix(unix, a.socket.clone())];
     if let (Some(l), Some(t)) = (tcp, tcp_token) {
-        server::spawn(Listener::Tcp(l, Arc::new(t)), m.clone())
-            .context("starting the API thread")?;
+        listeners.push(Listener::Tcp(l, Arc::new(t)));
     }
+    let api = server::spawn(listeners, m.clone()).context("starting the API thread")?;
     eprintln!(
         "corecap: serving on {}{} (spool {}, at most {} captures)",
         a.socket.display(),
@@ -108,8 +107,9 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         std::thread::sleep(Duration::from_millis(5));
         m.tick();
     }
-    // The socket goes first, so no new client connects; a request already in flight is
+    // The listeners go first, so no new client connects; a request already in flight is
     // refused (503) once shutdown has begun, or started before it and ended by it.
+    api.stop();
     let _ = std::fs::remove_file(&a.socket);
     let views = m.shutdown();
     report_end(&views, a.json);
