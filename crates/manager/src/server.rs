@@ -394,6 +394,8 @@ impl Conn {
                     .saturating_duration_since(tokio::time::Instant::now()),
             )
             .keep_alive(false)
+            // Header names as they were before hyper: `Content-Type`, `Connection`.
+            .title_case_headers(true)
             // A client may send its request and shut its write side while it waits.
             .half_close(true)
             .max_buf_size(MAX_HEAD)
@@ -829,7 +831,7 @@ mod tests {
             },
         );
         assert_eq!(status(&resp), "200", "{resp}");
-        assert!(resp.contains("\r\nconnection: close\r\n"), "{resp}");
+        assert!(resp.contains("\r\nConnection: close\r\n"), "{resp}");
     }
 
     #[test]
@@ -954,10 +956,13 @@ mod tests {
         );
         assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
         assert!(
-            resp.contains("content-type: application/x-pcapng"),
+            resp.contains("Content-Type: application/x-pcapng"),
             "{resp}"
         );
-        assert!(!resp.contains("transfer-encoding"), "{resp}");
+        assert!(
+            !resp.to_ascii_lowercase().contains("transfer-encoding"),
+            "{resp}"
+        );
         let (resp, _, _) = exchange(
             "query-bad",
             once(b"POST /queries HTTP/1.1\r\nContent-Length: 13\r\n\r\n{\"from\":\"x\"}"),
