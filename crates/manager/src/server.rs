@@ -125,7 +125,8 @@ pub enum Listener {
 /// (a spawn-mode start, on a pool thread, still needs `CAP_NET_RAW`).
 fn api_thread_start() {}
 
-/// The running API: its thread, and the switch that closes its listeners.
+/// The running API: the switch that closes its listeners. Dropped without [`Api::stop`],
+/// the API serves on until the process ends.
 #[derive(Debug)]
 pub struct Api {
     stop: watch::Sender<bool>,
@@ -242,7 +243,13 @@ async fn accept_loop(
                 }),
             }
         };
-        let Some(accepted) = race(next, stopped.wait_for(|s| *s)).await else {
+        let stop = async {
+            // The `Api` dropped without `stop`: serve on.
+            if stopped.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let Some(accepted) = race(next, stop).await else {
             return;
         };
         let (s, token) = match accepted {
@@ -253,11 +260,11 @@ async fn accept_loop(
                 continue;
             }
         };
-        let until = tokio::time::Instant::now() + IO_TIMEOUT;
         let Some(slot) = gate.slot().await else {
             tokio::spawn(refuse(s));
             continue;
         };
+        let until = tokio::time::Instant::now() + IO_TIMEOUT;
         let (id, cut) = gate.track();
         let c = Conn {
             m: m.clone(),
