@@ -978,6 +978,28 @@ mod tests {
     }
 
     #[test]
+    fn test_query_writes_wait_for_the_reader_and_fail_once_it_is_gone() {
+        use std::io::Write;
+        let (tx, mut rx) = mpsc::channel(QUERY_CHUNKS);
+        let writer = std::thread::spawn(move || {
+            let mut w = ChannelWriter(tx);
+            let mut sent = 0;
+            while w.write_all(b"x").is_ok() {
+                sent += 1;
+            }
+            sent
+        });
+        // The channel fills and the writer waits: QUERY_CHUNKS in it, one more taken.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!writer.is_finished(), "the writer waits for the reader");
+        assert!(rx.try_recv().is_ok());
+        std::thread::sleep(Duration::from_millis(100));
+        // The client goes away: the body is dropped, and the next write fails.
+        drop(rx);
+        assert_eq!(writer.join().expect("writer"), QUERY_CHUNKS + 1);
+    }
+
+    #[test]
     fn test_a_newcomer_cuts_the_oldest_pending_connection() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
