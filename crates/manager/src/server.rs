@@ -416,9 +416,17 @@ impl Conn {
                 Ok::<_, Infallible>(resp)
             }
         });
-        let _ = b
+        let served = b
             .serve_connection(TokioIo::new(WriteDeadline::new(io)), service)
             .await;
+        // hyper answered a malformed head itself: counted as the routes' answers are.
+        if let Err(e) = served {
+            if e.is_parse_too_large() {
+                self.m.count_response(431);
+            } else if e.is_parse() && !e.is_parse_version_h2() {
+                self.m.count_response(400);
+            }
+        }
     }
 
     /// The request is authenticated or answered: it may no longer be cut.
@@ -737,11 +745,14 @@ mod tests {
     /// returns what came back (until the close, or 8 s), how long until the server closed
     /// or the last byte came, and whether a write failed.
     fn exchange(name: &str, s: Send<'_>) -> (String, Duration, bool) {
+        exchange_with(manager(name), s)
+    }
+
+    fn exchange_with(m: Arc<Manager>, s: Send<'_>) -> (String, Duration, bool) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let m = manager(name);
         rt.block_on(async move {
             let (mut client, server) = tokio::io::duplex(1 << 20);
             let token = s.token.map(|t| Arc::new(t.to_owned()));
@@ -855,8 +866,14 @@ mod tests {
         let mut big = b"GET / HTTP/1.1\r\n".to_vec();
         big.extend(std::iter::repeat_n(b"X-A: b\r\n".as_slice(), 4000).flatten());
         big.extend_from_slice(b"\r\n");
-        let (resp, _, _) = exchange("head", once(&big));
+        let m = manager("head");
+        let (resp, _, _) = exchange_with(m.clone(), once(&big));
         assert_eq!(status(&resp), "431", "{resp}");
+        let (resp, _, _) = exchange_with(m.clone(), once(b"\x00\x01garbage\r\n\r\n"));
+        assert_eq!(status(&resp), "400", "{resp}");
+        let counted = m.metrics();
+        assert!(counted.contains("{code=\"431\"} 1"), "{counted}");
+        assert!(counted.contains("{code=\"400\"} 1"), "{counted}");
         // A few long headers, under hyper's count of headers but over 16 KiB.
         let mut long = b"GET / HTTP/1.1\r\n".to_vec();
         for _ in 0..3 {
