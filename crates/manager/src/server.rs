@@ -10,23 +10,22 @@
 //! slow call stalls no other connection. A query (`POST /queries`) streams from a thread of
 //! its own into a bounded channel that is the response body: the query waits while the
 //! client reads slowly, and ends at its next write once the client is gone. Every thread of
-//! the API runs [`api_thread_start`] first.
+//! the API runs `api_thread_start` first.
 //!
 //! One request per connection (`Connection: close` on every response). Slow, silent or
 //! hostile clients cannot lock others out:
-//! - one deadline for the whole request, head and body: [`IO_TIMEOUT`] from the accept. A
-//!   head not in by then closes the connection (hyper's header read timeout, set to what is
+//! - one deadline for the whole request, head and body: [`IO_TIMEOUT`] from the moment
+//!   the connection has its slot. A head not in by then closes the connection (hyper's header read timeout, set to what is
 //!   left); a body not in by then gets 408. A write that makes no progress for
 //!   [`IO_TIMEOUT`] ends the connection too.
 //! - the token is checked on the head, before any byte of the body is read: a refused
 //!   client gets 401 at once.
-//! - a head over [`MAX_HEAD`] gets 431 (hyper's answer to a head over its buffer, with an
-//!   empty body); a body over [`MAX_BODY`] gets 413, by its `Content-Length` before it is
+//! - a head over [`MAX_HEAD`], or with more than 100 header fields, gets 431 (hyper's answer, with
+//!   an empty body); a body over [`MAX_BODY`] gets 413, by its `Content-Length` before it is
 //!   read, or once that many bytes of a chunked body are in; a repeated `Content-Length`
 //!   with different values, or a malformed head, gets 400 (hyper).
 //! - at most [`MAX_CONNECTIONS`] connections per listener. When every slot is taken, a
-//!   newcomer closes the oldest connection still sending its head (or refused its token)
-//!   and takes its slot; a newcomer that gets no slot within a second gets 503. An
+//!   newcomer closes the oldest connection still sending its head and takes its slot; a newcomer that gets no slot within a second gets 503. An
 //!   authenticated or answered request is never cut.
 
 use std::collections::VecDeque;
