@@ -15,18 +15,20 @@
 //! One request per connection (`Connection: close` on every response). Slow, silent or
 //! hostile clients cannot lock others out:
 //! - one deadline for the whole request, head and body: [`IO_TIMEOUT`] from the moment
-//!   the connection has its slot. A head not in by then closes the connection (hyper's header read timeout, set to what is
-//!   left); a body not in by then gets 408. A write that makes no progress for
-//!   [`IO_TIMEOUT`] ends the connection too.
+//!   the connection has its slot. A head not in by then closes the connection (hyper's
+//!   header read timeout, set to what is left); a body not in by then gets 408. A write
+//!   that makes no progress for [`IO_TIMEOUT`] ends the connection too.
 //! - the token is checked on the head, before any byte of the body is read: a refused
 //!   client gets 401 at once.
-//! - a head over [`MAX_HEAD`], or with more than 100 header fields, gets 431 (hyper's answer, with
-//!   an empty body); a body over [`MAX_BODY`] gets 413, by its `Content-Length` before it is
-//!   read, or once that many bytes of a chunked body are in; a repeated `Content-Length`
-//!   with different values, or a malformed head, gets 400 (hyper).
+//! - a head over [`MAX_HEAD`], or with more than 100 header fields, gets 431 (hyper's
+//!   answer, with an empty body); a body over [`MAX_BODY`] gets 413, by its
+//!   `Content-Length` before it is read, or once that many bytes of a chunked body are in;
+//!   a repeated `Content-Length` with different values, or a malformed head, gets 400
+//!   (hyper).
 //! - at most [`MAX_CONNECTIONS`] connections per listener. When every slot is taken, a
-//!   newcomer closes the oldest connection still sending its head and takes its slot; a newcomer that gets no slot within a second gets 503. An
-//!   authenticated or answered request is never cut.
+//!   newcomer closes the oldest connection still sending its head and takes its slot; a
+//!   newcomer that gets no slot within a second gets 503. An authenticated or answered
+//!   request is never cut.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
