@@ -1,30 +1,114 @@
-//! Any bytes as an API request: the HTTP reader, then the JSON bodies of POST /captures
-//! and POST /queries, then the checks every request goes through (interface, name in the
-//! spool, duration, snap length, time window). Errors, never panics.
+//! Any bytes as the client's side of an API connection, fed over an in-memory stream to
+//! the connection handler the daemon runs (hyper's HTTP/1, the token check, the deadline
+//! and size limits, the routes), against a manager with an empty spool of its own and no
+//! base captures, that takes no capture (`max_captures` 0: a start is checked in full, then
+//! refused). An input of odd length comes in as on the TCP listener, which wants the
+//! token `0123456789abcdef`. The answer is nothing (the client's head never ended) or
+//! HTTP with a status, and its body JSON when it says so. Then the JSON bodies of POST
+//! /captures and POST /queries go through the checks every request goes through (name in
+//! the spool, duration, snap length, time window). Errors, never panics or hangs.
 #![no_main]
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use corecap_manager::api::StartRequest;
+use corecap_manager::manager::{Config, Manager};
 use corecap_manager::spool::Spool;
 use libfuzzer_sys::fuzz_target;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn spool() -> &'static Spool {
-    static S: OnceLock<Spool> = OnceLock::new();
-    S.get_or_init(|| {
+const TOKEN: &str = "0123456789abcdef";
+
+fn manager() -> &'static Arc<Manager> {
+    static M: OnceLock<Arc<Manager>> = OnceLock::new();
+    M.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("corecap-fuzz-spool-{}", std::process::id()));
-        Spool::open(&d, None).expect("spool")
+        let cfg = Config {
+            spool: Spool::open(&d, None).expect("spool"),
+            max_captures: 0,
+            key: None,
+            share_cores: true,
+            stage_cpus: vec![],
+            ring: corecap_linux::RingConfig::with_size(1 << 20, 1 << 16, 10),
+            spares: 0,
+            spare_idle: Duration::from_secs(1),
+            direct: true,
+            index: true,
+            retention: None,
+            ipfix_collectors: vec![],
+        };
+        Arc::new(Manager::new(cfg, vec![]))
     })
 }
 
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static R: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    R.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    })
+}
+
+/// Sends `data` and shuts the write side; returns all that came back.
+fn exchange(data: &[u8]) -> Vec<u8> {
+    let token = (data.len() % 2 == 1).then(|| Arc::new(TOKEN.to_owned()));
+    let data = data.to_vec();
+    runtime().block_on(async move {
+        let (client, server) = tokio::io::duplex(1 << 16);
+        tokio::spawn(corecap_manager::server::connection(
+            server,
+            manager().clone(),
+            token,
+        ));
+        let (mut rd, mut wr) = tokio::io::split(client);
+        tokio::spawn(async move {
+            let _ = wr.write_all(&data).await;
+            let _ = wr.shutdown().await;
+        });
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), rd.read_to_end(&mut out))
+            .await
+            .expect("the server answers or closes within its deadline")
+            .ok();
+        out
+    })
+}
+
+/// The answer is HTTP: a status line, a head that ends, JSON where it says so.
+fn check_answer(out: &[u8]) {
+    if out.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(out);
+    let (head, body) = text.split_once("\r\n\r\n").expect("a whole head");
+    let status = head.lines().next().unwrap_or("");
+    assert!(
+        status.starts_with("HTTP/1.1 ") || status.starts_with("HTTP/1.0 "),
+        "{status}"
+    );
+    let code: u16 = status
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    assert!((200..600).contains(&code), "{status}");
+    if head.contains("Content-Type: application/json") {
+        serde_json::from_str::<serde_json::Value>(body).expect("a JSON body");
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
-    let Ok(req) = corecap_manager::http::read_request(data) else {
+    check_answer(&exchange(data));
+    let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
         return;
     };
-    if let Ok(r) = serde_json::from_slice::<StartRequest>(&req.body) {
+    let body = &data[at + 4..];
+    if let Ok(r) = serde_json::from_slice::<StartRequest>(body) {
         let _ = corecap_engine::capture::Input::parse(&r.interface);
         if let Some(n) = &r.name {
-            let _ = spool().resolve(n);
+            let _ = manager().spool().resolve(n);
         }
         if let Some(d) = r.duration {
             let _ = corecap_engine::limits::seconds(d, "duration");
@@ -33,7 +117,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = corecap_engine::limits::snaplen(s, "snaplen");
         }
     }
-    if let Ok(q) = serde_json::from_slice::<corecap_manager::query::QueryRequest>(&req.body) {
+    if let Ok(q) = serde_json::from_slice::<corecap_manager::query::QueryRequest>(body) {
         for t in [&q.from, &q.to].into_iter().flatten() {
             let _ = corecap_engine::query::parse_time(t, 1_800_000_000_000_000_000);
         }

@@ -1,7 +1,8 @@
-//! The smallest HTTP/1.1 the control API needs, server and client: one request per
-//! connection (`Connection: close`), bodies only with `Content-Length`, and hard limits on
-//! header and body size, so a malformed or hostile client gets a status code and never a
-//! stuck or crashed daemon.
+//! The control API's requests and responses as the routes see them, and the small
+//! HTTP/1.1 client of `corecap request`: one request per connection (`Connection: close`),
+//! a body with `Content-Length`. The daemon side speaks HTTP through hyper (see
+//! [`crate::server`]); [`write_response`] is left for the one answer it writes itself (503
+//! when every connection slot is taken).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 
@@ -17,8 +18,6 @@ pub struct Request {
     pub method: String,
     /// Path without the query string.
     pub path: String,
-    /// `Authorization: Bearer` token, if sent.
-    pub bearer: Option<String>,
     /// Body bytes.
     pub body: Vec<u8>,
 }
@@ -80,120 +79,6 @@ pub fn reason(status: u16) -> &'static str {
         503 => "Service Unavailable",
         _ => "Unknown",
     }
-}
-
-/// Reads one request. An error carries the response to send (or none when the client
-/// is gone or silent).
-pub fn read_request(stream: impl Read) -> Result<Request, Option<Response>> {
-    read_request_checked(stream, |_| true)
-}
-
-/// Reads one request, asking `authorized` about its bearer token once the head is in and
-/// before any byte of the body is read: a refused client gets 401 without sending it.
-pub fn read_request_checked(
-    stream: impl Read,
-    authorized: impl Fn(Option<&str>) -> bool,
-) -> Result<Request, Option<Response>> {
-    let mut r = BufReader::new(stream.take((MAX_HEAD + MAX_BODY + 1) as u64));
-    let mut head = 0usize;
-    let mut line = String::new();
-    let mut next_line = |r: &mut BufReader<_>, line: &mut String| -> Result<(), Option<Response>> {
-        line.clear();
-        match r.read_line(line) {
-            Ok(0) => Err(None),
-            Ok(n) => {
-                head += n;
-                if head > MAX_HEAD {
-                    return Err(Some(Response::error(431, "request head over 16 KiB")));
-                }
-                if !line.ends_with('\n') {
-                    return Err(None);
-                }
-                Ok(())
-            }
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                Err(Some(Response::error(400, "request head is not UTF-8")))
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                Err(Some(Response::error(408, "request not received in time")))
-            }
-            Err(_) => Err(None),
-        }
-    };
-    next_line(&mut r, &mut line)?;
-    let mut parts = line.split_whitespace();
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return Err(Some(Response::error(400, "malformed request line")));
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Err(Some(Response::error(400, "only HTTP/1.x is spoken here")));
-    }
-    let mut req = Request {
-        method: method.to_owned(),
-        path: target.split('?').next().unwrap_or("").to_owned(),
-        ..Default::default()
-    };
-    let mut length: Option<usize> = None;
-    loop {
-        next_line(&mut r, &mut line)?;
-        let l = line.trim_end_matches(['\r', '\n']);
-        if l.is_empty() {
-            break;
-        }
-        let Some((k, v)) = l.split_once(':') else {
-            return Err(Some(Response::error(400, "malformed header line")));
-        };
-        let v = v.trim();
-        match k.trim().to_ascii_lowercase().as_str() {
-            "content-length" => {
-                let n: usize = v
-                    .parse()
-                    .map_err(|_| Some(Response::error(400, "bad Content-Length")))?;
-                if n > MAX_BODY {
-                    return Err(Some(Response::error(413, "request body over 64 KiB")));
-                }
-                // Two lengths are how a request is smuggled past a proxy: refused.
-                if length.is_some() {
-                    return Err(Some(Response::error(400, "repeated Content-Length")));
-                }
-                length = Some(n);
-            }
-            "transfer-encoding" => {
-                return Err(Some(Response::error(
-                    411,
-                    "chunked bodies are not accepted; send Content-Length",
-                )))
-            }
-            "authorization" => {
-                req.bearer = v.strip_prefix("Bearer ").map(|t| t.trim().to_owned());
-            }
-            _ => {}
-        }
-    }
-    if !authorized(req.bearer.as_deref()) {
-        return Err(Some(Response::error(
-            401,
-            "this address needs Authorization: Bearer TOKEN (see serve --token-file)",
-        )));
-    }
-    if let Some(n) = length {
-        req.body = vec![0; n];
-        if let Err(e) = r.read_exact(&mut req.body) {
-            return Err(match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                    Some(Response::error(408, "request body not received in time"))
-                }
-                _ => None,
-            });
-        }
-    }
-    Ok(req)
 }
 
 /// Writes a response and flushes it.
@@ -318,83 +203,6 @@ pub fn call_streaming(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn test_repeated_content_length_is_refused() {
-        let raw = b"POST /captures HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}";
-        let e = read_request(&raw[..]).expect_err("refused");
-        assert_eq!(e.map(|r| r.status), Some(400));
-    }
-
-    #[test]
-    fn test_token_checked_before_the_body() {
-        // The head announces a body that never comes: a refused token is answered at once,
-        // without waiting for it.
-        struct HeadOnly(&'static [u8], bool);
-        impl Read for HeadOnly {
-            fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-                if self.0.is_empty() {
-                    self.1 = true;
-                    return Err(io::ErrorKind::TimedOut.into());
-                }
-                let n = b.len().min(self.0.len());
-                b[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
-        let head =
-            b"POST /captures HTTP/1.1\r\nAuthorization: Bearer nope\r\nContent-Length: 100\r\n\r\n";
-        let mut r = HeadOnly(head, false);
-        let e = read_request_checked(&mut r, |b| b == Some("right")).expect_err("refused");
-        assert_eq!(e.map(|r| r.status), Some(401));
-        assert!(!r.1, "the body was never waited for");
-        let mut r = HeadOnly(head, false);
-        let e = read_request_checked(&mut r, |_| true).expect_err("no body");
-        assert_eq!(e.map(|r| r.status), Some(408));
-    }
-
-    fn parse(raw: &[u8]) -> Result<Request, Option<Response>> {
-        read_request(raw)
-    }
-
-    #[test]
-    fn test_request_with_body_and_token() {
-        let r = parse(b"POST /captures?x=1 HTTP/1.1\r\nAuthorization: Bearer abc\r\nContent-Length: 2\r\n\r\n{}")
-            .expect("valid");
-        assert_eq!(
-            (r.method.as_str(), r.path.as_str(), r.bearer.as_deref()),
-            ("POST", "/captures", Some("abc"))
-        );
-        assert_eq!(r.body, b"{}");
-    }
-
-    #[test]
-    fn test_bad_requests_get_a_status() {
-        let status = |raw: &[u8]| parse(raw).err().flatten().map(|r| r.status);
-        assert_eq!(status(b"GARBAGE\r\n\r\n"), Some(400));
-        assert_eq!(
-            status(b"POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n"),
-            Some(413)
-        );
-        assert_eq!(
-            status(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
-            Some(411)
-        );
-        assert_eq!(
-            status(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
-            Some(400)
-        );
-        let mut big = b"GET / HTTP/1.1\r\n".to_vec();
-        big.extend(std::iter::repeat_n(b"X-A: b\r\n".as_slice(), 4000).flatten());
-        assert_eq!(status(&big), Some(431));
-        // A client that goes away mid-request gets no response, and no error is raised.
-        assert_eq!(
-            status(b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n{"),
-            None
-        );
-        assert_eq!(status(b"GET / HT"), None);
-    }
 
     #[test]
     fn test_round_trip_through_call() {

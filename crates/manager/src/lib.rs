@@ -1,7 +1,8 @@
 //! The on-demand manager (paper 004): a daemon that starts and stops captures per
 //! request, over HTTP+JSON on a Unix socket (and optionally loopback TCP with a token).
 //!
-//! - [`server`]: listeners and routes, over the small [`http`] layer;
+//! - [`server`]: listeners and routes, HTTP/1.1 through hyper on one runtime thread off
+//!   the capture cores; [`http`]: the requests and responses the routes see, and the client;
 //! - [`manager`]: the captures, in attach mode (a consumer of a running base capture's
 //!   workers) or spawn mode (a worker of its own on a free core, see [`cores`]), with their
 //!   limits, thread lag and final accounting;

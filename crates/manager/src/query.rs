@@ -3,12 +3,13 @@
 //!
 //! The body is JSON: `{"from": T, "to": T, "filter": "tcpdump expression"}`, every field
 //! optional, T as `corecap query` takes it (Unix seconds, RFC 3339, or relative like
-//! `-15m`). A bad time or filter gets 400 before anything is read. The query runs on the
-//! connection's thread, which first moves off the CPUs capture uses (base workers, spawned
-//! workers, stage threads) and drops to the idle I/O class, so a query never competes with
-//! capture for a core or for the disk. The response is `200` with `Content-Type:
-//! application/x-pcapng` and no length (the connection closes at the end); an error after
-//! the first byte can only cut the stream short, so the daemon logs it.
+//! `-15m`). A bad time or filter gets 400 before anything is read. The query runs on a
+//! thread of its own (see [`crate::server`]), which first moves off the CPUs capture uses
+//! (base workers, spawned workers, stage threads) and drops to the idle I/O class, so a
+//! query never competes with capture for a core or for the disk. The response is `200`
+//! with `Content-Type: application/x-pcapng` and no length (the connection closes at the
+//! end); an error after the first byte can only cut the stream short, so the daemon logs
+//! it.
 
 use std::io::{self, BufWriter, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -82,12 +83,9 @@ pub fn step_aside(m: &Manager) -> Vec<u32> {
     free
 }
 
-/// Runs a query and streams its pcapng to `s` after a 200 head.
+/// Runs a query and streams its pcapng to `s` (the body of a 200 response).
 pub fn stream<S: Write>(m: &Manager, spec: &QuerySpec, s: &mut S) -> io::Result<QueryStats> {
     step_aside(m);
-    s.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/x-pcapng\r\nConnection: close\r\n\r\n",
-    )?;
     let mut w = BufWriter::with_capacity(1 << 20, s);
     let stats = run(spec, &mut w).map_err(|e| io::Error::other(e.to_string()))?;
     w.flush()?;

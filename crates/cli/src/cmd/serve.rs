@@ -45,12 +45,11 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     let opener = drop_privilege(c.run_as.as_ref())?;
     let max_captures = c.manager.max_captures;
     let m = Arc::new(Manager::new(c.manager, bases).with_opener(opener));
-    server::spawn(Listener::Unix(unix, c.socket.clone()), m.clone())
-        .context("starting the API thread")?;
+    let mut listeners = vec![Listener::Unix(unix, c.socket.clone())];
     if let Some((l, t)) = tcp {
-        server::spawn(Listener::Tcp(l, Arc::new(t)), m.clone())
-            .context("starting the API thread")?;
+        listeners.push(Listener::Tcp(l, Arc::new(t)));
     }
+    let api = server::spawn(listeners, m.clone()).context("starting the API thread")?;
     eprintln!(
         "corecap: serving on {}{} (spool {}, at most {max_captures} captures)",
         c.socket.display(),
@@ -64,8 +63,9 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         std::thread::sleep(Duration::from_millis(5));
         m.tick();
     }
-    // The socket goes first, so no new client connects; a request already in flight is
+    // The listeners go first, so no new client connects; a request already in flight is
     // refused (503) once shutdown has begun, or started before it and ended by it.
+    api.stop();
     let _ = std::fs::remove_file(&c.socket);
     let views = m.shutdown();
     report_end(&views, c.json);
