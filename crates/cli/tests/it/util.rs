@@ -68,22 +68,17 @@ impl Lab {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
-        let out = Command::new(bin())
-            .args([
+        run_ok(
+            "lab up",
+            &[
                 "lab",
                 "up",
                 "--netns",
                 &netns,
                 "--queues",
                 &queues.to_string(),
-            ])
-            .args(extra)
-            .output()
-            .expect("run corecap lab up");
-        assert!(
-            out.status.success(),
-            "lab up failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
+            extra,
         );
         Self { netns }
     }
@@ -107,25 +102,18 @@ impl Lab {
 
     /// Sends `count` frames with extra generator arguments; returns the count sent.
     pub fn gen(&self, count: u64, extra: &[&str]) -> u64 {
-        let out = Command::new(bin())
-            .args([
-                "gen",
-                "--netns",
-                &self.netns,
-                "-i",
-                "gen0",
-                "--json",
-                "--count",
-                &count.to_string(),
-            ])
-            .args(extra)
-            .output()
-            .expect("run corecap gen");
-        assert!(
-            out.status.success(),
-            "gen failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let count = count.to_string();
+        let gen = [
+            "gen",
+            "--netns",
+            &self.netns,
+            "-i",
+            "gen0",
+            "--json",
+            "--count",
+            &count,
+        ];
+        let out = run_ok("gen", &gen, extra);
         let v: Value = serde_json::from_slice(&out.stdout).expect("gen prints JSON");
         v["sent"].as_u64().expect("sent")
     }
@@ -134,6 +122,47 @@ impl Lab {
     pub fn capture(&self, args: &[&str]) -> Capture {
         Capture::start(&["--netns", &self.netns, "-i", "cap0"], args)
     }
+
+    /// Starts a capture on cap0 writing to `out` (`-w OUT`, then `args`); returns once it is
+    /// capturing.
+    pub fn capture_to(&self, out: &Path, args: &[&str]) -> Capture {
+        let mut a = vec!["-w", out.to_str().expect("utf8")];
+        a.extend_from_slice(args);
+        self.capture(&a)
+    }
+
+    /// `corecap capture --netns NS -i cap0`, for a test that runs the process itself.
+    pub fn capture_command(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.args(["capture", "--netns", &self.netns, "-i", "cap0"]);
+        c
+    }
+}
+
+/// Runs corecap with `args` then `extra`, expecting success (`what` failed otherwise).
+fn run_ok(what: &str, args: &[&str], extra: &[&str]) -> Output {
+    let out = Command::new(bin())
+        .args(args)
+        .args(extra)
+        .output()
+        .unwrap_or_else(|e| panic!("run corecap {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The lines a child prints on `stream`, as they come (read by a thread of their own).
+pub fn lines_of(stream: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
 
 impl Drop for Lab {
@@ -163,13 +192,7 @@ impl Capture {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start corecap capture");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        let rx = lines_of(child.stderr.take().expect("stderr"));
         let mut lines = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -317,6 +340,21 @@ pub fn corecap(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run corecap")
+}
+
+/// Replays `file` (`corecap capture -r FILE --json --stats-interval 0 ARGS`), whatever its
+/// exit status; returns its output and the summary, its last line on stdout.
+pub fn replay(file: &Path, args: &[&str]) -> (Output, Value) {
+    let out = Command::new(bin())
+        .args(["capture", "-r"])
+        .arg(file)
+        .args(["--json", "--stats-interval", "0"])
+        .args(args)
+        .output()
+        .expect("run corecap capture -r");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+    (out, v)
 }
 
 /// Asserts that worker `w`'s file holds packets and that each carries queue `w`; returns
@@ -525,14 +563,7 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start corecap serve");
-        let err = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
+        let rx = lines_of(child.stderr.take().expect("stderr"));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
@@ -562,6 +593,13 @@ impl Daemon {
             .args(args)
             .output()
             .expect("run corecap request")
+    }
+
+    /// Runs `corecap request` against this daemon, expecting success.
+    pub fn request_ok(&self, args: &[&str]) -> std::process::Output {
+        let o = self.request(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o
     }
 
     /// Runs `corecap request --json ...`, expecting success; returns the JSON.
