@@ -253,46 +253,19 @@ fn expect_error(args: &[&str], needle: &str) {
 fn issue8_bad_inputs_get_one_clear_error() {
     let lab = Lab::new(2);
     let ns = lab.netns.as_str();
-    expect_error(
-        &["capture", "--netns", ns, "-i", "nosuch0"],
-        "no such interface: nosuch0",
-    );
-    expect_error(
-        &["capture", "--netns", ns, "-i", "cap0@9"],
-        "queue 9 is out of range",
-    );
-    expect_error(
-        &["capture", "--netns", ns, "-i", "cap0", "udp", "port"],
-        "invalid filter 'udp port'",
-    );
-    expect_error(
-        &["capture", "--netns", ns, "-i", "cap0", "-B", "100000000"],
-        "of memory available",
-    );
-    expect_error(
-        &[
-            "capture",
-            "--netns",
-            ns,
-            "-i",
-            "cap0",
-            "-w",
-            "/nonexistent/dir/x.pcapng",
-        ],
+    let capture_error = |args: &[&str], needle: &str| {
+        expect_error(&[&["capture", "--netns", ns, "-i"], args].concat(), needle);
+    };
+    capture_error(&["nosuch0"], "no such interface: nosuch0");
+    capture_error(&["cap0@9"], "queue 9 is out of range");
+    capture_error(&["cap0", "udp", "port"], "invalid filter 'udp port'");
+    capture_error(&["cap0", "-B", "100000000"], "of memory available");
+    capture_error(
+        &["cap0", "-w", "/nonexistent/dir/x.pcapng"],
         "cannot create /nonexistent/dir/x.w0.pcapng",
     );
-    expect_error(
-        &[
-            "capture",
-            "--netns",
-            ns,
-            "-i",
-            "cap0",
-            "--workers",
-            "1",
-            "-w",
-            "/nonexistent/dir/x.pcapng",
-        ],
+    capture_error(
+        &["cap0", "--workers", "1", "-w", "/nonexistent/dir/x.pcapng"],
         "cannot create /nonexistent/dir/x.pcapng",
     );
     if util::have("setpriv") {

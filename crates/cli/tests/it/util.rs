@@ -259,27 +259,8 @@ impl Capture {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let st = loop {
-            if let Some(st) = self.child.try_wait().expect("try_wait") {
-                break st;
-            }
-            assert!(Instant::now() < deadline, "capture did not end in 60 s");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut out = String::new();
-        self.child
-            .stdout
-            .take()
-            .expect("stdout")
-            .read_to_string(&mut out)
-            .expect("read stdout");
-        let last = out
-            .lines()
-            .rev()
-            .find(|l| l.contains("\"summary\""))
-            .unwrap_or_else(|| panic!("no summary in: {out}"));
-        let v: Value = serde_json::from_str(last).expect("summary is JSON");
+        let st = self.exit_status();
+        let v = summary(&self.read_stdout());
         // The stderr reader ends with the process; take what it read.
         let mut err = self.stderr.join("\n");
         while let Ok(l) = self.rest.recv_timeout(Duration::from_secs(2)) {
@@ -291,29 +272,24 @@ impl Capture {
 
     /// Waits (at most 60 s) for the capture to end and returns its JSON summary.
     pub fn wait(&mut self) -> Value {
+        let st = self.exit_status();
+        let out = self.read_stdout();
+        assert!(st.success(), "capture failed ({st}): {out}");
+        let v = summary(&out);
+        assert_eq!(
+            v["balanced"],
+            Value::Bool(true),
+            "accounting must balance: {v}"
+        );
+        v
+    }
+
+    /// Waits (at most 60 s, then kills it) for the capture to end.
+    fn exit_status(&mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(st) = self.child.try_wait().expect("try_wait") {
-                let mut out = String::new();
-                self.child
-                    .stdout
-                    .take()
-                    .expect("stdout")
-                    .read_to_string(&mut out)
-                    .expect("read stdout");
-                assert!(st.success(), "capture failed ({st}): {out}");
-                let last = out
-                    .lines()
-                    .rev()
-                    .find(|l| l.contains("\"summary\""))
-                    .unwrap_or_else(|| panic!("no summary in: {out}"));
-                let v: Value = serde_json::from_str(last).expect("summary is JSON");
-                assert_eq!(
-                    v["balanced"],
-                    Value::Bool(true),
-                    "accounting must balance: {v}"
-                );
-                return v;
+                return st;
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
@@ -322,6 +298,28 @@ impl Capture {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// Everything the ended capture printed on stdout.
+    fn read_stdout(&mut self) -> String {
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .expect("stdout")
+            .read_to_string(&mut out)
+            .expect("read stdout");
+        out
+    }
+}
+
+/// The last summary line of a capture's stdout, parsed.
+fn summary(out: &str) -> Value {
+    let last = out
+        .lines()
+        .rev()
+        .find(|l| l.contains("\"summary\""))
+        .unwrap_or_else(|| panic!("no summary in: {out}"));
+    serde_json::from_str(last).expect("summary is JSON")
 }
 
 impl Drop for Capture {
