@@ -480,18 +480,20 @@ pub fn udp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Ve
 
 /// Packets tshark reads from a file (None when tshark is not installed).
 pub fn tshark_count(p: &Path) -> Option<usize> {
+    tshark_count_matching(p, &[])
+}
+
+/// Packets tshark reads from a file with `args` (a display filter `-Y FILTER`, say); None
+/// when tshark is not installed.
+pub fn tshark_count_matching(p: &Path, args: &[&str]) -> Option<usize> {
     if !have("tshark") {
         return None;
     }
     let out = Command::new("tshark")
-        .args([
-            "-r",
-            p.to_str().unwrap(),
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ])
+        .arg("-r")
+        .arg(p)
+        .args(args)
+        .args(["-T", "fields", "-e", "frame.number"])
         .output()
         .expect("tshark");
     assert!(
