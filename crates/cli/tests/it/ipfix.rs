@@ -156,6 +156,18 @@ fn nfdump_flows(dir: &Path) -> (Flows, Vec<Value>) {
     (out, all)
 }
 
+/// tshark on `pcap`, decoding UDP port `port` as IPFIX (`-d udp.port==PORT,cflow`), with
+/// `args`.
+fn tshark_cflow(pcap: &Path, port: &str, args: &[&str]) -> std::process::Output {
+    Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-d", &format!("udp.port=={port},cflow")])
+        .args(args)
+        .output()
+        .expect("run tshark")
+}
+
 #[test]
 fn test_epoch_ms() {
     assert_eq!(epoch_ms("1970-01-01T00:00:00.000"), 0);
@@ -265,18 +277,7 @@ fn issue17_nfcapd_stores_the_flows_of_the_json_records_and_tshark_decodes_every_
     }
 
     // tshark: every message decodes, no malformed packet, no expert warning or error.
-    let o = Command::new("tshark")
-        .arg("-r")
-        .arg(&export_pcap)
-        .args([
-            "-d",
-            &format!("udp.port=={port},cflow"),
-            "-q",
-            "-z",
-            "expert,note",
-        ])
-        .output()
-        .expect("run tshark");
+    let o = tshark_cflow(&export_pcap, port, &["-q", "-z", "expert,note"]);
     let report = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{report}");
     for bad in ["Malformed", "Warns (", "Errors ("] {
@@ -285,12 +286,10 @@ fn issue17_nfcapd_stores_the_flows_of_the_json_records_and_tshark_decodes_every_
             "tshark expert report has {bad}:\n{report}"
         );
     }
-    let o = Command::new("tshark")
-        .arg("-r")
-        .arg(&export_pcap)
-        .args([
-            "-d",
-            &format!("udp.port=={port},cflow"),
+    let o = tshark_cflow(
+        &export_pcap,
+        port,
+        &[
             "-T",
             "fields",
             "-e",
@@ -299,9 +298,8 @@ fn issue17_nfcapd_stores_the_flows_of_the_json_records_and_tshark_decodes_every_
             "cflow.od_id",
             "-e",
             "_ws.malformed",
-        ])
-        .output()
-        .expect("run tshark");
+        ],
+    );
     let lines = String::from_utf8_lossy(&o.stdout).into_owned();
     let messages: Vec<&str> = lines.lines().collect();
     let flows = &v["groups"][0]["members"][0]["flows"];

@@ -42,7 +42,7 @@ fn issue8_queue_mode_tags_each_worker_with_its_queue() {
     let lab = Lab::new(2);
     let dir = Scratch::new("qm");
     let out = dir.path("q.pcapng");
-    let cap = lab.capture(&["--balance", "queue", "-w", out.to_str().expect("utf8")]);
+    let cap = lab.capture_to(&out, &["--balance", "queue"]);
     // Two generator threads on two CPUs send on TX queues 0 and 1, flow by flow.
     let sent = lab.gen_on_two_queues(4000);
     let v = cap.stop();
@@ -61,14 +61,7 @@ fn issue8_flow_mode_keeps_both_directions_on_one_worker() {
     let lab = Lab::new(1);
     let dir = Scratch::new("flow");
     let out = dir.path("f.pcapng");
-    let cap = lab.capture(&[
-        "--workers",
-        "2",
-        "--balance",
-        "flow",
-        "-w",
-        out.to_str().expect("utf8"),
-    ]);
+    let cap = lab.capture_to(&out, &["--workers", "2", "--balance", "flow"]);
     let sent = lab.gen(4096, &["--flows", "512", "--bidir"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
@@ -96,14 +89,7 @@ fn issue8_vlan_filter_on_tagged_traffic() {
     let lab = Lab::new(1);
     let dir = Scratch::new("vlan");
     let out = dir.path("v.pcapng");
-    let cap = lab.capture(&[
-        "--workers",
-        "1",
-        "-w",
-        out.to_str().expect("utf8"),
-        "vlan",
-        "100",
-    ]);
+    let cap = lab.capture_to(&out, &["--workers", "1", "vlan", "100"]);
     let a = lab.gen(300, &["--vlan", "100"]);
     let b = lab.gen(200, &["--vlan", "200"]);
     let c = lab.gen(100, &[]);
@@ -124,28 +110,15 @@ fn issue8_tshark_reads_pcapng_with_queue_and_tcpdump_reads_pcap() {
     let lab = Lab::new(1);
     let dir = Scratch::new("peer");
     let ng = dir.path("t.pcapng");
-    let cap = lab.capture(&[
-        "-w",
-        ng.to_str().expect("utf8"),
-        "--merge",
-        "--workers",
-        "2",
-    ]);
+    let cap = lab.capture_to(&ng, &["--merge", "--workers", "2"]);
     let sent = lab.gen(1000, &["--flows", "16", "--size", "128"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
     if util::have("tshark") {
         let out = Command::new("tshark")
-            .args([
-                "-r",
-                ng.to_str().expect("utf8"),
-                "-T",
-                "fields",
-                "-e",
-                "frame.number",
-                "-e",
-                "frame.len",
-            ])
+            .arg("-r")
+            .arg(&ng)
+            .args(["-T", "fields", "-e", "frame.number", "-e", "frame.len"])
             .output()
             .expect("tshark");
         assert!(
@@ -169,7 +142,7 @@ fn issue8_tshark_reads_pcapng_with_queue_and_tcpdump_reads_pcap() {
         eprintln!("note: tshark not installed; pcapng check skipped");
     }
     let pc = dir.path("t.pcap");
-    let cap = lab.capture(&["-w", pc.to_str().expect("utf8"), "--pcap", "--workers", "1"]);
+    let cap = lab.capture_to(&pc, &["--pcap", "--workers", "1"]);
     let sent = lab.gen(500, &[]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
@@ -198,7 +171,7 @@ fn issue8_sigterm_mid_capture_leaves_a_valid_file() {
     let lab = Lab::new(1);
     let dir = Scratch::new("term");
     let out = dir.path("s.pcapng");
-    let cap = lab.capture(&["-w", out.to_str().expect("utf8"), "--workers", "1"]);
+    let cap = lab.capture_to(&out, &["--workers", "1"]);
     let netns = lab.netns.clone();
     let g = std::thread::spawn(move || {
         Command::new(util::bin())
@@ -238,29 +211,16 @@ fn issue8_file_input_is_split_by_flow_and_counted() {
     let lab = Lab::new(1);
     let dir = Scratch::new("replay");
     let src = dir.path("src.pcapng");
-    let cap = lab.capture(&["-w", src.to_str().expect("utf8"), "--workers", "1"]);
+    let cap = lab.capture_to(&src, &["--workers", "1"]);
     let sent = lab.gen(2000, &["--flows", "50", "--bidir"]);
     cap.stop();
     // Replaying needs no root; the same symmetric hash splits it.
-    let out = util::corecap(&[
-        "capture",
-        "-r",
-        src.to_str().expect("utf8"),
-        "--workers",
-        "2",
-        "--json",
-        "--stats-interval",
-        "0",
-        "port",
-        "5001",
-    ]);
+    let (out, v) = util::replay(&src, &["--workers", "2", "port", "5001"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(text.lines().last().expect("summary")).expect("json");
     assert_eq!(u(&v, "packets"), sent / 2);
     assert_eq!(u(&v, "filtered"), sent / 2);
     assert!(worker_packets(&v).iter().all(|p| *p > 0));
@@ -293,46 +253,19 @@ fn expect_error(args: &[&str], needle: &str) {
 fn issue8_bad_inputs_get_one_clear_error() {
     let lab = Lab::new(2);
     let ns = lab.netns.as_str();
-    expect_error(
-        &["capture", "--netns", ns, "-i", "nosuch0"],
-        "no such interface: nosuch0",
-    );
-    expect_error(
-        &["capture", "--netns", ns, "-i", "cap0@9"],
-        "queue 9 is out of range",
-    );
-    expect_error(
-        &["capture", "--netns", ns, "-i", "cap0", "udp", "port"],
-        "invalid filter 'udp port'",
-    );
-    expect_error(
-        &["capture", "--netns", ns, "-i", "cap0", "-B", "100000000"],
-        "of memory available",
-    );
-    expect_error(
-        &[
-            "capture",
-            "--netns",
-            ns,
-            "-i",
-            "cap0",
-            "-w",
-            "/nonexistent/dir/x.pcapng",
-        ],
+    let capture_error = |args: &[&str], needle: &str| {
+        expect_error(&[&["capture", "--netns", ns, "-i"], args].concat(), needle);
+    };
+    capture_error(&["nosuch0"], "no such interface: nosuch0");
+    capture_error(&["cap0@9"], "queue 9 is out of range");
+    capture_error(&["cap0", "udp", "port"], "invalid filter 'udp port'");
+    capture_error(&["cap0", "-B", "100000000"], "of memory available");
+    capture_error(
+        &["cap0", "-w", "/nonexistent/dir/x.pcapng"],
         "cannot create /nonexistent/dir/x.w0.pcapng",
     );
-    expect_error(
-        &[
-            "capture",
-            "--netns",
-            ns,
-            "-i",
-            "cap0",
-            "--workers",
-            "1",
-            "-w",
-            "/nonexistent/dir/x.pcapng",
-        ],
+    capture_error(
+        &["cap0", "--workers", "1", "-w", "/nonexistent/dir/x.pcapng"],
         "cannot create /nonexistent/dir/x.pcapng",
     );
     if util::have("setpriv") {
@@ -363,13 +296,7 @@ fn issue8_truncated_file_names_the_offset_after_good_packets() {
     let lab = Lab::new(1);
     let dir = Scratch::new("trunc");
     let src = dir.path("t.pcap");
-    let cap = lab.capture(&[
-        "-w",
-        src.to_str().expect("utf8"),
-        "--pcap",
-        "--workers",
-        "1",
-    ]);
+    let cap = lab.capture_to(&src, &["--pcap", "--workers", "1"]);
     lab.gen(10, &["--size", "100"]);
     cap.stop();
     let bytes = std::fs::read(&src).expect("read");
@@ -377,24 +304,10 @@ fn issue8_truncated_file_names_the_offset_after_good_packets() {
     assert_eq!(bytes.len(), 24 + 10 * 112);
     let cut = dir.path("cut.pcap");
     std::fs::write(&cut, &bytes[..24 + 7 * 112 + 20]).expect("write");
-    let out = util::corecap(&[
-        "capture",
-        "-r",
-        cut.to_str().expect("utf8"),
-        "--json",
-        "--stats-interval",
-        "0",
-    ]);
+    let (out, v) = util::replay(&cut, &[]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("offset {}", 24 + 7 * 112)), "{err}");
-    let v: Value = serde_json::from_str(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .expect("summary"),
-    )
-    .expect("json");
     assert_eq!(
         u(&v, "packets"),
         7,
@@ -452,15 +365,7 @@ fn issue8_count_stops_at_exactly_count_and_counts_the_rest() {
     let lab = Lab::new(1);
     let dir = Scratch::new("count");
     let out = dir.path("c.pcapng");
-    let cap = lab.capture(&[
-        "--workers",
-        "2",
-        "-c",
-        "1000",
-        "-w",
-        out.to_str().expect("utf8"),
-        "--merge",
-    ]);
+    let cap = lab.capture_to(&out, &["--workers", "2", "-c", "1000", "--merge"]);
     let sent = lab.gen(3000, &["--flows", "32", "--rate", "100000"]);
     let mut cap = cap;
     let v = cap.wait();
@@ -475,14 +380,7 @@ fn issue8_rotation_keeps_the_newest_files_each_valid() {
     let lab = Lab::new(1);
     let dir = Scratch::new("rot");
     let out = dir.path("r.pcapng");
-    let cap = lab.capture(&[
-        "--workers",
-        "1",
-        "-w",
-        out.to_str().expect("utf8"),
-        "-b",
-        "filesize:1,files:3",
-    ]);
+    let cap = lab.capture_to(&out, &["--workers", "1", "-b", "filesize:1,files:3"]);
     // 6000 frames of 1518 bytes is about 9 MB: nine or ten 1 MB files, of which 3 are kept.
     let sent = lab.gen(6000, &["--size", "1518", "--rate", "100000"]);
     let v = cap.stop();
@@ -524,22 +422,9 @@ fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
         return;
     }
     let lab = Lab::new(1);
-    let mut child = Command::new(util::bin())
-        .args([
-            "capture",
-            "--netns",
-            &lab.netns,
-            "-i",
-            "cap0",
-            "--workers",
-            "2",
-            "-c",
-            "800",
-            "--duration",
-            "30",
-            "-w",
-            "-",
-        ])
+    let mut child = lab
+        .capture_command()
+        .args(["--workers", "2", "-c", "800", "--duration", "30", "-w", "-"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -552,17 +437,7 @@ fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("tshark");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = util::lines_of(child.stderr.take().expect("stderr"));
     loop {
         let line = rx
             .recv_timeout(std::time::Duration::from_secs(20))

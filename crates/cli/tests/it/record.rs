@@ -84,14 +84,8 @@ fn issue16_direct_and_buffered_files_hold_the_same_packets_and_end_exactly() {
     let dir = Scratch::new("direct");
     let direct = dir.path("direct.pcapng");
     let buffered = dir.path("buffered.pcapng");
-    let a = lab.capture(&["--workers", "1", "-w", direct.to_str().expect("utf8")]);
-    let b = lab.capture(&[
-        "--workers",
-        "1",
-        "--no-direct",
-        "-w",
-        buffered.to_str().expect("utf8"),
-    ]);
+    let a = lab.capture_to(&direct, &["--workers", "1"]);
+    let b = lab.capture_to(&buffered, &["--workers", "1", "--no-direct"]);
     // While recording, the file has only its hidden name.
     assert!(
         !direct.exists(),
@@ -132,13 +126,7 @@ fn issue16_pcap_direct_file_is_exact() {
     let lab = Lab::new(1);
     let dir = Scratch::new("pcap");
     let out = dir.path("x.pcap");
-    let cap = lab.capture(&[
-        "--workers",
-        "1",
-        "--pcap",
-        "-w",
-        out.to_str().expect("utf8"),
-    ]);
+    let cap = lab.capture_to(&out, &["--workers", "1", "--pcap"]);
     let sent = lab.gen(1234, &["--size", "700"]);
     assert_eq!(u(&cap.stop(), "packets"), sent);
     // 24-byte header, then 16 + 696 bytes per record (700 on the wire with the FCS):
@@ -154,16 +142,10 @@ fn issue16_rotation_and_retention_keep_the_newest_files_under_the_budget() {
     let lab = Lab::new(1);
     let dir = Scratch::new("retain");
     let base = dir.path("r.pcapng");
-    let cap = lab.capture(&[
-        "--workers",
-        "1",
-        "-w",
-        base.to_str().expect("utf8"),
-        "-b",
-        "filesize:1",
-        "--retain",
-        "3M",
-    ]);
+    let cap = lab.capture_to(
+        &base,
+        &["--workers", "1", "-b", "filesize:1", "--retain", "3M"],
+    );
     // 8000 frames of 1000 bytes: about 8.3 MB in files of 1 MB, of which 3 MB are kept.
     let sent = lab.gen(8000, &["--size", "1000"]);
     let v = cap.stop();
@@ -219,8 +201,8 @@ fn issue16_full_disk_ends_with_an_error_and_a_readable_file() {
     let out = disk.0.path("full.pcapng");
     let other = Scratch::new("other");
     let ok = other.path("ok.pcapng");
-    let cap = lab.capture(&["--workers", "1", "-w", out.to_str().expect("utf8")]);
-    let fine = lab.capture(&["--workers", "1", "-w", ok.to_str().expect("utf8")]);
+    let cap = lab.capture_to(&out, &["--workers", "1"]);
+    let fine = lab.capture_to(&ok, &["--workers", "1"]);
     // 4000 frames of 1514 bytes is 6 MB: the 2 MB disk fills.
     let sent = lab.gen(4000, &["--size", "1514", "--rate", "40000"]);
     let (success, v, err) = cap.stop_any();
@@ -253,37 +235,19 @@ fn issue16_full_disk_ends_with_an_error_and_a_readable_file() {
 fn issue16_sealed_files_go_through_the_disk_writer_and_decrypt() {
     let lab = Lab::new(1);
     let dir = Scratch::new("sealed");
-    let key = dir.path("k.key");
-    assert!(
-        util::corecap(&["keygen", "-o", key.to_str().expect("utf8")])
-            .status
-            .success()
-    );
+    let key = util::keygen(&dir, "k.key");
     let sealed = dir.path("s.pcapng.sealed");
     let plain = dir.path("p.pcapng");
-    let cap = lab.capture(&[
-        "--workers",
-        "1",
-        "--encrypt",
-        "seed",
-        "--key-file",
-        key.to_str().expect("utf8"),
-        "-w",
-        sealed.to_str().expect("utf8"),
-    ]);
-    let reference = lab.capture(&["--workers", "1", "-w", plain.to_str().expect("utf8")]);
+    let cap = lab.capture_to(
+        &sealed,
+        &["--workers", "1", "--encrypt", "seed", "--key-file", &key],
+    );
+    let reference = lab.capture_to(&plain, &["--workers", "1"]);
     let sent = lab.gen(5000, &["--size", "1514", "--flows", "8"]);
     assert_eq!(u(&cap.stop(), "packets"), sent);
     assert_eq!(u(&reference.stop(), "packets"), sent);
     let out = dir.path("d.pcapng");
-    let d = util::corecap(&[
-        "decrypt",
-        sealed.to_str().expect("utf8"),
-        "--key-file",
-        key.to_str().expect("utf8"),
-        "-o",
-        out.to_str().expect("utf8"),
-    ]);
+    let d = util::decrypt(&sealed, &out, &key);
     assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
     assert_same(&tshark_packets(&out), &tshark_packets(&plain));
 }
@@ -294,14 +258,7 @@ fn issue16_a_reader_never_sees_a_torn_file() {
     let lab = Lab::new(1);
     let dir = Scratch::new("torn");
     let base = dir.path("t.pcapng");
-    let cap = lab.capture(&[
-        "--workers",
-        "1",
-        "-w",
-        base.to_str().expect("utf8"),
-        "-b",
-        "filesize:1",
-    ]);
+    let cap = lab.capture_to(&base, &["--workers", "1", "-b", "filesize:1"]);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
         let (dir, stop) = (dir.0.clone(), stop.clone());
@@ -375,14 +332,7 @@ fn issue14_capture_z_user_runs_as_the_user_with_no_capability() {
     let nobody = 65534;
     std::os::unix::fs::chown(&dir.0, Some(nobody), Some(nobody)).expect("chown");
     let out = dir.path("z.pcapng");
-    let cap = lab.capture(&[
-        "--workers",
-        "1",
-        "-Z",
-        "nobody",
-        "-w",
-        out.to_str().expect("utf8"),
-    ]);
+    let cap = lab.capture_to(&out, &["--workers", "1", "-Z", "nobody"]);
     // Every thread runs as nobody, holds no capability and cannot gain any.
     let ids = thread_ids(cap.pid());
     assert!(ids.len() >= 3, "main, worker and disk threads: {ids:?}");
@@ -408,9 +358,9 @@ fn issue14_capture_z_refuses_a_directory_the_user_cannot_write() {
     let lab = Lab::new(1);
     let dir = Scratch::new("user-ro");
     let out = dir.path("z.pcapng");
-    let o = Command::new(util::bin())
-        .args(["capture", "--netns", &lab.netns, "-i", "cap0", "-c", "1"])
-        .args(["-Z", "nobody", "-w", out.to_str().expect("utf8")])
+    let o = lab
+        .capture_command()
+        .args(["-c", "1", "-Z", "nobody", "-w", out.to_str().expect("utf8")])
         .output()
         .expect("run");
     assert_eq!(o.status.code(), Some(2));

@@ -15,19 +15,20 @@ fn issue4_pipeline_seed_capture_decrypts_to_the_same_packets() {
     let sealed = s.path("c.pcapng.sealed");
     let plain = s.path("p.pcapng");
     // Two captures of the same traffic: sealed on a stage core, and plain.
-    let enc = lab.capture(&[
-        "--workers",
-        "1",
-        "--mode",
-        "pipeline",
-        "--encrypt",
-        "seed",
-        "--key-file",
-        &key,
-        "-w",
-        sealed.to_str().unwrap(),
-    ]);
-    let pc = lab.capture(&["--workers", "1", "-w", plain.to_str().unwrap()]);
+    let enc = lab.capture_to(
+        &sealed,
+        &[
+            "--workers",
+            "1",
+            "--mode",
+            "pipeline",
+            "--encrypt",
+            "seed",
+            "--key-file",
+            &key,
+        ],
+    );
+    let pc = lab.capture_to(&plain, &["--workers", "1"]);
     let sent = lab.gen(6000, &["--flows", "64", "--size", "512", "--rate", "50000"]);
     let v = enc.stop();
     let w = pc.stop();
@@ -67,16 +68,10 @@ fn issue4_workers_aes_truncated_tampered_and_wrong_key() {
     let s = Scratch::new("seal");
     let key = keygen(&s, "k.key");
     let sealed = s.path("a.pcapng.sealed");
-    let cap = lab.capture(&[
-        "--workers",
-        "1",
-        "--encrypt",
-        "aes",
-        "--key-file",
-        &key,
-        "-w",
-        sealed.to_str().unwrap(),
-    ]);
+    let cap = lab.capture_to(
+        &sealed,
+        &["--workers", "1", "--encrypt", "aes", "--key-file", &key],
+    );
     let sent = lab.gen(
         5000,
         &["--flows", "16", "--size", "1024", "--rate", "50000"],

@@ -123,21 +123,9 @@ fn issue5_three_captures_with_different_filters_get_exactly_their_packets() {
         .iter()
         .all(|(p, _)| ipv4_proto_dst(p) == (17, [10, 1, 0, 1])));
     assert!(pc.iter().all(|(p, _)| ipv4_proto_dst(p).0 == 6));
-    if util::have("tshark") {
-        let o = Command::new("tshark")
-            .args(["-r"])
-            .arg(spool.join("a.pcapng"))
-            .args([
-                "-Y",
-                "udp.dstport == 5001",
-                "-T",
-                "fields",
-                "-e",
-                "frame.number",
-            ])
-            .output()
-            .expect("tshark");
-        assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2000);
+    let file = spool.join("a.pcapng");
+    if let Some(n) = util::tshark_count_matching(&file, &["-Y", "udp.dstport == 5001"]) {
+        assert_eq!(n, 2000);
     }
 
     // A sealed capture still running at SIGTERM is closed validly.

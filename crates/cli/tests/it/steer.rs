@@ -167,45 +167,19 @@ fn issue3_flow_records_match_what_was_sent() {
 #[test]
 #[ignore = "needs root"]
 fn issue3_members_join_and_leave_during_traffic_and_nothing_is_lost() {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     use std::process::{Command, Stdio};
     let lab = Lab::new(1);
-    let mut child = Command::new(util::bin())
-        .args([
-            "capture",
-            "--netns",
-            &lab.netns,
-            "-i",
-            "cap0",
-            "--workers",
-            "2",
-            "--groups",
-            "balance:2",
-        ])
-        .args([
-            "--control",
-            "-",
-            "--json",
-            "--stats-interval",
-            "0",
-            "--duration",
-            "60",
-        ])
+    let mut child = lab
+        .capture_command()
+        .args(["--workers", "2", "--groups", "balance:2", "--control", "-"])
+        .args(["--json", "--stats-interval", "0", "--duration", "60"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("capture");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().expect("stderr");
-    std::thread::spawn(move || {
-        for l in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(l);
-        }
-    });
+    let rx = util::lines_of(child.stderr.take().expect("stderr"));
     let wait_for = |needle: &str| loop {
         let l = rx
             .recv_timeout(std::time::Duration::from_secs(20))

@@ -68,22 +68,17 @@ impl Lab {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
-        let out = Command::new(bin())
-            .args([
+        run_ok(
+            "lab up",
+            &[
                 "lab",
                 "up",
                 "--netns",
                 &netns,
                 "--queues",
                 &queues.to_string(),
-            ])
-            .args(extra)
-            .output()
-            .expect("run corecap lab up");
-        assert!(
-            out.status.success(),
-            "lab up failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
+            extra,
         );
         Self { netns }
     }
@@ -107,25 +102,18 @@ impl Lab {
 
     /// Sends `count` frames with extra generator arguments; returns the count sent.
     pub fn gen(&self, count: u64, extra: &[&str]) -> u64 {
-        let out = Command::new(bin())
-            .args([
-                "gen",
-                "--netns",
-                &self.netns,
-                "-i",
-                "gen0",
-                "--json",
-                "--count",
-                &count.to_string(),
-            ])
-            .args(extra)
-            .output()
-            .expect("run corecap gen");
-        assert!(
-            out.status.success(),
-            "gen failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let count = count.to_string();
+        let gen = [
+            "gen",
+            "--netns",
+            &self.netns,
+            "-i",
+            "gen0",
+            "--json",
+            "--count",
+            &count,
+        ];
+        let out = run_ok("gen", &gen, extra);
         let v: Value = serde_json::from_slice(&out.stdout).expect("gen prints JSON");
         v["sent"].as_u64().expect("sent")
     }
@@ -134,6 +122,47 @@ impl Lab {
     pub fn capture(&self, args: &[&str]) -> Capture {
         Capture::start(&["--netns", &self.netns, "-i", "cap0"], args)
     }
+
+    /// Starts a capture on cap0 writing to `out` (`-w OUT`, then `args`); returns once it is
+    /// capturing.
+    pub fn capture_to(&self, out: &Path, args: &[&str]) -> Capture {
+        let mut a = vec!["-w", out.to_str().expect("utf8")];
+        a.extend_from_slice(args);
+        self.capture(&a)
+    }
+
+    /// `corecap capture --netns NS -i cap0`, for a test that runs the process itself.
+    pub fn capture_command(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.args(["capture", "--netns", &self.netns, "-i", "cap0"]);
+        c
+    }
+}
+
+/// Runs corecap with `args` then `extra`, expecting success (`what` failed otherwise).
+fn run_ok(what: &str, args: &[&str], extra: &[&str]) -> Output {
+    let out = Command::new(bin())
+        .args(args)
+        .args(extra)
+        .output()
+        .unwrap_or_else(|e| panic!("run corecap {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The lines a child prints on `stream`, as they come (read by a thread of their own).
+pub fn lines_of(stream: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
 
 impl Drop for Lab {
@@ -163,13 +192,7 @@ impl Capture {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start corecap capture");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        let rx = lines_of(child.stderr.take().expect("stderr"));
         let mut lines = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -236,27 +259,8 @@ impl Capture {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let st = loop {
-            if let Some(st) = self.child.try_wait().expect("try_wait") {
-                break st;
-            }
-            assert!(Instant::now() < deadline, "capture did not end in 60 s");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut out = String::new();
-        self.child
-            .stdout
-            .take()
-            .expect("stdout")
-            .read_to_string(&mut out)
-            .expect("read stdout");
-        let last = out
-            .lines()
-            .rev()
-            .find(|l| l.contains("\"summary\""))
-            .unwrap_or_else(|| panic!("no summary in: {out}"));
-        let v: Value = serde_json::from_str(last).expect("summary is JSON");
+        let st = self.exit_status();
+        let v = summary(&self.read_stdout());
         // The stderr reader ends with the process; take what it read.
         let mut err = self.stderr.join("\n");
         while let Ok(l) = self.rest.recv_timeout(Duration::from_secs(2)) {
@@ -268,29 +272,24 @@ impl Capture {
 
     /// Waits (at most 60 s) for the capture to end and returns its JSON summary.
     pub fn wait(&mut self) -> Value {
+        let st = self.exit_status();
+        let out = self.read_stdout();
+        assert!(st.success(), "capture failed ({st}): {out}");
+        let v = summary(&out);
+        assert_eq!(
+            v["balanced"],
+            Value::Bool(true),
+            "accounting must balance: {v}"
+        );
+        v
+    }
+
+    /// Waits (at most 60 s, then kills it) for the capture to end.
+    fn exit_status(&mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(st) = self.child.try_wait().expect("try_wait") {
-                let mut out = String::new();
-                self.child
-                    .stdout
-                    .take()
-                    .expect("stdout")
-                    .read_to_string(&mut out)
-                    .expect("read stdout");
-                assert!(st.success(), "capture failed ({st}): {out}");
-                let last = out
-                    .lines()
-                    .rev()
-                    .find(|l| l.contains("\"summary\""))
-                    .unwrap_or_else(|| panic!("no summary in: {out}"));
-                let v: Value = serde_json::from_str(last).expect("summary is JSON");
-                assert_eq!(
-                    v["balanced"],
-                    Value::Bool(true),
-                    "accounting must balance: {v}"
-                );
-                return v;
+                return st;
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
@@ -299,6 +298,28 @@ impl Capture {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// Everything the ended capture printed on stdout.
+    fn read_stdout(&mut self) -> String {
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .expect("stdout")
+            .read_to_string(&mut out)
+            .expect("read stdout");
+        out
+    }
+}
+
+/// The last summary line of a capture's stdout, parsed.
+fn summary(out: &str) -> Value {
+    let last = out
+        .lines()
+        .rev()
+        .find(|l| l.contains("\"summary\""))
+        .unwrap_or_else(|| panic!("no summary in: {out}"));
+    serde_json::from_str(last).expect("summary is JSON")
 }
 
 impl Drop for Capture {
@@ -317,6 +338,21 @@ pub fn corecap(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run corecap")
+}
+
+/// Replays `file` (`corecap capture -r FILE --json --stats-interval 0 ARGS`), whatever its
+/// exit status; returns its output and the summary, its last line on stdout.
+pub fn replay(file: &Path, args: &[&str]) -> (Output, Value) {
+    let out = Command::new(bin())
+        .args(["capture", "-r"])
+        .arg(file)
+        .args(["--json", "--stats-interval", "0"])
+        .args(args)
+        .output()
+        .expect("run corecap capture -r");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+    (out, v)
 }
 
 /// Asserts that worker `w`'s file holds packets and that each carries queue `w`; returns
@@ -444,18 +480,20 @@ pub fn udp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Ve
 
 /// Packets tshark reads from a file (None when tshark is not installed).
 pub fn tshark_count(p: &Path) -> Option<usize> {
+    tshark_count_matching(p, &[])
+}
+
+/// Packets tshark reads from a file with `args` (a display filter `-Y FILTER`, say); None
+/// when tshark is not installed.
+pub fn tshark_count_matching(p: &Path, args: &[&str]) -> Option<usize> {
     if !have("tshark") {
         return None;
     }
     let out = Command::new("tshark")
-        .args([
-            "-r",
-            p.to_str().unwrap(),
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ])
+        .arg("-r")
+        .arg(p)
+        .args(args)
+        .args(["-T", "fields", "-e", "frame.number"])
         .output()
         .expect("tshark");
     assert!(
@@ -525,14 +563,7 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start corecap serve");
-        let err = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
+        let rx = lines_of(child.stderr.take().expect("stderr"));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
@@ -562,6 +593,13 @@ impl Daemon {
             .args(args)
             .output()
             .expect("run corecap request")
+    }
+
+    /// Runs `corecap request` against this daemon, expecting success.
+    pub fn request_ok(&self, args: &[&str]) -> std::process::Output {
+        let o = self.request(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o
     }
 
     /// Runs `corecap request --json ...`, expecting success; returns the JSON.

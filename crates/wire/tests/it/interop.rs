@@ -37,6 +37,18 @@ fn run(cmd: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `tshark -r FILE ARGS -T fields -E separator=; -e FIELD...`: one line a packet, the
+/// fields separated by `;`.
+fn tshark_fields(tshark: &Path, file: &str, args: &[&str], fields: &[&str]) -> String {
+    let mut a = vec!["-r", file];
+    a.extend_from_slice(args);
+    a.extend(["-T", "fields", "-E", "separator=;"]);
+    for f in fields {
+        a.extend(["-e", f]);
+    }
+    run(tshark, &a)
+}
+
 const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
 const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
 
@@ -140,30 +152,18 @@ fn test_tshark_reads_pcapng() {
         w.flush().unwrap();
     }
     let p = path.to_str().unwrap();
-    let fields = run(
+    let fields = tshark_fields(
         &tshark,
+        p,
+        &[],
         &[
-            "-r",
-            p,
-            "-T",
-            "fields",
-            "-E",
-            "separator=;",
-            "-e",
             "frame.number",
-            "-e",
             "vlan.id",
-            "-e",
             "frame.interface_queue",
-            "-e",
             "frame.drop_count",
-            "-e",
             "frame.time_epoch",
-            "-e",
             "frame.interface_name",
-            "-e",
             "udp.srcport",
-            "-e",
             "frame.len",
         ],
     );
@@ -178,26 +178,15 @@ fn test_tshark_reads_pcapng() {
         "{fields}"
     );
     // epb_hash is shown by the file-format dissector, not in the frame tree.
-    let blocks = run(
+    let blocks = tshark_fields(
         &tshark,
+        p,
+        &["-X", "read_format:MIME Files Format"],
         &[
-            "-r",
-            p,
-            "-X",
-            "read_format:MIME Files Format",
-            "-T",
-            "fields",
-            "-E",
-            "separator=;",
-            "-e",
             "pcapng.options.option.data.packet.hash.algorithm",
-            "-e",
             "pcapng.options.option.data.packet.hash.data",
-            "-e",
             "pcapng.options.option.data.interface.received",
-            "-e",
             "pcapng.options.option.data.interface.dropped",
-            "-e",
             "pcapng.options.option.data.interface.delivered_to_user",
         ],
     );
@@ -240,22 +229,11 @@ fn test_tcpdump_and_tshark_read_pcap() {
     }
     match tool("tshark") {
         Some(tshark) => {
-            let text = run(
+            let text = tshark_fields(
                 &tshark,
-                &[
-                    "-r",
-                    p,
-                    "-T",
-                    "fields",
-                    "-E",
-                    "separator=;",
-                    "-e",
-                    "frame.number",
-                    "-e",
-                    "vlan.id",
-                    "-e",
-                    "vlan.priority",
-                ],
+                p,
+                &[],
+                &["frame.number", "vlan.id", "vlan.priority"],
             );
             assert_eq!(
                 text.lines().collect::<Vec<_>>(),
