@@ -6,7 +6,9 @@
 //! token `0123456789abcdef`. The answer is nothing (the client's head never ended) or
 //! HTTP with a status, and its body JSON when it says so. Then the JSON bodies of POST
 //! /captures and POST /queries go through the checks every request goes through (name in
-//! the spool, duration, snap length, time window). Errors, never panics or hangs.
+//! the spool, duration, snap length, time window). Errors, never panics or hangs. A query
+//! thread the input started is waited for before the next input, so the leak check sees
+//! only what outlives a request.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
@@ -77,6 +79,26 @@ fn exchange(data: &[u8]) -> Vec<u8> {
     })
 }
 
+/// Waits (at most 2 s) until no query thread (`corecap-query`) is left: a query the input
+/// started ends at its next write once the connection is gone, and its thread-local state
+/// is freed as the thread exits. The leak check after each input must not see it half way.
+fn wait_for_query_threads() {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let running = || {
+        std::fs::read_dir("/proc/self/task")
+            .map(|d| {
+                d.flatten().any(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "corecap-query")
+                })
+            })
+            .unwrap_or(false)
+    };
+    while running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The answer is HTTP: a status line, a head that ends, JSON where it says so.
 fn check_answer(out: &[u8]) {
     if out.is_empty() {
@@ -101,6 +123,7 @@ fn check_answer(out: &[u8]) {
 
 fuzz_target!(|data: &[u8]| {
     check_answer(&exchange(data));
+    wait_for_query_threads();
     let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
         return;
     };
