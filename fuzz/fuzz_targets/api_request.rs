@@ -26,20 +26,8 @@ fn manager() -> &'static Arc<Manager> {
     static M: OnceLock<Arc<Manager>> = OnceLock::new();
     M.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("corecap-fuzz-spool-{}", std::process::id()));
-        let cfg = Config {
-            spool: Spool::open(&d, None).expect("spool"),
-            max_captures: 0,
-            key: None,
-            share_cores: true,
-            stage_cpus: vec![],
-            ring: corecap_linux::RingConfig::with_size(1 << 20, 1 << 16, 10),
-            spares: 0,
-            spare_idle: Duration::from_secs(1),
-            direct: true,
-            index: true,
-            retention: None,
-            ipfix_collectors: vec![],
-        };
+        // max_captures 0: every start is checked in full, then refused.
+        let cfg = Config::new(Spool::open(&d, None).expect("spool"));
         Arc::new(Manager::new(cfg, vec![]))
     })
 }

@@ -68,6 +68,29 @@ pub struct Config {
     pub ipfix_collectors: Vec<IpfixTarget>,
 }
 
+impl Config {
+    /// A daemon on `spool` that takes nothing but what it is given: no capture at once
+    /// until `max_captures` is set, no key, no spare socket, a 1 MiB ring for spawned
+    /// workers, direct I/O and indexes on, no retention, no collector. Callers set what
+    /// they resolved (`Config { max_captures: 8, ..Config::new(spool) }`).
+    pub fn new(spool: Spool) -> Self {
+        Self {
+            spool,
+            max_captures: 0,
+            key: None,
+            share_cores: true,
+            stage_cpus: Vec::new(),
+            ring: corecap_linux::RingConfig::with_size(1 << 20, 1 << 16, 10),
+            spares: 0,
+            spare_idle: Duration::from_secs(1),
+            direct: true,
+            index: true,
+            retention: None,
+            ipfix_collectors: Vec::new(),
+        }
+    }
+}
+
 /// An error for the client: an HTTP status and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -1189,18 +1212,9 @@ mod tests {
         ));
         std::fs::create_dir_all(&dir).expect("spool");
         let cfg = Config {
-            spool: Spool::open(&dir, None).expect("spool"),
             max_captures: 4,
-            key: None,
-            share_cores: true,
-            stage_cpus: vec![],
-            ring: corecap_linux::RingConfig::with_size(1 << 20, 1 << 16, 10),
-            spares: 0,
-            spare_idle: Duration::from_secs(1),
-            direct: true,
-            index: true,
-            retention: None,
             ipfix_collectors: vec![IpfixTarget::parse("ipfix://127.0.0.1:4739").expect("url")],
+            ..Config::new(Spool::open(&dir, None).expect("spool"))
         };
         (Manager::new(cfg, vec![]), dir)
     }

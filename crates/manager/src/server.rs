@@ -720,20 +720,8 @@ mod tests {
         let dir =
             std::env::temp_dir().join(format!("corecap-server-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("spool");
-        let cfg = crate::manager::Config {
-            spool: crate::spool::Spool::open(&dir, None).expect("spool"),
-            max_captures: 0,
-            key: None,
-            share_cores: true,
-            stage_cpus: vec![],
-            ring: corecap_linux::RingConfig::with_size(1 << 20, 1 << 16, 10),
-            spares: 0,
-            spare_idle: Duration::from_secs(1),
-            direct: true,
-            index: true,
-            retention: None,
-            ipfix_collectors: vec![],
-        };
+        let cfg =
+            crate::manager::Config::new(crate::spool::Spool::open(&dir, None).expect("spool"));
         Arc::new(Manager::new(cfg, vec![]))
     }
 
