@@ -464,22 +464,15 @@ fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
 fn issue8_capture_threads_drop_capabilities_once_sockets_are_open() {
     let lab = Lab::new(1);
     let cap = lab.capture(&["--workers", "2"]);
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", cap.pid())).expect("tasks");
-    let mut n = 0;
-    for t in tasks {
-        let status =
-            std::fs::read_to_string(t.expect("task").path().join("status")).expect("status");
-        let eff = status
-            .lines()
-            .find(|l| l.starts_with("CapEff:"))
-            .expect("CapEff");
-        assert!(
-            eff.ends_with("0000000000000000"),
+    let ts = crate::util::threads(cap.pid());
+    for t in &ts {
+        let eff = t.field("CapEff:");
+        assert_eq!(
+            eff, "0000000000000000",
             "a capture thread kept capabilities: {eff}"
         );
-        n += 1;
     }
-    assert!(n >= 3, "main thread and two workers");
+    assert!(ts.len() >= 3, "main thread and two workers");
     let sent = lab.gen(100, &[]);
     assert_eq!(u(&cap.stop(), "packets"), sent);
 }

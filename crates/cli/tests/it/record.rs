@@ -294,33 +294,19 @@ fn issue16_a_reader_never_sees_a_torn_file() {
     assert_eq!(total as u64, sent);
 }
 
-/// The Uid, NoNewPrivs and CapEff/CapPrm lines of every thread of `pid`.
+/// The Uid, NoNewPrivs and CapEff/CapPrm of every thread of `pid`.
 fn thread_ids(pid: u32) -> Vec<(String, String, String, String)> {
-    let mut v = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
-        let Ok(st) = std::fs::read_to_string(t.expect("task").path().join("status")) else {
-            continue;
-        };
-        let field = |k: &str| {
-            st.lines()
-                .find(|l| l.starts_with(k))
-                .map(|l| {
-                    l[k.len()..]
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or("")
-                        .to_owned()
-                })
-                .unwrap_or_default()
-        };
-        v.push((
-            field("Uid:"),
-            field("NoNewPrivs:"),
-            field("CapEff:"),
-            field("CapPrm:"),
-        ));
-    }
-    v
+    crate::util::threads(pid)
+        .iter()
+        .map(|t| {
+            (
+                t.field("Uid:"),
+                t.field("NoNewPrivs:"),
+                t.field("CapEff:"),
+                t.field("CapPrm:"),
+            )
+        })
+        .collect()
 }
 
 #[test]

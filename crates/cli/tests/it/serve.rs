@@ -768,50 +768,22 @@ fn issue16_serve_retain_counts_flow_record_files_too() {
     assert!(m.contains("corecap_retain_deleted_files_total 2"), "{m}");
 }
 
-/// Each thread of process `pid`: (name, status text).
-fn threads(pid: u32) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
-        let t = t.expect("task").path();
-        // A short-lived thread (a connection's) may end between the listing and the read.
-        let (Ok(name), Ok(status)) = (
-            std::fs::read_to_string(t.join("comm")),
-            std::fs::read_to_string(t.join("status")),
-        ) else {
-            continue;
-        };
-        out.push((name.trim().to_owned(), status));
-    }
-    out
-}
-
 /// Every thread of `pid` runs as `uid` with no_new_privs; the opener thread holds exactly
 /// `caps` (effective and permitted) and every other thread holds none.
 fn assert_caps_only_in_opener(pid: u32, uid: u32, caps: u64) {
-    let field = |status: &str, key: &str| -> String {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .unwrap_or("")
-            .trim()
-            .to_owned()
-    };
-    let ts = threads(pid);
+    let ts = util::threads(pid);
     assert!(
-        ts.iter().any(|(n, _)| n == "corecap-priv"),
+        ts.iter().any(|t| t.name == "corecap-priv"),
         "no opener thread: {ts:?}"
     );
     assert!(ts.len() > 2, "{ts:?}");
-    for (name, status) in &ts {
-        assert!(
-            field(status, "Uid:").starts_with(&format!("{uid}\t")),
-            "{name}: {status}"
-        );
-        assert_eq!(field(status, "NoNewPrivs:"), "1", "{name}");
-        let want = if name == "corecap-priv" { caps } else { 0 };
+    for t in &ts {
+        assert_eq!(t.field("Uid:"), uid.to_string(), "{t:?}");
+        assert_eq!(t.field("NoNewPrivs:"), "1", "{t:?}");
+        let want = if t.name == "corecap-priv" { caps } else { 0 };
         let want = format!("{want:016x}");
-        assert_eq!(field(status, "CapEff:"), want, "{name}: {status}");
-        assert_eq!(field(status, "CapPrm:"), want, "{name}: {status}");
+        assert_eq!(t.field("CapEff:"), want, "{t:?}");
+        assert_eq!(t.field("CapPrm:"), want, "{t:?}");
     }
 }
 

@@ -694,3 +694,44 @@ impl Drop for Daemon {
         while self.stderr.try_recv().is_ok() {}
     }
 }
+
+/// One thread of a process, as /proc shows it.
+#[derive(Debug)]
+pub struct ThreadStatus {
+    /// Its name (`comm`).
+    pub name: String,
+    /// Its `status` text.
+    pub status: String,
+}
+
+impl ThreadStatus {
+    /// The first word of a `status` line (`Uid:`, `CapEff:`...), empty when missing.
+    pub fn field(&self, key: &str) -> String {
+        self.status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .unwrap_or("")
+            .to_owned()
+    }
+}
+
+/// Each thread of process `pid`. A short-lived thread (a connection's) may end between the
+/// listing and the read; it is left out.
+pub fn threads(pid: u32) -> Vec<ThreadStatus> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let t = t.expect("task").path();
+        let (Ok(name), Ok(status)) = (
+            std::fs::read_to_string(t.join("comm")),
+            std::fs::read_to_string(t.join("status")),
+        ) else {
+            continue;
+        };
+        out.push(ThreadStatus {
+            name: name.trim().to_owned(),
+            status,
+        });
+    }
+    out
+}
