@@ -23,7 +23,7 @@ pub(crate) enum Cmd {
         #[command(subcommand)]
         cmd: LabCmd,
     },
-    /// Bring up a lab, generate traffic, capture it on all cores, print the table, clean up.
+    /// Bring up a lab, record generated traffic on all cores, query one host back, clean up.
     Demo(DemoArgs),
     /// Measure capture on the lab against tcpdump, dumpcap and netsniff-ng; write the papers' tables.
     Bench(BenchArgs),
@@ -471,18 +471,25 @@ pub(crate) struct DemoArgs {
     /// Frame size.
     #[arg(long, default_value_t = 64)]
     pub(crate) size: u16,
-    /// Flows.
-    #[arg(long, default_value_t = 4096)]
+    /// Flows (one host each; each sends its packets in bursts of --burst).
+    #[arg(long, default_value_t = 256)]
     pub(crate) flows: u32,
+    /// Packets a flow sends in a row before the next one's turn.
+    #[arg(long, default_value_t = 250)]
+    pub(crate) burst: u32,
     /// Queues of the lab veth pair.
     #[arg(long, default_value_t = 2)]
     pub(crate) queues: u32,
     /// Namespace of the demo lab.
     #[arg(long, default_value = "corecap-demo")]
     pub(crate) netns: String,
-    /// Also write the packets to this pcapng file.
-    #[arg(short = 'w', long = "write")]
-    pub(crate) write: Option<PathBuf>,
+    /// Folder to record into (default: a new folder under the temporary directory). It
+    /// must not exist yet.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// Keep the recording afterwards (by default it is removed).
+    #[arg(long)]
+    pub(crate) keep: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -799,6 +806,9 @@ pub(crate) struct QueryArgs {
     /// Key file of sealed files.
     #[arg(long, value_name = "FILE")]
     pub(crate) key_file: Option<PathBuf>,
+    /// Ignore the indexes and read every file whole (to check an answer, or time a scan).
+    #[arg(long)]
+    pub(crate) scan: bool,
 }
 
 /// `corecap extcap`: what Wireshark passes to an extcap program.

@@ -1,4 +1,4 @@
-//! Filter compilation with libpcap (`pcap_compile`) and the small classic BPF programs
+//! Filter compilation with libpcap (`pcap_compile`, loaded at run time) and the small classic BPF programs
 //! corecap builds itself: the snap-length program and the queue adapter prefix.
 //!
 //! A filter for a live interface is compiled on an activated libpcap handle of that
@@ -24,40 +24,109 @@ struct PcapT {
 const PCAP_ERRBUF_SIZE: usize = 256;
 const PCAP_NETMASK_UNKNOWN: u32 = 0xffff_ffff;
 
-#[link(name = "pcap")]
-extern "C" {
-    fn pcap_create(source: *const c_char, errbuf: *mut c_char) -> *mut PcapT;
-    fn pcap_set_snaplen(p: *mut PcapT, snaplen: c_int) -> c_int;
-    fn pcap_set_buffer_size(p: *mut PcapT, size: c_int) -> c_int;
-    fn pcap_activate(p: *mut PcapT) -> c_int;
-    fn pcap_open_dead(linktype: c_int, snaplen: c_int) -> *mut PcapT;
-    fn pcap_compile(
-        p: *mut PcapT,
-        fp: *mut BpfProgram,
-        s: *const c_char,
-        optimize: c_int,
-        netmask: u32,
-    ) -> c_int;
-    fn pcap_freecode(fp: *mut BpfProgram);
-    fn pcap_geterr(p: *mut PcapT) -> *mut c_char;
-    fn pcap_statustostr(err: c_int) -> *const c_char;
-    fn pcap_close(p: *mut PcapT);
+/// The shared objects tried, in order, when `CORECAP_LIBPCAP` names none: the runtime
+/// package's soname on Debian and Ubuntu (libpcap0.8), then on Fedora, Arch and Alpine, then
+/// the development link.
+const LIBPCAP_NAMES: [&str; 3] = ["libpcap.so.0.8", "libpcap.so.1", "libpcap.so"];
+
+/// libpcap's entry points, resolved once at run time. corecap does not link libpcap: a build
+/// needs no system library, and a machine without libpcap runs everything but filters (a
+/// filter there gets one error naming the package to install).
+struct Libpcap {
+    create: unsafe extern "C" fn(*const c_char, *mut c_char) -> *mut PcapT,
+    set_snaplen: unsafe extern "C" fn(*mut PcapT, c_int) -> c_int,
+    set_buffer_size: unsafe extern "C" fn(*mut PcapT, c_int) -> c_int,
+    activate: unsafe extern "C" fn(*mut PcapT) -> c_int,
+    open_dead: unsafe extern "C" fn(c_int, c_int) -> *mut PcapT,
+    compile: unsafe extern "C" fn(*mut PcapT, *mut BpfProgram, *const c_char, c_int, u32) -> c_int,
+    freecode: unsafe extern "C" fn(*mut BpfProgram),
+    geterr: unsafe extern "C" fn(*mut PcapT) -> *mut c_char,
+    statustostr: unsafe extern "C" fn(c_int) -> *const c_char,
+    close: unsafe extern "C" fn(*mut PcapT),
+    /// Keeps the object mapped for as long as the pointers above are used: for ever, since
+    /// the one `Libpcap` lives in a static.
+    _lib: libloading::Library,
+}
+
+static LIBPCAP: std::sync::OnceLock<std::result::Result<Libpcap, String>> =
+    std::sync::OnceLock::new();
+
+/// libpcap, loaded on first use; the error says what was tried and what to install.
+fn libpcap() -> Result<&'static Libpcap> {
+    LIBPCAP
+        .get_or_init(Libpcap::load)
+        .as_ref()
+        .map_err(|msg| Error::new(ErrorKind::Unsupported, msg.clone()))
+}
+
+/// Whether libpcap can be loaded on this machine (filters need it; nothing else does).
+pub fn libpcap_available() -> bool {
+    libpcap().is_ok()
+}
+
+impl Libpcap {
+    fn load() -> std::result::Result<Self, String> {
+        let named = std::env::var_os("CORECAP_LIBPCAP");
+        let candidates: Vec<std::ffi::OsString> = match &named {
+            Some(path) => vec![path.clone()],
+            None => LIBPCAP_NAMES.iter().map(Into::into).collect(),
+        };
+        let mut last = String::new();
+        for name in &candidates {
+            // SAFETY: libpcap's initialisers only set up its own tables; loading it runs no
+            // code that depends on the state of this process.
+            match unsafe { libloading::Library::new(name) } {
+                Ok(lib) => return Self::resolve(lib).map_err(|e| format!("{e}")),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        let tried = candidates
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(format!(
+            "filters need libpcap, which is not installed (tried {tried}: {last}); install it \
+             (Debian/Ubuntu: apt-get install libpcap0.8, Fedora: dnf install libpcap) or name \
+             it in CORECAP_LIBPCAP"
+        ))
+    }
+
+    fn resolve(lib: libloading::Library) -> std::result::Result<Self, libloading::Error> {
+        // SAFETY: each symbol is looked up by its libpcap name and given the C signature
+        // libpcap declares for it in pcap/pcap.h (1.x, stable since 1.0).
+        unsafe {
+            Ok(Self {
+                create: *lib.get(b"pcap_create\0")?,
+                set_snaplen: *lib.get(b"pcap_set_snaplen\0")?,
+                set_buffer_size: *lib.get(b"pcap_set_buffer_size\0")?,
+                activate: *lib.get(b"pcap_activate\0")?,
+                open_dead: *lib.get(b"pcap_open_dead\0")?,
+                compile: *lib.get(b"pcap_compile\0")?,
+                freecode: *lib.get(b"pcap_freecode\0")?,
+                geterr: *lib.get(b"pcap_geterr\0")?,
+                statustostr: *lib.get(b"pcap_statustostr\0")?,
+                close: *lib.get(b"pcap_close\0")?,
+                _lib: lib,
+            })
+        }
+    }
 }
 
 /// An open libpcap handle, closed on drop.
-struct Handle(*mut PcapT);
+struct Handle(*mut PcapT, &'static Libpcap);
 
 impl Drop for Handle {
     fn drop(&mut self) {
         // SAFETY: the handle came from pcap_create/pcap_open_dead and is closed once.
-        unsafe { pcap_close(self.0) };
+        unsafe { (self.1.close)(self.0) };
     }
 }
 
 impl Handle {
     fn error(&self) -> String {
         // SAFETY: pcap_geterr returns a NUL-terminated string owned by the live handle.
-        unsafe { CStr::from_ptr(pcap_geterr(self.0)) }
+        unsafe { CStr::from_ptr((self.1.geterr)(self.0)) }
             .to_string_lossy()
             .into_owned()
     }
@@ -70,7 +139,8 @@ impl Handle {
             bf_insns: std::ptr::null_mut(),
         };
         // SAFETY: valid handle, program out-parameter and NUL-terminated expression.
-        let rc = unsafe { pcap_compile(self.0, &mut prog, c.as_ptr(), 1, PCAP_NETMASK_UNKNOWN) };
+        let rc =
+            unsafe { (self.1.compile)(self.0, &mut prog, c.as_ptr(), 1, PCAP_NETMASK_UNKNOWN) };
         if rc != 0 {
             return Err(Error::new(
                 ErrorKind::Filter,
@@ -84,7 +154,7 @@ impl Handle {
             unsafe { std::slice::from_raw_parts(prog.bf_insns, prog.bf_len as usize) }.to_vec()
         };
         // SAFETY: frees the program libpcap allocated above, once.
-        unsafe { pcap_freecode(&mut prog) };
+        unsafe { (self.1.freecode)(&mut prog) };
         Ok(out)
     }
 }
@@ -113,9 +183,10 @@ impl LiveHandle {
     pub fn open(iface: &str, snaplen: u32) -> Result<Self> {
         let dev = CString::new(iface)
             .map_err(|_| Error::new(ErrorKind::NoSuchInterface, "interface name contains NUL"))?;
+        let lib = libpcap()?;
         let mut errbuf = [0 as c_char; PCAP_ERRBUF_SIZE];
         // SAFETY: NUL-terminated name and an errbuf of PCAP_ERRBUF_SIZE bytes.
-        let p = unsafe { pcap_create(dev.as_ptr(), errbuf.as_mut_ptr()) };
+        let p = unsafe { (lib.create)(dev.as_ptr(), errbuf.as_mut_ptr()) };
         if p.is_null() {
             // SAFETY: libpcap wrote a NUL-terminated message into errbuf.
             let msg = unsafe { CStr::from_ptr(errbuf.as_ptr()) }
@@ -123,19 +194,19 @@ impl LiveHandle {
                 .into_owned();
             return Err(Error::new(ErrorKind::Filter, msg).on(iface));
         }
-        let h = Handle(p);
+        let h = Handle(p, lib);
         // SAFETY: valid handle not yet activated; these only set fields.
         unsafe {
-            pcap_set_snaplen(h.0, snaplen.min(i32::MAX as u32) as c_int);
-            pcap_set_buffer_size(h.0, 1 << 20);
+            (lib.set_snaplen)(h.0, snaplen.min(i32::MAX as u32) as c_int);
+            (lib.set_buffer_size)(h.0, 1 << 20);
         }
         // SAFETY: valid handle.
-        let rc = unsafe { pcap_activate(h.0) };
+        let rc = unsafe { (lib.activate)(h.0) };
         if rc < 0 {
             let msg = h.error();
             let msg = if msg.is_empty() {
                 // SAFETY: pcap_statustostr returns a static NUL-terminated string.
-                unsafe { CStr::from_ptr(pcap_statustostr(rc)) }
+                unsafe { CStr::from_ptr((lib.statustostr)(rc)) }
                     .to_string_lossy()
                     .into_owned()
             } else {
@@ -215,12 +286,14 @@ pub fn compile_for_socket(
 
 /// Compiles `expr` for frames of link type `linktype` read from a file.
 pub fn compile_offline(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<sock_filter>> {
+    let lib = libpcap()?;
     // SAFETY: plain constructor; the result is checked.
-    let p = unsafe { pcap_open_dead(c_int::from(linktype), snaplen.min(i32::MAX as u32) as c_int) };
+    let p =
+        unsafe { (lib.open_dead)(c_int::from(linktype), snaplen.min(i32::MAX as u32) as c_int) };
     if p.is_null() {
         return Err(Error::new(ErrorKind::Filter, "pcap_open_dead failed"));
     }
-    Handle(p).compile(expr)
+    Handle(p, lib).compile(expr)
 }
 
 /// `ret #snaplen`: accepts every packet, truncated to `snaplen` bytes by the kernel.

@@ -65,6 +65,7 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
         to,
         filter,
         kek: m.key().cloned(),
+        scan: false,
     })
 }
 

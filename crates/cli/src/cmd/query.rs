@@ -43,6 +43,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         to,
         filter,
         kek,
+        scan: a.scan,
     };
     let to_stdout = a.out == Path::new("-");
     let stats = if to_stdout {

@@ -10,6 +10,7 @@ mod compressed;
 mod extcap;
 mod ipfix;
 mod net;
+mod newcomer;
 mod query;
 mod record;
 mod seal;

@@ -476,25 +476,3 @@ fn issue8_capture_threads_drop_capabilities_once_sockets_are_open() {
     let sent = lab.gen(100, &[]);
     assert_eq!(u(&cap.stop(), "packets"), sent);
 }
-
-#[test]
-#[ignore = "needs root"]
-fn issue8_demo_runs_end_to_end_and_cleans_up() {
-    let ns = format!("cc-demo{}", std::process::id());
-    let out = util::corecap(&["demo", "--packets", "20000", "--netns", &ns]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        text.contains("20000 packets delivered of 20000 counted"),
-        "{text}"
-    );
-    assert!(text.contains("accounting exact"), "{text}");
-    assert!(
-        !std::path::Path::new("/run/netns").join(&ns).exists(),
-        "the demo removed its lab"
-    );
-}
