@@ -242,6 +242,42 @@ impl DirectFile {
     }
 }
 
+/// Renames `from` to `to` unless `to` exists (`renameat2` with `RENAME_NOREPLACE`), so a
+/// file is never put over another by accident: `AlreadyExists` if `to` is there.
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths that live across the call; AT_FDCWD resolves them
+    // like rename(2) does.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Syncs the directory that holds `path`, so that a name made, changed or removed in it
+/// survives a power cut (as PostgreSQL and SQLite do after a rename).
+pub fn sync_parent(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Whether the regular file at `path` was left by a writer that is gone: nobody holds the
 /// `flock` that [`DirectFile::create`] takes. Links and other files are never abandoned.
 pub fn is_abandoned(path: &Path) -> bool {

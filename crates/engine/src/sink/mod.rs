@@ -4,5 +4,6 @@ pub mod file;
 pub mod ipfix;
 pub mod merge;
 pub mod output;
+pub mod recover;
 pub mod sealed;
 pub mod sidecar;
