@@ -749,6 +749,10 @@ pub(crate) struct DiskArgs {
     /// Write no index beside the files (queries then scan them).
     #[arg(long)]
     pub(crate) no_index: bool,
+    /// Seconds after which a packet is on disk even if its buffer is not full (it survives
+    /// a crash of corecap); 0 hands every batch over as it comes.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub(crate) flush_interval: f64,
 }
 
 /// TPACKET_V3 ring geometry of each worker.

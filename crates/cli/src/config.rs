@@ -150,6 +150,17 @@ pub(crate) fn size(s: &str) -> Result<u64> {
     Ok(corecap_engine::limits::size(s, "size")?)
 }
 
+/// `--flush-interval SECONDS`: 0 hands every batch to the disk as it comes.
+pub(crate) fn flush_interval(d: &crate::args::DiskArgs) -> Result<Option<std::time::Duration>> {
+    if d.flush_interval == 0.0 {
+        return Ok(Some(std::time::Duration::ZERO));
+    }
+    Ok(Some(corecap_engine::limits::seconds(
+        d.flush_interval,
+        "--flush-interval",
+    )?))
+}
+
 /// The byte budget of `--retain`, shared by every file of a capture or daemon.
 pub(crate) fn retention(
     d: &crate::args::DiskArgs,
@@ -352,6 +363,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         seal: seal(a)?,
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
+        flush: flush_interval(&a.disk)?,
         owner: a
             .user
             .as_deref()
@@ -502,6 +514,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
+        flush: flush_interval(&a.disk)?,
         retention: retention(&a.disk)?,
         ipfix_collectors: ipfix_collectors(&a.ipfix_collector, a.ipfix_biflow)?,
     };

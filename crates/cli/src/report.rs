@@ -131,6 +131,7 @@ pub(crate) fn summary_json(s: &Summary) -> String {
         "seconds": (s.seconds * 1000.0).round() / 1000.0, "files": s.files, "errors": s.errors,
         "workers": workers, "groups": s.groups,
         "retention": s.retention.map(|(f, b)| json!({"deleted_files": f, "deleted_bytes": b})),
+        "recovered_files": s.recovered.len(), "recovered": s.recovered,
     })
     .to_string()
 }
@@ -148,6 +149,9 @@ pub(crate) fn summary_table(s: &Summary) -> String {
     }
     if let Some((f, b)) = s.retention {
         out.push_str(&format!("  --retain deleted {f} old files ({b} bytes)\n"));
+    }
+    for r in &s.recovered {
+        out.push_str(&format!("  {}\n", r.describe()));
     }
     out
 }

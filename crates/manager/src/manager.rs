@@ -62,6 +62,8 @@ pub struct Config {
     pub direct: bool,
     /// Write each capture file's index beside it.
     pub index: bool,
+    /// Packets older than this are on disk (`--flush-interval`).
+    pub flush: Option<Duration>,
     /// Keep the newest whole capture files under a byte budget (`serve --retain`).
     pub retention: Option<Arc<corecap_engine::sink::disk::Retention>>,
     /// IPFIX collectors a flows request may name (`serve --ipfix-collector`).
@@ -85,6 +87,7 @@ impl Config {
             spare_idle: Duration::from_secs(1),
             direct: true,
             index: true,
+            flush: Some(Duration::from_secs(1)),
             retention: None,
             ipfix_collectors: Vec::new(),
         }
@@ -686,6 +689,7 @@ impl Manager {
                 retention: self.cfg.retention.clone(),
                 index: self.cfg.index,
                 owner: None,
+                flush: self.cfg.flush,
             }),
             _ => None,
         });

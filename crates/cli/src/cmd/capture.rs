@@ -56,33 +56,49 @@ fn control_reader(path: std::path::PathBuf) -> std::sync::mpsc::Receiver<String>
     rx
 }
 
-/// Refuses `-Z USER` up front when USER could not write in the output's directory:
-/// rotated files, indexes and each file's name at close are made there after the switch.
+/// Refuses up front an output directory that the file writers could not write in: rotated
+/// files, indexes and each file's name at close are made there by the disk writer threads,
+/// which hold no capability (so root is an ordinary owner there), and after `-Z USER` by
+/// USER.
 fn check_writable_by(
     out: Option<&std::path::Path>,
     who: &corecap_linux::privilege::RunAs,
+    switching: bool,
 ) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let Some(out) = out.filter(|p| p.as_os_str() != "-") else {
         return Ok(());
     };
+    if corecap_engine::sink::disk::is_fifo(out) {
+        return Ok(());
+    }
     let dir = match out.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => std::path::PathBuf::from("."),
     };
     let m = std::fs::metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
     let mode = m.mode();
-    let ok = who.uid == 0
-        || (m.uid() == who.uid && mode & 0o200 != 0)
-        || (m.gid() == who.gid && mode & 0o020 != 0)
-        || mode & 0o002 != 0;
+    let ok = (m.uid() == who.uid && mode & 0o200 != 0)
+        || (m.uid() != who.uid && m.gid() == who.gid && mode & 0o020 != 0)
+        || (m.uid() != who.uid && m.gid() != who.gid && mode & 0o002 != 0);
     if !ok {
+        if switching {
+            bail!(
+                "user {} (-Z) cannot write in {} (owner {}, mode {:o}): give it a directory it can write",
+                who.name,
+                dir.display(),
+                m.uid(),
+                mode & 0o7777
+            );
+        }
         bail!(
-            "user {} (-Z) cannot write in {} (owner {}, mode {:o}): give it a directory it can write",
-            who.name,
+            "{} is not writable by {} without capabilities (owner {}, mode {:o}), and corecap's \
+             file writers hold none: write in a directory {} owns, or run as its owner with -Z",
             dir.display(),
+            who.name,
             m.uid(),
-            mode & 0o7777
+            mode & 0o7777,
+            who.name
         );
     }
     Ok(())
@@ -173,9 +189,13 @@ impl Signals {
 /// Starts the capture; with `-Z`, checks the user can write the output first and switches
 /// to it once every socket is open. The main thread drops its capabilities either way.
 fn start(cfg: &CaptureConfig, run_as: Option<&RunAs>) -> Result<Capture> {
-    if let Some(who) = run_as {
-        check_writable_by(cfg.output.as_ref().map(|o| o.path.as_path()), who)?;
-        corecap_linux::privilege::prepare_switch().context("preparing -Z")?;
+    let out = cfg.output.as_ref().map(|o| o.path.as_path());
+    match run_as {
+        Some(who) => {
+            check_writable_by(out, who, true)?;
+            corecap_linux::privilege::prepare_switch().context("preparing -Z")?;
+        }
+        None => check_writable_by(out, &current_user(), false)?,
     }
     let cap = Capture::start(cfg)?;
     // Every socket is open; the main thread drops its capabilities too.
@@ -189,6 +209,22 @@ fn start(cfg: &CaptureConfig, run_as: Option<&RunAs>) -> Result<Capture> {
         }
     }
     Ok(cap)
+}
+
+/// The user this process runs as (its effective uid and gid).
+fn current_user() -> RunAs {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata("/proc/self").ok();
+    let (uid, gid) = m.map_or((0, 0), |m| (m.uid(), m.gid()));
+    RunAs {
+        name: if uid == 0 {
+            "root".into()
+        } else {
+            format!("uid {uid}")
+        },
+        uid,
+        gid,
+    }
 }
 
 /// Says what runs where: the engine's notes, the IPFIX export, the inputs and workers.

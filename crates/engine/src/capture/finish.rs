@@ -75,6 +75,7 @@ impl Capture {
             groups,
             notes: t.notes,
             retention: self.retention.map(|r| r.deleted()),
+            recovered: self.recovered,
         }
     }
 }

@@ -130,6 +130,8 @@ pub struct OutputConfig {
     pub index: bool,
     /// The user the files are given to (`-Z`): the process runs as them once started.
     pub owner: Option<corecap_linux::privilege::RunAs>,
+    /// Flush interval (`--flush-interval`): packets older than this are on disk.
+    pub flush: Option<Duration>,
 }
 
 impl OutputConfig {
@@ -152,6 +154,7 @@ impl OutputConfig {
             retention: self.retention.clone(),
             index: self.index,
             owner: self.owner.clone(),
+            flush: self.flush,
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }
@@ -317,6 +320,8 @@ pub struct Capture {
     pub(crate) next_index: Vec<usize>,
     xdp: Vec<Arc<XdpSetup>>,
     retention: Option<Arc<crate::sink::disk::Retention>>,
+    /// Files a crash left, recovered at the start.
+    pub recovered: Vec<crate::sink::recover::Recovered>,
     started: Instant,
     duration: Option<Duration>,
 }
@@ -340,6 +345,8 @@ pub struct Summary {
     pub notes: Vec<String>,
     /// Files and bytes that `--retain` deleted.
     pub retention: Option<(u64, u64)>,
+    /// Files a crash left, recovered at the start.
+    pub recovered: Vec<crate::sink::recover::Recovered>,
 }
 
 /// A member of a group in the summary.

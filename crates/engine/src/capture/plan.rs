@@ -642,6 +642,7 @@ mod tests {
             retention: None,
             index: true,
             owner: None,
+            flush: None,
         })
     }
 

@@ -3,7 +3,7 @@
 //! open. Everything the run opens, it takes from the plan; what it adds is what only the
 //! kernel and libpcap can give (filter programs, sockets, threads).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -58,6 +58,10 @@ impl Facts for Machine {
 pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureError> {
     let mut xdp = Vec::new();
     let mut notes = Vec::new();
+    let recovered = match &cfg.output {
+        Some(o) => prepare_output(o, &mut notes)?,
+        None => Vec::new(),
+    };
     let mut opened = Vec::with_capacity(plan.inputs.len());
     for input in &plan.inputs {
         opened.push(open_input(cfg, input, &mut xdp, &mut notes)?);
@@ -96,10 +100,40 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         next_index: outputs.next_index,
         xdp,
         retention: cfg.output.as_ref().and_then(|o| o.retention.clone()),
+        recovered,
         started: Instant::now(),
         duration: cfg.duration,
     };
     cap.wait_ready(notes)
+}
+
+/// Before any file of the output is opened: recovers what a crash left in its directory
+/// (one note per file), and counts the files already there against the byte budget, so a
+/// restart keeps the budget over every run's files.
+fn prepare_output(
+    o: &super::OutputConfig,
+    notes: &mut Vec<String>,
+) -> Result<Vec<crate::sink::recover::Recovered>, CaptureError> {
+    if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) {
+        return Ok(Vec::new());
+    }
+    let dir = match o.path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let kek = o.seal.as_ref().map(|s| s.kek.clone());
+    let r = crate::sink::recover::recover_dir(&dir, kek.as_ref()).map_err(|e| {
+        CaptureError::Output(format!("recovering the files in {}: {e}", dir.display()))
+    })?;
+    notes.extend(r.files.iter().map(|f| f.describe()));
+    notes.extend(r.notes);
+    if let Some(ret) = &o.retention {
+        ret.adopt(crate::sink::file::files_of(&o.path));
+    }
+    Ok(r.files)
 }
 
 /// A live input made ready for its workers.
@@ -434,6 +468,12 @@ impl Capture {
         }
         if self.control.stop.load(Ordering::Relaxed) {
             let s = self.finish();
+            if s.total.packets == 0 {
+                // A failed start leaves nothing behind: the files it made hold no packet.
+                for f in &s.files {
+                    crate::sink::disk::remove_with_index(f);
+                }
+            }
             let msg = s
                 .errors
                 .first()

@@ -91,6 +91,29 @@ impl Retention {
         self.budget
     }
 
+    /// Counts files already on disk (written by an earlier run), oldest first, before the
+    /// ones this run adds.
+    pub fn adopt(&self, files: Vec<(PathBuf, u64)>) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        for f in files.into_iter().rev() {
+            if !kept.iter().any(|k| k.0 == f.0) {
+                kept.push_front(f);
+            }
+        }
+    }
+
+    /// Bytes of the whole files counted now.
+    pub fn kept_bytes(&self) -> u64 {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter().map(|k| k.1).sum()
+    }
+
+    /// Stops counting a file that something else deleted (`-b files:N`).
+    pub fn forget(&self, path: &Path) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|k| k.0 != path);
+    }
+
     /// Adds a whole file and deletes the oldest files over the budget (never the one just
     /// added). Returns the deleted paths.
     pub fn add(&self, path: PathBuf, bytes: u64) -> Vec<PathBuf> {
@@ -145,6 +168,16 @@ pub struct DiskConfig {
     pub retention: Option<Arc<Retention>>,
     /// Write each file's index beside it.
     pub index: bool,
+    /// A flush timer hands partial buffers over (see [`super::output::Output::flush`]).
+    pub flush: bool,
+}
+
+impl DiskConfig {
+    /// Whether files are opened for direct I/O: asked for, and not a sealed file that is
+    /// flushed on a timer (its chunks end anywhere, so its writes go through the page cache).
+    pub fn direct_io(&self) -> bool {
+        self.direct && !(self.seal.is_some() && self.flush)
+    }
 }
 
 /// What a disk writer reports at its end.
@@ -214,7 +247,8 @@ pub fn is_fifo(path: &Path) -> bool {
 }
 
 /// Opens a new capture file under its hidden name. One left by a writer that crashed is
-/// replaced; one that another writer holds is an error.
+/// recovered first (never deleted, see [`super::recover`]); one that another writer holds
+/// is an error.
 pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
     let part = part_path(path);
     match DirectFile::create(&part, direct, 0o640) {
@@ -225,7 +259,11 @@ pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
                     format!("another capture is writing it ({} exists)", part.display()),
                 ));
             }
-            fs::remove_file(&part)?;
+            let dir = match part.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            super::recover::recover_dir(dir, None)?;
             DirectFile::create(&part, direct, 0o640)
         }
         r => r,
@@ -242,6 +280,9 @@ struct Current {
     reserved: u64,
     /// Every byte before `durable` is on disk.
     durable: u64,
+    /// End of the last write padded past its data (a flush): a write that starts before it
+    /// rewrites that aligned unit, so it waits for the writes in flight first.
+    pad_end: u64,
     /// Finished writes past `durable`: offset → end.
     done: BTreeMap<u64, u64>,
     /// Block boundaries not yet durable: (file offset, packets before it).
@@ -301,6 +342,7 @@ impl DiskWriter {
             end: 0,
             reserved: 0,
             durable: 0,
+            pad_end: 0,
             done: BTreeMap::new(),
             bounds: VecDeque::new(),
             safe: (0, 0),
@@ -350,7 +392,11 @@ impl DiskWriter {
                 .push_back((f.off + (f.blocks.start + f.header) as u64, 0));
         }
         if cur.sealer.is_some() {
+            let flush = f.flush;
             self.seal_and_stage(f, last);
+            if flush && !last {
+                self.flush_stage(true);
+            }
             return;
         }
         let boundary = f.off + f.blocks.end as u64;
@@ -360,7 +406,9 @@ impl DiskWriter {
         }
         let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
         cur.bounds.push_back((boundary, prev + f.packets));
-        let (off, len) = (f.off, f.write_len);
+        // A flush writes through the last whole block; the tail comes again, whole, at the
+        // front of the next buffer.
+        let (off, len) = (f.off, if f.flush { f.blocks.end } else { f.write_len });
         self.write(f.buf, len, off, TAG_FRONT);
     }
 
@@ -470,6 +518,21 @@ impl DiskWriter {
             wlen = len.div_ceil(align) * align;
             buf.bytes_mut()[len..wlen].fill(0);
         }
+        let overlaps = off < cur.pad_end;
+        if wlen > len || !file.is_direct() {
+            cur.pad_end = cur.pad_end.max(off + wlen as u64);
+        }
+        if overlaps {
+            // Writes in flight may land in any order: the one that this rewrites goes first.
+            while self.ring.in_flight() > 0 {
+                let n = self.ring.in_flight();
+                self.reap(n);
+            }
+        }
+        let Some(cur) = self.cur.as_mut() else { return };
+        let Target::File { file, .. } = &cur.target else {
+            return;
+        };
         if cur.reserved != u64::MAX && off + wlen as u64 > cur.reserved {
             let end = off + wlen as u64;
             let want = end + end.clamp(RESERVE_MIN, RESERVE_MAX);
@@ -512,12 +575,11 @@ impl DiskWriter {
         let done = std::mem::take(&mut self.scratch);
         for d in done {
             let mut result = d.result;
-            if let Ok(n) = &result {
-                if *n < d.len {
-                    result = Err(io::Error::new(
-                        io::ErrorKind::StorageFull,
-                        format!("short write ({n} of {} bytes)", d.len),
-                    ));
+            if let Ok(n) = result {
+                if n < d.len {
+                    // The rest, once more, synchronously: it either goes or says why
+                    // (ENOSPC, "No space left on device").
+                    result = self.write_rest(&d.buf, d.len, d.offset, n);
                 }
             }
             // A direct write the filesystem refuses (EINVAL, 22: alignment): once more,
@@ -544,11 +606,45 @@ impl DiskWriter {
         }
     }
 
+    /// Writes what a short write left, synchronously, to learn the OS error if it fails.
+    fn write_rest(
+        &mut self,
+        buf: &AlignedBuf,
+        len: usize,
+        offset: u64,
+        n: usize,
+    ) -> io::Result<usize> {
+        let short = || {
+            io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!("short write ({n} of {len} bytes)"),
+            )
+        };
+        let Some(Target::File { file, .. }) = self.cur.as_mut().map(|c| &mut c.target) else {
+            return Err(short());
+        };
+        let rest = &buf.bytes()[n..len];
+        let at = offset + n as u64;
+        match file.write_all_at(rest, at) {
+            Ok(()) => Ok(len),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && file.is_direct() => {
+                file.make_buffered()?;
+                file.write_all_at(rest, at).map(|_| len)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WriteZero => Err(short()),
+            Err(e) => Err(e),
+        }
+    }
+
     fn durable(&mut self, from: u64, to: u64) {
         let Some(cur) = self.cur.as_mut() else { return };
-        cur.done.insert(from, to);
-        while let Some(to) = cur.done.remove(&cur.durable) {
-            cur.durable = to;
+        let e = cur.done.entry(from).or_insert(to);
+        *e = (*e).max(to);
+        // Writes may overlap (a flush's padded unit is written again): any finished write
+        // that starts at or before the durable end extends it.
+        while let Some((&f, &t)) = cur.done.range(..=cur.durable).next() {
+            cur.done.remove(&f);
+            cur.durable = cur.durable.max(t);
         }
         while cur.bounds.front().is_some_and(|b| b.0 <= cur.durable) {
             cur.safe = cur.bounds.pop_front().expect("front checked");
@@ -636,7 +732,11 @@ impl DiskWriter {
                     .push(format!("no index for {}: {e}", path.display())),
             }
         }
-        if let Err(e) = fs::rename(&*part, &*path) {
+        // Never over another file; then the directory is synced, so the name survives a
+        // power cut (the index's name too, made just before).
+        let named = corecap_linux::direct::rename_noreplace(part, path)
+            .and_then(|_| corecap_linux::direct::sync_parent(path));
+        if let Err(e) = named {
             self.report.error.get_or_insert_with(|| {
                 format!("naming {} (from {}): {e}", path.display(), part.display())
             });
@@ -648,6 +748,9 @@ impl DiskWriter {
             while self.kept.len() > max.max(1) {
                 if let Some(old) = self.kept.pop_front() {
                     remove_with_index(&old);
+                    if let Some(r) = &self.cfg.retention {
+                        r.forget(&old);
+                    }
                     self.report.files.retain(|f| *f != old);
                 }
             }
@@ -657,6 +760,23 @@ impl DiskWriter {
                 self.kept.retain(|k| *k != gone);
                 self.report.files.retain(|f| *f != gone);
             }
+        }
+    }
+}
+
+impl DiskWriter {
+    /// Removes the current file, which holds no packet.
+    fn discard(&mut self) {
+        while self.ring.in_flight() > 0 {
+            let n = self.ring.in_flight();
+            self.reap(n);
+        }
+        if let Some(Current {
+            target: Target::File { part, .. },
+            ..
+        }) = self.cur.take()
+        {
+            let _ = fs::remove_file(&part);
         }
     }
 }
@@ -695,7 +815,7 @@ impl Disk {
             let _ = free_tx.send(AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, align));
         }
         let failed = Arc::new(AtomicBool::new(false));
-        let direct = cfg.direct;
+        let direct = cfg.direct_io();
         let mut w = DiskWriter {
             cfg,
             ring: WriteRing::new(DEPTH, uring),
@@ -736,6 +856,8 @@ impl Disk {
 }
 
 fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
+    // This thread writes what the capture hands it and needs no privilege for that.
+    let _ = corecap_linux::privilege::drop_thread_capabilities();
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Fill(f) => w.fill(f, false),
@@ -765,7 +887,11 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
             }
         }
     }
-    if w.cur.is_some() {
+    if w.cur.as_ref().is_some_and(|c| c.packets == 0) {
+        // The front end went away without closing its file, before any packet: a start
+        // that failed. What it made is removed, so a failed start leaves nothing behind.
+        w.discard();
+    } else if w.cur.is_some() {
         w.close();
     }
     w.report

@@ -71,7 +71,15 @@ pub struct FileConfig {
     pub index: bool,
     /// Give the files made before the process switches user to this user (`-Z`).
     pub owner: Option<corecap_linux::privilege::RunAs>,
+    /// Hand whole blocks to the disk within about this long of their packet's arrival
+    /// (`--flush-interval`; zero: at every batch); None: only as buffers fill.
+    pub flush: Option<Duration>,
 }
+
+/// How much before the flush interval the timer fires: the caller looks at it once per
+/// batch (at least every 100 ms while idle), and a packet may have waited up to a ring
+/// block's retire timeout before its batch. So a packet older than the interval is on disk.
+const FLUSH_MARGIN: Duration = Duration::from_millis(250);
 
 enum Writer {
     Pcapng(PcapngWriter<Output>),
@@ -143,6 +151,8 @@ pub struct FileSink {
     delivered: Vec<u64>,
     /// Written to a stream: standard output or a FIFO.
     stream: bool,
+    /// When the flush timer first saw blocks not yet on their way to the disk.
+    dirty_at: Option<std::time::Instant>,
 }
 
 /// The path of rotated file number `seq` for `base`.
@@ -156,6 +166,97 @@ pub fn rotated_path(base: &Path, seq: u32) -> PathBuf {
         None => format!("{stem}_{seq:05}"),
     };
     base.with_file_name(name)
+}
+
+/// The number of the first rotated file of `base` that a start may write: one past the
+/// highest number already in its directory, among whole files, recovered files and parts
+/// (`STEM_NNNNN.EXT`, `STEM_NNNNN.recovered-...`, `.STEM_NNNNN.EXT.part`). So a restart goes
+/// on after the last run's files and never writes over one of them.
+pub fn next_rotation(base: &Path) -> io::Result<u32> {
+    let dir = match base.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let stem = base
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let prefix = format!("{stem}_");
+    let mut high = 0u32;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(1),
+        Err(e) => return Err(e),
+    };
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let name = name.strip_prefix('.').unwrap_or(&name);
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let after = &rest[digits.len()..];
+        if digits.len() >= 5 && (after.is_empty() || after.starts_with('.')) {
+            if let Ok(n) = digits.parse::<u32>() {
+                high = high.max(n);
+            }
+        }
+    }
+    Ok(high.saturating_add(1))
+}
+
+/// The name of `base` without its capture extension: `rec` for `rec.pcapng` and
+/// `rec.pcapng.sealed`.
+fn capture_stem(base: &Path) -> String {
+    let name = base
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    [
+        ".pcapng.sealed",
+        ".pcap.sealed",
+        ".pcapng",
+        ".pcap",
+        ".sealed",
+    ]
+    .iter()
+    .find_map(|ext| name.strip_suffix(ext).filter(|s| !s.is_empty()))
+    .map_or(name.clone(), str::to_owned)
+}
+
+/// The whole files of the capture `base` already in its directory, written by any run:
+/// rotated (`STEM_NNNNN`), per worker or member (`STEM.w0...`) and recovered
+/// (`STEM.recovered-...`), oldest first, each with its bytes and its index's.
+pub fn files_of(base: &Path) -> Vec<(PathBuf, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = match base.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let stem = capture_stem(base);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(i64, PathBuf, u64)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rest = name.strip_prefix(&stem)?;
+            let ours = rest.is_empty() || rest.starts_with('_') || rest.starts_with('.');
+            let path = e.path();
+            if !ours || corecap_index::is_sidecar(&path) {
+                return None;
+            }
+            let m = std::fs::symlink_metadata(&path)
+                .ok()
+                .filter(|m| m.is_file())?;
+            let index =
+                std::fs::metadata(corecap_index::sidecar_path(&path)).map_or(0, |m| m.len());
+            Some((m.mtime(), path, m.len() + index))
+        })
+        .collect();
+    files.sort();
+    files.into_iter().map(|(_, p, b)| (p, b)).collect()
 }
 
 /// `out.pcapng` with suffix `w1` becomes `out.w1.pcapng`.
@@ -191,11 +292,26 @@ impl FileSink {
     /// Creates the first file (under its hidden name) and starts the disk writer.
     pub fn create(cfg: FileConfig) -> io::Result<Self> {
         let stream = cfg.path == Path::new("-") || super::disk::is_fifo(&cfg.path);
+        let seq = if cfg.rotation.active() && !stream {
+            next_rotation(&cfg.path)?
+        } else {
+            1
+        };
         let path = if cfg.rotation.active() {
-            rotated_path(&cfg.path, 1)
+            rotated_path(&cfg.path, seq)
         } else {
             cfg.path.clone()
         };
+        if !stream && std::fs::symlink_metadata(&path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists: corecap never writes over a file; give another name, or \
+                     rotate (-b) to go on after the files already there",
+                    path.display()
+                ),
+            ));
+        }
         if stream && (cfg.rotation.active() || cfg.seal.is_some()) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -207,12 +323,20 @@ impl FileSink {
         }
         // A stream's buffers are written whole (alignment 1), so a buffer handed over
         // early carries nothing back.
+        let disk_cfg = DiskConfig {
+            direct: cfg.direct,
+            seal: cfg.seal.clone(),
+            files: cfg.rotation.files,
+            retention: cfg.retention.clone(),
+            index: cfg.index,
+            flush: cfg.flush.is_some(),
+        };
         let (first, align) = if path == Path::new("-") {
             (Err(Stream::stdout()), 1)
         } else if stream {
             (Err(Stream::fifo(&path)?), 1)
         } else {
-            let f = super::disk::open_part(&path, cfg.direct)?;
+            let f = super::disk::open_part(&path, disk_cfg.direct_io())?;
             if let Some(who) = &cfg.owner {
                 corecap_linux::privilege::chown_fd(f.file(), who).map_err(|e| {
                     io::Error::other(format!(
@@ -225,13 +349,6 @@ impl FileSink {
             let a = f.align();
             (Ok((f, path)), a)
         };
-        let disk_cfg = DiskConfig {
-            direct: cfg.direct,
-            seal: cfg.seal.clone(),
-            files: cfg.rotation.files,
-            retention: cfg.retention.clone(),
-            index: cfg.index,
-        };
         let (disk, front, free) = Disk::start(disk_cfg, first, align, true)?;
         let out = Output::new(disk.tx.clone(), free, front, align, cfg.seal.is_some());
         let writer = Writer::start(&cfg, out)?;
@@ -240,20 +357,36 @@ impl FileSink {
             cfg,
             writer: Some(writer),
             disk: Some(disk),
-            seq: 1,
+            seq,
             first_ts: None,
             last_ts: 0,
             delivered: vec![0; n],
             stream,
+            dirty_at: None,
         })
     }
 
-    /// On a stream (standard output, a FIFO), hands the blocks formatted so far to the
-    /// writer now rather than when a buffer is full, so that a live reader sees packets as
-    /// they come. Never waits; a no-op on files.
+    /// Called once per batch (and while idle): on a stream (standard output, a FIFO),
+    /// hands the blocks formatted so far to the writer now rather than when a buffer is
+    /// full, so that a live reader sees packets as they come; on a file, runs the flush
+    /// timer, so that a packet older than the flush interval is on disk. Never waits.
     pub fn hand_over(&mut self) {
-        if let (true, Some(w)) = (self.stream, self.writer.as_mut()) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        if self.stream {
             w.out().hand_over();
+            return;
+        }
+        let Some(iv) = self.cfg.flush else { return };
+        if !w.out().unflushed() {
+            self.dirty_at = None;
+            return;
+        }
+        let now = std::time::Instant::now();
+        let since = *self.dirty_at.get_or_insert(now);
+        if now.duration_since(since) + FLUSH_MARGIN >= iv && w.out().flush() {
+            self.dirty_at = None;
         }
     }
 
@@ -466,6 +599,7 @@ mod tests {
             retention: None,
             index: true,
             owner: None,
+            flush: None,
         })
         .expect("open the FIFO");
         let frame = [0u8; 60];
@@ -541,6 +675,7 @@ mod tests {
             retention: None,
             index: false,
             owner: None,
+            flush: None,
         })
         .expect_err("a stream cannot rotate");
         assert!(e.to_string().contains("cannot be rotated"), "{e}");

@@ -53,6 +53,10 @@ pub(crate) struct Filled {
     /// In the first buffer of a file: the file header's length (pcap header, or pcapng
     /// SHB and IDBs) at the front of `blocks`; else 0.
     pub(crate) header: usize,
+    /// Handed over early by the flush timer: a plain file's writer writes through the end
+    /// of `blocks` (padded to the alignment), and the next buffer, which starts with the
+    /// unaligned tail again, rewrites that last aligned unit.
+    pub(crate) flush: bool,
 }
 
 /// The formatting side of a capture file.
@@ -85,6 +89,11 @@ pub struct Output {
     overflow: bool,
     /// The disk writer is gone.
     dead: bool,
+    /// The buffer being sent is a flush (see [`Output::flush`]).
+    flushing: bool,
+    /// Some whole block is not on its way to the disk yet (it is in `buf`, or in the tail
+    /// carried from a full buffer): what the flush timer looks at.
+    unflushed: bool,
 }
 
 impl Output {
@@ -112,7 +121,14 @@ impl Output {
             sealed,
             overflow: false,
             dead: false,
+            flushing: false,
+            unflushed: false,
         }
+    }
+
+    /// Whether some whole block has not been handed to the disk writer yet.
+    pub fn unflushed(&self) -> bool {
+        self.unflushed
     }
 
     /// Bytes of blocks formatted into the current file.
@@ -180,6 +196,7 @@ impl Output {
         self.bytes += (self.len - self.mark) as u64;
         self.mark = self.len;
         self.packets += u64::from(packet);
+        self.unflushed = true;
         if self.len - self.start >= BUFFER_BYTES {
             let full = self.buf.take().expect("buffer checked above");
             match self.take_free() {
@@ -203,6 +220,29 @@ impl Output {
         }
     }
 
+    /// The flush timer: hands the whole blocks formatted so far to the disk writer now, if
+    /// some are not on their way yet and a free buffer is there to follow (never waits; a
+    /// stalled front end flushes once a buffer comes back). A plain file's writer writes
+    /// them padded to the alignment, and the unaligned tail is written again, whole, with
+    /// the next buffer. Returns whether it flushed.
+    pub(crate) fn flush(&mut self) -> bool {
+        if !self.unflushed || self.overflow || self.len != self.mark || self.dead {
+            return false;
+        }
+        let Some(full) = self.buf.take() else {
+            return false;
+        };
+        let Some(fresh) = self.take_free() else {
+            self.buf = Some(full);
+            return false;
+        };
+        self.flushing = true;
+        self.send_full(full, fresh);
+        self.flushing = false;
+        self.unflushed = false;
+        true
+    }
+
     /// This buffer's contents as a message; resets the counters for the next buffer.
     fn filled(&mut self, buf: AlignedBuf, last: bool) -> (Filled, usize) {
         let write_len = if last || self.sealed {
@@ -217,8 +257,12 @@ impl Output {
             blocks: self.start..self.len,
             packets: self.packets,
             header: std::mem::take(&mut self.header),
+            flush: self.flushing,
         };
         let tail = self.len - write_len;
+        // A full buffer's aligned part goes out; its tail is still only here (a sealed
+        // file's tail waits in the disk writer's staging buffer instead).
+        self.unflushed = tail > 0 || self.sealed;
         self.off += write_len as u64;
         self.packets = 0;
         (f, tail)
@@ -258,6 +302,7 @@ impl Output {
         };
         let (last, _) = self.filled(full, true);
         let more = next.is_some();
+        self.unflushed = false;
         if self.to_disk.send(Msg::Close { last, next }).is_err() {
             self.dead = true;
         }

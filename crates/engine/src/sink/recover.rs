@@ -23,7 +23,7 @@ use std::time::UNIX_EPOCH;
 use super::sealed::{ChunkOpener, KeyFile, CHUNK_HEAD, MAX_CHUNK, TAG};
 
 /// One file recovered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Recovered {
     /// The hidden file the crash left.
     pub part: PathBuf,
@@ -53,7 +53,7 @@ impl Recovered {
     /// One line for the user.
     pub fn describe(&self) -> String {
         format!(
-            "recovered {} as {}: {} packets in {} bytes ({} bytes of a torn end cut off)",
+            "recovered {} as {}: {} packets in {} bytes ({} bytes after the last whole block cut off)",
             self.part.display(),
             self.path.display(),
             self.packets,

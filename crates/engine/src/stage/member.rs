@@ -153,6 +153,10 @@ pub fn run(
             let n = r.drain(|p, _hash| deliver(p, &mut flows, &mut sink, &lim, &mut o));
             got |= n > 0;
         }
+        if let Some(s) = sink.as_mut() {
+            // The flush timer (a no-op until it is due).
+            s.hand_over();
+        }
         if got {
             if sink.as_ref().is_some_and(|s| s.failed()) {
                 if let Some(l) = &lim.live {
