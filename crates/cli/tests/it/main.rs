@@ -7,6 +7,7 @@ mod util;
 
 mod bench;
 mod compressed;
+mod durability;
 mod extcap;
 mod ipfix;
 mod net;

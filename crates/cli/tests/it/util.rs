@@ -242,6 +242,12 @@ impl Capture {
         self.child.id()
     }
 
+    /// Kills the capture with SIGKILL (it is our child) and reaps it: a crash.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM to the capture (by its PID) and returns its summary.
     pub fn stop(mut self) -> Value {
         // Let the last blocks retire before stopping.

@@ -132,6 +132,14 @@ fn prepare_output(
     notes.extend(r.notes);
     if let Some(ret) = &o.retention {
         ret.adopt(crate::sink::file::files_of(&o.path));
+        let gone = ret.trim();
+        if !gone.is_empty() {
+            let _ = corecap_linux::direct::sync_parent(&o.path);
+            notes.push(format!(
+                "--retain deleted {} files written by earlier runs to fit the budget",
+                gone.len()
+            ));
+        }
     }
     Ok(r.files)
 }

@@ -102,6 +102,27 @@ impl Retention {
         }
     }
 
+    /// Deletes the oldest whole files until the rest fit the budget (at a start, after
+    /// [`Retention::adopt`]: a run that was killed before it closed a file never trimmed).
+    /// Returns the deleted paths.
+    pub fn trim(&self) -> Vec<PathBuf> {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let open = self.open_bytes.load(Ordering::Relaxed);
+        let mut total: u64 = kept.iter().map(|k| k.1).sum::<u64>() + open;
+        let mut gone = Vec::new();
+        while total > self.budget {
+            let Some((p, b)) = kept.pop_front() else {
+                break;
+            };
+            remove_with_index(&p);
+            total -= b;
+            self.deleted_files.fetch_add(1, Ordering::Relaxed);
+            self.deleted_bytes.fetch_add(b, Ordering::Relaxed);
+            gone.push(p);
+        }
+        gone
+    }
+
     /// Bytes of the whole files counted now.
     pub fn kept_bytes(&self) -> u64 {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
