@@ -165,7 +165,24 @@ fn issue21_sigkill_at_random_moments_loses_nothing_older_than_the_flush() {
     let s = Scratch::new("crash");
     let rec = s.path("rec.pcapng");
     let rec_s = rec.to_str().expect("utf8");
-    let args = ["-b", "filesize:8", "--retain", "40M", "--flush-interval", "1"];
+    // The beacon has a group (a stage thread and files) of its own, so its file fills
+    // slowly and only the flush timer puts it on disk; the dense traffic rotates.
+    let beacon = format!("0=host {SLOW_HOST}");
+    let dense = format!("1=not host {SLOW_HOST}");
+    let args = [
+        "--groups",
+        "balance:1,balance:1",
+        "--group-filter",
+        &beacon,
+        "--group-filter",
+        &dense,
+        "-b",
+        "filesize:8",
+        "--retain",
+        "40M",
+        "--flush-interval",
+        "1",
+    ];
     let _gens = Gens(vec![
         // A beacon of 50 packets a second to one host, numbered by the IP id.
         gen(
