@@ -232,3 +232,103 @@ fn issue21_sigkill_at_random_moments_loses_nothing_older_than_the_flush() {
         "no part is left"
     );
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue21_a_failed_start_touches_nothing() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("failed-start");
+    let old = s.path("old.pcapng");
+    std::fs::write(&old, b"an earlier run's bytes").expect("write");
+    // Over an existing file: refused before anything is made.
+    let out = lab
+        .capture_command()
+        .arg("-w")
+        .arg(&old)
+        .args(["--duration", "1"])
+        .output()
+        .expect("run corecap");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("old.pcapng exists"), "{err}");
+    // A start that fails once its file was made: the ring's mmap refused (the address
+    // space is limited below the ring's size).
+    let new = s.path("new.pcapng");
+    let out = Command::new("prlimit")
+        .arg("--as=1500000000")
+        .arg(util::bin())
+        .args(["capture", "--netns", &lab.netns, "-i", "cap0", "-B", "2000", "-w"])
+        .arg(&new)
+        .args(["--duration", "1"])
+        .output()
+        .expect("run corecap under prlimit");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("mmap"), "{err}");
+    let left: Vec<String> = std::fs::read_dir(&s.0)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, vec!["old.pcapng".to_string()], "nothing else is left");
+    assert_eq!(
+        std::fs::read(&old).expect("read"),
+        b"an earlier run's bytes",
+        "the earlier file is untouched"
+    );
+}
+
+/// A small ext4 filesystem in a loop device, unmounted on drop.
+struct Ext4(Scratch);
+
+impl Ext4 {
+    fn new(mib: u32) -> Self {
+        let s = Scratch::new("ext4");
+        let img = s.path("fs.img");
+        let f = std::fs::File::create(&img).expect("image");
+        f.set_len(u64::from(mib) << 20).expect("size");
+        let ok = Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&img)
+            .status()
+            .is_ok_and(|st| st.success());
+        assert!(ok, "mkfs.ext4");
+        std::fs::create_dir(s.path("mnt")).expect("mnt");
+        let ok = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(s.path("mnt"))
+            .status()
+            .is_ok_and(|st| st.success());
+        assert!(ok, "mount -o loop");
+        Self(s)
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path("mnt")).status();
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue21_a_full_ext4_disk_names_the_os_error() {
+    let lab = Lab::new(1);
+    let fs = Ext4::new(8);
+    let out = fs.0.path("mnt").join("full.pcapng");
+    let cap = lab.capture_to(&out, &["--workers", "1"]);
+    // 12,000 frames of 1514 bytes is 18 MB: the 8 MiB filesystem fills.
+    lab.gen(12_000, &["--size", "1518", "--rate", "40000"]);
+    let (success, v, err) = cap.stop_any();
+    assert!(!success, "a full disk is a failure: {v}");
+    assert!(
+        err.contains("full.pcapng") && err.contains("No space left on device"),
+        "one line naming the file and the OS error: {err}"
+    );
+    assert!(!err.contains("short write"), "{err}");
+    assert_eq!(v["balanced"], true, "{v}");
+    assert!(v["drops"]["disk"].as_u64().unwrap_or(0) > 0, "{v}");
+    // What is on disk is whole: tcpdump reads it to the end.
+    tcpdump_slow(&out, "10.0.0.1");
+}
