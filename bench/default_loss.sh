@@ -4,11 +4,12 @@
 # by tcpreplay at top speed into the lab. Prints one line per tool per round: what the tool
 # captured and where it lost packets (corecap's summary names the place).
 # Usage: bench/default_loss.sh [ROUNDS] [DIR]   (root; tcpreplay and tcpdump installed;
+#        CORECAP_BIN=PATH measures another corecap binary;
 #        the corecap release binary: cargo build --release)
 set -euo pipefail
 ROUNDS=${1:-20}
 DIR=${2:-/var/tmp/corecap-default-loss}
-B="$(cd "$(dirname "$0")/.." && pwd)/target/release/corecap"
+B="${CORECAP_BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release/corecap}"
 NS=cc-default-loss
 cleanup() { "$B" lab down --netns $NS >/dev/null 2>&1 || true; rm -rf "$DIR"; }
 trap cleanup EXIT

@@ -25,7 +25,15 @@ impl Drop for Gens {
 
 fn gen(lab: &Lab, args: &[&str]) -> Child {
     Command::new(util::bin())
-        .args(["gen", "--netns", &lab.netns, "-i", "gen0", "--duration", "300"])
+        .args([
+            "gen",
+            "--netns",
+            &lab.netns,
+            "-i",
+            "gen0",
+            "--duration",
+            "300",
+        ])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -143,7 +151,10 @@ impl Seen {
         let ids: BTreeSet<u64> = slow.iter().map(|s| s.0).collect();
         if let (Some(lo), Some(hi)) = (ids.first(), ids.last()) {
             let holes: Vec<u64> = (*lo..=*hi).filter(|i| !ids.contains(i)).collect();
-            assert!(holes.is_empty(), "slow packets lost inside a run: {holes:?}");
+            assert!(
+                holes.is_empty(),
+                "slow packets lost inside a run: {holes:?}"
+            );
         }
         // The flush interval is 1 s; one more second for a loaded machine.
         if killed - started > 2.5 {
@@ -187,7 +198,16 @@ fn issue21_sigkill_at_random_moments_loses_nothing_older_than_the_flush() {
         // A beacon of 50 packets a second to one host, numbered by the IP id.
         gen(
             &lab,
-            &["--rate", "50", "--flows", "1", "--flow-base", "1000", "--size", "128"],
+            &[
+                "--rate",
+                "50",
+                "--flows",
+                "1",
+                "--flow-base",
+                "1000",
+                "--size",
+                "128",
+            ],
         ),
         // Dense traffic: about 3 MB/s, a new file about every 2.5 s.
         gen(&lab, &["--rate", "5000", "--flows", "64", "--size", "512"]),
@@ -224,7 +244,11 @@ fn issue21_sigkill_at_random_moments_loses_nothing_older_than_the_flush() {
     // A run killed before its file's first flush leaves an empty part (removed: it held no
     // packet older than the interval); the others leave a file to recover.
     assert!(seen.recovered >= 3, "recovered {} files", seen.recovered);
-    assert!(seen.slow_checked > 500, "{} slow packets", seen.slow_checked);
+    assert!(
+        seen.slow_checked > 500,
+        "{} slow packets",
+        seen.slow_checked
+    );
     assert!(
         whole_files(&s.0)
             .keys()
@@ -257,7 +281,9 @@ fn issue21_a_failed_start_touches_nothing() {
     let out = Command::new("prlimit")
         .arg("--as=1500000000")
         .arg(util::bin())
-        .args(["capture", "--netns", &lab.netns, "-i", "cap0", "-B", "2000", "-w"])
+        .args([
+            "capture", "--netns", &lab.netns, "-i", "cap0", "-B", "2000", "-w",
+        ])
         .arg(&new)
         .args(["--duration", "1"])
         .output()

@@ -3,7 +3,7 @@
 //! open. Everything the run opens, it takes from the plan; what it adds is what only the
 //! kernel and libpcap can give (filter programs, sockets, threads).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -117,10 +117,7 @@ fn prepare_output(
     if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) {
         return Ok(Vec::new());
     }
-    let dir = match o.path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
+    let dir = crate::sink::file::dir_of(&o.path).to_owned();
     if !dir.is_dir() {
         return Ok(Vec::new());
     }

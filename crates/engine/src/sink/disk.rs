@@ -107,20 +107,7 @@ impl Retention {
     /// Returns the deleted paths.
     pub fn trim(&self) -> Vec<PathBuf> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let open = self.open_bytes.load(Ordering::Relaxed);
-        let mut total: u64 = kept.iter().map(|k| k.1).sum::<u64>() + open;
-        let mut gone = Vec::new();
-        while total > self.budget {
-            let Some((p, b)) = kept.pop_front() else {
-                break;
-            };
-            remove_with_index(&p);
-            total -= b;
-            self.deleted_files.fetch_add(1, Ordering::Relaxed);
-            self.deleted_bytes.fetch_add(b, Ordering::Relaxed);
-            gone.push(p);
-        }
-        gone
+        self.trim_kept(&mut kept, 0)
     }
 
     /// Bytes of the whole files counted now.
@@ -140,10 +127,16 @@ impl Retention {
     pub fn add(&self, path: PathBuf, bytes: u64) -> Vec<PathBuf> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.push_back((path, bytes));
+        self.trim_kept(&mut kept, 1)
+    }
+
+    /// Deletes the oldest of `kept` while they and the files being written are over the
+    /// budget, leaving at least `keep` of them.
+    fn trim_kept(&self, kept: &mut VecDeque<(PathBuf, u64)>, keep: usize) -> Vec<PathBuf> {
         let open = self.open_bytes.load(Ordering::Relaxed);
         let mut total: u64 = kept.iter().map(|k| k.1).sum::<u64>() + open;
         let mut gone = Vec::new();
-        while total > self.budget && kept.len() > 1 {
+        while total > self.budget && kept.len() > keep {
             let Some((p, b)) = kept.pop_front() else {
                 break;
             };
@@ -280,11 +273,7 @@ pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
                     format!("another capture is writing it ({} exists)", part.display()),
                 ));
             }
-            let dir = match part.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            super::recover::recover_dir(dir, None)?;
+            super::recover::recover_dir(super::file::dir_of(&part), None)?;
             DirectFile::create(&part, direct, 0o640)
         }
         r => r,

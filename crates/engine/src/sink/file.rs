@@ -173,10 +173,7 @@ pub fn rotated_path(base: &Path, seq: u32) -> PathBuf {
 /// (`STEM_NNNNN.EXT`, `STEM_NNNNN.recovered-...`, `.STEM_NNNNN.EXT.part`). So a restart goes
 /// on after the last run's files and never writes over one of them.
 pub fn next_rotation(base: &Path) -> io::Result<u32> {
-    let dir = match base.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = dir_of(base);
     let stem = base
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -212,16 +209,27 @@ fn capture_stem(base: &Path) -> String {
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    [
-        ".pcapng.sealed",
-        ".pcap.sealed",
-        ".pcapng",
-        ".pcap",
-        ".sealed",
-    ]
-    .iter()
-    .find_map(|ext| name.strip_suffix(ext).filter(|s| !s.is_empty()))
-    .map_or(name.clone(), str::to_owned)
+    CAPTURE_EXTENSIONS
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext).filter(|s| !s.is_empty()))
+        .map_or(name.clone(), str::to_owned)
+}
+
+/// The extensions of capture files, longest first.
+const CAPTURE_EXTENSIONS: [&str; 5] = [
+    ".pcapng.sealed",
+    ".pcap.sealed",
+    ".pcapng",
+    ".pcap",
+    ".sealed",
+];
+
+/// The directory that holds `path` (`.` for a bare name).
+pub(crate) fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
 }
 
 /// The whole files of the capture `base` already in its directory, written by any run:
@@ -229,10 +237,7 @@ fn capture_stem(base: &Path) -> String {
 /// (`STEM.recovered-...`), oldest first, each with its bytes and its index's.
 pub fn files_of(base: &Path) -> Vec<(PathBuf, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let dir = match base.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = dir_of(base);
     let stem = capture_stem(base);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -269,22 +274,16 @@ pub fn suffixed_path(base: &Path, suffix: &str) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     // The suffix goes before the capture extension: out.w1.pcapng, out.w1.pcapng.sealed.
-    let name = [
-        ".pcapng.sealed",
-        ".pcap.sealed",
-        ".pcapng",
-        ".pcap",
-        ".sealed",
-    ]
-    .iter()
-    .find_map(|ext| {
-        let stem = name.strip_suffix(ext)?;
-        (!stem.is_empty()).then(|| format!("{stem}.{suffix}{ext}"))
-    })
-    .unwrap_or_else(|| match name.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.{suffix}.{ext}"),
-        _ => format!("{name}.{suffix}"),
-    });
+    let name = CAPTURE_EXTENSIONS
+        .iter()
+        .find_map(|ext| {
+            let stem = name.strip_suffix(ext)?;
+            (!stem.is_empty()).then(|| format!("{stem}.{suffix}{ext}"))
+        })
+        .unwrap_or_else(|| match name.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() => format!("{stem}.{suffix}.{ext}"),
+            _ => format!("{name}.{suffix}"),
+        });
     base.with_file_name(name)
 }
 

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use super::sealed::{ChunkOpener, KeyFile, CHUNK_HEAD, MAX_CHUNK, TAG};
+use super::sealed::{read_full, ChunkOpener, KeyFile, CHUNK_HEAD, MAX_CHUNK, TAG};
 
 /// One file recovered.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -242,20 +242,6 @@ fn whole_prefix(file: &File, kek: Option<&Arc<KeyFile>>) -> io::Result<Option<Wh
     pcap_prefix(&mut r)
 }
 
-/// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
 fn u32_of(b: &[u8], be: bool) -> u32 {
     let a = [b[0], b[1], b[2], b[3]];
     if be {
@@ -294,7 +280,7 @@ fn pcapng_prefix(r: &mut impl Read) -> io::Result<Option<Whole>> {
         let ty = u32_of(&head[..4], be);
         let len = u32_of(&head[4..8], be) as usize;
         let got = if shb { 12 } else { 8 };
-        if ty == 0 || len < 12.max(got + 4) || len % 4 != 0 || len > MAX_BLOCK {
+        if ty == 0 || len < 12.max(got + 4) || !len.is_multiple_of(4) || len > MAX_BLOCK {
             break;
         }
         buf.resize(len - got, 0);
