@@ -85,8 +85,9 @@ fn ring_geometry(r: &RingArgs) -> Result<(Option<u64>, u32, u32)> {
 const UNKNOWN_SPEED_MBPS: u64 = 10_000;
 
 /// Rings per worker: `-B`, or sized from the links like netsniff-ng sizes its ring: 100 ms
-/// of the fastest input's line rate per worker, at least 64 MiB and at most 1 GiB, and all
-/// rings together within a quarter of the available memory. A ring larger than the
+/// of the fastest input's whole line rate in each worker's ring (one worker may get all of
+/// it: a few flows, or a hash that puts the heavy ones together), at least 64 MiB and at
+/// most 1 GiB, and all rings together within a quarter of the available memory. A ring larger than the
 /// available memory is refused before the kernel is asked for it; one that holds less than
 /// 50 ms of line rate gets a warning.
 pub(crate) fn ring_bytes(
@@ -115,7 +116,7 @@ pub(crate) fn ring_bytes(
     let bytes = match given {
         Some(b) => b,
         None => {
-            let want = (line_bytes_per_s / 10 / per_worker).clamp(64 << 20, 1 << 30);
+            let want = (line_bytes_per_s / 10).clamp(64 << 20, 1 << 30);
             let cap = avail.map_or(want, |a| a / 4 / rings);
             want.min(cap).max(4 * block)
         }
@@ -133,11 +134,12 @@ pub(crate) fn ring_bytes(
             );
         }
     }
-    let ms = bytes as f64 * per_worker as f64 / line_bytes_per_s as f64 * 1e3;
+    let ms = bytes as f64 / line_bytes_per_s as f64 * 1e3;
     if ms < 50.0 && !inputs.is_empty() {
         eprintln!(
             "corecap: warning: a ring of {} MiB per worker holds {ms:.0} ms of {speed} Mbit/s \
-             over {per_worker} worker{}: a worker that stalls longer loses packets (raise -B)",
+             if one of the {per_worker} worker{} gets all of it: a worker that stalls longer \
+             loses packets (raise -B)",
             bytes >> 20,
             if per_worker == 1 { "" } else { "s" }
         );
