@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 
 pub mod bloom;
+mod bpf;
 mod builder;
 pub mod format;
 pub mod key;
@@ -53,6 +54,7 @@ mod split;
 
 use std::path::{Path, PathBuf};
 
+pub use bpf::Insn;
 pub use builder::IndexBuilder;
 pub use format::{CaptureFormat, Index, IndexError, Region};
 pub use predicate::Predicate;
