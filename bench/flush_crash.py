@@ -136,8 +136,10 @@ def crash_table(a):
             secs = a.line_seconds if line_rate else a.beacon_seconds
             r = crash_run(os.path.join(a.dir, "crash"), interval, line_rate, secs, a.line_rate)
             what = f"{a.line_rate} pps (512 B)" if line_rate else "beacon (1/s)"
-            bound = (f"missing <= {a.line_rate * interval} (the last {interval} s)" if line_rate
-                     else f"missing <= {interval + 1}")
+            # Packets of the last interval, plus those still in the ring or its open block
+            # (retired after 10 ms) when the process died.
+            bound = (f"missing <= {a.line_rate * interval + a.line_rate // 100} (the last "
+                     f"{interval} s + 10 ms)" if line_rate else f"missing <= {interval + 1}")
             row = (f"| {interval} s | {what} | {r['rx']} | {r['disk']} | "
                    f"{r['rx'] - r['disk']} | {r['age']:.3f} s | {bound} |")
             print(row, flush=True)
