@@ -274,13 +274,70 @@ fn load_index(path: &Path, kek: Option<&KeyFile>) -> Result<Option<(Index, u64)>
         .map_err(|e| format!("{}: {e}", side.display()))
 }
 
-/// Plans the reads of one file for a window and predicate; adds the index's size to
+/// What a query's filter lets the index prune on, per link type: read from the program
+/// libpcap compiles for that link type ([`Predicate::from_program`]), so the index and the
+/// filter agree on what a packet is.
+#[derive(Debug)]
+pub struct Pruning<'a> {
+    filter: Option<&'a str>,
+    by_link: HashMap<u16, Predicate>,
+}
+
+impl<'a> Pruning<'a> {
+    /// The pruning of `filter` (None or blank: prune by time only).
+    pub fn new(filter: Option<&'a str>) -> Self {
+        Self {
+            filter: filter.filter(|f| !f.trim().is_empty()),
+            by_link: HashMap::new(),
+        }
+    }
+
+    /// The predicate for a file whose packets have these link types (None: unknown, which
+    /// prunes nothing).
+    pub fn for_links(&mut self, links: Option<&[u16]>) -> Predicate {
+        let Some(expr) = self.filter else {
+            return Predicate::Any;
+        };
+        let Some(links) = links.filter(|l| !l.is_empty()) else {
+            return Predicate::Any;
+        };
+        let mut alts = Vec::with_capacity(links.len());
+        for lt in links {
+            let p = self.by_link.entry(*lt).or_insert_with(|| {
+                match corecap_linux::filter::compile_offline(*lt, 262_144, expr) {
+                    Ok(prog) => {
+                        let insns: Vec<corecap_index::Insn> = prog
+                            .iter()
+                            .map(|i| corecap_index::Insn {
+                                code: i.code,
+                                jt: i.jt,
+                                jf: i.jf,
+                                k: i.k,
+                            })
+                            .collect();
+                        Predicate::from_program(*lt, &insns)
+                    }
+                    // The filter's error is reported when the file's packets are read.
+                    Err(_) => Predicate::Any,
+                }
+            });
+            alts.push(p.clone());
+        }
+        if alts.len() == 1 {
+            alts.pop().unwrap_or(Predicate::Any)
+        } else {
+            Predicate::Or(alts)
+        }
+    }
+}
+
+/// Plans the reads of one file for a window and filter; adds the index's size to
 /// `stats.index_bytes`.
 pub fn plan_file(
     path: &Path,
     from: u64,
     to: u64,
-    pred: &Predicate,
+    pruning: &mut Pruning<'_>,
     kek: Option<&Arc<KeyFile>>,
     stats: &mut QueryStats,
 ) -> Result<FilePlan, QueryError> {
@@ -297,7 +354,9 @@ pub fn plan_file(
         return Ok(plan);
     }
     if let Some(index) = usable_index(&mut plan, kek, stats) {
-        plan.choose_regions(index, from, to, pred);
+        let links = corecap_index::header_linktypes(&index.header);
+        let pred = pruning.for_links(links.as_deref());
+        plan.choose_regions(index, from, to, &pred);
     }
     Ok(plan)
 }
@@ -773,17 +832,21 @@ impl FileStream {
 
 /// Runs a query: writes the matching packets, in timestamp order, as one pcapng to `out`.
 pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
-    let pred = spec
-        .filter
-        .as_deref()
-        .map_or(Predicate::Any, Predicate::from_filter);
+    let mut pruning = Pruning::new(spec.filter.as_deref());
     let mut stats = QueryStats::default();
     let mut plans = Vec::new();
     for f in &spec.files {
         let plan = if spec.scan {
             plan_scan(f, spec.kek.as_ref())?
         } else {
-            plan_file(f, spec.from, spec.to, &pred, spec.kek.as_ref(), &mut stats)?
+            plan_file(
+                f,
+                spec.from,
+                spec.to,
+                &mut pruning,
+                spec.kek.as_ref(),
+                &mut stats,
+            )?
         };
         stats.files += 1;
         stats.bytes_total += plan.size;

@@ -131,11 +131,11 @@ impl Predicate {
         }
         ors.sort_by_key(|p| format!("{p:?}"));
         ors.dedup();
-        if ors.len() == 1 {
+        crate::predicate::simplify(if ors.len() == 1 {
             ors.pop().unwrap_or(Predicate::Any)
         } else {
             Predicate::Or(ors)
-        }
+        })
     }
 }
 
@@ -300,9 +300,11 @@ fn alu(i: &Insn, st: &State) -> Val {
 /// `size` bytes at `off`, unmasked, equal to what.
 fn eq(facts: &[Fact], off: u32, size: u8) -> impl Iterator<Item = u32> + '_ {
     facts.iter().filter_map(move |f| match f.val {
-        Val::Pkt { off: o, size: s, mask } if o == off && s == size && mask == full_mask(s) => {
-            Some(f.k)
-        }
+        Val::Pkt {
+            off: o,
+            size: s,
+            mask,
+        } if o == off && s == size && mask == full_mask(s) => Some(f.k),
         _ => None,
     })
 }
@@ -435,9 +437,7 @@ fn ipv6_keys(l: u32, facts: &[Fact], keys: &mut Vec<Predicate>) {
     let protos: Vec<u32> = eq(facts, l + 6, 1).collect();
     keys.extend(protos.iter().map(|p| Predicate::Proto(*p as u8)));
     for base in [l + 8, l + 24] {
-        let words: Vec<Option<u32>> = (0..4)
-            .map(|w| eq(facts, base + 4 * w, 4).next())
-            .collect();
+        let words: Vec<Option<u32>> = (0..4).map(|w| eq(facts, base + 4 * w, 4).next()).collect();
         if words.iter().all(Option::is_some) {
             let mut a = [0u8; 16];
             for (w, v) in words.iter().enumerate() {
@@ -453,9 +453,81 @@ fn ipv6_keys(l: u32, facts: &[Fact], keys: &mut Vec<Predicate>) {
     }
 }
 
+/// The link types of a capture file's header (the pcap header, or the pcapng section
+/// header and interface descriptions), as an index keeps it. None when it cannot be read.
+pub fn header_linktypes(header: &[u8]) -> Option<Vec<u16>> {
+    let magic = u32::from_le_bytes(header.get(..4)?.try_into().ok()?);
+    let u32_at = |at: usize, be: bool| -> Option<u32> {
+        let b: [u8; 4] = header.get(at..at + 4)?.try_into().ok()?;
+        Some(if be {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    };
+    match magic {
+        0xa1b2_c3d4 | 0xa1b2_3c4d | 0xa1b2_cd34 => Some(vec![(u32_at(20, false)? & 0xffff) as u16]),
+        0xd4c3_b2a1 | 0x4d3c_b2a1 | 0x34cd_b2a1 => Some(vec![(u32_at(20, true)? & 0xffff) as u16]),
+        0x0a0d_0d0a => {
+            let be = match u32_at(8, false)? {
+                0x1a2b_3c4d => false,
+                0x4d3c_2b1a => true,
+                _ => return None,
+            };
+            let mut out = Vec::new();
+            let mut at = 0usize;
+            while at + 12 <= header.len() {
+                let ty = u32_at(at, be)?;
+                let len = u32_at(at + 4, be)? as usize;
+                if len < 12 || at + len > header.len() {
+                    return None;
+                }
+                if ty == 1 {
+                    let lt = u32_at(at + 8, be)?;
+                    out.push(if be {
+                        (lt >> 16) as u16
+                    } else {
+                        (lt & 0xffff) as u16
+                    });
+                }
+                at += len;
+            }
+            out.sort_unstable();
+            out.dedup();
+            (!out.is_empty()).then_some(out)
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_header_linktypes() {
+        let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+        pcap.extend_from_slice(&[0; 8]);
+        pcap.extend_from_slice(&65535u32.to_le_bytes());
+        pcap.extend_from_slice(&113u32.to_le_bytes());
+        assert_eq!(header_linktypes(&pcap), Some(vec![113]));
+        let mut ng = vec![0x0a, 0x0d, 0x0d, 0x0a];
+        ng.extend_from_slice(&28u32.to_le_bytes());
+        ng.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+        ng.extend_from_slice(&[1, 0, 0, 0]);
+        ng.extend_from_slice(&u64::MAX.to_le_bytes());
+        ng.extend_from_slice(&28u32.to_le_bytes());
+        for lt in [1u16, 101, 1] {
+            ng.extend_from_slice(&1u32.to_le_bytes());
+            ng.extend_from_slice(&20u32.to_le_bytes());
+            ng.extend_from_slice(&lt.to_le_bytes());
+            ng.extend_from_slice(&[0, 0]);
+            ng.extend_from_slice(&65535u32.to_le_bytes());
+            ng.extend_from_slice(&20u32.to_le_bytes());
+        }
+        assert_eq!(header_linktypes(&ng), Some(vec![1, 101]));
+        assert_eq!(header_linktypes(b"nonsense"), None);
+    }
 
     fn i(code: u16, jt: u8, jf: u8, k: u32) -> Insn {
         Insn { code, jt, jf, k }
@@ -523,7 +595,12 @@ mod tests {
     fn test_unknown_link_type_and_unnamed_tests_read_everything() {
         assert_eq!(Predicate::from_program(147, &host()), Predicate::Any);
         // `greater 100`: a length test names no key.
-        let p = vec![i(0x80, 0, 0, 0), i(0x35, 0, 1, 100), i(0x06, 0, 0, 1), i(0x06, 0, 0, 0)];
+        let p = vec![
+            i(0x80, 0, 0, 0),
+            i(0x35, 0, 1, 100),
+            i(0x06, 0, 0, 1),
+            i(0x06, 0, 0, 0),
+        ];
         assert_eq!(Predicate::from_program(1, &p), Predicate::Any);
     }
 
@@ -544,7 +621,10 @@ mod tests {
             Predicate::Or(v) => assert_eq!(v.len(), 256),
             p => panic!("{p:?}"),
         }
-        assert_eq!(Predicate::from_program(1, &net(0xffff_0000)), Predicate::Any);
+        assert_eq!(
+            Predicate::from_program(1, &net(0xffff_0000)),
+            Predicate::Any
+        );
     }
 
     #[test]

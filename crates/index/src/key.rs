@@ -7,9 +7,10 @@
 //! accept:
 //!
 //! - VLAN tags (802.1Q, 802.1ad, 0x9100), every one of a stack, are walked and their ids kept;
-//! - IPv4 addresses are kept whenever the 20-byte header is captured (libpcap reads them at
-//!   fixed offsets, whatever the version or header length say), and ARP/RARP sender and
-//!   target addresses too (`host` matches ARP);
+//! - IPv4 addresses are kept whenever their bytes are captured (libpcap reads them at fixed
+//!   offsets, whatever the version or header length say, and a capture cut short by its
+//!   snap length keeps the fields before the cut), and ARP/RARP sender and target addresses
+//!   too (`host` matches ARP); the protocol likewise, byte by byte;
 //! - ports of TCP, UDP and SCTP, at the offset the header length gives, in first fragments;
 //! - IPv6: both addresses, and every Next Header value through up to 8 extension headers
 //!   (each goes into the protocol set), then the ports as for IPv4.
@@ -138,17 +139,23 @@ fn arp(d: &[u8], off: usize, s: &mut impl Sink) {
     }
 }
 
+/// IPv4: each field whose bytes were captured, as libpcap reads them (a capture cut short by
+/// its snap length still has the fields before the cut, and a filter can match on them).
 fn ipv4(d: &[u8], off: usize, s: &mut impl Sink) {
-    let Some(h) = d.get(off..off + 20) else {
+    let proto = d.get(off + 9).copied();
+    if let Some(p) = proto {
+        s.proto(p);
+    }
+    for at in [off + 12, off + 16] {
+        if let Some(a) = addr4(d, at) {
+            s.key(v4_key(a));
+        }
+    }
+    let (Some(&vhl), Some(frag)) = (d.get(off), be16(d, off + 6)) else {
         return;
     };
-    let proto = h[9];
-    s.proto(proto);
-    s.key(v4_key([h[12], h[13], h[14], h[15]]));
-    s.key(v4_key([h[16], h[17], h[18], h[19]]));
-    let frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff;
-    if frag == 0 && matches!(proto, 6 | 17 | 132) {
-        ports(d, off + usize::from(h[0] & 0x0f) * 4, s);
+    if frag & 0x1fff == 0 && matches!(proto, Some(6 | 17 | 132)) {
+        ports(d, off + usize::from(vhl & 0x0f) * 4, s);
     }
 }
 
@@ -162,15 +169,17 @@ fn ports(d: &[u8], at: usize, s: &mut impl Sink) {
 }
 
 fn ipv6(d: &[u8], off: usize, s: &mut impl Sink) {
-    let Some(h) = d.get(off..off + 40) else {
+    for at in [off + 8, off + 24] {
+        if let Some(b) = d.get(at..at + 16) {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(b);
+            s.key(v6_key(&a));
+        }
+    }
+    let Some(&first) = d.get(off + 6) else {
         return;
     };
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&h[8..24]);
-    s.key(v6_key(&a));
-    a.copy_from_slice(&h[24..40]);
-    s.key(v6_key(&a));
-    let mut next = h[6];
+    let mut next = first;
     let mut at = off + 40;
     for _ in 0..8 {
         s.proto(next);
@@ -287,6 +296,16 @@ pub(crate) mod tests {
             frame_keys(101, &f[14..cut.max(14)], &mut k);
             frame_keys(113, &f[..cut], &mut k);
         }
+    }
+
+    #[test]
+    fn test_short_snaplen_keeps_the_fields_before_the_cut() {
+        // `-s 30`: the protocol and the source address are there, the destination is not.
+        let f = udp4([10, 0, 0, 1], [10, 1, 2, 3], 1024, 53, None);
+        let mut k = Keys::default();
+        frame_keys(1, &f[..30], &mut k);
+        assert_eq!(k.protos, [17]);
+        assert_eq!(k.keys, [v4_key([10, 0, 0, 1])]);
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //! - [`index_reader`]: builds the index of a whole file from a stream (`corecap index`).
 //! - [`Index::parse`]: reads a sidecar back, checking its magic, version and CRC, so a
 //!   damaged index is refused and the file is scanned instead.
-//! - [`Predicate`]: what a tcpdump filter requires of a region, found conservatively; with
-//!   [`Region::overlaps`] it selects the regions a query reads.
+//! - [`Predicate`]: what a filter requires of a region, read from the program libpcap
+//!   compiled for it ([`Predicate::from_program`]); with [`Region::overlaps`] it selects the
+//!   regions a query reads.
 //!
 //! ```
 //! use corecap_index::{Index, IndexBuilder, Predicate};
@@ -37,8 +38,15 @@
 //! let index = Index::parse(&b.finish())?;
 //! let region = &index.regions[0];
 //! assert_eq!(region.packets, 1);
-//! assert!(Predicate::from_filter("host 10.1.2.3 and udp port 53").may_match(region));
-//! assert!(!Predicate::from_filter("tcp").may_match(region));
+//! // What `host 10.1.2.3 and udp port 53` requires (Predicate::from_program reads it from
+//! // libpcap's program for the filter).
+//! let q = Predicate::And(vec![
+//!     Predicate::Host4([10, 1, 2, 3]),
+//!     Predicate::Proto(17),
+//!     Predicate::Port(53),
+//! ]);
+//! assert!(q.may_match(region));
+//! assert!(!Predicate::Proto(6).may_match(region));
 //! # Ok::<(), corecap_index::IndexError>(())
 //! ```
 #![forbid(unsafe_code)]
@@ -54,7 +62,7 @@ mod split;
 
 use std::path::{Path, PathBuf};
 
-pub use bpf::Insn;
+pub use bpf::{header_linktypes, Insn};
 pub use builder::IndexBuilder;
 pub use format::{CaptureFormat, Index, IndexError, Region};
 pub use predicate::Predicate;

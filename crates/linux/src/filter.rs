@@ -284,12 +284,28 @@ pub fn compile_for_socket(
     }
 }
 
-/// Compiles `expr` for frames of link type `linktype` read from a file.
+/// The DLT_ value libpcap's `pcap_open_dead` wants for a file's LINKTYPE_ value. They are
+/// the same number except for the few link types whose DLT_ differs between platforms,
+/// which files record under a number of their own (libpcap's `linktype_to_dlt`): raw IP is
+/// LINKTYPE_RAW 101 in a file and DLT_RAW 12 on Linux.
+pub fn dlt_of_linktype(linktype: u16) -> c_int {
+    match linktype {
+        100 => 11, // ATM_RFC1483
+        101 => 12, // RAW
+        102 => 15, // SLIP_BSDOS
+        103 => 16, // PPP_BSDOS
+        106 => 19, // ATM_CLIP
+        lt => c_int::from(lt),
+    }
+}
+
+/// Compiles `expr` for frames of link type `linktype` (a file's LINKTYPE_ value) read from a
+/// file, as tcpdump compiles it for that file.
 pub fn compile_offline(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<sock_filter>> {
     let lib = libpcap()?;
+    let dlt = dlt_of_linktype(linktype);
     // SAFETY: plain constructor; the result is checked.
-    let p =
-        unsafe { (lib.open_dead)(c_int::from(linktype), snaplen.min(i32::MAX as u32) as c_int) };
+    let p = unsafe { (lib.open_dead)(dlt, snaplen.min(i32::MAX as u32) as c_int) };
     if p.is_null() {
         return Err(Error::new(ErrorKind::Filter, "pcap_open_dead failed"));
     }

@@ -12,6 +12,7 @@ mod extcap;
 mod ipfix;
 mod net;
 mod newcomer;
+mod parity;
 mod query;
 mod record;
 mod seal;
