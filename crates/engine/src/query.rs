@@ -117,6 +117,8 @@ pub struct QueryStats {
     pub files_scanned: u64,
     /// Files whose readable part ended early (cut short or damaged).
     pub files_truncated: u64,
+    /// Files still being written, read up to their last whole block.
+    pub files_live: u64,
     /// Bytes of sidecar indexes read.
     pub index_bytes: u64,
     /// One line per notable event (a damaged index, a file cut short).
@@ -165,8 +167,9 @@ pub fn file_kind(path: &Path) -> io::Result<FileKind> {
 }
 
 /// Expands files and directories (a spool, a rotation directory) into capture files, in
-/// name order. In directories, hidden files (names starting with `.`: files still being
-/// written), sidecars (`.idx`) and files that are not captures are skipped; the second value
+/// name order. In directories, files still being written (`.NAME.part`) are included (a
+/// query reads them up to their last whole block), while other hidden files, sidecars
+/// (`.idx`) and files that are not captures are skipped; the second value
 /// counts the skipped non-captures. A file named directly that is not a capture is an error.
 pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError> {
     let mut out = Vec::new();
@@ -184,11 +187,13 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError
                 let hidden = f
                     .file_name()
                     .is_none_or(|n| n.to_string_lossy().starts_with('.'));
-                if hidden || corecap_index::is_sidecar(&f) || !f.is_file() {
+                if (hidden && !is_part(&f)) || corecap_index::is_sidecar(&f) || !f.is_file() {
                     continue;
                 }
                 match file_kind(&f) {
                     Ok(FileKind::Plain | FileKind::Sealed | FileKind::Compressed(_)) => out.push(f),
+                    // A part whose first bytes are not on disk yet holds nothing to read.
+                    _ if hidden => {}
                     _ => skipped += 1,
                 }
             }
@@ -245,6 +250,28 @@ pub struct FilePlan {
     pub indexed: bool,
     /// Why the index was not used, when it exists but is unusable.
     pub note: Option<String>,
+    /// A file still being written (its hidden part): read up to its last whole block,
+    /// which the writer's flush interval put on disk.
+    pub live: bool,
+}
+
+/// Whether `path` is the hidden part of a capture file being written (`.NAME.part`, not an
+/// index's temporary file).
+pub fn is_part(path: &Path) -> bool {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return false;
+    };
+    match name.strip_prefix('.').and_then(|n| n.strip_suffix(".part")) {
+        Some(own) => !own.is_empty() && !corecap_index::is_sidecar(Path::new(own)),
+        None => false,
+    }
+}
+
+/// The name a part gets once its file is whole: `.NAME.part` → `NAME`.
+fn whole_name(part: &Path) -> Option<PathBuf> {
+    let name = part.file_name()?.to_string_lossy().into_owned();
+    let own = name.strip_prefix('.')?.strip_suffix(".part")?;
+    Some(part.with_file_name(own))
 }
 
 fn load_index(path: &Path, kek: Option<&KeyFile>) -> Result<Option<(Index, u64)>, String> {
@@ -341,10 +368,23 @@ pub fn plan_file(
     kek: Option<&Arc<KeyFile>>,
     stats: &mut QueryStats,
 ) -> Result<FilePlan, QueryError> {
+    // A part renamed since the listing is a whole file now.
+    let whole;
+    let path = match whole_name(path) {
+        Some(w) if is_part(path) && !path.exists() => {
+            whole = w;
+            whole.as_path()
+        }
+        _ => path,
+    };
     let size = std::fs::metadata(path).map_err(io_at(path))?.len();
     let kind = file_kind(path).map_err(io_at(path))?;
     let opener = sealed_opener(path, kind, kek)?;
     let mut plan = FilePlan::scan(path, size, opener);
+    if is_part(path) {
+        plan.live = true;
+        return Ok(plan);
+    }
     if let FileKind::Compressed(c) = kind {
         plan.compression = c;
         plan.note = Some(format!(
@@ -440,6 +480,7 @@ impl FilePlan {
             regions: (0, 0),
             indexed: false,
             note: None,
+            live: false,
         }
     }
 
@@ -655,7 +696,14 @@ impl FileStream {
     ) -> Result<Option<Box<dyn Read + Send>>, QueryError> {
         let path = &self.plan.path;
         stats.bytes_read += self.plan.size;
-        let mut f = File::open(path).map_err(io_at(path))?;
+        let opened = match File::open(path) {
+            // The writer finished the file since it was planned: read it under its name.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && self.plan.live => {
+                whole_name(path).map_or(Err(e), File::open)
+            }
+            r => r,
+        };
+        let mut f = opened.map_err(io_at(path))?;
         match &self.plan.opener {
             Some(o) => {
                 let mut skip = vec![0u8; o.header_len as usize];
@@ -738,6 +786,11 @@ impl FileStream {
             let rec = match r.next_packet() {
                 Ok(Some(rec)) => rec,
                 Ok(None) => {
+                    self.reader = None;
+                    continue;
+                }
+                Err(_) if self.plan.live => {
+                    // A file being written ends where its whole blocks end.
                     self.reader = None;
                     continue;
                 }
@@ -849,6 +902,7 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
             )?
         };
         stats.files += 1;
+        stats.files_live += u64::from(plan.live);
         stats.bytes_total += plan.size;
         stats.regions_read += plan.regions.0;
         stats.regions_total += plan.regions.1;

@@ -358,3 +358,60 @@ fn issue21_a_full_ext4_disk_names_the_os_error() {
     // What is on disk is whole: tcpdump reads it to the end.
     tcpdump_slow(&out, "10.0.0.1");
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue22_a_query_reads_the_file_being_written() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("live");
+    let rec = s.path("rec.pcapng");
+    let cap = lab.capture_to(&rec, &["-b", "filesize:64", "--flush-interval", "1"]);
+    let sent = lab.gen(
+        60,
+        &[
+            "--rate",
+            "100",
+            "--flows",
+            "1",
+            "--flow-base",
+            "1000",
+            "--size",
+            "128",
+        ],
+    );
+    // The flush interval has passed: every packet is on disk, in the file being written.
+    std::thread::sleep(Duration::from_millis(2500));
+    let part = std::fs::read_dir(&s.0)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".part"))
+        .expect("the file being written");
+    // tcpdump reads the part's whole blocks, then stops at the padding after them.
+    let o = Command::new("tcpdump")
+        .args(["-nn", "-r"])
+        .arg(&part)
+        .args(["host", SLOW_HOST])
+        .output()
+        .expect("run tcpdump");
+    let on_disk = o.stdout.iter().filter(|&&b| b == b'\n').count() as u64;
+    assert_eq!(on_disk, sent, "tcpdump reads every packet from the part");
+    let out = s.path("q.pcapng");
+    let q = |args: &[&str]| {
+        let mut a = vec!["query", "--json", "-w", out.to_str().expect("utf8")];
+        a.extend_from_slice(args);
+        let o = util::corecap(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("json")
+    };
+    let dir = s.0.to_str().expect("utf8");
+    let v = q(&[dir, "host", SLOW_HOST]);
+    assert_eq!(util::u(&v, "packets"), sent, "{v}");
+    assert_eq!(util::u(&v, "files_live"), 1, "{v}");
+    assert_eq!(util::u(&v, "files_truncated"), 0, "{v}");
+    let summary = cap.stop();
+    assert_eq!(util::u(&summary, "packets"), sent);
+    let v = q(&[dir, "host", SLOW_HOST]);
+    assert_eq!(util::u(&v, "packets"), sent, "{v}");
+    assert_eq!(util::u(&v, "files_live"), 0, "{v}");
+}
