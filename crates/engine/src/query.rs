@@ -225,7 +225,15 @@ pub enum Segment {
     },
     /// The whole file from its start.
     Scan,
+    /// The packets at these offsets (from the postings), in file order, each read with the
+    /// aligned 4 KiB blocks that hold it, parsed after the index's file header.
+    Packets(Vec<u64>),
 }
+
+/// Offsets of one [`Segment::Packets`] at most (a bounded buffer per segment).
+const PACKETS_PER_SEGMENT: usize = 4096;
+/// The unit of a packet read.
+const PACKET_READ: u64 = 4096;
 
 /// The reads of one file.
 #[derive(Debug)]
@@ -463,7 +471,61 @@ fn usable_index(
         ));
         return None;
     }
+    // The index describes these bytes only if they are the ones it was made from.
+    let same = index.identity.is_some_and(|id| {
+        File::open(&plan.path)
+            .and_then(|f| corecap_index::Identity::of_file(&f, index.covered))
+            .is_ok_and(|now| now == id)
+    });
+    stats.index_bytes += 2 * index.covered.min(corecap_index::format::IDENTITY_SPAN);
+    if !same {
+        plan.note = Some(format!(
+            "{}: its index does not match it (the file was replaced or rewritten since); \
+             scanning it (`corecap index` rewrites the index)",
+            plan.path.display()
+        ));
+        return None;
+    }
     index.random_access().then_some(index)
+}
+
+/// The offsets of the packets that can match `p`, from the postings: None where the
+/// postings cannot tell (a dense key, or a test they do not hold), which reads regions.
+fn postings_of(p: &Predicate, post: &corecap_index::Postings) -> Option<Vec<u64>> {
+    use corecap_index::key::{port_key, proto_key, v4_key, v6_key, vlan_key};
+    let look = |k: u64| match post.lookup(k) {
+        corecap_index::Lookup::Absent => Some(Vec::new()),
+        corecap_index::Lookup::Dense => None,
+        corecap_index::Lookup::Offsets(v) => Some(v),
+    };
+    match p {
+        Predicate::Any => None,
+        Predicate::Host4(a) => look(v4_key(*a)),
+        Predicate::Host6(a) => look(v6_key(a)),
+        Predicate::Port(n) => look(port_key(*n)),
+        Predicate::Proto(n) => look(proto_key(*n)),
+        Predicate::Vlan(v) => look(vlan_key(*v)),
+        Predicate::And(v) => {
+            let mut sets: Vec<Vec<u64>> = v.iter().filter_map(|c| postings_of(c, post)).collect();
+            sets.sort_by_key(Vec::len);
+            let mut it = sets.into_iter();
+            let first = it.next()?;
+            Some(it.fold(first, |acc, s| {
+                acc.into_iter()
+                    .filter(|o| s.binary_search(o).is_ok())
+                    .collect()
+            }))
+        }
+        Predicate::Or(v) => {
+            let mut all = Vec::new();
+            for c in v {
+                all.extend(postings_of(c, post)?);
+            }
+            all.sort_unstable();
+            all.dedup();
+            Some(all)
+        }
+    }
 }
 
 impl FilePlan {
@@ -484,9 +546,70 @@ impl FilePlan {
         }
     }
 
+    /// Reads only the packets the postings name for `pred` in the regions that overlap
+    /// `from..to` (opaque regions, whose packets the postings may miss, whole), plus the
+    /// bytes written after the index. False when the postings cannot answer `pred`.
+    fn choose_packets(&mut self, index: &Index, from: u64, to: u64, pred: &Predicate) -> bool {
+        if !index.has_postings() || self.opener.is_some() {
+            return false;
+        }
+        let Some(offsets) = postings_of(pred, &index.postings) else {
+            return false;
+        };
+        let mut segs: Vec<Segment> = Vec::new();
+        let mut group: Vec<u64> = Vec::new();
+        let mut start_ts = u64::MAX;
+        let (mut chosen, mut next) = (0, 0);
+        let first = index.regions.first().map_or(0, |r| r.at.start);
+        for r in &index.regions {
+            let lo = next + offsets[next..].partition_point(|o| *o < r.at.start);
+            next = lo + offsets[lo..].partition_point(|o| *o < r.at.end);
+            if !r.overlaps(from, to) || (!r.opaque() && lo == next) {
+                continue;
+            }
+            chosen += 1;
+            start_ts = start_ts.min(r.ts_min);
+            if r.opaque() {
+                if !group.is_empty() {
+                    segs.push(Segment::Packets(std::mem::take(&mut group)));
+                }
+                segs.push(Segment::Range {
+                    at: r.at.clone(),
+                    after_header: r.at.start != first,
+                });
+                continue;
+            }
+            for o in &offsets[lo..next] {
+                group.push(*o);
+                if group.len() == PACKETS_PER_SEGMENT {
+                    segs.push(Segment::Packets(std::mem::take(&mut group)));
+                }
+            }
+        }
+        if !group.is_empty() {
+            segs.push(Segment::Packets(group));
+        }
+        if self.size > index.covered && !index.stopped() && !index.regions.is_empty() {
+            segs.push(Segment::Range {
+                at: index.covered..self.size,
+                after_header: true,
+            });
+            start_ts = 0;
+        }
+        self.regions = (chosen, index.regions.len() as u64);
+        self.header = index.header.clone();
+        self.segments = segs;
+        self.start_ts = if start_ts == u64::MAX { 0 } else { start_ts };
+        self.indexed = true;
+        true
+    }
+
     /// Reads only the index's regions that overlap `from..to` and may match `pred`
     /// (adjacent ones merged up to `MAX_READ`), plus the bytes written after the index.
     fn choose_regions(&mut self, index: Index, from: u64, to: u64, pred: &Predicate) {
+        if self.choose_packets(&index, from, to, pred) {
+            return;
+        }
         let first = index.regions.first().map_or(0, |r| r.at.start);
         let mut segs: Vec<Segment> = Vec::new();
         let mut start_ts = u64::MAX;
@@ -571,6 +694,79 @@ impl<W: Write> Ctx<'_, W> {
             e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
         }
         Ok(self.programs.get(&linktype))
+    }
+}
+
+/// How a file frames its packets, from its header (as the index keeps it).
+#[derive(Clone, Copy, Debug)]
+enum Framing {
+    /// pcap records: big-endian, record header length.
+    Pcap {
+        be: bool,
+        head: usize,
+    },
+    /// pcapng blocks in this byte order.
+    Pcapng {
+        be: bool,
+    },
+    Unknown,
+}
+
+impl Framing {
+    fn of(header: &[u8]) -> Self {
+        let Some(m) = header.get(..4) else {
+            return Framing::Unknown;
+        };
+        match u32::from_le_bytes([m[0], m[1], m[2], m[3]]) {
+            0xa1b2_c3d4 | 0xa1b2_3c4d => Framing::Pcap {
+                be: false,
+                head: 16,
+            },
+            0xd4c3_b2a1 | 0x4d3c_b2a1 => Framing::Pcap { be: true, head: 16 },
+            0xa1b2_cd34 => Framing::Pcap {
+                be: false,
+                head: 24,
+            },
+            0x34cd_b2a1 => Framing::Pcap { be: true, head: 24 },
+            0x0a0d_0d0a => match header.get(8..12).map(|b| [b[0], b[1], b[2], b[3]]) {
+                Some([0x4d, 0x3c, 0x2b, 0x1a]) => Framing::Pcapng { be: false },
+                Some([0x1a, 0x2b, 0x3c, 0x4d]) => Framing::Pcapng { be: true },
+                _ => Framing::Unknown,
+            },
+            _ => Framing::Unknown,
+        }
+    }
+
+    /// The length of the block (pcap record) at the start of `b`, when its length field is
+    /// there; it may be longer than `b`.
+    fn block_len(self, b: &[u8]) -> Option<usize> {
+        let u32_at = |at: usize, be: bool| {
+            b.get(at..at + 4).map(|x| {
+                let a = [x[0], x[1], x[2], x[3]];
+                if be {
+                    u32::from_be_bytes(a)
+                } else {
+                    u32::from_le_bytes(a)
+                }
+            })
+        };
+        match self {
+            Framing::Pcap { be, head } => Some(head + u32_at(8, be)? as usize),
+            Framing::Pcapng { be } => Some(u32_at(4, be)? as usize).filter(|l| *l >= 12),
+            Framing::Unknown => None,
+        }
+    }
+}
+
+/// Reads a file from an offset on, by `pread`.
+struct ReadAt<'a>(&'a File, u64);
+
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.0.read_at(buf, self.1)?;
+        self.1 += n as u64;
+        Ok(n)
     }
 }
 
@@ -674,6 +870,7 @@ impl FileStream {
                     None => continue,
                 },
                 Segment::Range { at, after_header } => self.open_range(at, after_header, stats)?,
+                Segment::Packets(offsets) => self.open_packets(&offsets, stats)?,
             };
             match CaptureReader::new(input) {
                 Ok(r) => {
@@ -729,6 +926,54 @@ impl FileStream {
             }
             None => Ok(Some(Box::new(BufReader::with_capacity(1 << 20, f)))),
         }
+    }
+
+    /// The packets at `offsets`, each read with the aligned 4 KiB blocks that hold it (one
+    /// read per packet, none where the previous read holds it), after the index's file
+    /// header.
+    fn open_packets(
+        &mut self,
+        offsets: &[u64],
+        stats: &mut QueryStats,
+    ) -> Result<Box<dyn Read + Send>, QueryError> {
+        let path = self.plan.path.clone();
+        let f = File::open(&path).map_err(io_at(&path))?;
+        let framing = Framing::of(&self.plan.header);
+        let mut out = self.plan.header.clone();
+        let mut win: Vec<u8> = Vec::new();
+        let mut win_at = 0u64;
+        for &off in offsets {
+            let mut need = 24u64;
+            loop {
+                let have = off >= win_at && off + need <= win_at + win.len() as u64;
+                if !have {
+                    let start = off / PACKET_READ * PACKET_READ;
+                    let end = (off + need).div_ceil(PACKET_READ) * PACKET_READ;
+                    win.resize((end - start) as usize, 0);
+                    let got = read_full(&mut ReadAt(&f, start), &mut win).map_err(io_at(&path))?;
+                    win.truncate(got);
+                    win_at = start;
+                    stats.bytes_read += got as u64;
+                }
+                let rel = (off - win_at) as usize;
+                // A length past any block corecap reads (16 MiB) is no packet: skip it (the
+                // reader after it says the file is damaged if the rest is).
+                let Some(len) = framing
+                    .block_len(&win[rel.min(win.len())..])
+                    .filter(|l| *l <= 16 << 20)
+                else {
+                    break;
+                };
+                if (len as u64) <= need || rel + len <= win.len() {
+                    if rel + len <= win.len() {
+                        out.extend_from_slice(&win[rel..rel + len]);
+                    }
+                    break;
+                }
+                need = len as u64;
+            }
+        }
+        Ok(Box::new(Cursor::new(out)))
     }
 
     /// Bytes `at` of the file (fewer at its end), decrypted when sealed, after the index's
@@ -1021,8 +1266,8 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
         }
         FileKind::Plain => {
             let f = File::open(path).map_err(io_at(path))?;
-            let b = corecap_index::index_reader(BufReader::new(f), corecap_index::REGION_SIZE)
-                .map_err(io_at(path))?;
+            let b =
+                corecap_index::index_file(&f, corecap_index::REGION_SIZE).map_err(io_at(path))?;
             let report = IndexReport {
                 packets: b.packets,
                 regions: b.regions,
@@ -1065,7 +1310,7 @@ fn index_sealed(
         cause,
     };
     let o = ChunkOpener::from_header(&mut f, kek).map_err(sealed_err)?;
-    let mut b = corecap_index::IndexBuilder::new();
+    let mut b = corecap_index::IndexBuilder::without_postings();
     let mut report = IndexReport::default();
     let mut offset = o.header_len;
     let mut region_start = offset;
@@ -1114,6 +1359,10 @@ fn index_sealed(
     }
     report.packets = b.packets();
     report.covered = offset;
+    if offset > 0 {
+        let f = File::open(path).map_err(io_at(path))?;
+        b.set_identity(corecap_index::Identity::of_file(&f, b.covered()).map_err(io_at(path))?);
+    }
     let cfg = SealConfig {
         cipher: o.cipher,
         kek: kek.clone(),

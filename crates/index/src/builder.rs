@@ -14,10 +14,11 @@ use corecap_wire::read::ts_to_ns;
 
 use crate::bloom;
 use crate::format::{
-    CaptureFormat, FLAG_SEQUENTIAL, FLAG_STOPPED, HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE,
-    TRAILER, VERSION,
+    CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
+    HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{frame_keys, Sink};
+use crate::key::{frame_keys, proto_key, Sink};
+use crate::postings::PostingsBuilder;
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
 const PCAP_NANOS: u32 = 0xa1b2_3c4d;
@@ -54,16 +55,22 @@ enum Fmt {
     },
 }
 
-/// The sets of the region being built.
+/// The sets of the region being built, and the file's postings.
 struct Sets {
     keys: Vec<u64>,
     recent: Vec<u64>,
     protos: [u64; 4],
+    postings: Option<PostingsBuilder>,
+    /// File offset of the packet being read.
+    offset: u64,
 }
 
 impl Sink for Sets {
     #[inline]
     fn key(&mut self, k: u64) {
+        if let Some(p) = self.postings.as_mut() {
+            p.add(k, self.offset);
+        }
         let slot = &mut self.recent[(k as usize) & (RECENT - 1)];
         if *slot != k {
             *slot = k;
@@ -72,6 +79,9 @@ impl Sink for Sets {
     }
     #[inline]
     fn proto(&mut self, p: u8) {
+        if let Some(post) = self.postings.as_mut() {
+            post.add(proto_key(p), self.offset);
+        }
         self.protos[usize::from(p / 64)] |= 1 << (p % 64);
     }
 }
@@ -92,6 +102,7 @@ pub struct IndexBuilder {
     count: u32,
     covered: u64,
     packets: u64,
+    identity: Option<Identity>,
 }
 
 impl std::fmt::Debug for IndexBuilder {
@@ -175,8 +186,17 @@ enum Step {
 }
 
 impl IndexBuilder {
-    /// A builder for a new file.
+    /// A builder for a new plain file, with postings (`at` ranges are the blocks' own).
     pub fn new() -> Self {
+        let mut b = Self::without_postings();
+        b.sets.postings = Some(PostingsBuilder::default());
+        b.flags |= FLAG_POSTINGS;
+        b
+    }
+
+    /// A builder without postings: for a sealed file, whose regions are encrypted chunks
+    /// and whose packets have no offset of their own in the file.
+    pub fn without_postings() -> Self {
         Self {
             fmt: Fmt::Start,
             header: Vec::new(),
@@ -189,12 +209,26 @@ impl IndexBuilder {
                 keys: Vec::with_capacity(4096),
                 recent: vec![0; RECENT],
                 protos: [0; 4],
+                postings: None,
+                offset: 0,
             },
             regions: Vec::new(),
             count: 0,
             covered: 0,
             packets: 0,
+            identity: None,
         }
+    }
+
+    /// Ties the index to the bytes it covers (see [`Identity::of_file`]), before
+    /// [`IndexBuilder::finish`].
+    pub fn set_identity(&mut self, id: Identity) {
+        self.identity = Some(id);
+    }
+
+    /// End of the last region: the bytes the index covers.
+    pub fn covered(&self) -> u64 {
+        self.covered
     }
 
     /// Indexes one region. `blocks` are whole pcap records or whole pcapng blocks as they
@@ -221,6 +255,7 @@ impl IndexBuilder {
         }
         while !self.stopped && pos < blocks.len() {
             let rest = &blocks[pos..];
+            self.sets.offset = at.start + pos as u64;
             let step = match self.fmt {
                 Fmt::Pcap { be, nanos, head } => self.pcap_record(rest, be, nanos, head, &mut acc),
                 Fmt::Pcapng { be } => self.pcapng_block(rest, be, &mut acc),
@@ -430,6 +465,9 @@ impl IndexBuilder {
         acc.ts_min = acc.ts_min.min(ts);
         acc.ts_max = acc.ts_max.max(ts);
         self.packets += 1;
+        if let Some(p) = self.sets.postings.as_mut() {
+            p.packet();
+        }
         if !frame_keys(linktype, data, &mut self.sets) {
             acc.opaque = true;
         }
@@ -483,17 +521,32 @@ impl IndexBuilder {
         let hpad = (8 - self.header.len() % 8) % 8;
         let mut out =
             Vec::with_capacity(HEAD_LEN + self.header.len() + hpad + self.regions.len() + 8);
+        let mut flags = self.flags;
+        if self.identity.is_some() {
+            flags |= FLAG_IDENTIFIED;
+        }
+        if self.stopped {
+            // Packets after the bad block are in no list: the postings cannot say "absent".
+            flags &= !FLAG_POSTINGS;
+        }
+        let id = self.identity.unwrap_or(Identity { first: 0, last: 0 });
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.push(format.id());
-        out.push(self.flags);
+        out.push(flags);
         out.extend_from_slice(&self.count.to_le_bytes());
         out.extend_from_slice(&self.covered.to_le_bytes());
         out.extend_from_slice(&(self.header.len() as u32).to_le_bytes());
         out.extend_from_slice(&bloom::HASHES.to_le_bytes());
+        out.extend_from_slice(&id.first.to_le_bytes());
+        out.extend_from_slice(&id.last.to_le_bytes());
         out.extend_from_slice(&self.header);
         out.resize(out.len() + hpad, 0);
         out.extend_from_slice(&self.regions);
+        match (flags & FLAG_POSTINGS != 0, self.sets.postings) {
+            (true, Some(p)) => p.finish(&mut out),
+            _ => PostingsBuilder::default().finish(&mut out),
+        }
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(TRAILER);

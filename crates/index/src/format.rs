@@ -4,10 +4,12 @@ use std::ops::Range;
 
 /// Sidecar magic.
 pub const MAGIC: &[u8; 8] = b"CORECAPX";
-/// Sidecar format version.
-pub const VERSION: u16 = 1;
+/// Sidecar format version: 2 added the identity of the covered bytes and the postings.
+pub const VERSION: u16 = 2;
 /// Bytes of the sidecar header before the capture file's header bytes.
-pub const HEAD_LEN: usize = 32;
+pub const HEAD_LEN: usize = 48;
+/// Bytes of the capture file hashed at each end of the covered range for its identity.
+pub const IDENTITY_SPAN: u64 = 4096;
 /// Bytes of a region entry before its Bloom filter.
 pub const REGION_LEN: usize = 80;
 /// Trailer: CRC-32 of everything before it, then `XEND`.
@@ -22,6 +24,11 @@ pub const FLAG_STOPPED: u8 = 1;
 /// Header flag: interfaces or sections are defined after the file header, so a region cannot
 /// be read alone; a query reads the file from the start.
 pub const FLAG_SEQUENTIAL: u8 = 2;
+/// Header flag: the identity of the covered bytes is set.
+pub const FLAG_IDENTIFIED: u8 = 4;
+/// Header flag: the postings hold every packet's keys (not set for a sealed file, whose
+/// offsets are the encrypted chunks').
+pub const FLAG_POSTINGS: u8 = 8;
 /// Region flag: some packet's link type is not one the parser reads; its sets are incomplete
 /// and the region is never pruned by them.
 pub const REGION_OPAQUE: u32 = 1;
@@ -55,7 +62,7 @@ pub enum IndexError {
     #[error("not a corecap index (bad magic)")]
     Magic,
     /// A version this reader does not know.
-    #[error("index version {0} is not supported (this corecap reads version 1)")]
+    #[error("index version {0} is not supported (this corecap reads version 2; `corecap index` rewrites it)")]
     Version(u16),
     /// The checksum does not match: the index is damaged.
     #[error("index checksum mismatch (damaged index)")]
@@ -108,6 +115,34 @@ impl Region {
     }
 }
 
+/// What ties an index to the bytes it describes: xxh3-64 of the first and of the last
+/// [`IDENTITY_SPAN`] bytes of the covered range (with the covered length, in the header).
+/// A capture file replaced or rewritten under the same name no longer matches its index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// Hash of the first bytes.
+    pub first: u64,
+    /// Hash of the last bytes.
+    pub last: u64,
+}
+
+impl Identity {
+    /// The identity of the first `covered` bytes of `file` (two small reads).
+    pub fn of_file(file: &std::fs::File, covered: u64) -> std::io::Result<Identity> {
+        use std::os::unix::fs::FileExt;
+        let span = covered.min(IDENTITY_SPAN);
+        let mut buf = vec![0u8; span as usize];
+        let mut read_at = |at: u64| -> std::io::Result<u64> {
+            file.read_exact_at(&mut buf, at)?;
+            Ok(xxhash_rust::xxh3::xxh3_64(&buf))
+        };
+        Ok(Identity {
+            first: read_at(0)?,
+            last: read_at(covered - span)?,
+        })
+    }
+}
+
 /// A parsed sidecar.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Index {
@@ -122,6 +157,10 @@ pub struct Index {
     pub header: Vec<u8>,
     /// Regions in file order.
     pub regions: Vec<Region>,
+    /// The identity of the covered bytes, when the writer knew it.
+    pub identity: Option<Identity>,
+    /// Each key's packets (see [`crate::postings`]); empty when not [`Index::has_postings`].
+    pub postings: crate::postings::Postings,
 }
 
 struct Cur<'a> {
@@ -188,6 +227,10 @@ impl Index {
         let covered = c.u64()?;
         let hlen = c.u32()? as usize;
         let _hashes = c.u32()?;
+        let identity = Identity {
+            first: c.u64()?,
+            last: c.u64()?,
+        };
         if hlen > MAX_HEADER {
             return Err(IndexError::Malformed("file header too long"));
         }
@@ -234,15 +277,15 @@ impl Index {
                 bloom,
             });
         }
-        if c.at != body {
-            return Err(IndexError::Malformed("bytes after the last region"));
-        }
+        let postings = parse_postings(&c.b[c.at..])?;
         Ok(Index {
             format,
             flags,
             covered,
             header,
             regions,
+            identity: (flags & FLAG_IDENTIFIED != 0).then_some(identity),
+            postings,
         })
     }
 
@@ -256,8 +299,51 @@ impl Index {
         self.flags & FLAG_SEQUENTIAL == 0 && self.format != CaptureFormat::Unknown
     }
 
+    /// Whether the postings list every packet's keys.
+    pub fn has_postings(&self) -> bool {
+        self.flags & FLAG_POSTINGS != 0
+    }
+
     /// Packets in all regions.
     pub fn packets(&self) -> u64 {
         self.regions.iter().map(|r| u64::from(r.packets)).sum()
     }
+}
+
+/// Parses the postings section (everything between the last region and the trailer).
+pub(crate) fn parse_postings(b: &[u8]) -> Result<crate::postings::Postings, IndexError> {
+    let mut c = Cur { b, at: 0 };
+    let n = c.u64()?;
+    // Each entry takes 24 bytes: bound the count before allocating.
+    if n > (b.len() as u64).saturating_sub(8) / 24 {
+        return Err(IndexError::Malformed("key count larger than the index"));
+    }
+    let mut keys = Vec::with_capacity(n as usize);
+    let mut prev = None;
+    for _ in 0..n {
+        let key = c.u64()?;
+        let count = c.u32()?;
+        let len = c.u32()?;
+        let start = c.u64()?;
+        if prev.is_some_and(|p| p >= key) {
+            return Err(IndexError::Malformed("postings keys out of order"));
+        }
+        prev = Some(key);
+        keys.push((key, count, len, start));
+    }
+    let area_len = c.u64()?;
+    let area_len_usize =
+        usize::try_from(area_len).map_err(|_| IndexError::Malformed("postings too long"))?;
+    let area = c.take(area_len_usize)?.to_vec();
+    let pad = (8 - area.len() % 8) % 8;
+    c.take(pad)?;
+    if c.at != b.len() {
+        return Err(IndexError::Malformed("bytes after the postings"));
+    }
+    for &(_, count, len, start) in &keys {
+        if count != crate::postings::DENSE && start.saturating_add(u64::from(len)) > area_len {
+            return Err(IndexError::Malformed("a postings list past the end"));
+        }
+    }
+    Ok(crate::postings::Postings { keys, area })
 }

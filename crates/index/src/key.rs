@@ -20,6 +20,7 @@ const KIND_V4: u64 = 1 << 56;
 const KIND_PORT: u64 = 3 << 56;
 const KIND_VLAN: u64 = 4 << 56;
 const KIND_V6: u64 = 2 << 56;
+const KIND_PROTO: u64 = 5 << 56;
 
 /// A 64-bit mixer (the splitmix64 finalizer): good spread for small integer keys, a few
 /// cycles each.
@@ -50,6 +51,12 @@ pub fn v6_key(addr: &[u8; 16]) -> u64 {
 #[inline]
 pub fn port_key(port: u16) -> u64 {
     mix(KIND_PORT | u64::from(port))
+}
+
+/// Key of an IP protocol (or IPv6 Next Header value), for the postings.
+#[inline]
+pub fn proto_key(p: u8) -> u64 {
+    mix(KIND_PROTO | u64::from(p))
 }
 
 /// Key of a VLAN id (12 bits).

@@ -57,6 +57,7 @@ mod bpf;
 mod builder;
 pub mod format;
 pub mod key;
+pub mod postings;
 mod predicate;
 mod split;
 
@@ -64,9 +65,10 @@ use std::path::{Path, PathBuf};
 
 pub use bpf::{header_linktypes, Insn};
 pub use builder::IndexBuilder;
-pub use format::{CaptureFormat, Index, IndexError, Region};
+pub use format::{CaptureFormat, Identity, Index, IndexError, Region};
+pub use postings::{Lookup, Postings};
 pub use predicate::Predicate;
-pub use split::{index_reader, Built};
+pub use split::{index_file, index_reader, Built};
 
 /// Size of the regions `corecap index` makes.
 pub const REGION_SIZE: usize = 1 << 20;

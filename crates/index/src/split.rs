@@ -135,8 +135,26 @@ fn cut(f: &mut Fmt, buf: &[u8], region: usize) -> Cut {
 
 /// Reads a whole pcap or pcapng stream and builds its index, with regions of about
 /// `region` bytes at block boundaries. A stream cut short (or damaged) is indexed up to
-/// its last whole block, and `cut_short` says where it ended.
-pub fn index_reader(mut r: impl Read, region: usize) -> io::Result<Built> {
+/// its last whole block, and `cut_short` says where it ended. The index has no identity
+/// (see [`index_file`]).
+pub fn index_reader(r: impl Read, region: usize) -> io::Result<Built> {
+    index_stream(r, region, None)
+}
+
+/// [`index_reader`] over a whole file, with the identity of the bytes it covers.
+pub fn index_file(file: &std::fs::File, region: usize) -> io::Result<Built> {
+    index_stream(
+        io::BufReader::with_capacity(1 << 20, file),
+        region,
+        Some(file),
+    )
+}
+
+fn index_stream(
+    mut r: impl Read,
+    region: usize,
+    file: Option<&std::fs::File>,
+) -> io::Result<Built> {
     let region = region.max(4096);
     let mut b = IndexBuilder::new();
     let mut f = Fmt::Start;
@@ -182,6 +200,9 @@ pub fn index_reader(mut r: impl Read, region: usize) -> io::Result<Built> {
                 break;
             }
         }
+    }
+    if let (Some(f), true) = (file, base > 0) {
+        b.set_identity(crate::Identity::of_file(f, base)?);
     }
     let packets = b.packets();
     Ok(Built {

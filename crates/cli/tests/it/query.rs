@@ -578,3 +578,111 @@ fn issue13_queries_during_traffic_do_not_raise_capture_drops() {
         "{m}"
     );
 }
+
+#[test]
+fn issue21_replaced_capture_under_old_index() {
+    let s = Scratch::new("replaced");
+    let a = s.path("a.pcap");
+    synthetic_pcap(&a, 20_000, T0);
+    index(&[&a], &[]);
+    let old_index = std::fs::read(corecap_index::sidecar_path(&a)).expect("index");
+    // The same name, other packets, a longer file: the old index would prune them all away.
+    synthetic_pcap(&a, 25_000, T0 + 3_600_000_000_000);
+    std::fs::write(corecap_index::sidecar_path(&a), &old_index).expect("old index back");
+    let files = [a.clone()];
+    let pa = a.to_str().unwrap();
+    let v = check(&files, &[pa], "host 10.1.45.2", None, None, &s);
+    assert!(u(&v, "packets") > 0, "{v}");
+    assert_eq!(u(&v, "files_scanned"), 1, "{v}");
+    let notes = v["notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 1, "said once: {v}");
+    assert!(
+        notes[0].as_str().unwrap_or("").contains("does not match"),
+        "{v}"
+    );
+    // `corecap index` rewrites it, and the index is used again.
+    index(&[&a], &[]);
+    let v = check(&files, &[pa], "host 10.1.45.2", None, None, &s);
+    assert_eq!(u(&v, "files_indexed"), 1, "{v}");
+    assert!(v["notes"].as_array().is_some_and(Vec::is_empty), "{v}");
+    assert!(u(&v, "bytes_read") * 10 < u(&v, "bytes_total"), "{v}");
+}
+
+#[test]
+fn issue21_an_index_of_the_old_format_is_not_trusted() {
+    let s = Scratch::new("v1-index");
+    let a = s.path("a.pcap");
+    synthetic_pcap(&a, 5000, T0);
+    index(&[&a], &[]);
+    // The same index, saying it is of version 1.
+    let side = corecap_index::sidecar_path(&a);
+    let mut ix = std::fs::read(&side).expect("index");
+    ix[8..10].copy_from_slice(&1u16.to_le_bytes());
+    std::fs::write(&side, &ix).expect("write");
+    let v = check(
+        std::slice::from_ref(&a),
+        &[a.to_str().unwrap()],
+        "host 10.1.3.2",
+        None,
+        None,
+        &s,
+    );
+    assert_eq!(u(&v, "files_scanned"), 1, "{v}");
+    assert!(v["notes"].to_string().contains("version 1"), "{v}");
+}
+
+/// A beacon: one host sends a packet every 100 ms among dense traffic; its query reads its
+/// packets' blocks and the index, not the regions it touches.
+#[test]
+fn issue22_a_beacon_in_dense_traffic_costs_its_packets() {
+    let s = Scratch::new("beacon");
+    let a = s.path("dense.pcap");
+    {
+        let f = std::fs::File::create(&a).unwrap();
+        let mut w = PcapWriter::new(std::io::BufWriter::new(f), 1, 65535).unwrap();
+        for i in 0..100_000u32 {
+            let (src, dst) = if i % 100 == 50 {
+                ([10, 9, 9, 9], [192, 0, 2, 1])
+            } else {
+                (
+                    [10, 0, (i % 200) as u8, 1],
+                    [10, 1, (i / 1000) as u8, (i % 7) as u8],
+                )
+            };
+            let fr = udp_frame(src, dst, 1024 + (i % 9) as u16, 443, 400);
+            w.write_packet(T0 + u64::from(i) * 1_000_000, &fr, 400, None)
+                .unwrap();
+        }
+        w.flush().unwrap();
+    }
+    index(&[&a], &[]);
+    let pa = a.to_str().unwrap();
+    let v = check(
+        std::slice::from_ref(&a),
+        &[pa],
+        "host 10.9.9.9",
+        None,
+        None,
+        &s,
+    );
+    assert_eq!(u(&v, "packets"), 1000, "{v}");
+    // Each packet is read with the 4 KiB blocks that hold it (they are 40 KB apart): one
+    // block, or two for one that crosses a boundary.
+    assert!(
+        u(&v, "bytes_read") <= 1000 * 8192 && u(&v, "bytes_read") * 4 <= 1000 * 4096 * 5,
+        "a 4 KiB read per packet: {v}"
+    );
+    assert!(u(&v, "bytes_read") * 8 < u(&v, "bytes_total"), "{v}");
+    // A window of a tenth of the time reads a tenth of its packets.
+    let (from, to) = (T0 + 10_000_000_000, T0 + 20_000_000_000);
+    let v = check(
+        std::slice::from_ref(&a),
+        &[pa],
+        "host 10.9.9.9",
+        Some(from),
+        Some(to),
+        &s,
+    );
+    assert_eq!(u(&v, "packets"), 100, "{v}");
+    assert!(u(&v, "bytes_read") <= 100 * 8192, "{v}");
+}

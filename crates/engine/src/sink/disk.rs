@@ -364,7 +364,13 @@ impl DiskWriter {
             failed: false,
         };
         if self.cfg.index && matches!(cur.target, Target::File { .. }) {
-            cur.index = Some(corecap_index::IndexBuilder::new());
+            // A sealed file's regions are encrypted chunks: its packets have no offsets of
+            // their own, so no postings.
+            cur.index = Some(if self.cfg.seal.is_some() {
+                corecap_index::IndexBuilder::without_postings()
+            } else {
+                corecap_index::IndexBuilder::new()
+            });
         }
         if let Some(sc) = &self.cfg.seal {
             let (sealer, header) = Sealer::new(sc).map_err(|e| io::Error::other(e.to_string()))?;
@@ -732,9 +738,17 @@ impl DiskWriter {
         let mut bytes = file.file().metadata().map_or(0, |m| m.len());
         // The index goes in place before the file it describes; a file cut back after a
         // failed write gets none (a query scans it).
-        if let (Some(ix), false) = (cur.index.take(), cur.failed) {
+        if let (Some(mut ix), false) = (cur.index.take(), cur.failed) {
             let at = index_path(path);
-            match super::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref()) {
+            // The identity of the bytes on disk, read back (the writer's descriptor may be
+            // a direct one, which takes aligned buffers only).
+            let identity = fs::File::open(&*part)
+                .and_then(|f| corecap_index::Identity::of_file(&f, ix.covered()));
+            let written = identity.and_then(|id| {
+                ix.set_identity(id);
+                super::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
+            });
+            match written {
                 Ok(()) => bytes += fs::metadata(&at).map_or(0, |m| m.len()),
                 Err(e) => self
                     .report

@@ -1,0 +1,245 @@
+//! Postings: for each key of a file (address, port, protocol, VLAN id), the exact file
+//! offsets of the packets that carry it, so a query for a rare key reads those packets and
+//! nothing else, however the key is spread over the file.
+//!
+//! The builder appends each packet's offset to its keys' lists as delta varints (LEB128 of
+//! the gap to the key's previous packet), so a list costs one to three bytes a packet. A key
+//! carried by more than one packet in [`DENSE_SHARE`] of the file is *dense*: its list is
+//! dropped (a query for it reads the regions whose Bloom filter holds it, nearly all of them
+//! anyway), which keeps the index small where postings would buy nothing. The rule runs while
+//! building too, past [`DENSE_MIN`] packets, so a key of every packet never holds memory.
+//!
+//! In the sidecar the keys are sorted, so a lookup is a binary search; see
+//! `docs/index-format.md` for the layout.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A key is dense when more than one packet in this many carries it.
+pub const DENSE_SHARE: u64 = 16;
+/// Lists shorter than this are never dropped while building.
+pub const DENSE_MIN: u64 = 4096;
+/// Marks a dense key's packet count in the sidecar.
+pub(crate) const DENSE: u32 = u32::MAX;
+
+/// Keys are already mixed 64-bit hashes: hash them as they are.
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, k: u64) {
+        self.0 = k;
+    }
+}
+
+type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+
+/// One key's list while building.
+#[derive(Debug, Default)]
+struct List {
+    bytes: Vec<u8>,
+    last: u64,
+    count: u64,
+    dense: bool,
+}
+
+/// Postings being built.
+#[derive(Default)]
+pub(crate) struct PostingsBuilder {
+    lists: KeyMap<List>,
+    packets: u64,
+}
+
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a varint at `*at`; None when it runs off the end or past 64 bits.
+pub(crate) fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*at)?;
+        *at += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+impl PostingsBuilder {
+    /// A new packet at `offset` (offsets rise from packet to packet).
+    #[inline]
+    pub(crate) fn packet(&mut self) {
+        self.packets += 1;
+    }
+
+    /// The packet at `offset` carries `key`.
+    #[inline]
+    pub(crate) fn add(&mut self, key: u64, offset: u64) {
+        let l = self.lists.entry(key).or_default();
+        if l.dense || (l.count > 0 && l.last == offset) {
+            return;
+        }
+        let gap = if l.count == 0 {
+            offset
+        } else {
+            offset - l.last
+        };
+        put_varint(&mut l.bytes, gap);
+        l.last = offset;
+        l.count += 1;
+        if l.count > DENSE_MIN && l.count * DENSE_SHARE > self.packets {
+            l.dense = true;
+            l.bytes = Vec::new();
+        }
+    }
+
+    /// The postings section of the sidecar (see `docs/index-format.md`).
+    pub(crate) fn finish(self, out: &mut Vec<u8>) {
+        let packets = self.packets;
+        let mut keys: Vec<(u64, List)> = self.lists.into_iter().collect();
+        keys.sort_unstable_by_key(|k| k.0);
+        out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
+        let mut at = 0u64;
+        let mut area = Vec::new();
+        for (key, l) in &keys {
+            let dense = l.dense || l.count * DENSE_SHARE > packets.max(DENSE_MIN * DENSE_SHARE);
+            out.extend_from_slice(&key.to_le_bytes());
+            if dense {
+                out.extend_from_slice(&DENSE.to_le_bytes());
+                out.extend_from_slice(&0u32.to_le_bytes());
+                out.extend_from_slice(&at.to_le_bytes());
+            } else {
+                out.extend_from_slice(&(l.count.min(u64::from(DENSE - 1)) as u32).to_le_bytes());
+                out.extend_from_slice(&(l.bytes.len() as u32).to_le_bytes());
+                out.extend_from_slice(&at.to_le_bytes());
+                area.extend_from_slice(&l.bytes);
+                at += l.bytes.len() as u64;
+            }
+        }
+        out.extend_from_slice(&(area.len() as u64).to_le_bytes());
+        out.extend_from_slice(&area);
+        out.resize(out.len() + (8 - area.len() % 8) % 8, 0);
+    }
+}
+
+/// What the postings say of one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// No packet of the file carries it.
+    Absent,
+    /// Too many packets carry it to list them: read the regions that may hold it.
+    Dense,
+    /// The offsets of the packets that carry it, in file order.
+    Offsets(Vec<u64>),
+}
+
+/// The postings of a parsed sidecar.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Postings {
+    /// (key, packets or DENSE, list length, list start), sorted by key.
+    pub(crate) keys: Vec<(u64, u32, u32, u64)>,
+    pub(crate) area: Vec<u8>,
+}
+
+impl Postings {
+    /// Keys listed.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no key is listed.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Looks `key` up. A list that does not decode to its count reads as dense (never as
+    /// fewer packets than there are).
+    pub fn lookup(&self, key: u64) -> Lookup {
+        let Ok(i) = self.keys.binary_search_by_key(&key, |k| k.0) else {
+            return Lookup::Absent;
+        };
+        let (_, count, len, start) = self.keys[i];
+        if count == DENSE {
+            return Lookup::Dense;
+        }
+        let Some(list) = usize::try_from(start)
+            .ok()
+            .and_then(|s| self.area.get(s..s.checked_add(len as usize)?))
+        else {
+            return Lookup::Dense;
+        };
+        let mut out = Vec::with_capacity(count as usize);
+        let (mut at, mut off) = (0usize, 0u64);
+        while at < list.len() {
+            let Some(gap) = get_varint(list, &mut at) else {
+                return Lookup::Dense;
+            };
+            off = match off.checked_add(gap) {
+                Some(o) => o,
+                None => return Lookup::Dense,
+            };
+            out.push(off);
+        }
+        if out.len() != count as usize {
+            return Lookup::Dense;
+        }
+        Lookup::Offsets(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_varint_round_trip() {
+        let mut b = Vec::new();
+        for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
+            b.clear();
+            put_varint(&mut b, v);
+            let mut at = 0;
+            assert_eq!(get_varint(&b, &mut at), Some(v));
+            assert_eq!(at, b.len());
+        }
+        assert_eq!(get_varint(&[0x80, 0x80], &mut 0), None);
+    }
+
+    #[test]
+    fn test_sparse_and_dense_keys() {
+        let mut p = PostingsBuilder::default();
+        for i in 0..100_000u64 {
+            p.packet();
+            p.add(1, i * 100);
+            if i % 1000 == 7 {
+                p.add(2, i * 100);
+                p.add(2, i * 100);
+            }
+        }
+        let mut out = Vec::new();
+        p.finish(&mut out);
+        let parsed = crate::format::parse_postings(&out).expect("parse");
+        assert_eq!(parsed.lookup(1), Lookup::Dense);
+        assert_eq!(parsed.lookup(3), Lookup::Absent);
+        let Lookup::Offsets(v) = parsed.lookup(2) else {
+            panic!("sparse key listed");
+        };
+        assert_eq!(v.len(), 100);
+        assert_eq!(v[0], 700);
+        assert_eq!(v[1], 100_700);
+    }
+}
