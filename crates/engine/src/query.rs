@@ -143,6 +143,9 @@ pub enum FileKind {
 /// of its decompressed stream).
 pub fn file_kind(path: &Path) -> io::Result<FileKind> {
     let mut f = File::open(path)?;
+    // Eight bytes are wanted, not the readahead window a first read starts (up to the
+    // device's read_ahead_kb, megabytes).
+    corecap_linux::direct::advise_random(&f);
     let mut m = [0u8; 8];
     let n = read_full(&mut f, &mut m)?;
     if n == 8 && &m == MAGIC {
@@ -474,7 +477,10 @@ fn usable_index(
     // The index describes these bytes only if they are the ones it was made from.
     let same = index.identity.is_some_and(|id| {
         File::open(&plan.path)
-            .and_then(|f| corecap_index::Identity::of_file(&f, index.covered))
+            .and_then(|f| {
+                corecap_linux::direct::advise_random(&f);
+                corecap_index::Identity::of_file(&f, index.covered)
+            })
             .is_ok_and(|now| now == id)
     });
     stats.index_bytes += 2 * index.covered.min(corecap_index::format::IDENTITY_SPAN);
@@ -938,6 +944,7 @@ impl FileStream {
     ) -> Result<Box<dyn Read + Send>, QueryError> {
         let path = self.plan.path.clone();
         let f = File::open(&path).map_err(io_at(&path))?;
+        corecap_linux::direct::advise_random(&f);
         let framing = Framing::of(&self.plan.header);
         let mut out = self.plan.header.clone();
         let mut win: Vec<u8> = Vec::new();

@@ -312,38 +312,48 @@ impl Index {
 
 /// Parses the postings section (everything between the last region and the trailer).
 pub(crate) fn parse_postings(b: &[u8]) -> Result<crate::postings::Postings, IndexError> {
+    use crate::postings::{get_varint, DENSE};
     let mut c = Cur { b, at: 0 };
     let n = c.u64()?;
-    // Each entry takes 24 bytes: bound the count before allocating.
-    if n > (b.len() as u64).saturating_sub(8) / 24 {
+    // Each entry takes 12 bytes: bound the count before allocating.
+    if n > (b.len() as u64).saturating_sub(8) / 12 {
         return Err(IndexError::Malformed("key count larger than the index"));
     }
-    let mut keys = Vec::with_capacity(n as usize);
+    let mut entries = Vec::with_capacity(n as usize);
     let mut prev = None;
     for _ in 0..n {
         let key = c.u64()?;
         let count = c.u32()?;
-        let len = c.u32()?;
-        let start = c.u64()?;
         if prev.is_some_and(|p| p >= key) {
             return Err(IndexError::Malformed("postings keys out of order"));
         }
         prev = Some(key);
-        keys.push((key, count, len, start));
+        entries.push((key, count));
     }
-    let area_len = c.u64()?;
-    let area_len_usize =
-        usize::try_from(area_len).map_err(|_| IndexError::Malformed("postings too long"))?;
-    let area = c.take(area_len_usize)?.to_vec();
-    let pad = (8 - area.len() % 8) % 8;
-    c.take(pad)?;
+    c.take((8 - c.at % 8) % 8)?;
+    let area_len =
+        usize::try_from(c.u64()?).map_err(|_| IndexError::Malformed("postings too long"))?;
+    let area = c.take(area_len)?.to_vec();
+    c.take((8 - area.len() % 8) % 8)?;
     if c.at != b.len() {
         return Err(IndexError::Malformed("bytes after the postings"));
     }
-    for &(_, count, len, start) in &keys {
-        if count != crate::postings::DENSE && start.saturating_add(u64::from(len)) > area_len {
-            return Err(IndexError::Malformed("a postings list past the end"));
+    // Where each list starts: a length, then the list.
+    let mut keys = Vec::with_capacity(entries.len());
+    let mut at = 0usize;
+    for (key, count) in entries {
+        if count == DENSE {
+            keys.push((key, count, 0, 0));
+            continue;
         }
+        let len = get_varint(&area, &mut at)
+            .and_then(|l| usize::try_from(l).ok())
+            .filter(|l| at.checked_add(*l).is_some_and(|e| e <= area.len()))
+            .ok_or(IndexError::Malformed("a postings list past the end"))?;
+        let len32 =
+            u32::try_from(len).map_err(|_| IndexError::Malformed("a postings list too long"))?;
+        keys.push((key, count, len32, at as u64));
+        at += len;
     }
     Ok(crate::postings::Postings { keys, area })
 }

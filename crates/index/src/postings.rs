@@ -114,23 +114,19 @@ impl PostingsBuilder {
         let mut keys: Vec<(u64, List)> = self.lists.into_iter().collect();
         keys.sort_unstable_by_key(|k| k.0);
         out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
-        let mut at = 0u64;
         let mut area = Vec::new();
         for (key, l) in &keys {
             let dense = l.dense || l.count * DENSE_SHARE > packets.max(DENSE_MIN * DENSE_SHARE);
             out.extend_from_slice(&key.to_le_bytes());
             if dense {
                 out.extend_from_slice(&DENSE.to_le_bytes());
-                out.extend_from_slice(&0u32.to_le_bytes());
-                out.extend_from_slice(&at.to_le_bytes());
             } else {
                 out.extend_from_slice(&(l.count.min(u64::from(DENSE - 1)) as u32).to_le_bytes());
-                out.extend_from_slice(&(l.bytes.len() as u32).to_le_bytes());
-                out.extend_from_slice(&at.to_le_bytes());
+                put_varint(&mut area, l.bytes.len() as u64);
                 area.extend_from_slice(&l.bytes);
-                at += l.bytes.len() as u64;
             }
         }
+        out.resize(out.len() + (8 - out.len() % 8) % 8, 0);
         out.extend_from_slice(&(area.len() as u64).to_le_bytes());
         out.extend_from_slice(&area);
         out.resize(out.len() + (8 - area.len() % 8) % 8, 0);
@@ -151,7 +147,7 @@ pub enum Lookup {
 /// The postings of a parsed sidecar.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Postings {
-    /// (key, packets or DENSE, list length, list start), sorted by key.
+    /// (key, packets or DENSE, list bytes, list start in `area`), sorted by key.
     pub(crate) keys: Vec<(u64, u32, u32, u64)>,
     pub(crate) area: Vec<u8>,
 }

@@ -268,6 +268,13 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Tells the kernel that `file` is read at random places (`POSIX_FADV_RANDOM`): no
+/// readahead, so a read of 4 KiB costs 4 KiB of disk. A refusal is ignored (it is advice).
+pub fn advise_random(file: &File) {
+    // SAFETY: posix_fadvise on a descriptor the caller's File owns; no memory is passed.
+    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+}
+
 /// Syncs the directory that holds `path`, so that a name made, changed or removed in it
 /// survives a power cut (as PostgreSQL and SQLite do after a rename).
 pub fn sync_parent(path: &Path) -> io::Result<()> {
