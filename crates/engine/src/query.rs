@@ -945,6 +945,15 @@ impl FileStream {
         let path = self.plan.path.clone();
         let f = File::open(&path).map_err(io_at(&path))?;
         corecap_linux::direct::advise_random(&f);
+        // Every block is asked for first, so the device serves them together.
+        let mut last = u64::MAX;
+        for &off in offsets {
+            let block = off / PACKET_READ * PACKET_READ;
+            if block != last {
+                corecap_linux::direct::advise_willneed(&f, block, PACKET_READ);
+                last = block;
+            }
+        }
         let framing = Framing::of(&self.plan.header);
         let mut out = self.plan.header.clone();
         let mut win: Vec<u8> = Vec::new();

@@ -41,8 +41,11 @@ pub struct Insn {
     pub k: u32,
 }
 
-/// Paths walked before the program counts as too branchy to read (then `Any`).
+/// Accepting paths kept before the program counts as too branchy to read (then `Any`).
 const MAX_PATHS: usize = 4096;
+/// Instructions walked over all paths before the program counts as too branchy to read: a
+/// program of many branches to `ret #0` has exponentially many paths too.
+const MAX_STEPS: usize = 1 << 20;
 
 /// What a register holds, as far as the walk can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,7 +113,8 @@ impl Predicate {
             mem: [Val::Other; 16],
             facts: Vec::new(),
         };
-        if !walk(prog, 0, start, &mut paths) {
+        let mut steps = 0;
+        if !walk(prog, 0, start, &mut paths, &mut steps) {
             return Predicate::Any;
         }
         if paths.is_empty() {
@@ -141,8 +145,18 @@ impl Predicate {
 
 /// Walks from `pc` with `st`; pushes the facts of each accepting path. False: too many
 /// paths, or a program that does not end (a jump out of it).
-fn walk(prog: &[Insn], mut pc: usize, mut st: State, paths: &mut Vec<Vec<Fact>>) -> bool {
+fn walk(
+    prog: &[Insn],
+    mut pc: usize,
+    mut st: State,
+    paths: &mut Vec<Vec<Fact>>,
+    steps: &mut usize,
+) -> bool {
     loop {
+        *steps += 1;
+        if *steps > MAX_STEPS {
+            return false;
+        }
         let Some(i) = prog.get(pc) else {
             return false;
         };
@@ -194,13 +208,13 @@ fn walk(prog: &[Insn], mut pc: usize, mut st: State, paths: &mut Vec<Vec<Fact>>)
                     if let Some(k) = rhs {
                         taken.facts.push(Fact { val: st.a, k });
                     }
-                    if !walk(prog, t, taken, paths) {
+                    if !walk(prog, t, taken, paths, steps) {
                         return false;
                     }
                     pc = f;
                     continue;
                 }
-                if !walk(prog, t, st.clone(), paths) {
+                if !walk(prog, t, st.clone(), paths, steps) {
                     return false;
                 }
                 pc = f;
@@ -633,6 +647,10 @@ mod tests {
             Predicate::from_program(1, &[i(0x06, 0, 0, 0)]),
             Predicate::Or(vec![])
         );
+        // Twenty branches in a row, each to `ret #0` or on: a million paths, read as Any.
+        let mut many: Vec<Insn> = (0..20).map(|_| i(0x15, 0, 0, 1)).collect();
+        many.push(i(0x06, 0, 0, 1));
+        assert_eq!(Predicate::from_program(1, &many), Predicate::Any);
         // A jump past the end is not a program libpcap makes: read everything.
         assert_eq!(
             Predicate::from_program(1, &[i(0x05, 0, 0, 5)]),
