@@ -1146,6 +1146,21 @@ impl FileStream {
 
 /// Runs a query: writes the matching packets, in timestamp order, as one pcapng to `out`.
 pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
+    // Each folder's lease, held until the answer is written: retention deletes nothing
+    // there meanwhile (see `corecap_linux::direct::Lease`).
+    let mut leases = Vec::new();
+    let mut dirs: Vec<&Path> = spec
+        .files
+        .iter()
+        .map(|f| crate::sink::file::dir_of(f))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        if let Ok(l) = corecap_linux::direct::Lease::shared(d) {
+            leases.push(l);
+        }
+    }
     let mut pruning = Pruning::new(spec.filter.as_deref());
     let mut stats = QueryStats::default();
     let mut plans = Vec::new();

@@ -286,6 +286,63 @@ pub fn advise_willneed(file: &File, offset: u64, len: u64) {
     let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED) };
 }
 
+/// The name of a recording folder's lease file.
+pub const LEASE: &str = ".corecap-lease";
+
+/// A lease on a recording folder: queries hold it shared while they read the folder's
+/// files, and retention deletes only while it holds it alone, so a query is never cut short
+/// by a deletion (one descriptor per folder, whatever the number of files). Released on drop.
+#[derive(Debug)]
+pub struct Lease {
+    /// Held for its lock, which goes with it.
+    _file: File,
+}
+
+impl Lease {
+    fn open(dir: &Path) -> io::Result<File> {
+        let path = dir.join(LEASE);
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            // A reader without write access to the folder still locks an existing lease.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path),
+            r => r,
+        }
+    }
+
+    fn lock(f: File, op: i32) -> io::Result<Option<Lease>> {
+        // SAFETY: flock on a descriptor this function owns; no memory is passed.
+        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+            return Ok(Some(Lease { _file: f }));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Ok(None);
+        }
+        Err(e)
+    }
+
+    /// A query's lease on `dir`: shared, waits only while retention deletes.
+    pub fn shared(dir: &Path) -> io::Result<Lease> {
+        let f = Self::open(dir)?;
+        Self::lock(f, libc::LOCK_SH)?.ok_or_else(|| io::Error::from(io::ErrorKind::WouldBlock))
+    }
+
+    /// Retention's lease on `dir`, alone; None while a query reads the folder.
+    pub fn exclusive(dir: &Path) -> io::Result<Option<Lease>> {
+        Self::lock(Self::open(dir)?, libc::LOCK_EX | libc::LOCK_NB)
+    }
+}
+
 /// Syncs the directory that holds `path`, so that a name made, changed or removed in it
 /// survives a power cut (as PostgreSQL and SQLite do after a rename).
 pub fn sync_parent(path: &Path) -> io::Result<()> {

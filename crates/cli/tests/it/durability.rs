@@ -415,3 +415,59 @@ fn issue22_a_query_reads_the_file_being_written() {
     assert_eq!(util::u(&v, "packets"), sent, "{v}");
     assert_eq!(util::u(&v, "files_live"), 0, "{v}");
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue22_retention_waits_for_a_query_and_queries_stay_whole() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("lease");
+    let rec = s.path("rec.pcapng");
+    let budget: u64 = 3 << 20;
+    let cap = lab.capture_to(&rec, &["-b", "filesize:1", "--retain", "3M"]);
+    // A reader holds the folder's lease (as a query does) while 8 MB arrive.
+    let lease = s.path(".corecap-lease");
+    let mut holder = Command::new("flock")
+        .arg("-s")
+        .arg(&lease)
+        .args(["sleep", "4"])
+        .spawn()
+        .expect("flock");
+    std::thread::sleep(Duration::from_millis(300));
+    lab.gen(
+        16_000,
+        &["--size", "512", "--rate", "8000", "--flows", "16"],
+    );
+    let held: u64 = whole_files(&s.0).values().sum();
+    assert!(
+        held > budget + (2 << 20),
+        "nothing deleted under the lease: {held}"
+    );
+    let _ = holder.wait();
+    // Queries run while retention deletes: each is whole, or fails loudly.
+    let answers = Scratch::new("lease-answers");
+    let out = answers.path("q.pcapng");
+    let dir = s.0.to_str().expect("utf8").to_owned();
+    let queries = std::thread::spawn(move || {
+        let mut whole = 0;
+        for _ in 0..20 {
+            let o = util::corecap(&["query", "--json", "-w", out.to_str().expect("utf8"), &dir]);
+            if o.status.success() {
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+                assert_eq!(util::u(&v, "files_truncated"), 0, "{v}");
+                whole += 1;
+            } else {
+                assert!(!o.stderr.is_empty(), "a failed query says why");
+            }
+        }
+        whole
+    });
+    lab.gen(
+        16_000,
+        &["--size", "512", "--rate", "8000", "--flows", "16"],
+    );
+    let whole = queries.join().expect("queries");
+    assert!(whole > 0);
+    let summary = cap.stop();
+    let kept: u64 = whole_files(&s.0).values().sum();
+    assert!(kept <= budget + (1 << 20), "{kept} bytes kept: {summary}");
+}

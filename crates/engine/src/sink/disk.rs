@@ -64,6 +64,8 @@ pub struct Retention {
     open_bytes: AtomicU64,
     deleted_files: AtomicU64,
     deleted_bytes: AtomicU64,
+    /// Deletions put off because a query was reading the folder.
+    deferred: AtomicU64,
 }
 
 impl Retention {
@@ -75,6 +77,7 @@ impl Retention {
             open_bytes: AtomicU64::new(0),
             deleted_files: AtomicU64::new(0),
             deleted_bytes: AtomicU64::new(0),
+            deferred: AtomicU64::new(0),
         })
     }
 
@@ -84,6 +87,11 @@ impl Retention {
             self.deleted_files.load(Ordering::Relaxed),
             self.deleted_bytes.load(Ordering::Relaxed),
         )
+    }
+
+    /// Times a deletion was put off because a query was reading the folder.
+    pub fn deferred(&self) -> u64 {
+        self.deferred.load(Ordering::Relaxed)
     }
 
     /// The budget in bytes.
@@ -136,7 +144,24 @@ impl Retention {
         let open = self.open_bytes.load(Ordering::Relaxed);
         let mut total: u64 = kept.iter().map(|k| k.1).sum::<u64>() + open;
         let mut gone = Vec::new();
+        let mut lease = None;
         while total > self.budget && kept.len() > keep {
+            let Some(dir) = kept.front().map(|k| super::file::dir_of(&k.0).to_owned()) else {
+                break;
+            };
+            if lease.is_none() {
+                // A query reading the folder holds its lease: the oldest files stay until it
+                // is done (the next close tries again), so no answer is cut short.
+                match corecap_linux::direct::Lease::exclusive(&dir) {
+                    Ok(Some(l)) => lease = Some(l),
+                    Ok(None) => {
+                        self.deferred.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                    // A folder where no lease can be made has no reader to wait for.
+                    Err(_) => {}
+                }
+            }
             let Some((p, b)) = kept.pop_front() else {
                 break;
             };
