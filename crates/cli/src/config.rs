@@ -382,6 +382,11 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
     if o.path.as_os_str() == "-" && rotating {
         bail!("-b cannot rotate standard output");
     }
+    if !corecap_engine::sink::disk::is_fifo(&o.path) && o.path.as_os_str() != "-" {
+        if let Some(why) = corecap_index::capture_name_error(&o.path) {
+            bail!("-w {why}");
+        }
+    }
     Ok(Some(o))
 }
 

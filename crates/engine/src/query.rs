@@ -190,11 +190,14 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError
                 let hidden = f
                     .file_name()
                     .is_none_or(|n| n.to_string_lossy().starts_with('.'));
-                if (hidden && !is_part(&f)) || corecap_index::is_sidecar(&f) || !f.is_file() {
+                if (hidden && !is_part(&f)) || !f.is_file() {
                     continue;
                 }
-                match file_kind(&f) {
-                    Ok(FileKind::Plain | FileKind::Sealed | FileKind::Compressed(_)) => out.push(f),
+                match (file_kind(&f), corecap_index::is_sidecar(&f)) {
+                    (Ok(FileKind::Plain | FileKind::Compressed(_)), _) => out.push(f),
+                    // A sidecar: no capture magic, or a sealed index.
+                    (_, true) => {}
+                    (Ok(FileKind::Sealed), false) => out.push(f),
                     // A part whose first bytes are not on disk yet holds nothing to read.
                     _ if hidden => {}
                     _ => skipped += 1,

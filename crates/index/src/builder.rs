@@ -103,6 +103,8 @@ pub struct IndexBuilder {
     covered: u64,
     packets: u64,
     identity: Option<Identity>,
+    /// Earliest and latest timestamps over all regions.
+    time: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for IndexBuilder {
@@ -217,7 +219,13 @@ impl IndexBuilder {
             covered: 0,
             packets: 0,
             identity: None,
+            time: None,
         }
+    }
+
+    /// The earliest and latest packet timestamps so far (None: no packet).
+    pub fn time_range(&self) -> Option<(u64, u64)> {
+        self.time
     }
 
     /// Ties the index to the bytes it covers (see [`Identity::of_file`]), before
@@ -475,6 +483,10 @@ impl IndexBuilder {
 
     /// Appends the region entry and its filter, and clears the sets for the next region.
     fn emit_region(&mut self, at: Range<u64>, acc: &Acc) {
+        if acc.packets > 0 {
+            let (a, b) = self.time.unwrap_or((u64::MAX, 0));
+            self.time = Some((a.min(acc.ts_min), b.max(acc.ts_max)));
+        }
         let keys = &mut self.sets.keys;
         keys.sort_unstable();
         keys.dedup();

@@ -304,6 +304,15 @@ impl Index {
         self.flags & FLAG_POSTINGS != 0
     }
 
+    /// The earliest and latest packet timestamps (None: no packet).
+    pub fn time_range(&self) -> Option<(u64, u64)> {
+        self.regions
+            .iter()
+            .filter(|r| r.packets > 0)
+            .map(|r| (r.ts_min, r.ts_max))
+            .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+    }
+
     /// Packets in all regions.
     pub fn packets(&self) -> u64 {
         self.regions.iter().map(|r| u64::from(r.packets)).sum()

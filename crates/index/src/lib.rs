@@ -81,6 +81,42 @@ pub fn sidecar_path(capture: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// The hidden name a sidecar is written under before it is renamed into place:
+/// `dir/x.pcapng.idx` → `dir/.x.pcapng.idx.tmp`. It ends in `.tmp`, where the hidden name
+/// of a capture being written ends in `.part`, and it is hidden, which no capture is.
+pub fn sidecar_temp_path(sidecar: &Path) -> PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(sidecar.file_name().unwrap_or_default());
+    name.push(".tmp");
+    sidecar.with_file_name(name)
+}
+
+/// Why `path` cannot be the name of a capture file that corecap writes (`-w`, and each
+/// rotated or per-worker file), if it cannot:
+///
+/// - a name ending in `.idx` is a sidecar's (`x.idx` is the index of `x`; queries skip it);
+/// - a hidden name (starting with `.`) is the shape of the files being written
+///   (`.x.part`, `.x.idx.tmp`), which the writer replaces when it finds one left over, and
+///   which queries skip.
+pub fn capture_name_error(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_string_lossy();
+    if is_sidecar(path) {
+        Some(format!(
+            "{}: a capture file's name cannot end in .idx: that is the name of an index ({} is the index of {})",
+            path.display(),
+            name,
+            name.strip_suffix(".idx").unwrap_or_default()
+        ))
+    } else if name.starts_with('.') {
+        Some(format!(
+            "{}: a capture file's name cannot start with '.': hidden names are those of files being written, and queries skip them",
+            path.display()
+        ))
+    } else {
+        None
+    }
+}
+
 /// Removes a capture file and its sidecar together (retention): the sidecar first, so an
 /// index never outlives its file. A missing sidecar is not an error.
 pub fn remove_capture(capture: &Path) -> std::io::Result<()> {
@@ -91,7 +127,43 @@ pub fn remove_capture(capture: &Path) -> std::io::Result<()> {
     std::fs::remove_file(capture)
 }
 
-/// Whether `path` names a sidecar (ends in `.idx`).
+/// Whether `path` has a sidecar's name (ends in `.idx`). No capture that corecap writes
+/// has one ([`capture_name_error`]); a file from elsewhere may, so a directory query looks
+/// at its first bytes before it skips it.
 pub fn is_sidecar(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "idx")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_names_do_not_collide() {
+        let capture = Path::new("/d/x.pcapng");
+        let side = sidecar_path(capture);
+        assert_eq!(side, Path::new("/d/x.pcapng.idx"));
+        assert_eq!(sidecar_temp_path(&side), Path::new("/d/.x.pcapng.idx.tmp"));
+        assert!(is_sidecar(&side) && !is_sidecar(capture));
+        assert_eq!(capture_name_error(capture), None);
+        // The collision of old: `.x.idx.part` was both the hidden name of capture `x.idx`
+        // and the sidecar temporary of capture `x`. Now `x.idx` is no capture's name, and
+        // the temporary ends in `.tmp`.
+        let e = capture_name_error(Path::new("/d/x.idx")).expect("refused");
+        assert!(e.contains("index of x"), "{e}");
+        assert_eq!(
+            sidecar_temp_path(&sidecar_path(Path::new("/d/x"))),
+            Path::new("/d/.x.idx.tmp")
+        );
+        for hidden in [".x.idx.tmp", ".x.part", ".x.pcapng"] {
+            assert!(
+                capture_name_error(&Path::new("/d").join(hidden)).is_some(),
+                "{hidden}"
+            );
+        }
+        // A sidecar's temporary never ends like a capture's hidden name, and is hidden.
+        let t = sidecar_temp_path(Path::new("a.part.idx"));
+        assert_eq!(t, Path::new(".a.part.idx.tmp"));
+        assert!(!t.to_string_lossy().ends_with(".part"));
+    }
 }

@@ -686,3 +686,147 @@ fn issue22_a_beacon_in_dense_traffic_costs_its_packets() {
     assert_eq!(u(&v, "packets"), 100, "{v}");
     assert!(u(&v, "bytes_read") <= 100 * 8192, "{v}");
 }
+
+/// The notes of a query saying an index does not match its file.
+fn mismatch_notes(v: &Value) -> Vec<String> {
+    v["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .map(|n| n.as_str().unwrap_or_default().to_owned())
+        .filter(|n| n.contains("index does not match"))
+        .collect()
+}
+
+#[test]
+fn issue21_recorded_index_names_its_file() {
+    let s = Scratch::new("query-recorded");
+    std::fs::create_dir(s.path("rec")).unwrap();
+    let src = s.path("src.pcap");
+    synthetic_pcap(&src, 20_000, T0);
+    // The recorder writes the index when it closes the file.
+    let rec = s.path("rec/r.pcapng");
+    let o = corecap(&[
+        "capture",
+        "--stats-interval",
+        "0",
+        "-r",
+        src.to_str().unwrap(),
+        "-w",
+        rec.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let side = corecap_index::sidecar_path(&rec);
+    let ix = corecap_index::Index::parse(&std::fs::read(&side).unwrap()).unwrap();
+    let f = std::fs::File::open(&rec).unwrap();
+    let id = ix.identity.expect("the recorder's index has its identity");
+    assert_eq!(
+        corecap_index::Identity::of_file(&f, ix.covered).unwrap(),
+        id,
+        "the index names the bytes on disk"
+    );
+    assert_eq!(ix.covered, f.metadata().unwrap().len());
+    let dir = s.path("rec").to_str().unwrap().to_owned();
+    let files = [rec.clone()];
+    let v = check(&files, &[&dir], "host 10.1.7.2", None, None, &s);
+    assert_eq!(u(&v, "files_indexed"), 1, "{v}");
+    // Replaced by another recording of other traffic: scanned, with the note.
+    let other = s.path("other.pcap");
+    synthetic_pcapng(&other, 30_000, T0);
+    let tmp = s.path("rec2.pcapng");
+    let o = corecap(&[
+        "capture",
+        "--stats-interval",
+        "0",
+        "--no-index",
+        "-r",
+        other.to_str().unwrap(),
+        "-w",
+        tmp.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    // Put in place by rename, as a tool that writes a file whole does.
+    std::fs::rename(&tmp, &rec).unwrap();
+    let v = check(
+        &files,
+        &[&dir],
+        "vlan 200 and host 10.6.3.1",
+        None,
+        None,
+        &s,
+    );
+    assert_eq!(u(&v, "packets"), 1000, "{v}");
+    assert_eq!(mismatch_notes(&v).len(), 1, "{v}");
+    // A sealed recording: its index names the sealed bytes on disk.
+    let key = keygen(&s, "k.key");
+    let sealed = s.path("rec/r.pcapng.sealed");
+    let o = corecap(&[
+        "capture",
+        "--stats-interval",
+        "0",
+        "--encrypt",
+        "aes",
+        "--key-file",
+        &key,
+        "-r",
+        src.to_str().unwrap(),
+        "-w",
+        sealed.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let plain = s.path("r-plain.pcapng");
+    let o = decrypt(&sealed, &plain, &key);
+    assert!(o.status.success(), "{o:?}");
+    let ps = sealed.to_str().unwrap();
+    let v = check(
+        std::slice::from_ref(&plain),
+        &[ps, "--key-file", &key],
+        "host 10.1.7.2",
+        None,
+        None,
+        &s,
+    );
+    assert_eq!(u(&v, "files_indexed"), 1, "{v}");
+    assert!(v["notes"].as_array().unwrap().is_empty(), "{v}");
+}
+
+#[test]
+fn issue21_no_capture_is_named_like_an_index() {
+    let s = Scratch::new("query-names");
+    let src = s.path("src.pcap");
+    synthetic_pcap(&src, 1000, T0);
+    // `-w x.idx` is refused: x.idx is the index of x. So is a hidden name.
+    for name in ["x.idx", "x.pcapng.idx", ".x.pcapng"] {
+        let out = s.path(name);
+        let o = corecap(&[
+            "capture",
+            "-r",
+            src.to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains("a capture file's name cannot"),
+            "{name}: {err}"
+        );
+        assert!(!out.exists(), "{name}");
+    }
+    // A directory query skips sidecars and the files being written, but a pcap that
+    // another tool named `.idx` is a capture.
+    let dir = s.path("d");
+    std::fs::create_dir(&dir).unwrap();
+    let a = dir.join("a.pcap");
+    synthetic_pcap(&a, 3000, T0);
+    index(&[&a], &[]);
+    std::fs::write(dir.join(".b.pcap.part"), b"being written").unwrap();
+    std::fs::write(dir.join(".a.pcap.idx.tmp"), b"being written").unwrap();
+    let other = dir.join("trace.idx");
+    synthetic_pcap(&other, 2000, T0 + 3_000_000_000);
+    let d = dir.to_str().unwrap();
+    let v = check(&[a.clone(), other.clone()], &[d], "", None, None, &s);
+    assert_eq!(u(&v, "files"), 2, "{v}");
+    assert_eq!(u(&v, "packets"), 5000, "{v}");
+    assert_eq!(u(&v, "files_skipped"), 0, "{v}");
+}

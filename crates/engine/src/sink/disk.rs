@@ -171,6 +171,7 @@ impl Retention {
             self.deleted_bytes.fetch_add(b, Ordering::Relaxed);
             gone.push(p);
         }
+        super::catalog::forget(&gone);
         gone
     }
 }
@@ -348,6 +349,7 @@ struct DiskWriter {
     report: DiskReport,
     kept: VecDeque<PathBuf>,
     noted_buffered: bool,
+    noted_catalog: bool,
     scratch: Vec<Done>,
 }
 
@@ -761,6 +763,12 @@ impl DiskWriter {
                 .get_or_insert_with(|| format!("closing {}: {e}", path.display()));
         }
         let mut bytes = file.file().metadata().map_or(0, |m| m.len());
+        let time = cur.index.as_ref().and_then(|ix| ix.time_range());
+        let packets = if cur.failed {
+            cur.safe.1.min(cur.packets)
+        } else {
+            cur.packets
+        };
         // The index goes in place before the file it describes; a file cut back after a
         // failed write gets none (a query scans it).
         if let (Some(mut ix), false) = (cur.index.take(), cur.failed) {
@@ -791,12 +799,31 @@ impl DiskWriter {
             });
             return;
         }
+        let entry = corecap_store::Entry {
+            name: path
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+            state: corecap_store::State::Whole,
+            time,
+            packets,
+            bytes: file.file().metadata().map_or(0, |m| m.len()),
+            index_bytes: fs::metadata(index_path(path)).map_or(0, |m| m.len()),
+        };
+        if let Err(e) = super::catalog::record(&entry, super::file::dir_of(path)) {
+            if !self.noted_catalog {
+                self.noted_catalog = true;
+                self.report
+                    .notes
+                    .push(format!("the folder's catalog is not kept: {e}"));
+            }
+        }
         self.report.files.push(path.clone());
         self.kept.push_back(path.clone());
         if let Some(max) = self.cfg.files {
             while self.kept.len() > max.max(1) {
                 if let Some(old) = self.kept.pop_front() {
                     remove_with_index(&old);
+                    super::catalog::forget(std::slice::from_ref(&old));
                     if let Some(r) = &self.cfg.retention {
                         r.forget(&old);
                     }
@@ -876,6 +903,7 @@ impl Disk {
             report: DiskReport::default(),
             kept: VecDeque::new(),
             noted_buffered: false,
+            noted_catalog: false,
             scratch: Vec::new(),
         };
         let target = match first {

@@ -301,6 +301,14 @@ impl FileSink {
         } else {
             cfg.path.clone()
         };
+        if !stream {
+            // Rotated and per-worker names keep the base's ending and its leading dot.
+            for p in [&cfg.path, &path] {
+                if let Some(why) = corecap_index::capture_name_error(p) {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+                }
+            }
+        }
         if !stream && std::fs::symlink_metadata(&path).is_ok() {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,

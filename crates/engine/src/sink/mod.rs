@@ -1,4 +1,5 @@
 //! Sinks: where packets end up.
+pub(crate) mod catalog;
 pub mod disk;
 pub mod file;
 pub mod ipfix;

@@ -83,6 +83,18 @@ pub fn recover_dir(dir: &Path, kek: Option<&Arc<KeyFile>>) -> io::Result<Recover
                 .is_some_and(|n| n.starts_with('.') && n.ends_with(".part") && n.len() > 6)
         })
         .collect();
+    // An index's temporary file left by a crash (a sidecar is written in milliseconds, so
+    // one a minute old has no writer): the index is rebuilt from the data.
+    for e in fs::read_dir(dir)?.filter_map(Result::ok) {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|a| a.as_secs() > 60));
+        if n.starts_with('.') && n.ends_with(".idx.tmp") && old {
+            let _ = fs::remove_file(e.path());
+        }
+    }
     parts.sort();
     for part in parts {
         if !corecap_linux::direct::is_abandoned(&part) {
@@ -156,6 +168,10 @@ fn recover_part(
     let sealed = whole.sealed;
     let indexed = (!sealed || kek.is_some())
         && crate::query::build_index(&new, kek).is_ok_and(|r| r.not_indexed.is_none());
+    if let Some(e) = super::catalog::entry_from_index(&new, corecap_store::State::Recovered) {
+        // The catalog is an aid: a folder whose catalog cannot be written still has the file.
+        let _ = super::catalog::record(&e, super::file::dir_of(&new));
+    }
     Ok(Some(Recovered {
         part: part.to_owned(),
         path: new,

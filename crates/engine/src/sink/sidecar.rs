@@ -12,17 +12,19 @@ use crate::sink::sealed::{seal_bytes, SealConfig};
 /// whose plaintext is the index: the index names addresses, so it is kept as secret as the
 /// capture.
 ///
-/// The bytes go to a hidden `.NAME.part` in the same directory (created with `O_EXCL |
-/// O_NOFOLLOW`, mode 0640; a stale one left by a crash is removed first), are synced, and
-/// are renamed over `path`, so a reader sees either no sidecar or a whole one.
+/// The bytes go to a hidden `.NAME.tmp` in the same directory
+/// (`corecap_index::sidecar_temp_path`, a name no capture file and no capture being written
+/// has; created with `O_EXCL | O_NOFOLLOW`, mode 0640; a stale one left by a crash is
+/// removed first), are synced, and are renamed over `path`, so a reader sees either no
+/// sidecar or a whole one.
 pub fn write_sidecar(path: &Path, index: &[u8], seal: Option<&SealConfig>) -> io::Result<()> {
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "sidecar path has no file name")
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(".part");
-    let tmp = path.with_file_name(tmp_name);
+    if path.file_name().is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "sidecar path has no file name",
+        ));
+    }
+    let tmp = corecap_index::sidecar_temp_path(path);
     if fs::symlink_metadata(&tmp).is_ok_and(|m| m.file_type().is_file()) {
         fs::remove_file(&tmp)?;
     }
@@ -62,14 +64,20 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("x.pcapng.idx");
         // A stale temp file from a crash does not block the write.
-        fs::write(dir.join(".x.pcapng.idx.part"), b"stale").unwrap();
+        fs::write(dir.join(".x.pcapng.idx.tmp"), b"stale").unwrap();
+        // The hidden name of a capture file being written is left alone.
+        fs::write(dir.join(".x.pcapng.idx.part"), b"capture").unwrap();
         write_sidecar(&p, b"plain index", None).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"plain index");
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o640
         );
-        assert!(!dir.join(".x.pcapng.idx.part").exists());
+        assert!(!dir.join(".x.pcapng.idx.tmp").exists());
+        assert_eq!(
+            fs::read(dir.join(".x.pcapng.idx.part")).unwrap(),
+            b"capture"
+        );
         let key = dir.join("k");
         KeyFile::generate(&key).unwrap();
         let cfg = SealConfig {
