@@ -119,10 +119,43 @@ pub struct QueryStats {
     pub files_truncated: u64,
     /// Files still being written, read up to their last whole block.
     pub files_live: u64,
+    /// Files left unopened because their folder's catalog puts them outside the window.
+    pub files_pruned: u64,
     /// Bytes of sidecar indexes read.
     pub index_bytes: u64,
     /// One line per notable event (a damaged index, a file cut short).
     pub notes: Vec<String>,
+}
+
+/// The catalogs of the folders a query reads, opened once each.
+#[derive(Default)]
+struct Catalogs {
+    by_dir: HashMap<PathBuf, Option<HashMap<String, corecap_store::Entry>>>,
+}
+
+impl Catalogs {
+    /// Whether the catalog of `f`'s folder says none of its packets is in `from..to`. Only
+    /// an entry whose byte count is the file's own is believed (a file replaced since is
+    /// opened like one without an entry).
+    fn outside(&mut self, f: &Path, from: u64, to: u64) -> bool {
+        if from == 0 && to == u64::MAX {
+            return false;
+        }
+        let dir = crate::sink::file::dir_of(f).to_owned();
+        let entries = self.by_dir.entry(dir.clone()).or_insert_with(|| {
+            let c = corecap_store::Catalog::read(&dir)?;
+            let list = c.entries().ok()?;
+            Some(list.into_iter().map(|e| (e.name.clone(), e)).collect())
+        });
+        let (Some(entries), Some(name)) = (entries.as_ref(), f.file_name()) else {
+            return false;
+        };
+        let Some(e) = entries.get(name.to_string_lossy().as_ref()) else {
+            return false;
+        };
+        let same = std::fs::metadata(f).is_ok_and(|m| m.len() == e.bytes);
+        same && e.time.is_some() && !e.overlaps(from, to)
+    }
 }
 
 /// What kind of file a path holds, by its first bytes.
@@ -1167,7 +1200,15 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
     let mut pruning = Pruning::new(spec.filter.as_deref());
     let mut stats = QueryStats::default();
     let mut plans = Vec::new();
+    let mut catalogs = Catalogs::default();
     for f in &spec.files {
+        if !spec.scan && catalogs.outside(f, spec.from, spec.to) {
+            // The folder's catalog says no packet of this file is in the window: neither
+            // the file nor its index is opened.
+            stats.files += 1;
+            stats.files_pruned += 1;
+            continue;
+        }
         let plan = if spec.scan {
             plan_scan(f, spec.kek.as_ref())?
         } else {

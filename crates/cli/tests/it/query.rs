@@ -830,3 +830,63 @@ fn issue21_no_capture_is_named_like_an_index() {
     assert_eq!(u(&v, "packets"), 5000, "{v}");
     assert_eq!(u(&v, "files_skipped"), 0, "{v}");
 }
+
+#[test]
+fn issue22_a_window_opens_only_its_files_and_a_damaged_catalog_is_rebuilt() {
+    let s = Scratch::new("catalog");
+    let src = s.path("src.pcap");
+    synthetic_pcap(&src, 20_000, T0);
+    let dir = s.path("rec");
+    std::fs::create_dir(&dir).unwrap();
+    let rec = dir.join("rec.pcapng");
+    let record = |input: &Path| {
+        let o = corecap(&[
+            "capture",
+            "--stats-interval",
+            "0",
+            "-r",
+            input.to_str().unwrap(),
+            "-w",
+            rec.to_str().unwrap(),
+            "-b",
+            "filesize:1",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    record(&src);
+    assert!(dir.join(corecap_store::CATALOG).exists());
+    let files: Vec<PathBuf> = {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(files.len() >= 8, "{files:?}");
+    let d = dir.to_str().unwrap();
+    let (from, to) = (T0 + 5_000_000_000, T0 + 7_000_000_000);
+    let v = check(&files, &[d], "", Some(from), Some(to), &s);
+    assert_eq!(u(&v, "packets"), 2000, "{v}");
+    assert!(
+        u(&v, "files_pruned") + 4 >= files.len() as u64,
+        "only the window's files are opened: {v}"
+    );
+    // A damaged catalog: queries do without it, the next writer rebuilds it from the files.
+    std::fs::write(dir.join(corecap_store::CATALOG), vec![0x5a; 8192]).unwrap();
+    for ext in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.join(format!("{}{ext}", corecap_store::CATALOG)));
+    }
+    let v = check(&files, &[d], "", Some(from), Some(to), &s);
+    assert_eq!(u(&v, "files_pruned"), 0, "{v}");
+    let later = s.path("later.pcap");
+    synthetic_pcap(&later, 2000, T0 + 100_000_000_000);
+    record(&later);
+    assert!(dir
+        .join(format!("{}.damaged", corecap_store::CATALOG))
+        .exists());
+    let v = check(&files, &[d], "", Some(from), Some(to), &s);
+    assert!(u(&v, "files_pruned") + 4 >= files.len() as u64, "{v}");
+}
