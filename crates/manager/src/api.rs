@@ -180,4 +180,11 @@ pub struct CaptureView {
     /// Warnings (a shared core, a generic fallback...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Every file it wrote, in the spool (`path` is the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// Started by an earlier run of the daemon (listed from the spool's catalog): it
+    /// cannot be stopped, and its files stay in the spool for queries.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub earlier_run: bool,
 }
