@@ -524,6 +524,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         flush: flush_interval(&a.disk)?,
         retention: retention(&a.disk)?,
         ipfix_collectors: ipfix_collectors(&a.ipfix_collector, a.ipfix_biflow)?,
+        recovered: Vec::new(),
     };
     Ok(ServeConfig {
         socket: a.socket.clone(),

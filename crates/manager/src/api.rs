@@ -88,18 +88,26 @@ pub enum State {
     Done,
     /// Stopped by a request, the quota or the daemon's shutdown.
     Stopped,
-    /// Ended by an error.
+    /// Ended by an error; for a capture of an earlier run of the daemon that was running
+    /// when it died: its file is gone (see `reason`).
     Failed,
+    /// Ended cleanly (done or stopped, see `reason`) in an earlier run of the daemon.
+    Finished,
+    /// Running when an earlier run of the daemon died; its file is there (recovered,
+    /// whole, or as its writer left it until recovery names it; see `reason`).
+    Recovered,
 }
 
 impl State {
-    /// `running`, `done`, `stopped` or `failed`.
+    /// `running`, `done`, `stopped`, `failed`, `finished` or `recovered`.
     pub fn name(self) -> &'static str {
         match self {
             State::Running => "running",
             State::Done => "done",
             State::Stopped => "stopped",
             State::Failed => "failed",
+            State::Finished => "finished",
+            State::Recovered => "recovered",
         }
     }
 }
@@ -172,4 +180,11 @@ pub struct CaptureView {
     /// Warnings (a shared core, a generic fallback...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Every file it wrote, in the spool (`path` is the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// Started by an earlier run of the daemon (listed from the spool's catalog): it
+    /// cannot be stopped, and its files stay in the spool for queries.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub earlier_run: bool,
 }

@@ -8,7 +8,8 @@
 //!   limits, thread lag and final accounting;
 //! - [`opener`]: the one thread that keeps capabilities, opening sockets and live handles
 //!   for the threads that read requests, which hold none;
-//! - [`spool`]: the one directory files go to, and its quota;
+//! - [`spool`]: the one directory files go to, and its quota; [`catalog`]: what the daemon
+//!   remembers of its captures across restarts, in a small file in the spool;
 //! - [`query`]: `POST /queries`, recorded packets streamed back as pcapng, off the capture
 //!   cores and at idle I/O priority;
 //! - [`api`]: the JSON; [`metrics`]: the Prometheus text.
@@ -16,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod api;
+pub mod catalog;
 pub mod cores;
 pub mod http;
 pub mod manager;

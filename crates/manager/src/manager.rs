@@ -11,10 +11,15 @@
 //! are not taken, and the thread lag is the first taken packet's timestamp minus it.
 //! The manager's state sits behind one mutex: it is the control plane, never touched by
 //! the data path.
+//!
+//! What it knows of its captures outlives it: the spool's catalog (see [`crate::catalog`])
+//! is written when a capture starts and when one ends, outside that mutex. A new manager
+//! lists the captures of the earlier run as `finished`, `recovered` or `failed`, never as
+//! running, and gives unnamed captures ids past every id that run gave.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -34,6 +39,7 @@ use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_linux::error_chain;
 
 use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
+use crate::catalog::{self, Catalog, Record, Renamed};
 use crate::cores::Cores;
 use crate::metrics::LagHistogram;
 use crate::opener::Opener;
@@ -68,6 +74,10 @@ pub struct Config {
     pub retention: Option<Arc<corecap_engine::sink::disk::Retention>>,
     /// IPFIX collectors a flows request may name (`serve --ipfix-collector`).
     pub ipfix_collectors: Vec<IpfixTarget>,
+    /// The files the recovery step renamed in the spool before the manager started (what a
+    /// daemon that died left being written): captures of the earlier run that wrote them
+    /// are listed as `recovered` with their new names.
+    pub recovered: Vec<Renamed>,
 }
 
 impl Config {
@@ -90,6 +100,7 @@ impl Config {
             flush: Some(Duration::from_secs(1)),
             retention: None,
             ipfix_collectors: Vec::new(),
+            recovered: Vec::new(),
         }
     }
 }
@@ -181,6 +192,8 @@ struct Entry {
     deadline: Option<Instant>,
     files: Vec<PathBuf>,
     lag_observed: bool,
+    /// The file name the request gave.
+    name: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -201,6 +214,18 @@ struct Inner {
     spare_used: BTreeMap<String, Instant>,
     /// Set by [`Manager::shutdown`]: no capture starts after it.
     closing: bool,
+    /// Counts changes to what the catalog holds (captures started, ended, settled,
+    /// forgotten); the catalog on disk is behind while [`Saved::generation`] is lower.
+    generation: u64,
+}
+
+/// What was last written to the catalog.
+#[derive(Debug, Default)]
+struct Saved {
+    /// The [`Inner::generation`] written.
+    generation: u64,
+    /// The last write failed (said once on stderr, until one succeeds).
+    failing: bool,
 }
 
 /// Interfaces without a base capture that keep spare sockets at once.
@@ -213,6 +238,13 @@ pub struct Manager {
     inner: Mutex<Inner>,
     /// Where spawned captures' sockets are opened (see [`crate::opener`]).
     opener: Opener,
+    /// Held while the catalog is written; writers go one at a time, the newest last.
+    saved: Mutex<Saved>,
+    /// The generation last written, read without waiting for a write in progress; only
+    /// raised, under `saved`.
+    written: AtomicU64,
+    /// What loading the catalog found worth saying.
+    notes: Vec<String>,
 }
 
 /// Ended captures kept for `GET /captures`.
@@ -260,24 +292,107 @@ struct Valid {
 }
 
 impl Manager {
-    /// A manager with these base captures (already running).
+    /// A manager with these base captures (already running), over the spool's catalog:
+    /// the earlier run's captures are listed, settled (see [`crate::catalog`]), and ids
+    /// continue past theirs. A catalog that cannot be read stops nothing; see
+    /// [`Manager::notes`].
     pub fn new(cfg: Config, bases: Vec<Base>) -> Self {
         let spares = bases
             .iter()
             .map(|b| (b.iface.clone(), Vec::new()))
             .collect();
+        let dir = cfg.spool.dir().to_owned();
+        let catalog::Loaded {
+            catalog: mut earlier,
+            mut notes,
+        } = catalog::load(&dir);
+        let died: Vec<usize> = (earlier.captures.iter().enumerate())
+            .filter(|(_, r)| r.state == State::Running)
+            .map(|(i, _)| i)
+            .collect();
+        let settled = earlier.settle(&dir, &cfg.recovered);
+        if !died.is_empty() {
+            let what: Vec<String> = died
+                .iter()
+                .map(|i| &earlier.captures[*i])
+                .map(|r| format!("{} {}", r.id, r.state.name()))
+                .collect();
+            notes.push(format!(
+                "the earlier run ended while {} captures ran: {}",
+                died.len(),
+                what.join(", ")
+            ));
+        }
+        let entries = earlier
+            .captures
+            .iter()
+            .map(|r| earlier_entry(&dir, r))
+            .collect();
         let inner = Inner {
             spares,
             bases,
             cores: Cores::new(),
-            next_id: 1,
+            next_id: earlier.next_id,
+            entries,
+            // Written at once when loading changed or rebuilt it.
+            generation: u64::from(settled || !notes.is_empty()),
             ..Default::default()
         };
-        Self {
+        let m = Self {
             cfg,
             inner: Mutex::new(inner),
             opener: Opener::inline(),
+            saved: Mutex::new(Saved::default()),
+            written: AtomicU64::new(0),
+            notes,
+        };
+        m.save();
+        m
+    }
+
+    /// What loading the spool's catalog found that the user should hear once: an
+    /// unreadable or missing catalog, and where ids continue.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Writes the catalog if it is behind, outside the manager's lock. A failed write is
+    /// said once on stderr (the captures go on; the next change tries again).
+    fn save(&self) {
+        let (generation, c) = {
+            let g = self.lock();
+            // Relaxed: a hint that spares building a catalog; `saved` decides.
+            if g.generation <= self.written.load(Ordering::Relaxed) {
+                return;
+            }
+            (g.generation, g.catalog())
+        };
+        let mut s = self.saved_lock();
+        // Another caller wrote a newer catalog meanwhile.
+        if s.generation >= generation {
+            return;
         }
+        match catalog::write(self.cfg.spool.dir(), &c) {
+            Ok(()) => {
+                s.generation = generation;
+                self.written.store(generation, Ordering::Relaxed);
+                if std::mem::take(&mut s.failing) {
+                    eprintln!("corecap: the spool's catalog is written again");
+                }
+            }
+            Err(e) if !s.failing => {
+                s.failing = true;
+                eprintln!(
+                    "corecap: cannot write the spool's catalog {}: {e} (captures go on; a restart may not list them)",
+                    self.cfg.spool.dir().join(catalog::FILE).display()
+                );
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn saved_lock(&self) -> MutexGuard<'_, Saved> {
+        self.saved.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Opens spawned captures' sockets through `opener`: the daemon's one thread that keeps
@@ -536,10 +651,10 @@ impl Manager {
     ) -> Result<CaptureView, ApiError> {
         let since_ns = wall_ns(wall);
         let valid = self.validate(&r)?;
-        let mut g = self.lock();
-        self.admit(&g, &r)?;
-        let id = format!("c{}", g.next_id);
-        let path = self.spool_path(&id, &r, valid.seal.is_some())?;
+        let mut guard = self.lock();
+        let g = &mut *guard;
+        self.admit(g, &r)?;
+        let (id, path) = self.fresh_id(g, &r, valid.seal.is_some())?;
         let base = g.bases.iter().position(|b| b.iface == valid.input.iface);
         let mode = match (r.mode, base) {
             (Some(m), _) => m,
@@ -557,12 +672,12 @@ impl Manager {
             path: &path,
             since_ns,
         };
-        let g = &mut *g;
         let (runner, cores, files) = match mode {
             Mode::Attach => self.start_attach(g, base, launch)?,
             Mode::Spawn => self.start_spawn(g, launch, &mut notes)?,
         };
         g.next_id += 1;
+        g.generation += 1;
         let view = CaptureView {
             id,
             state: State::Running,
@@ -584,6 +699,8 @@ impl Manager {
             count: r.count,
             duration: r.duration,
             notes,
+            files: display(&files),
+            earlier_run: false,
         };
         g.entries.push(Entry {
             view,
@@ -592,10 +709,42 @@ impl Manager {
             deadline: valid.duration.map(|d| t0 + d),
             files,
             lag_observed: false,
+            name: r.name.clone(),
         });
         let e = g.entries.last_mut().expect("just pushed");
         refresh(e);
-        Ok(e.view.clone())
+        let view = e.view.clone();
+        drop(guard);
+        // On disk before the client hears the id: a restart never gives it again.
+        self.save();
+        Ok(view)
+    }
+
+    /// The id of a new capture and its file in the spool. An unnamed capture passes over
+    /// the ids whose default name is in use (a request named a file `c9.pcapng`), so it
+    /// never gets 409.
+    fn fresh_id(
+        &self,
+        g: &mut Inner,
+        r: &StartRequest,
+        sealed: bool,
+    ) -> Result<(String, Option<PathBuf>), ApiError> {
+        for _ in 0..1000 {
+            let id = format!("c{}", g.next_id);
+            match self.spool_path(&id, r, sealed) {
+                Err(e) if e.status == 409 && r.name.is_none() => {
+                    g.next_id = g.next_id.saturating_add(1);
+                }
+                p => return p.map(|p| (id, p)),
+            }
+        }
+        Err(err(
+            409,
+            format!(
+                "the default names of ids up to c{} are all in use in the spool; give a name",
+                g.next_id
+            ),
+        ))
     }
 
     /// Whether one more capture may start now: not while shutting down, not past
@@ -702,31 +851,53 @@ impl Manager {
         (file, flows)
     }
 
-    /// Every capture, running and ended (the last 256 ended).
+    /// Every capture, running and ended (the last 256 ended), the earlier run's first.
     pub fn list(&self) -> Vec<CaptureView> {
-        let mut g = self.lock();
-        g.entries
-            .iter_mut()
-            .map(|e| {
-                refresh(e);
-                e.view.clone()
-            })
-            .collect()
+        let (views, changed) = {
+            let mut g = self.lock();
+            let dir = self.cfg.spool.dir();
+            let mut changed = false;
+            let views = g
+                .entries
+                .iter_mut()
+                .map(|e| {
+                    changed |= refresh_earlier(e, dir);
+                    refresh(e);
+                    e.view.clone()
+                })
+                .collect();
+            g.generation += u64::from(changed);
+            (views, changed)
+        };
+        if changed {
+            self.save();
+        }
+        views
     }
 
     /// One capture.
     pub fn show(&self, id: &str) -> Result<CaptureView, ApiError> {
-        let mut g = self.lock();
-        let e = g
-            .entries
-            .iter_mut()
-            .find(|e| e.view.id == id)
-            .ok_or_else(|| err(404, format!("no capture '{id}'")))?;
-        refresh(e);
-        Ok(e.view.clone())
+        let (view, changed) = {
+            let mut g = self.lock();
+            let e = g
+                .entries
+                .iter_mut()
+                .find(|e| e.view.id == id)
+                .ok_or_else(|| err(404, format!("no capture '{id}'")))?;
+            let changed = refresh_earlier(e, self.cfg.spool.dir());
+            refresh(e);
+            let view = e.view.clone();
+            g.generation += u64::from(changed);
+            (view, changed)
+        };
+        if changed {
+            self.save();
+        }
+        Ok(view)
     }
 
-    /// Stops a capture; returns its final view once its files are closed.
+    /// Stops a capture; returns its final view once its files are closed. A capture of an
+    /// earlier run of the daemon gets 409: nothing of it runs.
     pub fn stop(&self, id: &str) -> Result<CaptureView, ApiError> {
         let ending = {
             let mut g = self.lock();
@@ -735,11 +906,22 @@ impl Manager {
                 .iter()
                 .position(|e| e.view.id == id)
                 .ok_or_else(|| err(404, format!("no capture '{id}'")))?;
+            let v = &g.entries[i].view;
+            if v.earlier_run {
+                return Err(err(
+                    409,
+                    format!(
+                        "{id} was started by an earlier run of the daemon and is {}; it cannot be stopped (its files stay in the spool for queries)",
+                        v.state.name()
+                    ),
+                ));
+            }
             g.begin_end(i, State::Stopped, "stopped by request".into())
         };
         if let Some(e) = ending {
             let done = e.finish();
             self.lock().record(done);
+            self.save();
         }
         // Ended here, or by the housekeeping that got to it first: wait for its end.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -770,6 +952,7 @@ impl Manager {
                 }
             }
         }
+        self.save();
         if let Some(r) = &self.cfg.retention {
             for f in flows {
                 if let Ok(m) = std::fs::metadata(&f) {
@@ -916,6 +1099,8 @@ impl Manager {
             .filter(|e| e.view.state != State::Running)
             .count();
         if ended > HISTORY {
+            // The catalog forgets them with the next write.
+            g.generation += 1;
             let mut drop = ended - HISTORY;
             g.entries.retain(|e| {
                 if drop > 0 && e.view.state != State::Running {
@@ -1024,7 +1209,17 @@ impl Manager {
                 (b.iface.clone(), t)
             })
             .collect();
-        let views: Vec<CaptureView> = g.entries.iter().map(|e| e.view.clone()).collect();
+        // Counters are this run's: the earlier run's captures are only counted by state.
+        let views: Vec<CaptureView> = g
+            .entries
+            .iter()
+            .filter(|e| !e.view.earlier_run)
+            .map(|e| e.view.clone())
+            .collect();
+        let mut earlier: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for e in g.entries.iter().filter(|e| e.view.earlier_run) {
+            *earlier.entry(e.view.state.name()).or_default() += 1;
+        }
         let spares: Vec<(String, usize)> =
             g.spares.iter().map(|(i, v)| (i.clone(), v.len())).collect();
         crate::metrics::render(&crate::metrics::Input {
@@ -1039,11 +1234,21 @@ impl Manager {
                 (r.budget(), f, b)
             }),
             spares: &spares,
+            earlier: &earlier,
         })
     }
 }
 
 impl Inner {
+    /// What the catalog holds now: the next id, and every capture listed.
+    fn catalog(&self) -> Catalog {
+        Catalog {
+            version: catalog::VERSION,
+            next_id: self.next_id,
+            captures: self.entries.iter().map(record_of).collect(),
+        }
+    }
+
     /// CPUs running capture workers now: the bases' and the spawned captures'.
     fn worker_cpus(&self) -> Vec<u32> {
         let mut v: Vec<u32> = self
@@ -1126,9 +1331,12 @@ impl Inner {
             EndResult::Failed(x) => (state, reason) = (State::Failed, x),
         }
         e.view.file_bytes = file_bytes(&e.files);
+        e.view.files = display(&e.files);
+        e.view.path = e.view.files.first().cloned();
         e.view.state = state;
         e.view.reason = Some(reason);
         e.view.ended_at = Some(secs(wall_ns(SystemTime::now())));
+        self.generation += 1;
         if let Some(lag) = e.view.lag_us.filter(|_| !e.lag_observed) {
             e.lag_observed = true;
             self.lag
@@ -1152,6 +1360,95 @@ fn start_error(e: CaptureError) -> ApiError {
         CaptureError::Output(m) => err(status, format!("cannot create the output: {m}")),
         other => err(status, error_chain(&other)),
     }
+}
+
+/// Paths as the API shows them.
+fn display(files: &[PathBuf]) -> Vec<String> {
+    files.iter().map(|p| p.display().to_string()).collect()
+}
+
+/// A capture as the catalog keeps it: its files by name in the spool.
+fn record_of(e: &Entry) -> Record {
+    let v = &e.view;
+    Record {
+        id: v.id.clone(),
+        name: e.name.clone(),
+        interface: v.interface.clone(),
+        mode: v.mode,
+        filter: v.filter.clone(),
+        output: v.output,
+        count: v.count,
+        duration: v.duration,
+        requested_at: v.requested_at,
+        ended_at: v.ended_at,
+        state: v.state,
+        reason: v.reason.clone(),
+        files: e
+            .files
+            .iter()
+            .filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+            .collect(),
+        packets: v.packets,
+        bytes: v.bytes,
+        drops: v.drops.clone(),
+        lag_us: v.lag_us,
+        setup_us: v.setup_us,
+        cores: v.cores.clone(),
+        earlier_run: v.earlier_run,
+    }
+}
+
+/// A capture of an earlier run, listed from the catalog (already settled).
+fn earlier_entry(dir: &std::path::Path, r: &Record) -> Entry {
+    let files: Vec<PathBuf> = r.files.iter().map(|f| dir.join(f)).collect();
+    let view = CaptureView {
+        id: r.id.clone(),
+        state: r.state,
+        reason: r.reason.clone(),
+        mode: r.mode,
+        interface: r.interface.clone(),
+        filter: r.filter.clone(),
+        output: r.output,
+        path: files.first().map(|p| p.display().to_string()),
+        file_bytes: file_bytes(&files),
+        cores: r.cores.clone(),
+        requested_at: r.requested_at,
+        ended_at: r.ended_at,
+        setup_us: r.setup_us,
+        lag_us: r.lag_us,
+        packets: r.packets,
+        bytes: r.bytes,
+        drops: r.drops.clone(),
+        count: r.count,
+        duration: r.duration,
+        notes: Vec::new(),
+        files: display(&files),
+        earlier_run: true,
+    };
+    Entry {
+        view,
+        runner: Runner::Ended,
+        since_ns: (r.requested_at.max(0.0) * 1e9) as u64,
+        deadline: None,
+        files,
+        lag_observed: true,
+        name: r.name.clone(),
+    }
+}
+
+/// Follows a capture of an earlier run whose file was still its writer's part when the
+/// manager started: a recovery since (at the first file capture's start) named it, or
+/// removed it. Returns whether its entry changed.
+fn refresh_earlier(e: &mut Entry, dir: &std::path::Path) -> bool {
+    if !e.view.earlier_run || e.view.state != State::Recovered {
+        return false;
+    }
+    let mut r = record_of(e);
+    if !r.resettle(dir) {
+        return false;
+    }
+    *e = earlier_entry(dir, &r);
+    true
 }
 
 fn lag_us(first_ns: u64, since_ns: u64) -> f64 {
@@ -1352,6 +1649,147 @@ mod tests {
         let e = start(r#"{"interface":"lo","name":"../x"}"#).expect_err("name");
         assert_eq!(e.status, 400, "{e:?}");
         assert!(m.list().is_empty());
+        std::fs::remove_dir_all(dir).expect("clean");
+    }
+
+    #[test]
+    fn test_earlier_captures_are_listed_and_ids_continue() {
+        use crate::catalog::{Catalog, Record};
+        let dir =
+            std::env::temp_dir().join(format!("corecap-manager-earlier-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("spool");
+        let record = |id: &str, state: State, file: &str| Record {
+            id: id.into(),
+            name: None,
+            interface: "eth0".into(),
+            mode: Mode::Attach,
+            filter: None,
+            output: OutputKind::Pcapng,
+            count: None,
+            duration: None,
+            requested_at: 1_700_000_000.0,
+            ended_at: None,
+            state,
+            reason: None,
+            files: vec![file.into()],
+            packets: 5,
+            bytes: 500,
+            drops: Drops::default(),
+            lag_us: None,
+            setup_us: 10.0,
+            cores: vec![],
+            earlier_run: false,
+        };
+        let earlier = Catalog {
+            version: catalog::VERSION,
+            next_id: 4,
+            captures: vec![
+                record("c1", State::Done, "c1.pcapng"),
+                record("c2", State::Running, "c2.pcapng"),
+                record("c3", State::Running, "c3.pcapng"),
+            ],
+        };
+        catalog::write(&dir, &earlier).expect("catalog");
+        // c1 ended whole; c3's writer died, leaving its part; a request named a file c9.
+        for f in ["c1.pcapng", ".c3.pcapng.part", "c9.pcapng"] {
+            std::fs::write(dir.join(f), b"x").expect("file");
+        }
+        let open = || {
+            let cfg = Config {
+                max_captures: 4,
+                ..Config::new(Spool::open(&dir, None).expect("spool"))
+            };
+            Manager::new(cfg, vec![])
+        };
+        let m = open();
+        assert_eq!(
+            m.notes(),
+            ["the earlier run ended while 2 captures ran: c2 failed, c3 recovered"]
+        );
+        let states = |m: &Manager| -> Vec<(String, State, Option<String>)> {
+            m.list()
+                .into_iter()
+                .inspect(|v| assert!(v.earlier_run, "{v:?}"))
+                .map(|v| (v.id, v.state, v.path))
+                .collect()
+        };
+        let at = |f: &str| Some(dir.join(f).display().to_string());
+        assert_eq!(
+            states(&m),
+            [
+                ("c1".into(), State::Finished, at("c1.pcapng")),
+                ("c2".into(), State::Failed, at("c2.pcapng")),
+                ("c3".into(), State::Recovered, at(".c3.pcapng.part")),
+            ]
+        );
+        // Nothing of them runs: they cannot be stopped.
+        for id in ["c1", "c2", "c3"] {
+            let e = m.stop(id).expect_err("earlier");
+            assert_eq!(e.status, 409, "{e:?}");
+            assert!(e.message.contains("earlier run"), "{e:?}");
+        }
+        // Ids go past the catalog's and the spool's names; an unnamed capture passes over
+        // an id whose default name a request took meanwhile.
+        assert_eq!(m.lock().next_id, 10);
+        std::fs::write(dir.join("c10.pcapng"), b"x").expect("file");
+        let r: StartRequest = serde_json::from_str(r#"{"interface":"lo"}"#).expect("request");
+        let (id, path) = m.fresh_id(&mut m.lock(), &r, false).expect("fresh");
+        assert_eq!((id.as_str(), path), ("c11", Some(dir.join("c11.pcapng"))));
+        let named: StartRequest =
+            serde_json::from_str(r#"{"interface":"lo","name":"c9.pcapng"}"#).expect("request");
+        assert_eq!(
+            m.fresh_id(&mut m.lock(), &named, false)
+                .expect_err("taken")
+                .status,
+            409
+        );
+        // The settled catalog is on disk at once.
+        let disk = catalog::load(&dir).catalog;
+        let got: Vec<(State, bool)> = disk
+            .captures
+            .iter()
+            .map(|r| (r.state, r.earlier_run))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (State::Finished, true),
+                (State::Failed, true),
+                (State::Recovered, true)
+            ]
+        );
+        // The earlier run's counters are not this run's metrics.
+        let text = m.metrics();
+        assert!(
+            text.contains("corecap_captures_earlier{state=\"recovered\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("id=\"c1\""), "{text}");
+        // A recovery names c3's part later: the listing follows it, and so does the catalog.
+        std::fs::rename(
+            dir.join(".c3.pcapng.part"),
+            dir.join("c3.recovered-20261125T080102Z.pcapng"),
+        )
+        .expect("rename");
+        assert_eq!(
+            states(&m)[2],
+            (
+                "c3".into(),
+                State::Recovered,
+                at("c3.recovered-20261125T080102Z.pcapng")
+            )
+        );
+        assert_eq!(
+            catalog::load(&dir).catalog.captures[2].files,
+            ["c3.recovered-20261125T080102Z.pcapng"]
+        );
+        // A second start over the same spool: the same list, nothing more to say.
+        drop(m);
+        let m = open();
+        assert!(m.notes().is_empty(), "{:?}", m.notes());
+        assert_eq!(states(&m).len(), 3);
+        assert_eq!(m.lock().next_id, 11);
         std::fs::remove_dir_all(dir).expect("clean");
     }
 

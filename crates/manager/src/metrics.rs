@@ -37,7 +37,7 @@ impl LagHistogram {
 /// What the metrics are made of.
 #[derive(Debug)]
 pub struct Input<'a> {
-    /// Every capture the daemon remembers.
+    /// Every capture this run of the daemon started that it remembers.
     pub captures: &'a [CaptureView],
     /// Base captures: interface and totals.
     pub bases: &'a [(String, Snapshot)],
@@ -53,6 +53,8 @@ pub struct Input<'a> {
     pub retention: Option<(u64, u64, u64)>,
     /// Spare sockets ready, per interface.
     pub spares: &'a [(String, usize)],
+    /// Captures of earlier runs listed from the spool's catalog, by state.
+    pub earlier: &'a BTreeMap<&'static str, u64>,
 }
 
 /// Escapes a label value.
@@ -99,6 +101,15 @@ fn captures(o: &mut String, i: &Input<'_>) {
             .filter(|c| c.state == State::Running && c.mode.name() == mode)
             .count();
         let _ = writeln!(o, "corecap_captures_running{{mode=\"{mode}\"}} {n}");
+    }
+    head(
+        o,
+        "corecap_captures_earlier",
+        "gauge",
+        "Captures of earlier runs of the daemon listed from the spool's catalog, by state.",
+    );
+    for (state, n) in i.earlier {
+        let _ = writeln!(o, "corecap_captures_earlier{{state=\"{state}\"}} {n}");
     }
     head(
         o,

@@ -109,6 +109,12 @@ fn describe(v: &CaptureView) -> String {
     if let Some(p) = &v.path {
         o += &format!("  output: {p} ({} bytes)\n", v.file_bytes);
     }
+    for f in v.files.iter().skip(1) {
+        o += &format!("  also: {f}\n");
+    }
+    if v.earlier_run {
+        o += "  started by an earlier run of the daemon\n";
+    }
     o += &format!(
         "  drops: kernel {}, stage full {}, app {}, disk {}\n",
         v.drops.kernel, v.drops.stage_full, v.drops.app, v.drops.disk
@@ -217,12 +223,12 @@ fn list(b: &[u8], json: bool) -> Result<()> {
     let vs: Vec<CaptureView> =
         serde_json::from_slice(b).context("the daemon's answer is not a list")?;
     println!(
-        "{:<6} {:<8} {:<7} {:<12} {:>10} {:>10}  {:<24} filter",
+        "{:<6} {:<9} {:<7} {:<12} {:>10} {:>10}  {:<24} filter",
         "id", "state", "mode", "interface", "packets", "lag us", "output"
     );
     for v in vs {
         println!(
-            "{:<6} {:<8} {:<7} {:<12} {:>10} {:>10}  {:<24} {}",
+            "{:<6} {:<9} {:<7} {:<12} {:>10} {:>10}  {:<24} {}",
             v.id,
             v.state.name(),
             v.mode.name(),

@@ -45,6 +45,10 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     let opener = drop_privilege(c.run_as.as_ref())?;
     let max_captures = c.manager.max_captures;
     let m = Arc::new(Manager::new(c.manager, bases).with_opener(opener));
+    // What the spool's catalog told: earlier captures listed, or why not; once.
+    for n in m.notes() {
+        eprintln!("corecap: {n}");
+    }
     let mut listeners = vec![Listener::Unix(unix, c.socket.clone())];
     if let Some((l, t)) = tcp {
         listeners.push(Listener::Tcp(l, Arc::new(t)));

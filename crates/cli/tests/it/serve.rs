@@ -831,3 +831,186 @@ fn issue14_serve_z_user_keeps_capabilities_in_the_opener_thread_only() {
     assert!(ok, "serve -Z exits 0");
     assert!(!socket.exists(), "the socket is removed at the end");
 }
+
+/// Waits (at most 10 s) until process `pid` has exited: gone, or a zombie left for its
+/// parent to reap.
+fn wait_dead(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command name in parentheses: "pid (comm) Z ...".
+        let state = stat.rsplit_once(") ").map(|(_, r)| &r[..1]);
+        if matches!(state, None | Some("Z" | "X")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{pid} still runs: {stat}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The number of an id `cN`.
+fn id_number(id: &str) -> u64 {
+    id.strip_prefix('c')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not an id: {id}"))
+}
+
+/// A daemon killed without warning (SIGKILL, nothing closed or written at the end) and
+/// started again over the same spool lists the captures it had: the one that ended
+/// cleanly as `finished`, the one that ran as `recovered` (its part is on disk), never
+/// `running`. An unnamed request gets a new id (no 409 for a name the earlier run took),
+/// the earlier captures cannot be stopped, the listing follows the part once a recovery
+/// names it, and the earlier run's files stay queryable.
+#[test]
+#[ignore = "needs root"]
+fn issue21_serve_remembers_after_sigkill() {
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-remembers");
+    let spool = dir.path("spool");
+    // Every batch goes to the disk as it comes: the part holds packets when it is killed.
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0", "--flush-interval", "0"]);
+    // 4 flows, round robin: ports 5001 5002 5001 5002, 100 packets each port.
+    let done = d.start_capture(&["-c", "50", "udp", "port", "5001"]);
+    let running = d.start_capture(&["udp", "port", "5002"]);
+    assert_eq!(lab.gen(200, &["--flows", "4"]), 200);
+    let v = d.wait_for(&done, |v| v["state"] != "running");
+    assert_eq!((v["state"].as_str(), u(&v, "packets")), (Some("done"), 50));
+    d.wait_for(&running, |v| u(v, "packets") >= 100);
+    let part = spool.join(format!(".{running}.pcapng.part"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&part).map_or(0, |m| m.len()) == 0 {
+        assert!(Instant::now() < deadline, "nothing of {running} on disk");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Written when each capture started and when the first ended, before any kill.
+    let catalog: Value = serde_json::from_slice(
+        &std::fs::read(spool.join(".corecap-catalog.json")).expect("the spool's catalog"),
+    )
+    .expect("JSON");
+    let states: Vec<(&str, &str)> = catalog["captures"]
+        .as_array()
+        .expect("captures")
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [(done.as_str(), "done"), (running.as_str(), "running")]
+    );
+
+    let pid = d.pid();
+    let killed = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    wait_dead(pid);
+    drop(d);
+
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0", "--share-cores"]);
+    let view = |id: &str| -> Value {
+        let list = d.json(&["list"]);
+        list.as_array()
+            .expect("a list")
+            .iter()
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not listed: {list}"))
+            .clone()
+    };
+    let (vd, vr) = (view(&done), view(&running));
+    assert_eq!(
+        (vd["state"].as_str(), u(&vd, "packets")),
+        (Some("finished"), 50),
+        "{vd}"
+    );
+    assert_eq!(vd["reason"], "count reached", "{vd}");
+    assert_eq!(vd["earlier_run"], true, "{vd}");
+    let whole = spool.join(format!("{done}.pcapng"));
+    assert_eq!(vd["path"].as_str(), whole.to_str(), "{vd}");
+    // Its part is there (or already recovered, when a recovery ran at the start).
+    assert_eq!(vr["state"], "recovered", "{vr}");
+    assert_eq!(vr["earlier_run"], true, "{vr}");
+    assert!(
+        vr["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("the daemon stopped while it ran")),
+        "{vr}"
+    );
+    let text = String::from_utf8_lossy(&d.request_ok(&["list"]).stdout).into_owned();
+    assert!(
+        text.contains("finished") && text.contains("recovered"),
+        "{text}"
+    );
+
+    // Nothing of them runs: a stop is refused.
+    for id in [&done, &running] {
+        let o = d.request(&["stop", id]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("HTTP 409") && err.contains("earlier run"),
+            "{err}"
+        );
+    }
+
+    // An unnamed request gets a new id and a new file. A spawned capture's start recovers
+    // the parts a dead writer left in the spool: the listing follows the part to its name.
+    let fresh = d.start_capture(&["--mode", "spawn", "-c", "20", "udp", "port", "5002"]);
+    assert!(
+        id_number(&fresh) > id_number(&done).max(id_number(&running)),
+        "{fresh} after {done}, {running}"
+    );
+    assert_eq!(lab.gen(40, &["--flows", "4"]), 40);
+    let vf = d.wait_for(&fresh, |v| v["state"] != "running");
+    assert_eq!(
+        (vf["state"].as_str(), u(&vf, "packets")),
+        (Some("done"), 20)
+    );
+    let vr = view(&running);
+    let recovered = PathBuf::from(vr["path"].as_str().expect("path"));
+    let name = recovered
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        vr["state"] == "recovered" && name.starts_with(&format!("{running}.recovered-")),
+        "{vr}"
+    );
+    let kept = read_all(&recovered);
+    assert!(!kept.is_empty(), "{vr}");
+    assert!(kept.iter().all(|(p, _)| udp_dport(p) == 5002));
+    assert!(!part.exists());
+
+    // The earlier run's files answer queries as before; the catalog is not a capture file.
+    let out = dir.path("port5001.pcapng");
+    d.request_ok(&["query", "-w", out.to_str().expect("utf8"), "udp port 5001"]);
+    assert_eq!(read_all(&out).len(), 50);
+
+    let (ok, views) = d.stop();
+    assert!(ok, "serve exits 0 on SIGTERM");
+    assert_eq!(views.len(), 3, "{views:?}");
+
+    // A third start lists all three as they were settled.
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0"]);
+    let list = d.json(&["list"]);
+    let states: Vec<(&str, &str, &str)> = list
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| {
+            let (id, state) = (v["id"].as_str().unwrap(), v["state"].as_str().unwrap());
+            (id, state, v["path"].as_str().unwrap())
+        })
+        .collect();
+    let fresh_file = spool.join(format!("{fresh}.pcapng"));
+    assert_eq!(
+        states,
+        [
+            (done.as_str(), "finished", whole.to_str().unwrap()),
+            (running.as_str(), "recovered", recovered.to_str().unwrap()),
+            (fresh.as_str(), "finished", fresh_file.to_str().unwrap()),
+        ]
+    );
+    let (ok, _) = d.stop();
+    assert!(ok);
+}
