@@ -1,5 +1,5 @@
 //! The catalog: what the daemon remembers of its captures across restarts, in one small
-//! file in the spool, [`FILE`] (`.corecap-catalog.json`).
+//! file in the spool, [`FILE`] (`.corecap-captures.json`).
 //!
 //! It holds the next capture id and, per capture, its id, the name its request gave, its
 //! interface, mode, filter and output, its limits, when it was requested and when it ended,
@@ -35,11 +35,11 @@ use serde::{Deserialize, Serialize};
 use crate::api::{Drops, Mode, OutputKind, State};
 
 /// The catalog's name in the spool.
-pub const FILE: &str = ".corecap-catalog.json";
+pub const FILE: &str = ".corecap-captures.json";
 /// The temporary file a write goes to before it is renamed over [`FILE`].
-pub const TEMP: &str = ".corecap-catalog.json.tmp";
+pub const TEMP: &str = ".corecap-captures.json.tmp";
 /// Where an unreadable catalog is kept aside for a look.
-pub const BAD: &str = ".corecap-catalog.json.bad";
+pub const BAD: &str = ".corecap-captures.json.bad";
 /// The format's version.
 pub const VERSION: u32 = 1;
 

@@ -1235,6 +1235,7 @@ impl Manager {
             }),
             spares: &spares,
             earlier: &earlier,
+            recovered_files: self.cfg.recovered.len() as u64,
         })
     }
 }

@@ -55,6 +55,8 @@ pub struct Input<'a> {
     pub spares: &'a [(String, usize)],
     /// Captures of earlier runs listed from the spool's catalog, by state.
     pub earlier: &'a BTreeMap<&'static str, u64>,
+    /// Files a crash of the last daemon left, recovered at this start.
+    pub recovered_files: u64,
 }
 
 /// Escapes a label value.
@@ -111,6 +113,13 @@ fn captures(o: &mut String, i: &Input<'_>) {
     for (state, n) in i.earlier {
         let _ = writeln!(o, "corecap_captures_earlier{{state=\"{state}\"}} {n}");
     }
+    head(
+        o,
+        "corecap_recovered_files",
+        "gauge",
+        "Files a crash left in the spool, recovered (cut to whole blocks, named, indexed) at this start.",
+    );
+    let _ = writeln!(o, "corecap_recovered_files {}", i.recovered_files);
     head(
         o,
         "corecap_capture_packets_total",

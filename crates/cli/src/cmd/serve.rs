@@ -24,7 +24,8 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
-    let c = config::serve(&a)?;
+    let mut c = config::serve(&a)?;
+    recover_spool(&mut c.manager)?;
     if c.run_as.is_some() {
         // Before any thread starts: they keep what the switch needs until it is done.
         corecap_linux::privilege::prepare_switch().context("preparing -Z")?;
@@ -75,6 +76,31 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     report_end(&views, c.json);
     eprintln!("corecap: stopped");
     Ok(0)
+}
+
+/// Recovers what a crash of the last daemon left in the spool (each file cut to its whole
+/// blocks, named and indexed; one line each), before the bases start, `-Z` is given the
+/// spool and the manager settles the earlier run's captures (which follow the new names).
+fn recover_spool(m: &mut corecap_manager::manager::Config) -> Result<()> {
+    let dir = m.spool.dir().to_owned();
+    let r = corecap_engine::sink::recover::recover_dir(&dir, m.key.as_ref())
+        .with_context(|| format!("recovering the files in the spool {}", dir.display()))?;
+    for f in &r.files {
+        eprintln!("corecap: {}", f.describe());
+    }
+    for n in &r.notes {
+        eprintln!("corecap: {n}");
+    }
+    m.recovered = r
+        .files
+        .iter()
+        .map(|f| corecap_manager::catalog::Renamed {
+            part: f.part.clone(),
+            path: f.path.clone(),
+            packets: f.packets,
+        })
+        .collect();
+    Ok(())
 }
 
 /// Gives what the daemon writes after `-Z` to the user: the spool (and the files in it),

@@ -884,7 +884,7 @@ fn issue21_serve_remembers_after_sigkill() {
     }
     // Written when each capture started and when the first ended, before any kill.
     let catalog: Value = serde_json::from_slice(
-        &std::fs::read(spool.join(".corecap-catalog.json")).expect("the spool's catalog"),
+        &std::fs::read(spool.join(".corecap-captures.json")).expect("the spool's catalog"),
     )
     .expect("JSON");
     let states: Vec<(&str, &str)> = catalog["captures"]
@@ -927,8 +927,16 @@ fn issue21_serve_remembers_after_sigkill() {
     assert_eq!(vd["earlier_run"], true, "{vd}");
     let whole = spool.join(format!("{done}.pcapng"));
     assert_eq!(vd["path"].as_str(), whole.to_str(), "{vd}");
-    // Its part is there (or already recovered, when a recovery ran at the start).
+    // The daemon recovered the killed capture's part when it started: named, listed as
+    // recovered, and counted in the metrics.
     assert_eq!(vr["state"], "recovered", "{vr}");
+    let recovered_name = vr["path"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        recovered_name.contains(&format!("{running}.recovered-")),
+        "the listing follows the recovered name: {vr}"
+    );
+    let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).to_string();
+    assert!(m.contains("corecap_recovered_files 1"), "{m}");
     assert_eq!(vr["earlier_run"], true, "{vr}");
     assert!(
         vr["reason"]
