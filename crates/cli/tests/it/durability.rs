@@ -471,3 +471,36 @@ fn issue22_retention_waits_for_a_query_and_queries_stay_whole() {
     let kept: u64 = whole_files(&s.0).values().sum();
     assert!(kept <= budget + (1 << 20), "{kept} bytes kept: {summary}");
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue21_writers_hold_no_privilege() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("caps");
+    let rec = s.path("rec.pcapng");
+    // Root, no -Z: two workers with a disk writer each, and a pipeline's stage writing too.
+    let cap = lab.capture_to(&rec, &["--workers", "2", "-b", "filesize:1"]);
+    let piped = s.path("piped.pcapng");
+    let pipe = lab.capture_to(&piped, &["--groups", "balance:1"]);
+    for pid in [cap.pid(), pipe.pid()] {
+        let ts = util::threads(pid);
+        assert!(
+            ts.iter().filter(|t| t.name == "corecap-disk").count() >= 1,
+            "disk writers: {:?}",
+            ts.iter().map(|t| &t.name).collect::<Vec<_>>()
+        );
+        for t in &ts {
+            assert_eq!(
+                t.field("CapEff:"),
+                "0000000000000000",
+                "thread {} kept capabilities",
+                t.name
+            );
+        }
+    }
+    lab.gen(2000, &["--size", "1024"]);
+    let a = cap.stop();
+    let b = pipe.stop();
+    assert_eq!(util::u(&a, "packets"), 2000, "{a}");
+    assert_eq!(util::u(&b, "packets"), 2000, "{b}");
+}
