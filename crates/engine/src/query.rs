@@ -121,6 +121,8 @@ pub struct QueryStats {
     pub files_live: u64,
     /// Files left unopened because their folder's catalog puts them outside the window.
     pub files_pruned: u64,
+    /// Files not answered because the filter does not apply to their link type.
+    pub files_refused: u64,
     /// Bytes of sidecar indexes read.
     pub index_bytes: u64,
     /// One line per notable event (a damaged index, a file cut short).
@@ -723,6 +725,8 @@ struct Ctx<'a, W: Write> {
     from: u64,
     to: u64,
     stats: QueryStats,
+    /// Why the filter did not apply to the first file it did not apply to.
+    refused: Option<String>,
 }
 
 impl<W: Write> Ctx<'_, W> {
@@ -1110,7 +1114,25 @@ impl FileStream {
             let (queue, hash, dropcount) = (rec.queue, rec.hash, rec.dropcount);
             self.held.data.clear();
             self.held.data.extend_from_slice(rec.data);
-            if let Some(p) = ctx.program(lt)? {
+            let program = match ctx.program(lt) {
+                Ok(p) => p,
+                // libpcap has no code for this filter on this file's link type (`vlan` on
+                // raw IP): this file is not answered, and says so; the others are.
+                Err(QueryError::Filter(why)) => {
+                    let path = self.plan.path.display().to_string();
+                    ctx.stats.files_refused += 1;
+                    ctx.stats.notes.push(format!(
+                        "{path}: the filter does not apply to its link type {lt}: {why}; this \
+                         file is not answered"
+                    ));
+                    ctx.refused.get_or_insert(why);
+                    self.reader = None;
+                    self.next_seg = self.plan.segments.len();
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(p) = program {
                 let meta = Meta {
                     vlan: None,
                     queue: queue.unwrap_or(0),
@@ -1248,9 +1270,14 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
         from: spec.from,
         to: spec.to,
         stats,
+        refused: None,
     };
-    // Check the filter before reading anything.
-    ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET)?;
+    // With no file to read, the filter is still checked (as tcpdump checks it for Ethernet);
+    // otherwise each file's link type checks it.
+    if plans.is_empty() {
+        ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET)?;
+    }
+    let planned = plans.len() as u64;
     let mut pending = plans.into_iter().peekable();
     let mut streams: Vec<FileStream> = Vec::new();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
@@ -1293,6 +1320,10 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
         }
     }
     ctx.out.flush().map_err(QueryError::Output)?;
+    // A filter that applies to none of the files is an error, never an empty answer.
+    if let (Some(why), true) = (ctx.refused.take(), ctx.stats.files_refused == planned) {
+        return Err(QueryError::Filter(why));
+    }
     Ok(ctx.stats)
 }
 

@@ -274,3 +274,35 @@ fn issue22_query_equals_tcpdump_across_link_types_and_filters() {
         "only {pruned} queries read less than the whole file"
     );
 }
+
+#[test]
+fn issue22_a_filter_that_cannot_apply_to_one_file_is_reported_for_it() {
+    let s = Scratch::new("parity-mixed");
+    let pkts = traffic();
+    let dir = s.path("mixed");
+    std::fs::create_dir(&dir).expect("dir");
+    let (eth, raw) = (dir.join("eth.pcap"), dir.join("raw.pcap"));
+    write(&eth, 1, 65535, &pkts, ethernet);
+    let ip_only: Vec<Pkt> = pkts
+        .iter()
+        .filter(|p| p.ethertype == 0x0800 && p.vlan.is_none())
+        .map(|p| Pkt {
+            ip: p.ip.clone(),
+            ethertype: p.ethertype,
+            vlan: None,
+        })
+        .collect();
+    write(&raw, 101, 65535, &ip_only, |p| p.ip.clone());
+    // `vlan` has no code on raw IP: the Ethernet file is answered, the raw one named.
+    let (ok, v, err) = query(&dir, "vlan 100", &s.path("q.pcapng"));
+    assert!(ok, "{err}");
+    assert_eq!(
+        u(&v, "packets"),
+        tcpdump_count(&eth, "vlan 100").expect("eth")
+    );
+    assert_eq!(u(&v, "files_refused"), 1, "{v}");
+    assert!(v["notes"].to_string().contains("raw.pcap"), "{v}");
+    // On the raw file alone it is an error, never an empty answer.
+    let (ok, _, err) = query(&raw, "vlan 100", &s.path("q.pcapng"));
+    assert!(!ok && err.contains("vlan"), "{err}");
+}

@@ -52,6 +52,12 @@ impl Drop for Scratch {
     }
 }
 
+/// Whether a file name is one of a recording folder's own files (its catalog, with SQLite's
+/// journal, and the lease queries hold), not a capture or an index.
+pub fn folder_metadata(name: &str) -> bool {
+    name.starts_with(".corecap-")
+}
+
 /// A lab namespace made by `corecap lab up`, removed by `corecap lab down` on drop.
 pub struct Lab {
     pub netns: String,

@@ -322,6 +322,8 @@ pub struct Capture {
     retention: Option<Arc<crate::sink::disk::Retention>>,
     /// Files a crash left, recovered at the start.
     pub recovered: Vec<crate::sink::recover::Recovered>,
+    /// The output folder, when it had no catalog before this start.
+    pub(crate) new_catalog: Option<std::path::PathBuf>,
     started: Instant,
     duration: Option<Duration>,
 }

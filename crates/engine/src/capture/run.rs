@@ -58,6 +58,14 @@ impl Facts for Machine {
 pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureError> {
     let mut xdp = Vec::new();
     let mut notes = Vec::new();
+    // A folder without a catalog before this start: a failed start takes back the one it
+    // made, with its files.
+    let new_catalog = cfg
+        .output
+        .as_ref()
+        .filter(|o| o.path.as_os_str() != "-")
+        .map(|o| crate::sink::file::dir_of(&o.path).to_owned())
+        .filter(|d| d.is_dir() && !d.join(corecap_store::CATALOG).exists());
     let recovered = match &cfg.output {
         Some(o) => prepare_output(o, &mut notes)?,
         None => Vec::new(),
@@ -101,6 +109,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         xdp,
         retention: cfg.output.as_ref().and_then(|o| o.retention.clone()),
         recovered,
+        new_catalog,
         started: Instant::now(),
         duration: cfg.duration,
     };
@@ -472,11 +481,20 @@ impl Capture {
             std::thread::sleep(Duration::from_micros(100));
         }
         if self.control.stop.load(Ordering::Relaxed) {
+            let new_catalog = self.new_catalog.take();
             let s = self.finish();
             if s.total.packets == 0 {
                 // A failed start leaves nothing behind: the files it made hold no packet.
                 for f in &s.files {
                     crate::sink::disk::remove_with_index(f);
+                }
+                crate::sink::catalog::forget(&s.files);
+                if let Some(dir) = &new_catalog {
+                    for ext in ["", "-wal", "-shm"] {
+                        let _ = std::fs::remove_file(
+                            dir.join(format!("{}{ext}", corecap_store::CATALOG)),
+                        );
+                    }
                 }
             }
             let msg = s
