@@ -176,7 +176,7 @@ def main():
             mid = T0 + HOUR // 2
             secs, read, v = query(folder, host, ["--from", str(mid), "--to", str(mid + 300)])
             lines.append(f"| beacon, 5 minutes | {v['packets']} | 300 | {secs:.3f} | | | {read} | "
-                         f"| {v['index_bytes']} | files whose index was read: {v['files']} of "
+                         f"| {v['index_bytes']} | files opened: {v['files'] - v.get('files_pruned', 0)} of "
                          f"{len(files)} |")
             flt = "host 10.8.8.8"
             secs, read, v = query(folder, flt)

@@ -1402,6 +1402,26 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
         report.index_bytes =
             std::fs::metadata(sidecar_path(path)).map_or(report.index_bytes, |m| m.len());
     }
+    // The folder's catalog learns the file (made, or rebuilt from the files, if needed): a
+    // window then opens only the files it overlaps. A catalog that cannot be written costs
+    // nothing but that.
+    if let (Ok(ix), Some(name)) = (Index::parse(&sidecar), path.file_name()) {
+        let name = name.to_string_lossy().into_owned();
+        let state = if name.contains(".recovered-") {
+            corecap_store::State::Recovered
+        } else {
+            corecap_store::State::Whole
+        };
+        let e = corecap_store::Entry {
+            name,
+            state,
+            time: ix.time_range(),
+            packets: ix.packets(),
+            bytes: size,
+            index_bytes: report.index_bytes,
+        };
+        let _ = crate::sink::catalog::record(&e, crate::sink::file::dir_of(path));
+    }
     Ok(report)
 }
 

@@ -168,9 +168,11 @@ fn recover_part(
     let sealed = whole.sealed;
     let indexed = (!sealed || kek.is_some())
         && crate::query::build_index(&new, kek).is_ok_and(|r| r.not_indexed.is_none());
-    if let Some(e) = super::catalog::entry_from_index(&new, corecap_store::State::Recovered) {
-        // The catalog is an aid: a folder whose catalog cannot be written still has the file.
-        let _ = super::catalog::record(&e, super::file::dir_of(&new));
+    if !indexed {
+        // Indexing records the file in the folder's catalog; without an index, this does.
+        if let Some(e) = super::catalog::entry_from_index(&new, corecap_store::State::Recovered) {
+            let _ = super::catalog::record(&e, super::file::dir_of(&new));
+        }
     }
     Ok(Some(Recovered {
         part: part.to_owned(),
