@@ -633,7 +633,21 @@ impl FilePlan {
         if !group.is_empty() {
             segs.push(Segment::Packets(group));
         }
+        self.take_reads(index, segs, chosen, start_ts);
+        true
+    }
+
+    /// Makes `segs` (from `chosen` regions, earliest timestamp `start_ts`) the reads of
+    /// this file, plus the bytes written after the index.
+    fn take_reads(
+        &mut self,
+        index: &Index,
+        mut segs: Vec<Segment>,
+        chosen: u64,
+        mut start_ts: u64,
+    ) {
         if self.size > index.covered && !index.stopped() && !index.regions.is_empty() {
+            // Bytes written after the index was made: read them too.
             segs.push(Segment::Range {
                 at: index.covered..self.size,
                 after_header: true,
@@ -645,7 +659,6 @@ impl FilePlan {
         self.segments = segs;
         self.start_ts = if start_ts == u64::MAX { 0 } else { start_ts };
         self.indexed = true;
-        true
     }
 
     /// Reads only the index's regions that overlap `from..to` and may match `pred`
@@ -675,19 +688,7 @@ impl FilePlan {
                 after_header: r.at.start != first,
             });
         }
-        if self.size > index.covered && !index.stopped() && !index.regions.is_empty() {
-            // Bytes written after the index was made: read them too.
-            segs.push(Segment::Range {
-                at: index.covered..self.size,
-                after_header: true,
-            });
-            start_ts = 0;
-        }
-        self.regions = (chosen, index.regions.len() as u64);
-        self.header = index.header;
-        self.segments = segs;
-        self.start_ts = if start_ts == u64::MAX { 0 } else { start_ts };
-        self.indexed = true;
+        self.take_reads(&index, segs, chosen, start_ts);
     }
 }
 

@@ -189,13 +189,7 @@ fn walk(
                     pc = pc + 1 + i.k as usize;
                     continue;
                 }
-                let rhs = if i.code & 0x08 == 0 {
-                    Some(i.k)
-                } else if let Val::Const(c) = st.x {
-                    Some(c)
-                } else {
-                    None
-                };
+                let rhs = operand(i, &st);
                 let t = pc + 1 + usize::from(i.jt);
                 let f = pc + 1 + usize::from(i.jf);
                 if op == 0x10 {
@@ -292,14 +286,19 @@ fn load(i: &Insn, st: &State) -> Val {
     }
 }
 
-fn alu(i: &Insn, st: &State) -> Val {
-    let rhs = if i.code & 0x08 == 0 {
+/// The operand of an ALU or jump instruction: `k`, or X when X is a known constant.
+fn operand(i: &Insn, st: &State) -> Option<u32> {
+    if i.code & 0x08 == 0 {
         Some(i.k)
     } else if let Val::Const(c) = st.x {
         Some(c)
     } else {
         None
-    };
+    }
+}
+
+fn alu(i: &Insn, st: &State) -> Val {
+    let rhs = operand(i, st);
     match (i.code & 0xf0, st.a, rhs) {
         (0x50, Val::Pkt { off, size, mask }, Some(k)) => Val::Pkt {
             off,
