@@ -107,7 +107,14 @@ fn request_head(method: &str, path: &str, token: Option<&str>) -> String {
 
 /// Reads a response's status line and headers, up to the blank line (or the end):
 /// the status and the Content-Length, if one was given.
-fn read_response_head(r: &mut impl BufRead) -> io::Result<(u16, Option<usize>)> {
+/// What a response's head says: its status, its length, and whether its body is chunked.
+struct Head {
+    status: u16,
+    length: Option<usize>,
+    chunked: bool,
+}
+
+fn read_response_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     let status: u16 = line
@@ -116,6 +123,7 @@ fn read_response_head(r: &mut impl BufRead) -> io::Result<(u16, Option<usize>)> 
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an HTTP response"))?;
     let mut length = None;
+    let mut chunked = false;
     loop {
         line.clear();
         if r.read_line(&mut line)? == 0 {
@@ -128,10 +136,56 @@ fn read_response_head(r: &mut impl BufRead) -> io::Result<(u16, Option<usize>)> 
         if let Some((k, v)) = l.split_once(':') {
             if k.eq_ignore_ascii_case("content-length") {
                 length = v.trim().parse::<usize>().ok();
+            } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = v.trim().eq_ignore_ascii_case("chunked");
             }
         }
     }
-    Ok((status, length))
+    Ok(Head {
+        status,
+        length,
+        chunked,
+    })
+}
+
+/// Copies a chunked body to `out`; an error when it ends before its last (empty) chunk: the
+/// sender stopped in the middle, and what came is less than the answer.
+fn copy_chunked(r: &mut impl BufRead, out: &mut impl Write) -> io::Result<u64> {
+    let cut = || {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the answer was cut short: the daemon ended it before its end (see its log)",
+        )
+    };
+    let mut line = String::new();
+    let mut total = 0u64;
+    loop {
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            return Err(cut());
+        }
+        let size = line.trim_end().split(';').next().unwrap_or("");
+        let n = u64::from_str_radix(size.trim(), 16)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
+        if n == 0 {
+            // Trailers, then the blank line.
+            loop {
+                line.clear();
+                if r.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
+                    return Ok(total);
+                }
+            }
+        }
+        let copied = io::copy(&mut r.by_ref().take(n), out)?;
+        if copied < n {
+            return Err(cut());
+        }
+        total += n;
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            return Err(cut());
+        }
+    }
 }
 
 /// Sends one request and reads the response: `(status, body)`.
@@ -156,8 +210,13 @@ pub fn call(
     }
     stream.flush()?;
     let mut r = BufReader::new(stream);
-    let (status, length) = read_response_head(&mut r)?;
+    let head = read_response_head(&mut r)?;
+    let (status, length) = (head.status, head.length);
     let mut body = Vec::new();
+    if head.chunked {
+        copy_chunked(&mut r, &mut body)?;
+        return Ok((status, body));
+    }
     match length {
         Some(n) => {
             body.resize(n, 0);
@@ -190,9 +249,14 @@ pub fn call_streaming(
     stream.write_all(b)?;
     stream.flush()?;
     let mut r = BufReader::with_capacity(1 << 20, stream);
-    let (status, _) = read_response_head(&mut r)?;
+    let head = read_response_head(&mut r)?;
+    let status = head.status;
     if status == 200 {
-        let n = io::copy(&mut r, out)?;
+        let n = if head.chunked {
+            copy_chunked(&mut r, out)?
+        } else {
+            io::copy(&mut r, out)?
+        };
         return Ok((status, n, Vec::new()));
     }
     let mut err = Vec::new();
@@ -203,6 +267,18 @@ pub fn call_streaming(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_chunked_bodies_whole_and_cut() {
+        let mut out = Vec::new();
+        let whole = b"4\r\nabcd\r\n2;x=y\r\nef\r\n0\r\n\r\n";
+        assert_eq!(copy_chunked(&mut &whole[..], &mut out).expect("whole"), 6);
+        assert_eq!(out, b"abcdef");
+        for cut in [&whole[..9], &whole[..12], &whole[..whole.len() - 5]] {
+            let e = copy_chunked(&mut &cut[..], &mut Vec::new()).expect_err("cut");
+            assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{cut:?}");
+        }
+    }
 
     #[test]
     fn test_round_trip_through_call() {

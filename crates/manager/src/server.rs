@@ -45,7 +45,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE};
-use hyper::{StatusCode, Version};
+use hyper::StatusCode;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
@@ -506,9 +506,9 @@ impl Conn {
     /// `POST /queries`: checks the request, then streams the query from a thread of its
     /// own through a bounded channel.
     ///
-    /// The answer is HTTP/1.0 so that hyper sends the body as it comes, ended by the close
-    /// (HTTP/1.1 would chunk it): this is the stream `corecap request query` and any HTTP
-    /// client read as pcapng.
+    /// The answer is chunked (HTTP/1.1, no length): a query that ends early (a read error,
+    /// a file that vanished) aborts the connection before the last chunk, so any HTTP client
+    /// (`corecap request query`, curl) sees a cut answer as an error, never as a whole one.
     async fn query(&self, req: Request) -> hyper::Response<ApiBody> {
         let m = self.m.clone();
         let spec =
@@ -523,8 +523,11 @@ impl Conn {
             .name("corecap-query".into())
             .spawn(move || {
                 api_thread_start();
-                if let Err(e) = crate::query::stream(&m, &spec, &mut ChannelWriter(tx)) {
+                let mut w = ChannelWriter(tx);
+                if let Err(e) = crate::query::stream(&m, &spec, &mut w) {
                     eprintln!("corecap: query stream ended: {e}");
+                    // The body ends in an error: hyper drops the connection unfinished.
+                    let _ = w.0.blocking_send(Err(e));
                 }
             });
         if let Err(e) = spawned {
@@ -532,7 +535,6 @@ impl Conn {
         }
         self.m.count_response(200);
         let mut h = hyper::Response::new(ApiBody::Stream(rx));
-        *h.version_mut() = Version::HTTP_10;
         h.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("application/x-pcapng"),
@@ -543,23 +545,26 @@ impl Conn {
     }
 }
 
-/// A response body: whole, or a query's chunks as its thread sends them.
+/// A response body: whole, or a query's chunks as its thread sends them (an error ends
+/// it unfinished).
 enum ApiBody {
     Full(Full<Bytes>),
-    Stream(mpsc::Receiver<Bytes>),
+    Stream(mpsc::Receiver<io::Result<Bytes>>),
 }
 
 impl Body for ApiBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         match self.get_mut() {
-            ApiBody::Full(b) => Pin::new(b).poll_frame(cx),
-            ApiBody::Stream(rx) => rx.poll_recv(cx).map(|c| c.map(|b| Ok(Frame::data(b)))),
+            ApiBody::Full(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|f| f.map(|r| r.map_err(|e: Infallible| match e {}))),
+            ApiBody::Stream(rx) => rx.poll_recv(cx).map(|c| c.map(|b| b.map(Frame::data))),
         }
     }
 
@@ -580,12 +585,12 @@ impl Body for ApiBody {
 
 /// The query thread's end of the channel: a write waits while the channel is full, and
 /// fails once the response body is dropped (the client went away).
-struct ChannelWriter(mpsc::Sender<Bytes>);
+struct ChannelWriter(mpsc::Sender<io::Result<Bytes>>);
 
 impl io::Write for ChannelWriter {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         self.0
-            .blocking_send(Bytes::copy_from_slice(b))
+            .blocking_send(Ok(Bytes::copy_from_slice(b)))
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))?;
         Ok(b.len())
     }
@@ -972,15 +977,18 @@ mod tests {
             "query",
             once(b"POST /queries HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"),
         );
-        assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+        assert!(resp.starts_with("HTTP/1.1 200 OK\r\n"), "{resp}");
         assert!(
             resp.contains("Content-Type: application/x-pcapng"),
             "{resp}"
         );
+        // Chunked, ended by the last chunk: a whole answer, told from a cut one.
         assert!(
-            !resp.to_ascii_lowercase().contains("transfer-encoding"),
+            resp.to_ascii_lowercase()
+                .contains("transfer-encoding: chunked"),
             "{resp}"
         );
+        assert!(resp.ends_with("0\r\n\r\n"), "{resp}");
         let (resp, _, _) = exchange(
             "query-bad",
             once(b"POST /queries HTTP/1.1\r\nContent-Length: 13\r\n\r\n{\"from\":\"x\"}"),

@@ -890,3 +890,40 @@ fn issue22_a_window_opens_only_its_files_and_a_damaged_catalog_is_rebuilt() {
     let v = check(&files, &[d], "", Some(from), Some(to), &s);
     assert!(u(&v, "files_pruned") + 4 >= files.len() as u64, "{v}");
 }
+
+/// A query that cannot read all of its answer ends with an error that `corecap request`
+/// reports with a non-zero exit, never a 200 and exit 0 with less than the answer.
+#[test]
+#[ignore = "needs root"]
+fn issue22_a_served_query_cut_short_fails_loudly() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-cut");
+    let (d, spool, _a) = serve_indexed_spool(&lab, &s, 4000);
+    let out = s.path("served.pcapng");
+    let o = d.request(&["query", "-w", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(packets(&out).len(), 4000);
+    // A sealed capture in the spool of a daemon that has no key: it cannot be read.
+    let src = s.path("src.pcap");
+    synthetic_pcap(&src, 100, T0 + 10_000_000_000);
+    let key = keygen(&s, "k.key");
+    let sealed = spool.join("sealed.pcapng.sealed");
+    let o = corecap(&[
+        "capture",
+        "--stats-interval",
+        "0",
+        "--encrypt",
+        "aes",
+        "--key-file",
+        &key,
+        "-r",
+        src.to_str().unwrap(),
+        "-w",
+        sealed.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let o = d.request(&["query", "-w", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a cut answer is a failure: {err}");
+    assert!(err.contains("cut short"), "{err}");
+}
