@@ -229,6 +229,10 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError
                     continue;
                 }
                 match (file_kind(&f), corecap_index::is_sidecar(&f)) {
+                    // A file that cannot be read may be a capture: the answer would miss it.
+                    (Err(e), false) if !hidden && e.kind() != io::ErrorKind::NotFound => {
+                        return Err(io_at(&f)(e));
+                    }
                     (Ok(FileKind::Plain | FileKind::Compressed(_)), _) => out.push(f),
                     // A sidecar: no capture magic, or a sealed index.
                     (_, true) => {}

@@ -927,3 +927,22 @@ fn issue22_a_served_query_cut_short_fails_loudly() {
     assert!(!o.status.success(), "a cut answer is a failure: {err}");
     assert!(err.contains("cut short"), "{err}");
 }
+
+/// A file of the spool that the daemon's query threads cannot open (they hold no
+/// capability; it is nobody's, mode 000) may be a capture: the query fails and says which.
+#[test]
+#[ignore = "needs root"]
+fn issue22_an_unreadable_file_is_an_error_not_a_smaller_answer() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-locked");
+    let (d, spool, _a) = serve_indexed_spool(&lab, &s, 2000);
+    let locked = spool.join("locked.pcap");
+    synthetic_pcap(&locked, 100, T0 + 10_000_000_000);
+    std::os::unix::fs::chown(&locked, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0)).unwrap();
+    let out = s.path("served.pcapng");
+    let o = d.request(&["query", "-w", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("locked.pcap"), "{err}");
+}
