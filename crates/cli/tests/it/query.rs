@@ -939,7 +939,7 @@ fn issue22_an_unreadable_file_is_an_error_not_a_smaller_answer() {
     let locked = spool.join("locked.pcap");
     synthetic_pcap(&locked, 100, T0 + 10_000_000_000);
     std::os::unix::fs::chown(&locked, Some(65534), Some(65534)).unwrap();
-    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0)).unwrap();
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
     let out = s.path("served.pcapng");
     let o = d.request(&["query", "-w", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
