@@ -802,8 +802,8 @@ pub(crate) struct QueryArgs {
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
     pub(crate) filter: Option<String>,
     /// Output pcapng file (`-` for stdout).
-    #[arg(short = 'w', value_name = "OUT")]
-    pub(crate) out: PathBuf,
+    #[arg(short = 'w', value_name = "OUT", required_unless_present = "stats")]
+    pub(crate) out: Option<PathBuf>,
     /// Print one JSON summary line (to stderr when -w -).
     #[arg(long)]
     pub(crate) json: bool,
@@ -813,6 +813,10 @@ pub(crate) struct QueryArgs {
     /// Ignore the indexes and read every file whole (to check an answer, or time a scan).
     #[arg(long)]
     pub(crate) scan: bool,
+    /// Count, read no packet: the files the query would open and at most how many packets
+    /// it would return, from the folders' catalogs and the indexes (one JSON line).
+    #[arg(long, conflicts_with_all = ["scan", "out"])]
+    pub(crate) stats: bool,
 }
 
 /// `corecap extcap`: what Wireshark passes to an extcap program.

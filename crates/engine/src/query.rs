@@ -1501,6 +1501,91 @@ fn index_sealed(
     Ok((b.finish(), report, Some(cfg)))
 }
 
+/// What `corecap query --stats` tells without reading a packet: from the folders'
+/// catalogs and the files' indexes, the files a query would open and at most how many
+/// packets it would return.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Counts {
+    /// Files considered.
+    pub files: u64,
+    /// Files outside the window by their folder's catalog (never opened).
+    pub files_pruned: u64,
+    /// Files counted from their index.
+    pub files_indexed: u64,
+    /// Files without a usable index: their packets are not counted.
+    pub files_unindexed: u64,
+    /// Packets the query would return, at most: exact keys from the postings (a filter
+    /// that tests more than a key, or a window that cuts a region, returns fewer).
+    pub packets_at_most: u64,
+    /// Bytes of the files considered.
+    pub bytes_total: u64,
+    /// Bytes of indexes read.
+    pub index_bytes: u64,
+    /// Notes (an index that does not match its file).
+    pub notes: Vec<String>,
+}
+
+/// Counts a query's answer from the catalogs and indexes alone (see [`Counts`]).
+pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
+    let mut pruning = Pruning::new(spec.filter.as_deref());
+    let mut catalogs = Catalogs::default();
+    let mut c = Counts::default();
+    for f in &spec.files {
+        c.files += 1;
+        if catalogs.outside(f, spec.from, spec.to) {
+            c.files_pruned += 1;
+            continue;
+        }
+        let size = std::fs::metadata(f).map_err(io_at(f))?.len();
+        c.bytes_total += size;
+        let kind = file_kind(f).map_err(io_at(f))?;
+        let mut plan = FilePlan::scan(f, size, sealed_opener(f, kind, spec.kek.as_ref())?);
+        let mut st = QueryStats::default();
+        let index = if is_part(f) || kind != FileKind::Plain && kind != FileKind::Sealed {
+            None
+        } else {
+            usable_index(&mut plan, spec.kek.as_ref(), &mut st)
+        };
+        c.index_bytes += st.index_bytes;
+        c.notes.extend(plan.note);
+        let Some(index) = index else {
+            c.files_unindexed += 1;
+            continue;
+        };
+        c.files_indexed += 1;
+        let links = corecap_index::header_linktypes(&index.header);
+        let pred = pruning.for_links(links.as_deref());
+        let in_window = |r: &&corecap_index::Region| r.overlaps(spec.from, spec.to);
+        let listed = (index.has_postings() && plan.opener.is_none())
+            .then(|| postings_of(&pred, &index.postings))
+            .flatten();
+        c.packets_at_most += match listed {
+            Some(offsets) => index
+                .regions
+                .iter()
+                .filter(in_window)
+                .map(|r| {
+                    if r.opaque() {
+                        u64::from(r.packets)
+                    } else {
+                        let lo = offsets.partition_point(|o| *o < r.at.start);
+                        let hi = offsets.partition_point(|o| *o < r.at.end);
+                        (hi - lo) as u64
+                    }
+                })
+                .sum::<u64>(),
+            None => index
+                .regions
+                .iter()
+                .filter(in_window)
+                .filter(|r| pred.may_match(r))
+                .map(|r| u64::from(r.packets))
+                .sum(),
+        };
+    }
+    Ok(c)
+}
+
 /// A time as ns since the epoch: Unix seconds with a fraction, RFC 3339, or relative to
 /// `now` (`-15m`, `-2h`, `-30s`, `-1d`).
 pub fn parse_time(s: &str, now: u64) -> Result<u64, String> {

@@ -45,16 +45,27 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         kek,
         scan: a.scan,
     };
-    let to_stdout = a.out == Path::new("-");
+    let Some(out) = a.out.as_deref() else {
+        // --stats: counts from the catalogs and indexes, no packet read.
+        let c = corecap_engine::query::count(&spec)?;
+        for n in &c.notes {
+            eprintln!("corecap: note: {n}");
+        }
+        let mut v = serde_json::to_value(&c)?;
+        v["type"] = serde_json::Value::String("stats".into());
+        println!("{v}");
+        return Ok(0);
+    };
+    let to_stdout = out == Path::new("-");
     let stats = if to_stdout {
-        let out = io::stdout().lock();
-        run_query(&spec, BufWriter::with_capacity(1 << 20, out))?
+        let w = io::stdout().lock();
+        run_query(&spec, BufWriter::with_capacity(1 << 20, w))?
     } else {
-        let f = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+        let f = File::create(out).with_context(|| format!("creating {}", out.display()))?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
         let s = run_query(&spec, &mut w)?;
         w.flush()
-            .with_context(|| format!("writing {}", a.out.display()))?;
+            .with_context(|| format!("writing {}", out.display()))?;
         s
     };
     for n in &stats.notes {

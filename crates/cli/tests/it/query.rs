@@ -685,6 +685,23 @@ fn issue22_a_beacon_in_dense_traffic_costs_its_packets() {
     );
     assert_eq!(u(&v, "packets"), 100, "{v}");
     assert!(u(&v, "bytes_read") <= 100 * 8192, "{v}");
+    // --stats counts from the index alone: the beacon's packets (exactly, over the whole
+    // file), and at most the packets of the regions the window touches.
+    let stats = |args: &[&str]| -> Value {
+        let mut a = vec!["query", "--stats", pa];
+        a.extend_from_slice(args);
+        let o = corecap(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).expect("json")
+    };
+    let v = stats(&["host", "10.9.9.9"]);
+    assert_eq!(u(&v, "packets_at_most"), 1000, "{v}");
+    assert_eq!(u(&v, "files_indexed"), 1, "{v}");
+    let (f, t) = (secs(from), secs(to));
+    let v = stats(&["--from", &f, "--to", &t, "host", "10.9.9.9"]);
+    let n = u(&v, "packets_at_most");
+    // A region holds about 25 of the beacon's packets: the two the window cuts add at most 50.
+    assert!((100..=150).contains(&n), "{v}");
 }
 
 /// The notes of a query saying an index does not match its file.
