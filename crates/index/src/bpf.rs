@@ -45,7 +45,7 @@ pub struct Insn {
 const MAX_PATHS: usize = 4096;
 /// Instructions walked over all paths before the program counts as too branchy to read: a
 /// program of many branches to `ret #0` has exponentially many paths too.
-const MAX_STEPS: usize = 1 << 20;
+const MAX_STEPS: usize = 1 << 16;
 
 /// What a register holds, as far as the walk can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
