@@ -594,51 +594,45 @@ impl FilePlan {
         }
     }
 
-    /// Reads only the packets the postings name for `pred` in the regions that overlap
-    /// `from..to` (opaque regions, whose packets the postings may miss, whole), plus the
-    /// bytes written after the index. False when the postings cannot answer `pred`.
-    fn choose_packets(&mut self, index: &Index, from: u64, to: u64, pred: &Predicate) -> bool {
-        if !index.has_postings() || self.opener.is_some() {
-            return false;
-        }
-        let Some(offsets) = postings_of(pred, &index.postings) else {
-            return false;
-        };
+    /// Reads what [`pick`] chooses: the packets the postings name (opaque regions whole),
+    /// or else the regions that may match, adjacent ones merged up to `MAX_READ`; plus the
+    /// bytes written after the index.
+    fn choose_regions(&mut self, index: Index, from: u64, to: u64, pred: &Predicate) {
+        let picked = pick(&index, from, to, pred, self.opener.is_none());
+        let first = index.regions.first().map_or(0, |r| r.at.start);
         let mut segs: Vec<Segment> = Vec::new();
         let mut group: Vec<u64> = Vec::new();
         let mut start_ts = u64::MAX;
-        let (mut chosen, mut next) = (0, 0);
-        let first = index.regions.first().map_or(0, |r| r.at.start);
-        for r in &index.regions {
-            let lo = next + offsets[next..].partition_point(|o| *o < r.at.start);
-            next = lo + offsets[lo..].partition_point(|o| *o < r.at.end);
-            if !r.overlaps(from, to) || (!r.opaque() && lo == next) {
-                continue;
-            }
-            chosen += 1;
+        for (i, packets) in &picked.regions {
+            let r = &index.regions[*i];
             start_ts = start_ts.min(r.ts_min);
-            if r.opaque() {
-                if !group.is_empty() {
-                    segs.push(Segment::Packets(std::mem::take(&mut group)));
+            if let (Some(all), Some(range)) = (&picked.offsets, packets) {
+                for o in &all[range.clone()] {
+                    group.push(*o);
+                    if group.len() == PACKETS_PER_SEGMENT {
+                        segs.push(Segment::Packets(std::mem::take(&mut group)));
+                    }
                 }
-                segs.push(Segment::Range {
-                    at: r.at.clone(),
-                    after_header: r.at.start != first,
-                });
                 continue;
             }
-            for o in &offsets[lo..next] {
-                group.push(*o);
-                if group.len() == PACKETS_PER_SEGMENT {
-                    segs.push(Segment::Packets(std::mem::take(&mut group)));
+            if !group.is_empty() {
+                segs.push(Segment::Packets(std::mem::take(&mut group)));
+            }
+            if let Some(Segment::Range { at, .. }) = segs.last_mut() {
+                if at.end == r.at.start && r.at.end - at.start <= MAX_READ {
+                    at.end = r.at.end;
+                    continue;
                 }
             }
+            segs.push(Segment::Range {
+                at: r.at.clone(),
+                after_header: r.at.start != first,
+            });
         }
         if !group.is_empty() {
             segs.push(Segment::Packets(group));
         }
-        self.take_reads(index, segs, chosen, start_ts);
-        true
+        self.take_reads(&index, segs, picked.regions.len() as u64, start_ts);
     }
 
     /// Makes `segs` (from `chosen` regions, earliest timestamp `start_ts`) the reads of
@@ -664,36 +658,45 @@ impl FilePlan {
         self.start_ts = if start_ts == u64::MAX { 0 } else { start_ts };
         self.indexed = true;
     }
+}
 
-    /// Reads only the index's regions that overlap `from..to` and may match `pred`
-    /// (adjacent ones merged up to `MAX_READ`), plus the bytes written after the index.
-    fn choose_regions(&mut self, index: Index, from: u64, to: u64, pred: &Predicate) {
-        if self.choose_packets(&index, from, to, pred) {
-            return;
+/// What a query reads of an indexed file: the regions in its window, each whole or, where
+/// the postings answer the filter, only its listed packets.
+struct Picked {
+    /// The packets the postings name (None: they cannot answer the filter).
+    offsets: Option<Vec<u64>>,
+    /// Regions read, in file order, with the range of `offsets` in each (None: whole).
+    regions: Vec<(usize, Option<Range<usize>>)>,
+}
+
+/// Picks the reads of `index` for the window and `pred`. With postings (`postings`: the
+/// file's offsets are its own, not a sealed file's), a region is read for its listed
+/// packets, or whole when opaque (its packets' keys may be missing); without, every region
+/// that may match is read whole.
+fn pick(index: &Index, from: u64, to: u64, pred: &Predicate, postings: bool) -> Picked {
+    let offsets = (postings && index.has_postings())
+        .then(|| postings_of(pred, &index.postings))
+        .flatten();
+    let mut regions = Vec::new();
+    let mut next = 0;
+    for (i, r) in index.regions.iter().enumerate() {
+        let listed = offsets.as_ref().map(|o| {
+            let lo = next + o[next..].partition_point(|x| *x < r.at.start);
+            next = lo + o[lo..].partition_point(|x| *x < r.at.end);
+            lo..next
+        });
+        if !r.overlaps(from, to) {
+            continue;
         }
-        let first = index.regions.first().map_or(0, |r| r.at.start);
-        let mut segs: Vec<Segment> = Vec::new();
-        let mut start_ts = u64::MAX;
-        let mut chosen = 0;
-        for r in &index.regions {
-            if !(r.overlaps(from, to) && pred.may_match(r)) {
-                continue;
-            }
-            chosen += 1;
-            start_ts = start_ts.min(r.ts_min);
-            if let Some(Segment::Range { at, .. }) = segs.last_mut() {
-                if at.end == r.at.start && r.at.end - at.start <= MAX_READ {
-                    at.end = r.at.end;
-                    continue;
-                }
-            }
-            segs.push(Segment::Range {
-                at: r.at.clone(),
-                after_header: r.at.start != first,
-            });
+        match listed {
+            Some(_) if r.opaque() => regions.push((i, None)),
+            Some(range) if !range.is_empty() => regions.push((i, Some(range))),
+            Some(_) => {}
+            None if pred.may_match(r) => regions.push((i, None)),
+            None => {}
         }
-        self.take_reads(&index, segs, chosen, start_ts);
     }
+    Picked { offsets, regions }
 }
 
 /// A packet held by the merge.
@@ -1209,62 +1212,9 @@ impl FileStream {
 
 /// Runs a query: writes the matching packets, in timestamp order, as one pcapng to `out`.
 pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
-    // Each folder's lease, held until the answer is written: retention deletes nothing
-    // there meanwhile (see `corecap_linux::direct::Lease`).
-    let mut leases = Vec::new();
-    let mut dirs: Vec<&Path> = spec
-        .files
-        .iter()
-        .map(|f| crate::sink::file::dir_of(f))
-        .collect();
-    dirs.sort();
-    dirs.dedup();
-    for d in dirs {
-        if let Ok(l) = corecap_linux::direct::Lease::shared(d) {
-            leases.push(l);
-        }
-    }
-    let mut pruning = Pruning::new(spec.filter.as_deref());
+    let _leases = lease_folders(&spec.files);
     let mut stats = QueryStats::default();
-    let mut plans = Vec::new();
-    let mut catalogs = Catalogs::default();
-    for f in &spec.files {
-        if !spec.scan && catalogs.outside(f, spec.from, spec.to) {
-            // The folder's catalog says no packet of this file is in the window: neither
-            // the file nor its index is opened.
-            stats.files += 1;
-            stats.files_pruned += 1;
-            continue;
-        }
-        let plan = if spec.scan {
-            plan_scan(f, spec.kek.as_ref())?
-        } else {
-            plan_file(
-                f,
-                spec.from,
-                spec.to,
-                &mut pruning,
-                spec.kek.as_ref(),
-                &mut stats,
-            )?
-        };
-        stats.files += 1;
-        stats.files_live += u64::from(plan.live);
-        stats.bytes_total += plan.size;
-        stats.regions_read += plan.regions.0;
-        stats.regions_total += plan.regions.1;
-        if plan.indexed {
-            stats.files_indexed += 1;
-        } else {
-            stats.files_scanned += 1;
-        }
-        if let Some(n) = &plan.note {
-            stats.notes.push(n.clone());
-        }
-        if !plan.segments.is_empty() {
-            plans.push(plan);
-        }
-    }
+    let mut plans = plan_all(spec, &mut stats)?;
     plans.sort_by_key(|p| p.start_ts);
     let out = PcapngWriter::new(out, "corecap query", &[]).map_err(QueryError::Output)?;
     let mut ctx = Ctx {
@@ -1283,6 +1233,72 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
         ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET)?;
     }
     let planned = plans.len() as u64;
+    merge(plans, &mut ctx)?;
+    ctx.out.flush().map_err(QueryError::Output)?;
+    // A filter that applies to none of the files is an error, never an empty answer.
+    if let (Some(why), true) = (ctx.refused.take(), ctx.stats.files_refused == planned) {
+        return Err(QueryError::Filter(why));
+    }
+    Ok(ctx.stats)
+}
+
+/// Each folder's lease, to hold until the answer is written: retention deletes nothing
+/// there meanwhile (see `corecap_linux::direct::Lease`).
+fn lease_folders(files: &[PathBuf]) -> Vec<corecap_linux::direct::Lease> {
+    let mut dirs: Vec<&Path> = files.iter().map(|f| crate::sink::file::dir_of(f)).collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs.into_iter()
+        .filter_map(|d| corecap_linux::direct::Lease::shared(d).ok())
+        .collect()
+}
+
+/// Plans the reads of every file of `spec` (those with something to read), counting
+/// each in `stats`.
+fn plan_all(spec: &QuerySpec, stats: &mut QueryStats) -> Result<Vec<FilePlan>, QueryError> {
+    let mut pruning = Pruning::new(spec.filter.as_deref());
+    let mut catalogs = Catalogs::default();
+    let mut plans = Vec::new();
+    for f in &spec.files {
+        stats.files += 1;
+        if !spec.scan && catalogs.outside(f, spec.from, spec.to) {
+            // The folder's catalog says no packet of this file is in the window: neither
+            // the file nor its index is opened.
+            stats.files_pruned += 1;
+            continue;
+        }
+        let plan = if spec.scan {
+            plan_scan(f, spec.kek.as_ref())?
+        } else {
+            plan_file(
+                f,
+                spec.from,
+                spec.to,
+                &mut pruning,
+                spec.kek.as_ref(),
+                stats,
+            )?
+        };
+        stats.files_live += u64::from(plan.live);
+        stats.bytes_total += plan.size;
+        stats.regions_read += plan.regions.0;
+        stats.regions_total += plan.regions.1;
+        if plan.indexed {
+            stats.files_indexed += 1;
+        } else {
+            stats.files_scanned += 1;
+        }
+        stats.notes.extend(plan.note.clone());
+        if !plan.segments.is_empty() {
+            plans.push(plan);
+        }
+    }
+    Ok(plans)
+}
+
+/// Reads the planned files (in start-time order) and writes their matching packets merged
+/// in timestamp order: a file is opened once the merge reaches its first timestamp.
+fn merge<W: Write>(plans: Vec<FilePlan>, ctx: &mut Ctx<'_, W>) -> Result<(), QueryError> {
     let mut pending = plans.into_iter().peekable();
     let mut streams: Vec<FileStream> = Vec::new();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
@@ -1292,7 +1308,7 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
             if head.is_none_or(|ts| p.start_ts <= ts) {
                 let Some(plan) = pending.next() else { break };
                 let mut s = FileStream::new(plan);
-                if s.advance(&mut ctx)? {
+                if s.advance(ctx)? {
                     heap.push(Reverse((s.held.ts_ns, streams.len())));
                 }
                 streams.push(s);
@@ -1300,7 +1316,7 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
             }
         }
         let Some(Reverse((_, i))) = heap.pop() else {
-            break;
+            return Ok(());
         };
         let s = &mut streams[i];
         let h = &s.held;
@@ -1317,19 +1333,14 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
             })
             .map_err(QueryError::Output)?;
         ctx.stats.packets += 1;
-        if s.advance(&mut ctx)? {
+        if s.advance(ctx)? {
             heap.push(Reverse((s.held.ts_ns, i)));
         } else {
             // Done with this file: free its buffers.
             s.held = Held::default();
         }
     }
-    ctx.out.flush().map_err(QueryError::Output)?;
-    // A filter that applies to none of the files is an error, never an empty answer.
-    if let (Some(why), true) = (ctx.refused.take(), ctx.stats.files_refused == planned) {
-        return Err(QueryError::Filter(why));
-    }
-    Ok(ctx.stats)
+    Ok(())
 }
 
 /// What [`build_index`] did.
@@ -1555,33 +1566,15 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
         c.files_indexed += 1;
         let links = corecap_index::header_linktypes(&index.header);
         let pred = pruning.for_links(links.as_deref());
-        let in_window = |r: &&corecap_index::Region| r.overlaps(spec.from, spec.to);
-        let listed = (index.has_postings() && plan.opener.is_none())
-            .then(|| postings_of(&pred, &index.postings))
-            .flatten();
-        c.packets_at_most += match listed {
-            Some(offsets) => index
-                .regions
-                .iter()
-                .filter(in_window)
-                .map(|r| {
-                    if r.opaque() {
-                        u64::from(r.packets)
-                    } else {
-                        let lo = offsets.partition_point(|o| *o < r.at.start);
-                        let hi = offsets.partition_point(|o| *o < r.at.end);
-                        (hi - lo) as u64
-                    }
-                })
-                .sum::<u64>(),
-            None => index
-                .regions
-                .iter()
-                .filter(in_window)
-                .filter(|r| pred.may_match(r))
-                .map(|r| u64::from(r.packets))
-                .sum(),
-        };
+        let picked = pick(&index, spec.from, spec.to, &pred, plan.opener.is_none());
+        c.packets_at_most += picked
+            .regions
+            .iter()
+            .map(|(i, listed)| match listed {
+                Some(range) => range.len() as u64,
+                None => u64::from(index.regions[*i].packets),
+            })
+            .sum::<u64>();
     }
     Ok(c)
 }
