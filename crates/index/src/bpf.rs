@@ -310,16 +310,28 @@ fn alu(i: &Insn, st: &State) -> Val {
     }
 }
 
-/// `size` bytes at `off`, unmasked, equal to what.
-fn eq(facts: &[Fact], off: u32, size: u8) -> impl Iterator<Item = u32> + '_ {
+/// What the path's tests say `size` bytes at `off`, under `mask`, equal.
+fn masked(facts: &[Fact], off: u32, size: u8, mask: u32) -> impl Iterator<Item = u32> + '_ {
     facts.iter().filter_map(move |f| match f.val {
         Val::Pkt {
             off: o,
             size: s,
-            mask,
-        } if o == off && s == size && mask == full_mask(s) => Some(f.k),
+            mask: m,
+        } if o == off && s == size && m == mask => Some(f.k),
         _ => None,
     })
+}
+
+/// What the path's tests say `size` bytes at `off`, unmasked, equal.
+fn eq(facts: &[Fact], off: u32, size: u8) -> impl Iterator<Item = u32> + '_ {
+    masked(facts, off, size, full_mask(size))
+}
+
+/// Whether the path passed an 802.1Q, 802.1ad or 0x9100 tag at the Ethernet type.
+fn tagged(facts: &[Fact]) -> bool {
+    [0x8100, 0x88a8, 0x9100]
+        .iter()
+        .any(|t| has(facts, 12, 2, *t))
 }
 
 fn has(facts: &[Fact], off: u32, size: u8, k: u32) -> bool {
@@ -335,10 +347,7 @@ fn network(link: Link, facts: &[Fact]) -> Vec<(u32, u32)> {
             for et in eq(facts, 12, 2) {
                 out.push((14, et));
             }
-            let tagged = [0x8100, 0x88a8, 0x9100]
-                .iter()
-                .any(|t| has(facts, 12, 2, *t));
-            if tagged {
+            if tagged(facts) {
                 for et in eq(facts, 16, 2) {
                     out.push((18, et));
                 }
@@ -350,18 +359,11 @@ fn network(link: Link, facts: &[Fact]) -> Vec<(u32, u32)> {
             }
         }
         Link::Raw => {
-            for f in facts {
-                if let Val::Pkt {
-                    off: 0,
-                    size: 1,
-                    mask: 0xf0,
-                } = f.val
-                {
-                    match f.k {
-                        0x40 => out.push((0, 0x0800)),
-                        0x60 => out.push((0, 0x86dd)),
-                        _ => {}
-                    }
+            for version in masked(facts, 0, 1, 0xf0) {
+                match version {
+                    0x40 => out.push((0, 0x0800)),
+                    0x60 => out.push((0, 0x86dd)),
+                    _ => {}
                 }
             }
         }
@@ -372,22 +374,8 @@ fn network(link: Link, facts: &[Fact]) -> Vec<(u32, u32)> {
 /// The keys one accepting path requires.
 fn path_keys(link: Link, facts: &[Fact]) -> Vec<Predicate> {
     let mut keys = Vec::new();
-    if let Link::Ethernet = link {
-        let tagged = [0x8100, 0x88a8, 0x9100]
-            .iter()
-            .any(|t| has(facts, 12, 2, *t));
-        if tagged {
-            for f in facts {
-                if let Val::Pkt {
-                    off: 14,
-                    size: 2,
-                    mask: 0x0fff,
-                } = f.val
-                {
-                    keys.push(Predicate::Vlan(f.k as u16));
-                }
-            }
-        }
+    if matches!(link, Link::Ethernet) && tagged(facts) {
+        keys.extend(masked(facts, 14, 2, 0x0fff).map(|v| Predicate::Vlan(v as u16)));
     }
     for (l, et) in network(link, facts) {
         match et {

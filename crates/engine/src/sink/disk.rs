@@ -64,8 +64,6 @@ pub struct Retention {
     open_bytes: AtomicU64,
     deleted_files: AtomicU64,
     deleted_bytes: AtomicU64,
-    /// Deletions put off because a query was reading the folder.
-    deferred: AtomicU64,
 }
 
 impl Retention {
@@ -77,7 +75,6 @@ impl Retention {
             open_bytes: AtomicU64::new(0),
             deleted_files: AtomicU64::new(0),
             deleted_bytes: AtomicU64::new(0),
-            deferred: AtomicU64::new(0),
         })
     }
 
@@ -87,11 +84,6 @@ impl Retention {
             self.deleted_files.load(Ordering::Relaxed),
             self.deleted_bytes.load(Ordering::Relaxed),
         )
-    }
-
-    /// Times a deletion was put off because a query was reading the folder.
-    pub fn deferred(&self) -> u64 {
-        self.deferred.load(Ordering::Relaxed)
     }
 
     /// The budget in bytes.
@@ -116,12 +108,6 @@ impl Retention {
     pub fn trim(&self) -> Vec<PathBuf> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         self.trim_kept(&mut kept, 0)
-    }
-
-    /// Bytes of the whole files counted now.
-    pub fn kept_bytes(&self) -> u64 {
-        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        kept.iter().map(|k| k.1).sum()
     }
 
     /// Stops counting a file that something else deleted (`-b files:N`).
@@ -154,10 +140,7 @@ impl Retention {
                 // is done (the next close tries again), so no answer is cut short.
                 match corecap_linux::direct::Lease::exclusive(&dir) {
                     Ok(Some(l)) => lease = Some(l),
-                    Ok(None) => {
-                        self.deferred.fetch_add(1, Ordering::Relaxed);
-                        break;
-                    }
+                    Ok(None) => break,
                     // A folder where no lease can be made has no reader to wait for.
                     Err(_) => {}
                 }
