@@ -704,6 +704,24 @@ fn issue22_a_beacon_in_dense_traffic_costs_its_packets() {
     assert!((100..=150).contains(&n), "{v}");
 }
 
+/// Records `src` into the sealed file `out` under `key` (`capture -r --encrypt aes`).
+fn record_sealed(src: &Path, out: &Path, key: &str) {
+    let o = corecap(&[
+        "capture",
+        "--stats-interval",
+        "0",
+        "--encrypt",
+        "aes",
+        "--key-file",
+        key,
+        "-r",
+        src.to_str().unwrap(),
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+}
+
 /// The notes of a query saying an index does not match its file.
 fn mismatch_notes(v: &Value) -> Vec<String> {
     v["notes"]
@@ -777,20 +795,7 @@ fn issue21_recorded_index_names_its_file() {
     // A sealed recording: its index names the sealed bytes on disk.
     let key = keygen(&s, "k.key");
     let sealed = s.path("rec/r.pcapng.sealed");
-    let o = corecap(&[
-        "capture",
-        "--stats-interval",
-        "0",
-        "--encrypt",
-        "aes",
-        "--key-file",
-        &key,
-        "-r",
-        src.to_str().unwrap(),
-        "-w",
-        sealed.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{o:?}");
+    record_sealed(&src, &sealed, &key);
     let plain = s.path("r-plain.pcapng");
     let o = decrypt(&sealed, &plain, &key);
     assert!(o.status.success(), "{o:?}");
@@ -925,20 +930,7 @@ fn issue22_a_served_query_cut_short_fails_loudly() {
     synthetic_pcap(&src, 100, T0 + 10_000_000_000);
     let key = keygen(&s, "k.key");
     let sealed = spool.join("sealed.pcapng.sealed");
-    let o = corecap(&[
-        "capture",
-        "--stats-interval",
-        "0",
-        "--encrypt",
-        "aes",
-        "--key-file",
-        &key,
-        "-r",
-        src.to_str().unwrap(),
-        "-w",
-        sealed.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{o:?}");
+    record_sealed(&src, &sealed, &key);
     let o = d.request(&["query", "-w", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "a cut answer is a failure: {err}");
