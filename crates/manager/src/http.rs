@@ -249,6 +249,13 @@ pub fn call_streaming(
     stream.write_all(b)?;
     stream.flush()?;
     let mut r = BufReader::with_capacity(1 << 20, stream);
+    // A query that fails at once may end the connection before hyper has written the head.
+    if r.fill_buf()?.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the answer was cut short: the daemon closed the connection before answering (see its log)",
+        ));
+    }
     let head = read_response_head(&mut r)?;
     let status = head.status;
     if status == 200 {
