@@ -792,7 +792,14 @@ impl DiskWriter {
             bytes: file.file().metadata().map_or(0, |m| m.len()),
             index_bytes: fs::metadata(index_path(path)).map_or(0, |m| m.len()),
         };
-        if let Err(e) = super::catalog::record(&entry, super::file::dir_of(path)) {
+        let path = path.clone();
+        self.keep(&path, &entry, bytes);
+    }
+
+    /// A file just named: recorded in its folder's catalog, then kept under `-b files:N`
+    /// and the byte budget, which may delete the oldest.
+    fn keep(&mut self, path: &Path, entry: &corecap_store::Entry, bytes: u64) {
+        if let Err(e) = super::catalog::record(entry, super::file::dir_of(path)) {
             if !self.noted_catalog {
                 self.noted_catalog = true;
                 self.report
@@ -800,8 +807,8 @@ impl DiskWriter {
                     .push(format!("the folder's catalog is not kept: {e}"));
             }
         }
-        self.report.files.push(path.clone());
-        self.kept.push_back(path.clone());
+        self.report.files.push(path.to_owned());
+        self.kept.push_back(path.to_owned());
         if let Some(max) = self.cfg.files {
             while self.kept.len() > max.max(1) {
                 if let Some(old) = self.kept.pop_front() {
@@ -815,7 +822,7 @@ impl DiskWriter {
             }
         }
         if let Some(r) = &self.cfg.retention {
-            for gone in r.add(path.clone(), bytes) {
+            for gone in r.add(path.to_owned(), bytes) {
                 self.kept.retain(|k| *k != gone);
                 self.report.files.retain(|f| *f != gone);
             }
