@@ -130,7 +130,7 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(q) = serde_json::from_slice::<corecap_manager::query::QueryRequest>(body) {
         for t in [&q.from, &q.to].into_iter().flatten() {
-            let _ = corecap_engine::query::parse_time(t, 1_800_000_000_000_000_000);
+            let _ = corecap_store::query::parse_time(t, 1_800_000_000_000_000_000);
         }
     }
 });

@@ -3,7 +3,7 @@
 //! refuses or accepts, and a valid program always ends on the packet without a panic.
 #![no_main]
 
-use corecap_engine::steer::filter::{Meta, Program};
+use corecap_linux::cbpf::{Meta, Program};
 use corecap_linux::abi::sock_filter;
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,7 @@
 //! the fuzzer also reaches the chunk reader past the header.
 #![no_main]
 
-use corecap_engine::sink::sealed::{seal_bytes, unseal, Cipher, KeyFile, SealConfig};
+use corecap_store::sealed::{seal_bytes, unseal, Cipher, KeyFile, SealConfig};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -11,11 +11,11 @@ use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
-use corecap_engine::sink::sealed::KeyFile;
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_manager::manager::Config as ManagerConfig;
 use corecap_manager::spool::Spool;
+use corecap_store::sealed::KeyFile;
 
 use corecap_manager::api::{Mode, OutputKind, StartRequest};
 
@@ -166,13 +166,13 @@ pub(crate) fn flush_interval(d: &crate::args::DiskArgs) -> Result<Option<std::ti
 /// The byte budget of `--retain`, shared by every file of a capture or daemon.
 pub(crate) fn retention(
     d: &crate::args::DiskArgs,
-) -> Result<Option<std::sync::Arc<corecap_engine::sink::disk::Retention>>> {
+) -> Result<Option<std::sync::Arc<corecap_store::retention::Retention>>> {
     let Some(r) = &d.retain else { return Ok(None) };
     let b = size(r).context("--retain")?;
     if b == 0 {
         bail!("--retain must be more than 0 bytes");
     }
-    Ok(Some(corecap_engine::sink::disk::Retention::new(b)))
+    Ok(Some(corecap_store::retention::Retention::new(b)))
 }
 
 /// Parses a CPU list such as `0-3,6`.
@@ -238,8 +238,8 @@ fn auto(a: &CaptureArgs, inputs: &[Input]) -> Result<corecap_tune::Plan> {
 }
 
 /// The sealing of `--encrypt` with `--key-file`; warns about a key file others can read.
-fn seal(a: &CaptureArgs) -> Result<Option<corecap_engine::sink::sealed::SealConfig>> {
-    use corecap_engine::sink::sealed::SealConfig;
+fn seal(a: &CaptureArgs) -> Result<Option<corecap_store::sealed::SealConfig>> {
+    use corecap_store::sealed::SealConfig;
     let (cipher, key) = match (&a.encrypt, &a.key_file) {
         (None, None) => return Ok(None),
         (Some(_), None) => {

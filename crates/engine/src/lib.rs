@@ -8,14 +8,13 @@
 //! - [`stage`]: stage threads on other cores that run the apps on steered packets (flow
 //!   records, files), with the pipes that feed them and their start (`stage::spawn`).
 //! - [`sink`]: pcapng/pcap files, per worker or merged in timestamp order, with rotation,
-//!   sealing, direct I/O and retention; IPFIX export.
+//!   sealing, direct I/O and retention; IPFIX export. What the files are once written
+//!   (names, indexes, recovery, the catalog, queries) is the `corecap_store` crate's.
 //! - [`capture`]: a capture from configuration to summary, in two steps: `capture::plan`
 //!   decides inputs, workers and CPUs, groups, pipes and which file gets which interfaces,
 //!   without touching the machine; `capture::run` opens and starts what the plan says.
 //! - [`control`]: changing the consumers of a running capture: join and leave a group,
 //!   attach and detach a consumer of its own.
-//! - [`query`]: recorded files back out by time window and filter, reading only the regions
-//!   their sidecar index says can match.
 //! - [`stats`]: per-worker counters and the exact ledger.
 //! - [`limits`]: checked durations, sizes and snap lengths, shared by the CLI and the API.
 #![forbid(unsafe_code)]
@@ -25,7 +24,6 @@ pub mod capture;
 pub mod control;
 pub mod limits;
 pub mod packet;
-pub mod query;
 pub mod sink;
 pub mod source;
 pub mod stage;

@@ -22,6 +22,7 @@
 pub mod abi;
 pub mod affinity;
 pub mod bpf;
+pub mod cbpf;
 pub mod direct;
 mod error;
 pub mod ethtool;

@@ -29,7 +29,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use corecap_engine::sink::file::suffixed_path;
+use corecap_store::names::suffixed_path;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{Drops, Mode, OutputKind, State};

@@ -27,9 +27,8 @@ use corecap_engine::capture::{
     Capture, CaptureConfig, CaptureError, CaptureErrorKind, Input, OutputConfig,
 };
 use corecap_engine::control::{AttachSpec, Attached, Detached};
-use corecap_engine::sink::file::{suffixed_path, Format, Rotation};
+use corecap_engine::sink::file::{Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
-use corecap_engine::sink::sealed::{Cipher, KeyFile, SealConfig};
 use corecap_engine::source::afpacket::Spare;
 use corecap_engine::stage::flows::FlowOutput;
 use corecap_engine::stage::member::{MemberLimits, MemberLive, MemberOutcome};
@@ -37,6 +36,8 @@ use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::filter::compile_filter;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_linux::error_chain;
+use corecap_store::names::suffixed_path;
+use corecap_store::sealed::{Cipher, KeyFile, SealConfig};
 
 use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
 use crate::catalog::{self, Catalog, Record, Renamed};
@@ -71,7 +72,7 @@ pub struct Config {
     /// Packets older than this are on disk (`--flush-interval`).
     pub flush: Option<Duration>,
     /// Keep the newest whole capture files under a byte budget (`serve --retain`).
-    pub retention: Option<Arc<corecap_engine::sink::disk::Retention>>,
+    pub retention: Option<Arc<corecap_store::retention::Retention>>,
     /// IPFIX collectors a flows request may name (`serve --ipfix-collector`).
     pub ipfix_collectors: Vec<IpfixTarget>,
     /// The files the recovery step renamed in the spool before the manager started (what a
@@ -804,7 +805,7 @@ impl Manager {
         // flows capture writes its one member's file, NAME.g0m0.
         let flows_member = suffixed_path(&p, "g0m0");
         if p.exists()
-            || corecap_engine::sink::disk::part_path(&p).exists()
+            || corecap_store::names::part_path(&p).exists()
             || (r.output == OutputKind::Flows && flows_member.exists())
         {
             return Err(err(

@@ -14,8 +14,8 @@
 use std::io::{self, BufWriter, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use corecap_engine::query::{expand_paths, parse_time, run, QuerySpec, QueryStats};
 use corecap_linux::ioprio::{self, IoClass};
+use corecap_store::query::{expand_paths, parse_time, run, QuerySpec, QueryStats};
 use serde::Deserialize;
 
 use crate::http::Response;

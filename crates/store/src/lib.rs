@@ -1,12 +1,21 @@
-//! The recording on disk. This crate owns what a recording folder holds beside its capture
-//! files; the engine's disk writers keep it true as they write, name, recover and delete
-//! files, and queries read it. It imports nothing of the engine.
+//! The recording on disk. This crate owns what a recording folder holds: the names of its
+//! files (rotated, per worker, recovered, the hidden part a file is written under), the
+//! sealed file format, each file's index beside it, retention under a byte budget,
+//! recovery of what a killed writer left, the catalog, and the query that reads it all.
+//! The engine's disk writers use it to write; the CLI and the daemon use it to read. It
+//! imports nothing of the engine, which keeps the data path.
 //!
+//! - [`names`]: the files of a capture and their names.
+//! - [`sealed`]: the encrypted file format (AES-256-GCM chunks).
+//! - [`sidecar`]: writing a file's index beside it.
+//! - [`retention`]: whole files kept under a byte budget.
+//! - [`recover`]: a killed writer's parts made whole files, never deleted.
 //! - [`Catalog`]: one small SQLite database per recording folder (`.corecap-catalog`),
 //!   naming every capture file with its state (being written, whole, recovered), its time
 //!   range, packet and byte counts and its index's bytes, so a query over a window opens
 //!   only the files that overlap it. A missing or damaged catalog is rebuilt from the files
 //!   by whoever writes the folder next ([`Catalog::open_or_rebuild`]).
+//! - [`query`]: filtered, time-ordered reads over many files, pruned by their indexes.
 //!
 //! SQLite (through `rusqlite`, built in) rather than a format of our own: several disk
 //! writers update one folder's catalog at once, readers query it while they do, and a
@@ -16,5 +25,12 @@
 #![deny(missing_docs)]
 
 mod catalog;
+pub mod catalog_update;
+pub mod names;
+pub mod query;
+pub mod recover;
+pub mod retention;
+pub mod sealed;
+pub mod sidecar;
 
 pub use catalog::{Catalog, Entry, Error, State, CATALOG};

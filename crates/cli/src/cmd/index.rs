@@ -1,7 +1,7 @@
 //! `corecap index FILE...`: builds the sidecar index of capture files.
 
 use anyhow::{Context, Result};
-use corecap_engine::query::build_index;
+use corecap_store::query::build_index;
 
 use crate::args::IndexArgs;
 use crate::config;

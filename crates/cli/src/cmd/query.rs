@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
-use corecap_engine::query::{expand_paths, parse_time, run as run_query, QuerySpec};
+use corecap_store::query::{expand_paths, parse_time, run as run_query, QuerySpec};
 
 use crate::args::QueryArgs;
 use crate::config;
@@ -47,7 +47,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     };
     let Some(out) = a.out.as_deref() else {
         // --stats: counts from the catalogs and indexes, no packet read.
-        let c = corecap_engine::query::count(&spec)?;
+        let c = corecap_store::query::count(&spec)?;
         for n in &c.notes {
             eprintln!("corecap: note: {n}");
         }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use corecap_engine::sink::sealed::{self, KeyFile};
+use corecap_store::sealed::{self, KeyFile};
 
 use crate::config;
 

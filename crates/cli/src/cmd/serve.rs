@@ -83,7 +83,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
 /// spool and the manager settles the earlier run's captures (which follow the new names).
 fn recover_spool(m: &mut corecap_manager::manager::Config) -> Result<()> {
     let dir = m.spool.dir().to_owned();
-    let r = corecap_engine::sink::recover::recover_dir(&dir, m.key.as_ref())
+    let r = corecap_store::recover::recover_dir(&dir, m.key.as_ref())
         .with_context(|| format!("recovering the files in the spool {}", dir.display()))?;
     for f in &r.files {
         eprintln!("corecap: {}", f.describe());

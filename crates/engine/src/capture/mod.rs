@@ -121,11 +121,11 @@ pub struct OutputConfig {
     /// Rotation.
     pub rotation: Rotation,
     /// Encryption at rest (sealed files), if asked for.
-    pub seal: Option<crate::sink::sealed::SealConfig>,
+    pub seal: Option<corecap_store::sealed::SealConfig>,
     /// Write with direct I/O where the filesystem allows it (`--no-direct`: false).
     pub direct: bool,
     /// Keep the newest whole files under a byte budget (`--retain`).
-    pub retention: Option<Arc<crate::sink::disk::Retention>>,
+    pub retention: Option<Arc<corecap_store::retention::Retention>>,
     /// Write each file's index beside it (`--no-index`: false).
     pub index: bool,
     /// The user the files are given to (`-Z`): the process runs as them once started.
@@ -319,9 +319,9 @@ pub struct Capture {
     /// Next member index of each group (file names stay unique across joins).
     pub(crate) next_index: Vec<usize>,
     xdp: Vec<Arc<XdpSetup>>,
-    retention: Option<Arc<crate::sink::disk::Retention>>,
+    retention: Option<Arc<corecap_store::retention::Retention>>,
     /// Files a crash left, recovered at the start.
-    pub recovered: Vec<crate::sink::recover::Recovered>,
+    pub recovered: Vec<corecap_store::recover::Recovered>,
     /// The output folder, when it had no catalog before this start.
     pub(crate) new_catalog: Option<std::path::PathBuf>,
     started: Instant,
@@ -348,7 +348,7 @@ pub struct Summary {
     /// Files and bytes that `--retain` deleted.
     pub retention: Option<(u64, u64)>,
     /// Files a crash left, recovered at the start.
-    pub recovered: Vec<crate::sink::recover::Recovered>,
+    pub recovered: Vec<corecap_store::recover::Recovered>,
 }
 
 /// A member of a group in the summary.

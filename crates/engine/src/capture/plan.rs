@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use corecap_wire::pcapng::InterfaceDesc;
 
 use super::{Balance, CaptureConfig, CaptureError, Input, WorkerInfo};
-use crate::sink::file::suffixed_path;
 use crate::stage::pipe::Transport;
 use crate::steer::group::GroupSpec;
+use corecap_store::names::suffixed_path;
 
 /// What the planner needs to know about the machine.
 pub(crate) trait Facts {

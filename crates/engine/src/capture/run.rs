@@ -64,7 +64,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         .output
         .as_ref()
         .filter(|o| o.path.as_os_str() != "-")
-        .map(|o| crate::sink::file::dir_of(&o.path).to_owned())
+        .map(|o| corecap_store::names::dir_of(&o.path).to_owned())
         .filter(|d| d.is_dir() && !d.join(corecap_store::CATALOG).exists());
     let recovered = match &cfg.output {
         Some(o) => prepare_output(o, &mut notes)?,
@@ -122,22 +122,22 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
 fn prepare_output(
     o: &super::OutputConfig,
     notes: &mut Vec<String>,
-) -> Result<Vec<crate::sink::recover::Recovered>, CaptureError> {
+) -> Result<Vec<corecap_store::recover::Recovered>, CaptureError> {
     if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) {
         return Ok(Vec::new());
     }
-    let dir = crate::sink::file::dir_of(&o.path).to_owned();
+    let dir = corecap_store::names::dir_of(&o.path).to_owned();
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
     let kek = o.seal.as_ref().map(|s| s.kek.clone());
-    let r = crate::sink::recover::recover_dir(&dir, kek.as_ref()).map_err(|e| {
+    let r = corecap_store::recover::recover_dir(&dir, kek.as_ref()).map_err(|e| {
         CaptureError::Output(format!("recovering the files in {}: {e}", dir.display()))
     })?;
     notes.extend(r.files.iter().map(|f| f.describe()));
     notes.extend(r.notes);
     if let Some(ret) = &o.retention {
-        ret.adopt(crate::sink::file::files_of(&o.path));
+        ret.adopt(corecap_store::names::files_of(&o.path));
         let gone = ret.trim();
         if !gone.is_empty() {
             let _ = corecap_linux::direct::sync_parent(&o.path);
@@ -486,9 +486,9 @@ impl Capture {
             if s.total.packets == 0 {
                 // A failed start leaves nothing behind: the files it made hold no packet.
                 for f in &s.files {
-                    crate::sink::disk::remove_with_index(f);
+                    corecap_store::names::remove_with_index(f);
                 }
-                crate::sink::catalog::forget(&s.files);
+                corecap_store::catalog_update::forget(&s.files);
                 if let Some(dir) = &new_catalog {
                     for ext in ["", "-wal", "-shm"] {
                         let _ = std::fs::remove_file(

@@ -23,14 +23,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
 use super::output::{Filled, BUFFER_BYTES, BUFFER_SLACK};
-use super::sealed::{SealConfig, Sealer, CHUNK_HEAD};
+use corecap_store::names::{index_path, part_path, remove_with_index};
+use corecap_store::retention::Retention;
+use corecap_store::sealed::{SealConfig, Sealer, CHUNK_HEAD};
 
 /// What the front end sends.
 #[derive(Debug)]
@@ -50,133 +52,6 @@ const RESERVE_MAX: u64 = 64 << 20;
 /// Buffers per file sink (the front end's, and the disk's backlog): 32 MiB, enough to
 /// ride out a disk writer that the scheduler keeps off a busy machine for tens of ms.
 pub const BUFFERS: usize = 32;
-
-/// Whole files kept under a byte budget (`--retain`), shared by every file sink of a
-/// capture (or by the daemon's captures): once a file is whole, the oldest are deleted
-/// until the kept files and the files being written fit.
-#[derive(Debug)]
-pub struct Retention {
-    budget: u64,
-    /// Whole files, oldest first, with their bytes (index included).
-    kept: Mutex<VecDeque<(PathBuf, u64)>>,
-    /// Bytes of the files being written. Each disk writer adds what it writes and takes it
-    /// back at close; Relaxed, a total read when a file closes.
-    open_bytes: AtomicU64,
-    deleted_files: AtomicU64,
-    deleted_bytes: AtomicU64,
-}
-
-impl Retention {
-    /// A budget of `budget` bytes.
-    pub fn new(budget: u64) -> Arc<Self> {
-        Arc::new(Self {
-            budget,
-            kept: Mutex::new(VecDeque::new()),
-            open_bytes: AtomicU64::new(0),
-            deleted_files: AtomicU64::new(0),
-            deleted_bytes: AtomicU64::new(0),
-        })
-    }
-
-    /// Files and bytes deleted so far.
-    pub fn deleted(&self) -> (u64, u64) {
-        (
-            self.deleted_files.load(Ordering::Relaxed),
-            self.deleted_bytes.load(Ordering::Relaxed),
-        )
-    }
-
-    /// The budget in bytes.
-    pub fn budget(&self) -> u64 {
-        self.budget
-    }
-
-    /// Counts files already on disk (written by an earlier run), oldest first, before the
-    /// ones this run adds.
-    pub fn adopt(&self, files: Vec<(PathBuf, u64)>) {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        for f in files.into_iter().rev() {
-            if !kept.iter().any(|k| k.0 == f.0) {
-                kept.push_front(f);
-            }
-        }
-    }
-
-    /// Deletes the oldest whole files until the rest fit the budget (at a start, after
-    /// [`Retention::adopt`]: a run that was killed before it closed a file never trimmed).
-    /// Returns the deleted paths.
-    pub fn trim(&self) -> Vec<PathBuf> {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        self.trim_kept(&mut kept, 0)
-    }
-
-    /// Stops counting a file that something else deleted (`-b files:N`).
-    pub fn forget(&self, path: &Path) {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        kept.retain(|k| k.0 != path);
-    }
-
-    /// Adds a whole file and deletes the oldest files over the budget (never the one just
-    /// added). Returns the deleted paths.
-    pub fn add(&self, path: PathBuf, bytes: u64) -> Vec<PathBuf> {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        kept.push_back((path, bytes));
-        self.trim_kept(&mut kept, 1)
-    }
-
-    /// Deletes the oldest of `kept` while they and the files being written are over the
-    /// budget, leaving at least `keep` of them.
-    fn trim_kept(&self, kept: &mut VecDeque<(PathBuf, u64)>, keep: usize) -> Vec<PathBuf> {
-        let open = self.open_bytes.load(Ordering::Relaxed);
-        let mut total: u64 = kept.iter().map(|k| k.1).sum::<u64>() + open;
-        let mut gone = Vec::new();
-        let mut lease = None;
-        while total > self.budget && kept.len() > keep {
-            let Some(dir) = kept.front().map(|k| super::file::dir_of(&k.0).to_owned()) else {
-                break;
-            };
-            if lease.is_none() {
-                // A query reading the folder holds its lease: the oldest files stay until it
-                // is done (the next close tries again), so no answer is cut short.
-                match corecap_linux::direct::Lease::exclusive(&dir) {
-                    Ok(Some(l)) => lease = Some(l),
-                    Ok(None) => break,
-                    // A folder where no lease can be made has no reader to wait for.
-                    Err(_) => {}
-                }
-            }
-            let Some((p, b)) = kept.pop_front() else {
-                break;
-            };
-            remove_with_index(&p);
-            total -= b;
-            self.deleted_files.fetch_add(1, Ordering::Relaxed);
-            self.deleted_bytes.fetch_add(b, Ordering::Relaxed);
-            gone.push(p);
-        }
-        super::catalog::forget(&gone);
-        gone
-    }
-}
-
-/// Deletes a capture file and its index.
-pub fn remove_with_index(p: &Path) {
-    let _ = corecap_index::remove_capture(p);
-}
-
-/// The index beside a capture file: `x.pcapng` → `x.pcapng.idx`.
-pub fn index_path(p: &Path) -> PathBuf {
-    corecap_index::sidecar_path(p)
-}
-
-/// The hidden name a file is written under: `dir/.NAME.part`.
-pub fn part_path(p: &Path) -> PathBuf {
-    let name = p
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    p.with_file_name(format!(".{name}.part"))
-}
 
 /// How the disk writer writes.
 #[derive(Clone, Debug)]
@@ -282,7 +157,7 @@ pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
                     format!("another capture is writing it ({} exists)", part.display()),
                 ));
             }
-            super::recover::recover_dir(super::file::dir_of(&part), None)?;
+            corecap_store::recover::recover_dir(corecap_store::names::dir_of(&part), None)?;
             DirectFile::create(&part, direct, 0o640)
         }
         r => r,
@@ -446,7 +321,7 @@ impl DiskWriter {
         // Indexed before sealing, by the chunk's place in the file.
         if let Some(ix) = cur.index.as_mut() {
             let start = cur.end + cur.stage.as_ref().map_or(0, |s| s.1) as u64;
-            let len = (CHUNK_HEAD + data + super::sealed::TAG) as u64;
+            let len = (CHUNK_HEAD + data + corecap_store::sealed::TAG) as u64;
             ix.add_region(start..start + len, &f.buf.bytes()[CHUNK_HEAD..f.blocks.end]);
         }
         let Some(sealer) = cur.sealer.as_mut() else {
@@ -517,7 +392,7 @@ impl DiskWriter {
         if let Some(r) = &self.cfg.retention {
             // The file grows by what this write adds past its old end.
             let grow = (off + len as u64).saturating_sub(cur.end);
-            r.open_bytes.fetch_add(grow, Ordering::Relaxed);
+            r.grow_open(grow);
         }
         cur.end = off + len as u64;
         let file = match &mut cur.target {
@@ -718,10 +593,7 @@ impl DiskWriter {
             return;
         };
         if let Some(r) = &self.cfg.retention {
-            r.open_bytes.fetch_sub(
-                cur.end.min(r.open_bytes.load(Ordering::Relaxed)),
-                Ordering::Relaxed,
-            );
+            r.close_open(cur.end);
         }
         if let Some((stage, _)) = cur.stage.take() {
             self.spare.push(stage);
@@ -762,7 +634,7 @@ impl DiskWriter {
                 .and_then(|f| corecap_index::Identity::of_file(&f, ix.covered()));
             let written = identity.and_then(|id| {
                 ix.set_identity(id);
-                super::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
+                corecap_store::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
             });
             match written {
                 Ok(()) => bytes += fs::metadata(&at).map_or(0, |m| m.len()),
@@ -799,7 +671,9 @@ impl DiskWriter {
     /// A file just named: recorded in its folder's catalog, then kept under `-b files:N`
     /// and the byte budget, which may delete the oldest.
     fn keep(&mut self, path: &Path, entry: &corecap_store::Entry, bytes: u64) {
-        if let Err(e) = super::catalog::record(entry, super::file::dir_of(path)) {
+        if let Err(e) =
+            corecap_store::catalog_update::record(entry, corecap_store::names::dir_of(path))
+        {
             if !self.noted_catalog {
                 self.noted_catalog = true;
                 self.report
@@ -813,7 +687,7 @@ impl DiskWriter {
             while self.kept.len() > max.max(1) {
                 if let Some(old) = self.kept.pop_front() {
                     remove_with_index(&old);
-                    super::catalog::forget(std::slice::from_ref(&old));
+                    corecap_store::catalog_update::forget(std::slice::from_ref(&old));
                     if let Some(r) = &self.cfg.retention {
                         r.forget(&old);
                     }

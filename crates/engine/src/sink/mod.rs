@@ -1,10 +1,7 @@
-//! Sinks: where packets end up.
-pub(crate) mod catalog;
+//! Sinks: where packets end up. The files they write, and how those are named, indexed,
+//! sealed, recovered and kept, are `corecap_store`'s.
 pub mod disk;
 pub mod file;
 pub mod ipfix;
 pub mod merge;
 pub mod output;
-pub mod recover;
-pub mod sealed;
-pub mod sidecar;

@@ -20,7 +20,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use corecap_linux::direct::AlignedBuf;
 
 use super::disk::Msg;
-use super::sealed::{CHUNK_HEAD, TAG};
+use corecap_store::sealed::{CHUNK_HEAD, TAG};
 
 /// Bytes formatted before a buffer is handed to the disk writer.
 pub const BUFFER_BYTES: usize = 1 << 20;

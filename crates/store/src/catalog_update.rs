@@ -1,17 +1,17 @@
-//! Keeping a recording folder's catalog ([`corecap_store::Catalog`]) true: the disk writer
+//! Keeping a recording folder's catalog ([`crate::Catalog`]) true: the disk writer
 //! records each file it names, recovery each file it recovers, retention each file it
 //! deletes. A catalog that cannot be written costs a note, never a packet: queries still
 //! have the files.
 
 use std::path::{Path, PathBuf};
 
-use corecap_store::{Catalog, Entry, State};
+use crate::{Catalog, Entry, State};
 
-use super::file::dir_of;
+use crate::names::dir_of;
 
 /// The catalog entry of a capture file as its index tells it (time range and packets; both
 /// unknown without a readable plain index).
-pub(crate) fn entry_from_index(path: &Path, state: State) -> Option<Entry> {
+pub fn entry_from_index(path: &Path, state: State) -> Option<Entry> {
     let name = path.file_name()?.to_string_lossy().into_owned();
     let bytes = std::fs::metadata(path).ok()?.len();
     let side = corecap_index::sidecar_path(path);
@@ -59,14 +59,14 @@ fn entries_of(dir: &Path) -> Vec<Entry> {
 }
 
 /// Records a file in its folder's catalog (made, or rebuilt from the files, if needed).
-pub(crate) fn record(e: &Entry, dir: &Path) -> Result<(), String> {
+pub fn record(e: &Entry, dir: &Path) -> Result<(), String> {
     Catalog::open_or_rebuild(dir, || entries_of(dir))
         .and_then(|c| c.put(e))
         .map_err(|e| e.to_string())
 }
 
 /// Removes deleted files from their folders' catalogs.
-pub(crate) fn forget(paths: &[PathBuf]) {
+pub fn forget(paths: &[PathBuf]) {
     for p in paths {
         let (Some(name), dir) = (p.file_name(), dir_of(p)) else {
             continue;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use super::sealed::{read_full, ChunkOpener, KeyFile, CHUNK_HEAD, MAX_CHUNK, TAG};
+use crate::sealed::{read_full, ChunkOpener, KeyFile, CHUNK_HEAD, MAX_CHUNK, TAG};
 
 /// One file recovered.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -170,8 +170,8 @@ fn recover_part(
         && crate::query::build_index(&new, kek).is_ok_and(|r| r.not_indexed.is_none());
     if !indexed {
         // Indexing records the file in the folder's catalog; without an index, this does.
-        if let Some(e) = super::catalog::entry_from_index(&new, corecap_store::State::Recovered) {
-            let _ = super::catalog::record(&e, super::file::dir_of(&new));
+        if let Some(e) = crate::catalog_update::entry_from_index(&new, crate::State::Recovered) {
+            let _ = crate::catalog_update::record(&e, crate::names::dir_of(&new));
         }
     }
     Ok(Some(Recovered {
@@ -193,7 +193,7 @@ fn rename_free(part: &Path, path: &Path, stamp: &str) -> io::Result<PathBuf> {
         } else {
             format!("recovered-{stamp}-{n}")
         };
-        let new = super::file::suffixed_path(path, &tag);
+        let new = crate::names::suffixed_path(path, &tag);
         match corecap_linux::direct::rename_noreplace(part, &new) {
             Ok(()) => return Ok(new),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -367,7 +367,7 @@ fn pcap_prefix(r: &mut impl Read) -> io::Result<Option<Whole>> {
 /// authenticated; without it each must be well formed and carry the next index.
 fn sealed_prefix(r: &mut impl Read, kek: Option<&Arc<KeyFile>>) -> io::Result<Option<Whole>> {
     let mut head = [0u8; 42];
-    if read_full(r, &mut head)? < 42 || &head[..8] != super::sealed::MAGIC {
+    if read_full(r, &mut head)? < 42 || &head[..8] != crate::sealed::MAGIC {
         return Ok(None);
     }
     let wlen = usize::from(u16::from_le_bytes([head[40], head[41]]));

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use crate::sink::sealed::{seal_bytes, SealConfig};
+use crate::sealed::{seal_bytes, SealConfig};
 
 /// Writes `index` as the sidecar at `path` (see `corecap_index::sidecar_path`). With `seal`,
 /// the sidecar is a sealed file (its own data key, wrapped by the same key-encryption key)
@@ -54,7 +54,7 @@ pub fn write_sidecar(path: &Path, index: &[u8], seal: Option<&SealConfig>) -> io
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sink::sealed::{unseal, Cipher, KeyFile};
+    use crate::sealed::{unseal, Cipher, KeyFile};
     use std::os::unix::fs::PermissionsExt;
     use std::sync::Arc;
 

@@ -32,11 +32,11 @@ use corecap_index::{sidecar_path, Index, Predicate};
 use corecap_wire::{CaptureReader, Compression, Decompress, Epb, InterfaceDesc, PcapngWriter};
 use serde::Serialize;
 
-use crate::sink::sealed::{
+use crate::sealed::{
     read_chunk, read_full, unseal, ChunkOpener, KeyFile, NextChunk, SealConfig, SealError,
     CHUNK_HEAD, MAGIC,
 };
-use crate::steer::filter::{Meta, Program};
+use corecap_linux::cbpf::{Meta, Program};
 
 /// Largest read made at once when regions are merged.
 const MAX_READ: u64 = 16 << 20;
@@ -132,7 +132,7 @@ pub struct QueryStats {
 /// The catalogs of the folders a query reads, opened once each.
 #[derive(Default)]
 struct Catalogs {
-    by_dir: HashMap<PathBuf, Option<HashMap<String, corecap_store::Entry>>>,
+    by_dir: HashMap<PathBuf, Option<HashMap<String, crate::Entry>>>,
 }
 
 impl Catalogs {
@@ -143,9 +143,9 @@ impl Catalogs {
         if from == 0 && to == u64::MAX {
             return false;
         }
-        let dir = crate::sink::file::dir_of(f).to_owned();
+        let dir = crate::names::dir_of(f).to_owned();
         let entries = self.by_dir.entry(dir.clone()).or_insert_with(|| {
-            let c = corecap_store::Catalog::read(&dir)?;
+            let c = crate::Catalog::read(&dir)?;
             let list = c.entries().ok()?;
             Some(list.into_iter().map(|e| (e.name.clone(), e)).collect())
         });
@@ -1245,7 +1245,7 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
 /// Each folder's lease, to hold until the answer is written: retention deletes nothing
 /// there meanwhile (see `corecap_linux::direct::Lease`).
 fn lease_folders(files: &[PathBuf]) -> Vec<corecap_linux::direct::Lease> {
-    let mut dirs: Vec<&Path> = files.iter().map(|f| crate::sink::file::dir_of(f)).collect();
+    let mut dirs: Vec<&Path> = files.iter().map(|f| crate::names::dir_of(f)).collect();
     dirs.sort();
     dirs.dedup();
     dirs.into_iter()
@@ -1412,7 +1412,7 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
     report.size = size;
     report.index_bytes = sidecar.len() as u64;
     report.sealed = seal.is_some();
-    crate::sink::sidecar::write_sidecar(&sidecar_path(path), &sidecar, seal.as_ref())
+    crate::sidecar::write_sidecar(&sidecar_path(path), &sidecar, seal.as_ref())
         .map_err(io_at(&sidecar_path(path)))?;
     if seal.is_some() {
         report.index_bytes =
@@ -1424,11 +1424,11 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
     if let (Ok(ix), Some(name)) = (Index::parse(&sidecar), path.file_name()) {
         let name = name.to_string_lossy().into_owned();
         let state = if name.contains(".recovered-") {
-            corecap_store::State::Recovered
+            crate::State::Recovered
         } else {
-            corecap_store::State::Whole
+            crate::State::Whole
         };
-        let e = corecap_store::Entry {
+        let e = crate::Entry {
             name,
             state,
             time: ix.time_range(),
@@ -1436,7 +1436,7 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
             bytes: size,
             index_bytes: report.index_bytes,
         };
-        let _ = crate::sink::catalog::record(&e, crate::sink::file::dir_of(path));
+        let _ = crate::catalog_update::record(&e, crate::names::dir_of(path));
     }
     Ok(report)
 }
