@@ -568,12 +568,35 @@ pub(crate) struct ServeArgs {
     /// The API's Unix socket (mode 0600).
     #[arg(long, value_name = "PATH", default_value = "/run/corecap/corecap.sock")]
     pub(crate) socket: std::path::PathBuf,
-    /// Also listen on this loopback TCP address (e.g. 127.0.0.1:7070); needs --token-file.
+    /// Also listen on this TCP address: on loopback in clear with --token-file, or on any
+    /// address with TLS (--tls-cert, --tls-key, --tls-client-ca).
     #[arg(long, value_name = "ADDR")]
     pub(crate) listen: Option<std::net::SocketAddr>,
-    /// Bearer token for --listen; made (random, mode 0600) when the file does not exist.
+    /// Bearer token for --listen (required in clear, optional with TLS); made (random,
+    /// mode 0600) when the file does not exist.
     #[arg(long, value_name = "FILE")]
     pub(crate) token_file: Option<std::path::PathBuf>,
+    /// The daemon's certificate chain for --listen with TLS (PEM).
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+    /// The key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
+    /// The CA that clients' certificates must chain to (PEM); every client needs one.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_client_ca: Option<std::path::PathBuf>,
+    /// Record the base captures continuously into this folder (IFACE.wN_NNNNN.pcapng, with
+    /// their index), like capture -w with rotation; queries answer over it and the spool.
+    #[arg(long, value_name = "DIR", requires = "interfaces")]
+    pub(crate) record: Option<std::path::PathBuf>,
+    /// Rotation of the recording, as capture's -b (default: filesize:1000,duration:300).
+    #[arg(
+        short = 'b',
+        long = "rotate",
+        value_name = "KEY:VALUE",
+        requires = "record"
+    )]
+    pub(crate) rotate: Vec<String>,
     /// Directory for capture files; requests name files in it, never paths.
     #[arg(long, value_name = "DIR", default_value = "/var/spool/corecap")]
     pub(crate) spool: std::path::PathBuf,

@@ -462,8 +462,8 @@ fn balance(b: BalanceArg) -> Balance {
 pub(crate) struct ServeConfig {
     /// The API's Unix socket.
     pub(crate) socket: PathBuf,
-    /// A loopback TCP listener too (`--listen`), with the bearer token it asks for.
-    pub(crate) listen: Option<(SocketAddr, String)>,
+    /// A TCP listener too (`--listen`).
+    pub(crate) listen: Option<Listen>,
     /// The spool as given, for messages.
     pub(crate) spool: PathBuf,
     /// One attachable capture of a whole interface per `-i`.
@@ -476,24 +476,57 @@ pub(crate) struct ServeConfig {
     pub(crate) run_as: Option<corecap_linux::privilege::RunAs>,
 }
 
-/// Resolves the daemon's arguments: opens the spool, loads the key and the token, and
-/// builds the base captures' configurations.
+/// `serve --listen`: the address, the bearer token, and TLS.
+pub(crate) struct Listen {
+    pub(crate) addr: SocketAddr,
+    /// Required in clear, optional with TLS.
+    pub(crate) token: Option<String>,
+    /// The daemon's certificate and the CA of its clients' certificates.
+    pub(crate) tls: Option<Arc<corecap_manager::tls::ServerConfig>>,
+}
+
+/// `--listen` with its token and TLS files, checked: in clear only on loopback and with a
+/// token; elsewhere with TLS and client certificates.
+fn listen(a: &ServeArgs) -> Result<Option<Listen>> {
+    let Some(addr) = a.listen else {
+        if a.token_file.is_some() {
+            bail!("--token-file is for --listen");
+        }
+        return Ok(None);
+    };
+    let token = a.token_file.as_deref().map(token).transpose()?;
+    let tls = match (&a.tls_cert, &a.tls_key, &a.tls_client_ca) {
+        (Some(c), Some(k), Some(ca)) => Some(Arc::new(
+            corecap_manager::tls::server_config(c, k, ca).context("--listen with TLS")?,
+        )),
+        (None, None, None) => None,
+        _ => bail!("TLS needs --tls-cert, --tls-key and --tls-client-ca together (corecap certs DIR makes them)"),
+    };
+    if tls.is_none() {
+        if !addr.ip().is_loopback() {
+            bail!("--listen {addr}: an address other than loopback needs TLS with client certificates (--tls-cert, --tls-key, --tls-client-ca; corecap certs DIR makes them)");
+        }
+        if token.is_none() {
+            bail!("--listen in clear needs --token-file FILE (made when missing)");
+        }
+    }
+    Ok(Some(Listen { addr, token, tls }))
+}
+
+/// Resolves the daemon's arguments: opens the spool (and the recording folder), loads the
+/// key, the token and the TLS files, and builds the base captures' configurations.
 pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
     let run_as = a
         .user
         .as_deref()
         .map(corecap_linux::privilege::lookup_user)
         .transpose()?;
+    let also = run_as.as_ref().map(|u| u.uid);
     let quota = a.quota.as_deref().map(size).transpose()?;
-    let spool = Spool::open(&a.spool, quota)
+    let spool = Spool::open(&a.spool, quota, also)
         .with_context(|| format!("opening the spool {}", a.spool.display()))?;
     let key = a.key_file.as_deref().map(key_file).transpose()?;
-    let listen = match (a.listen, &a.token_file) {
-        (Some(addr), Some(f)) => Some((addr, token(f)?)),
-        (Some(_), None) => bail!("--listen needs --token-file FILE (made when missing)"),
-        (None, Some(_)) => bail!("--token-file is for --listen"),
-        (None, None) => None,
-    };
+    let listen = listen(a)?;
     let cpus = optional_cpu_list(a.cpus.as_deref())?;
     let stage_cpus = optional_cpu_list(a.stage_cpus.as_deref())?;
     let ring = ring(&a.ring)?;
@@ -505,11 +538,37 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         ring.block_size,
         ring.retire_tov_ms,
     );
-    let bases = a
+    let mut bases = a
         .interfaces
         .iter()
         .map(|i| base_capture(i, a.workers.unwrap_or(0), &cpus, &stage_cpus, ring))
         .collect::<Result<Vec<_>>>()?;
+    let retention = retention(&a.disk)?;
+    let record = match &a.record {
+        Some(dir) => {
+            let dir = corecap_manager::spool::open_folder(dir, also)
+                .with_context(|| format!("opening the recording folder {}", dir.display()))?;
+            if dir == spool.dir() {
+                bail!(
+                    "--record {}: give a folder other than the spool",
+                    dir.display()
+                );
+            }
+            let rotation = if a.rotate.is_empty() {
+                rotation(&["filesize:1000,duration:300".to_owned()])?
+            } else {
+                rotation(&a.rotate)?
+            };
+            if !rotation.active() {
+                bail!("--record needs rotation (-b filesize:MB or duration:S)");
+            }
+            for b in &mut bases {
+                b.output = Some(recording(&dir, b, a, rotation, &retention, &run_as)?);
+            }
+            Some(dir)
+        }
+        None => None,
+    };
     let manager = ManagerConfig {
         spool,
         max_captures: a.max_captures,
@@ -522,9 +581,10 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
         flush: flush_interval(&a.disk)?,
-        retention: retention(&a.disk)?,
+        retention,
         ipfix_collectors: ipfix_collectors(&a.ipfix_collector, a.ipfix_biflow)?,
         recovered: Vec::new(),
+        record,
     };
     Ok(ServeConfig {
         socket: a.socket.clone(),
@@ -534,6 +594,35 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         manager,
         json: a.json,
         run_as,
+    })
+}
+
+/// What a base capture records with `serve --record DIR`: `DIR/IF.pcapng`, one file per
+/// worker, rotated, indexed and kept under `--retain` with the spool, as `capture -w`.
+fn recording(
+    dir: &Path,
+    base: &CaptureConfig,
+    a: &ServeArgs,
+    rotation: Rotation,
+    retention: &Option<Arc<corecap_store::retention::Retention>>,
+    run_as: &Option<corecap_linux::privilege::RunAs>,
+) -> Result<OutputConfig> {
+    let iface = base.inputs.first().map_or("capture", |i| i.iface.as_str());
+    let path = dir.join(format!("{iface}.pcapng"));
+    if let Some(why) = corecap_index::capture_name_error(&path) {
+        bail!("--record: {why}");
+    }
+    Ok(OutputConfig {
+        path,
+        format: Format::Pcapng,
+        merge: false,
+        rotation,
+        seal: None,
+        direct: !a.disk.no_direct,
+        index: !a.disk.no_index,
+        flush: flush_interval(&a.disk)?,
+        owner: run_as.clone(),
+        retention: retention.clone(),
     })
 }
 

@@ -26,6 +26,7 @@ pub mod opener;
 pub mod query;
 pub mod server;
 pub mod spool;
+pub mod tls;
 
 /// A random bearer token: 32 bytes as hex.
 pub fn new_token() -> std::io::Result<String> {

@@ -79,6 +79,9 @@ pub struct Config {
     /// daemon that died left being written): captures of the earlier run that wrote them
     /// are listed as `recovered` with their new names.
     pub recovered: Vec<Renamed>,
+    /// The folder the base captures record into (`serve --record`): queries answer over
+    /// it beside the spool.
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -102,6 +105,7 @@ impl Config {
             retention: None,
             ipfix_collectors: Vec::new(),
             recovered: Vec::new(),
+            record: None,
         }
     }
 }
@@ -205,6 +209,8 @@ struct Inner {
     next_stage: usize,
     cores: Cores,
     responses: BTreeMap<u16, u64>,
+    /// TLS connections closed in their handshake (a refused certificate among them).
+    handshakes_refused: u64,
     lag: BTreeMap<&'static str, LagHistogram>,
     spool_bytes: u64,
     quota_checked: Option<Instant>,
@@ -437,6 +443,11 @@ impl Manager {
     /// Counts a response by status (for the metrics).
     pub fn count_response(&self, status: u16) {
         *self.lock().responses.entry(status).or_default() += 1;
+    }
+
+    /// Counts a TLS connection that ended in its handshake, before any request.
+    pub fn count_refused_handshake(&self) {
+        self.lock().handshakes_refused += 1;
     }
 
     /// Starts an attach-mode capture: a copy consumer of the base capture `base`.
@@ -1158,6 +1169,11 @@ impl Manager {
         &self.cfg.spool
     }
 
+    /// The recording folder, if the base captures record.
+    pub fn record(&self) -> Option<&std::path::Path> {
+        self.cfg.record.as_deref()
+    }
+
     /// The key-encryption key of sealed files, if the daemon has one.
     pub fn key(&self) -> Option<&Arc<KeyFile>> {
         self.cfg.key.as_ref()
@@ -1227,6 +1243,7 @@ impl Manager {
             captures: &views,
             bases: &bases,
             responses: &g.responses,
+            handshakes_refused: g.handshakes_refused,
             lag: &g.lag,
             spool_bytes: g.spool_bytes,
             quota: self.cfg.spool.quota,
@@ -1517,7 +1534,7 @@ mod tests {
         let cfg = Config {
             max_captures: 4,
             ipfix_collectors: vec![IpfixTarget::parse("ipfix://127.0.0.1:4739").expect("url")],
-            ..Config::new(Spool::open(&dir, None).expect("spool"))
+            ..Config::new(Spool::open(&dir, None, None).expect("spool"))
         };
         (Manager::new(cfg, vec![]), dir)
     }
@@ -1700,7 +1717,7 @@ mod tests {
         let open = || {
             let cfg = Config {
                 max_captures: 4,
-                ..Config::new(Spool::open(&dir, None).expect("spool"))
+                ..Config::new(Spool::open(&dir, None, None).expect("spool"))
             };
             Manager::new(cfg, vec![])
         };

@@ -43,6 +43,8 @@ pub struct Input<'a> {
     pub bases: &'a [(String, Snapshot)],
     /// Responses by status.
     pub responses: &'a BTreeMap<u16, u64>,
+    /// TLS connections closed in their handshake.
+    pub handshakes_refused: u64,
     /// Thread lag by mode.
     pub lag: &'a BTreeMap<&'static str, LagHistogram>,
     /// Bytes in the spool.
@@ -316,6 +318,17 @@ fn responses(o: &mut String, i: &Input<'_>) {
     for (code, n) in i.responses {
         let _ = writeln!(o, "corecap_api_responses_total{{code=\"{code}\"}} {n}");
     }
+    head(
+        o,
+        "corecap_api_tls_handshakes_refused_total",
+        "counter",
+        "TLS connections closed in their handshake (no or a refused client certificate).",
+    );
+    let _ = writeln!(
+        o,
+        "corecap_api_tls_handshakes_refused_total {}",
+        i.handshakes_refused
+    );
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! `POST /queries`: packets of the spool's files by time window and filter, streamed back
-//! as pcapng.
+//! `POST /queries`: packets of the spool's files, and of the recording's with
+//! `serve --record`, by time window and filter, streamed back as pcapng.
 //!
 //! The body is JSON: `{"from": T, "to": T, "filter": "tcpdump expression"}`, every field
 //! optional, T as `corecap query` takes it (Unix seconds, RFC 3339, or relative like
@@ -33,7 +33,8 @@ pub struct QueryRequest {
     pub filter: Option<String>,
 }
 
-/// Checks a request and turns it into a query over the spool; `Err` is the response.
+/// Checks a request and turns it into a query over the spool and the recording; `Err` is
+/// the response.
 pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
     let q: QueryRequest = if body.is_empty() {
         QueryRequest::default()
@@ -57,8 +58,9 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
             Response::error(400, format!("filter: {e}"))
         })?;
     }
-    let (files, _) = expand_paths(&[m.spool().dir().to_owned()])
-        .map_err(|e| Response::error(500, e.to_string()))?;
+    let mut folders = vec![m.spool().dir().to_owned()];
+    folders.extend(m.record().map(|d| d.to_owned()));
+    let (files, _) = expand_paths(&folders).map_err(|e| Response::error(500, e.to_string()))?;
     Ok(QuerySpec {
         files,
         from,

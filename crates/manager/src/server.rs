@@ -1,6 +1,9 @@
 //! The control API's listeners and routes: a Unix socket (mode 0600: the file's
-//! permission is the access control) and, optionally, a loopback TCP port that wants a
-//! bearer token.
+//! permission is the access control) and, optionally, a TCP port: on loopback in clear
+//! with a bearer token, or on any address with TLS and client certificates checked
+//! against a CA ([`crate::tls`]), the bearer token optional on top. The TLS handshake
+//! runs on the connection's own task within the request's deadline, after it has its
+//! slot: a client whose certificate is refused never reaches a handler.
 //!
 //! HTTP/1.1 is hyper's (server side, HTTP/1 only). One tokio `current_thread` runtime, on
 //! one thread named `corecap-api`, serves every listener; that thread runs on the allowed
@@ -96,11 +99,12 @@ pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     Ok(l)
 }
 
-/// Binds a loopback TCP address; any other address is refused.
-pub fn bind_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
-    if !addr.ip().is_loopback() {
+/// Binds a TCP address. In clear (`tls` false) only a loopback address is accepted; any
+/// other needs TLS.
+pub fn bind_tcp(addr: SocketAddr, tls: bool) -> io::Result<TcpListener> {
+    if !addr.ip().is_loopback() && !tls {
         return Err(io::Error::other(format!(
-            "{addr} is not a loopback address; the API listens on 127.0.0.1 or ::1 only (use the Unix socket, or a tunnel, from elsewhere)"
+            "{addr} is not a loopback address; in clear the API listens on 127.0.0.1 or ::1 only (give --tls-cert, --tls-key and --tls-client-ca to listen elsewhere)"
         )));
     }
     TcpListener::bind(addr)
@@ -119,6 +123,9 @@ pub enum Listener {
     Unix(UnixListener, PathBuf),
     /// Loopback TCP: each request needs `Authorization: Bearer TOKEN`.
     Tcp(TcpListener, Arc<String>),
+    /// TCP with TLS: each client presents a certificate the config's verifier accepts,
+    /// and the bearer token when one is given.
+    Tls(TcpListener, Arc<rustls::ServerConfig>, Option<Arc<String>>),
 }
 
 /// Runs first on every thread of the API: the runtime's, its blocking pool's and each
@@ -170,7 +177,12 @@ pub fn spawn(listeners: Vec<Listener>, m: Arc<Manager>) -> io::Result<Api> {
                     }
                     Listener::Tcp(l, token) => {
                         l.set_nonblocking(true)?;
-                        Accept::Tcp(tokio::net::TcpListener::from_std(l)?, token)
+                        Accept::Tcp(tokio::net::TcpListener::from_std(l)?, Some(token), None)
+                    }
+                    Listener::Tls(l, config, token) => {
+                        l.set_nonblocking(true)?;
+                        let tls = tokio_rustls::TlsAcceptor::from(config);
+                        Accept::Tcp(tokio::net::TcpListener::from_std(l)?, token, Some(tls))
                     }
                 })
             })
@@ -196,10 +208,15 @@ pub fn spawn(listeners: Vec<Listener>, m: Arc<Manager>) -> io::Result<Api> {
     Ok(Api { stop, closed })
 }
 
-/// A listener on the runtime.
+/// A listener on the runtime: a TCP one has its token, and its TLS acceptor when the
+/// connection is TLS.
 enum Accept {
     Unix(tokio::net::UnixListener),
-    Tcp(tokio::net::TcpListener, Arc<String>),
+    Tcp(
+        tokio::net::TcpListener,
+        Option<Arc<String>>,
+        Option<tokio_rustls::TlsAcceptor>,
+    ),
 }
 
 /// A connection's byte stream, whatever the listener.
@@ -242,10 +259,10 @@ async fn accept_loop(
                 Accept::Unix(l) => l
                     .accept()
                     .await
-                    .map(|(s, _)| (Box::new(s) as Box<dyn Io>, None)),
-                Accept::Tcp(l, token) => l.accept().await.map(|(s, _)| {
+                    .map(|(s, _)| (Box::new(s) as Box<dyn Io>, None, None)),
+                Accept::Tcp(l, token, tls) => l.accept().await.map(|(s, _)| {
                     let _ = s.set_nodelay(true);
-                    (Box::new(s) as Box<dyn Io>, Some(token.clone()))
+                    (Box::new(s) as Box<dyn Io>, token.clone(), tls.clone())
                 }),
             }
         };
@@ -258,7 +275,7 @@ async fn accept_loop(
         let Some(accepted) = race(next, stop).await else {
             return;
         };
-        let (s, token) = match accepted {
+        let (s, token, tls) = match accepted {
             Ok(c) => c,
             // Out of descriptors, or a connection reset before it was taken: try again soon.
             Err(_) => {
@@ -281,7 +298,19 @@ async fn accept_loop(
         let gate = gate.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            race(Arc::new(c).serve(s), cut.notified()).await;
+            let serve = async {
+                let s = match tls {
+                    Some(tls) => match tokio::time::timeout_at(until, tls.accept(s)).await {
+                        Ok(Ok(s)) => Box::new(s) as Box<dyn Io>,
+                        // A refused certificate, a failed or slow handshake: closed
+                        // before any request is read.
+                        _ => return c.m.count_refused_handshake(),
+                    },
+                    None => s,
+                };
+                Arc::new(c).serve(s).await;
+            };
+            race(serve, cut.notified()).await;
             gate.untrack(id);
         });
     }
@@ -725,8 +754,9 @@ mod tests {
         let dir =
             std::env::temp_dir().join(format!("corecap-server-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("spool");
-        let cfg =
-            crate::manager::Config::new(crate::spool::Spool::open(&dir, None).expect("spool"));
+        let cfg = crate::manager::Config::new(
+            crate::spool::Spool::open(&dir, None, None).expect("spool"),
+        );
         Arc::new(Manager::new(cfg, vec![]))
     }
 
@@ -1076,7 +1106,7 @@ mod tests {
 
     #[test]
     fn test_tcp_must_be_loopback() {
-        let e = bind_tcp("0.0.0.0:0".parse().expect("addr")).expect_err("refused");
+        let e = bind_tcp("0.0.0.0:0".parse().expect("addr"), false).expect_err("refused");
         assert!(e.to_string().contains("not a loopback"));
     }
 }

@@ -9,15 +9,22 @@ fn current_uid() -> u32 {
     std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
 }
 
-/// A spool that another user owns, or that others can write into (group or world
-/// writable, sticky or not), is refused: they could plant links or files there.
-fn check_owner_and_mode(dir: &Path, m: &std::fs::Metadata, uid: u32) -> std::io::Result<()> {
+/// A folder that neither this process's user nor `also` (the user of `-Z`, when a package
+/// made the folder theirs) owns, or that others can write into (group or world writable,
+/// sticky or not), is refused: they could plant links or files there.
+fn check_owner_and_mode(
+    dir: &Path,
+    m: &std::fs::Metadata,
+    uid: u32,
+    also: Option<u32>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
-    if m.uid() != uid {
+    if m.uid() != uid && Some(m.uid()) != also {
+        let whose = also.map_or(String::new(), |u| format!(" nor to the -Z user (uid {u})"));
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(
-                "{} belongs to uid {}, not to this process (uid {uid}); give a spool of its own",
+                "{} belongs to uid {}, not to this process (uid {uid}){whose}; give a folder of its own",
                 dir.display(),
                 m.uid()
             ),
@@ -27,13 +34,35 @@ fn check_owner_and_mode(dir: &Path, m: &std::fs::Metadata, uid: u32) -> std::io:
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(
-                "{} can be written by others (mode {:o}); chmod go-w it or give another spool",
+                "{} can be written by others (mode {:o}); chmod go-w it or give another folder",
                 dir.display(),
                 m.mode() & 0o7777
             ),
         ));
     }
     Ok(())
+}
+
+/// Opens a folder the daemon writes into (the spool, the recording): made with mode 0700
+/// when missing, then checked as [`check_owner_and_mode`] says. Returns its canonical path.
+pub fn open_folder(dir: &Path, also: Option<u32>) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let dir = dir.canonicalize()?;
+    if !dir.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    check_owner_and_mode(&dir, &std::fs::metadata(&dir)?, current_uid(), also)?;
+    Ok(dir)
 }
 
 /// The spool directory and its disk quota.
@@ -46,24 +75,12 @@ pub struct Spool {
 
 impl Spool {
     /// Uses (and creates, mode 0700) `dir`.
-    pub fn open(dir: &Path, quota: Option<u64>) -> std::io::Result<Self> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        if !dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-        }
-        let dir = dir.canonicalize()?;
-        if !dir.is_dir() {
-            return Err(std::io::Error::other(format!(
-                "{} is not a directory",
-                dir.display()
-            )));
-        }
-        check_owner_and_mode(&dir, &std::fs::metadata(&dir)?, current_uid())?;
-        Ok(Self { dir, quota })
+    /// `also`: the uid of the `-Z` user, who may own it already.
+    pub fn open(dir: &Path, quota: Option<u64>, also: Option<u32>) -> std::io::Result<Self> {
+        Ok(Self {
+            dir: open_folder(dir, also)?,
+            quota,
+        })
     }
 
     /// Gives the spool to `uid`:`gid`, the user the daemon runs as once started (`-Z`):
@@ -136,20 +153,22 @@ mod tests {
         let d = std::env::temp_dir().join(format!("corecap-spool-mode-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = Spool::open(&d, None).unwrap_err();
+        let e = Spool::open(&d, None, None).unwrap_err();
         assert!(e.to_string().contains("can be written by others"), "{e}");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o750)).unwrap();
-        assert!(Spool::open(&d, None).is_ok());
+        assert!(Spool::open(&d, None, None).is_ok());
         let m = std::fs::metadata(&d).unwrap();
-        let e = check_owner_and_mode(&d, &m, current_uid() + 1).unwrap_err();
+        let e = check_owner_and_mode(&d, &m, current_uid() + 1, None).unwrap_err();
         assert!(e.to_string().contains("belongs to uid"), "{e}");
+        // A folder that the -Z user owns is theirs to give.
+        check_owner_and_mode(&d, &m, current_uid() + 1, Some(current_uid())).expect("-Z user's");
         std::fs::remove_dir(&d).unwrap();
     }
 
     #[test]
     fn test_names_stay_inside() {
         let d = std::env::temp_dir().join(format!("corecap-spool-{}", std::process::id()));
-        let s = Spool::open(&d, None).expect("spool");
+        let s = Spool::open(&d, None, None).expect("spool");
         assert_eq!(
             s.resolve("dns.pcapng").expect("plain"),
             s.dir().join("dns.pcapng")

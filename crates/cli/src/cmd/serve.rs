@@ -37,11 +37,15 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         .is_some_and(|d| !d.as_os_str().is_empty() && !d.exists());
     let unix = server::bind_unix(&c.socket)?;
     let tcp = match &c.listen {
-        Some((addr, token)) => Some((server::bind_tcp(*addr)?, token.clone())),
+        Some(l) => Some(server::bind_tcp(l.addr, l.tls.is_some())?),
         None => None,
     };
     if let Some(who) = &c.run_as {
         give_files(who, &c.manager.spool, &c.socket, socket_dir_made)?;
+        if let Some(dir) = &c.manager.record {
+            std::os::unix::fs::lchown(dir, Some(who.uid), Some(who.gid))
+                .with_context(|| format!("giving {} to {} (-Z)", dir.display(), who.name))?;
+        }
     }
     let opener = drop_privilege(c.run_as.as_ref())?;
     let max_captures = c.manager.max_captures;
@@ -51,16 +55,22 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         eprintln!("corecap: {n}");
     }
     let mut listeners = vec![Listener::Unix(unix, c.socket.clone())];
-    if let Some((l, t)) = tcp {
-        listeners.push(Listener::Tcp(l, Arc::new(t)));
+    if let (Some(l), Some(cfg)) = (tcp, &c.listen) {
+        listeners.push(match (&cfg.tls, &cfg.token) {
+            (Some(tls), t) => Listener::Tls(l, tls.clone(), t.clone().map(Arc::new)),
+            (None, Some(t)) => Listener::Tcp(l, Arc::new(t.clone())),
+            (None, None) => anyhow::bail!("--listen in clear needs a token"),
+        });
     }
     let api = server::spawn(listeners, m.clone()).context("starting the API thread")?;
     eprintln!(
         "corecap: serving on {}{} (spool {}, at most {max_captures} captures)",
         c.socket.display(),
-        c.listen
-            .as_ref()
-            .map_or(String::new(), |(l, _)| format!(" and http://{l}")),
+        c.listen.as_ref().map_or(String::new(), |l| format!(
+            " and {}://{}",
+            if l.tls.is_some() { "https" } else { "http" },
+            l.addr
+        )),
         c.spool.display(),
     );
     // Relaxed: a flag set by the signal handler, polled here.
