@@ -27,6 +27,8 @@ pub(crate) enum Cmd {
     Demo(DemoArgs),
     /// Measure capture on the lab against tcpdump, dumpcap and netsniff-ng; write the papers' tables.
     Bench(BenchArgs),
+    /// Make a CA, a server certificate and a client certificate for serve --listen with TLS.
+    Certs(CertsArgs),
     /// Make a key file for --encrypt (256 random bits as hex, mode 0600).
     Keygen {
         /// Key file to create (an existing file is not replaced).
@@ -663,9 +665,34 @@ pub(crate) struct RequestArgs {
         global = true
     )]
     pub(crate) socket: std::path::PathBuf,
-    /// Talk to a loopback TCP address instead (http://127.0.0.1:PORT).
+    /// Talk to a TCP address instead: http://127.0.0.1:PORT (loopback, with a token), or
+    /// https://HOST:PORT (TLS, with --tls-ca and usually --tls-cert and --tls-key).
     #[arg(long, value_name = "URL", global = true)]
     pub(crate) url: Option<String>,
+    /// Ask several sensors at once ([NAME=]URL, repeatable): query merges their answers
+    /// in time order, list and show answer for each.
+    #[arg(long = "sensor", value_name = "[NAME=]URL", global = true)]
+    pub(crate) sensors: Vec<String>,
+    /// A file of sensors, one [NAME=]URL a line (# comments).
+    #[arg(long = "sensors", value_name = "FILE", global = true)]
+    pub(crate) sensors_file: Option<std::path::PathBuf>,
+    /// With several sensors: accept the answers of those that answered when others fail
+    /// (exit 0, the failures still named).
+    #[arg(long, global = true)]
+    pub(crate) partial: bool,
+    /// With several sensors: seconds a sensor may take to connect and to send each part
+    /// of its answer.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0, global = true)]
+    pub(crate) timeout: f64,
+    /// The CA that the daemon's certificate must chain to (PEM), for https:// URLs.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) tls_ca: Option<std::path::PathBuf>,
+    /// The client's certificate (PEM) for https:// URLs.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+    /// The key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
     /// File holding the bearer token for --url (or set CORECAP_TOKEN).
     #[arg(long, value_name = "FILE", global = true)]
     pub(crate) token_file: Option<std::path::PathBuf>,
@@ -904,4 +931,27 @@ pub(crate) enum ExtcapCmd {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+/// `corecap certs`.
+#[derive(Args, Debug)]
+pub(crate) struct CertsArgs {
+    /// Folder to write into (made when missing): ca.pem, ca.key, server.pem, server.key,
+    /// client.pem, client.key. Existing files are never replaced.
+    #[arg(value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// A name of the daemon, DNS name or IP address, as clients reach it (repeatable;
+    /// default: localhost, 127.0.0.1 and ::1).
+    #[arg(long = "server-name", value_name = "NAME")]
+    pub(crate) server_names: Vec<String>,
+    /// The client certificate's common name.
+    #[arg(long, value_name = "NAME", default_value = "corecap-client")]
+    pub(crate) client_name: String,
+    /// Days the certificates are valid.
+    #[arg(long, value_name = "N", default_value_t = 825)]
+    pub(crate) days: u32,
+    /// Make only another client certificate, NAME.pem and NAME.key, with the CA already in
+    /// DIR (ca.pem, ca.key).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) add_client: Option<String>,
 }

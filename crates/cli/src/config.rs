@@ -564,6 +564,14 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
             }
             for b in &mut bases {
                 b.output = Some(recording(&dir, b, a, rotation, &retention, &run_as)?);
+                // An attachable capture's workers steer; a stage thread of one balance
+                // group writes the recording, as `capture --pipeline` does.
+                b.groups = vec![GroupSpec {
+                    kind: GroupKind::Balance,
+                    members: 1,
+                    filter: None,
+                    snaplen: None,
+                }];
             }
             Some(dir)
         }
@@ -597,8 +605,9 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
     })
 }
 
-/// What a base capture records with `serve --record DIR`: `DIR/IF.pcapng`, one file per
-/// worker, rotated, indexed and kept under `--retain` with the spool, as `capture -w`.
+/// What a base capture records with `serve --record DIR`: `DIR/IF.pcapng` (from a stage
+/// thread, `IF.g0m0_NNNNN.pcapng`), rotated, indexed and kept under `--retain` with the
+/// spool, as `capture -w`.
 fn recording(
     dir: &Path,
     base: &CaptureConfig,
@@ -701,6 +710,12 @@ fn ipfix_collectors(urls: &[String], biflow: bool) -> Result<Vec<IpfixTarget>> {
 pub(crate) struct RequestConfig {
     /// Where the daemon listens.
     pub(crate) endpoint: Endpoint,
+    /// The sensors of `--sensor` and `--sensors`, when several daemons are asked at once.
+    pub(crate) sensors: Vec<Sensor>,
+    /// Accept what answered when some sensors fail.
+    pub(crate) partial: bool,
+    /// How long a sensor may take to connect, and to send each part of its answer.
+    pub(crate) timeout: Duration,
     /// Print the API's JSON.
     pub(crate) json: bool,
     /// The request.
@@ -708,16 +723,31 @@ pub(crate) struct RequestConfig {
 }
 
 /// Where `corecap request` reaches the daemon.
+#[derive(Clone)]
 pub(crate) enum Endpoint {
     /// Its Unix socket (`--socket`).
     Unix(PathBuf),
-    /// A loopback TCP address (`--url http://HOST:PORT`), with the bearer token of
-    /// `--token-file` or `CORECAP_TOKEN`.
+    /// A TCP address (`--url http://HOST:PORT` or `https://HOST:PORT`), with the bearer
+    /// token of `--token-file` or `CORECAP_TOKEN`, and TLS for https.
     Tcp {
         url: String,
         host: String,
         token: Option<String>,
+        tls: Option<Tls>,
     },
+}
+
+/// TLS to one daemon: the client's config and the name its certificate must carry.
+#[derive(Clone)]
+pub(crate) struct Tls {
+    pub(crate) config: Arc<corecap_manager::tls::ClientConfig>,
+    pub(crate) name: String,
+}
+
+/// One sensor of many: its name (for messages and interface names) and where it listens.
+pub(crate) struct Sensor {
+    pub(crate) name: String,
+    pub(crate) endpoint: Endpoint,
 }
 
 /// One request to the daemon.
@@ -760,23 +790,124 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
             out: q.out.clone(),
         },
     };
+    let tls = match &a.tls_ca {
+        Some(ca) => Some(Arc::new(
+            corecap_manager::tls::client_config(ca, a.tls_cert.as_deref(), a.tls_key.as_deref())
+                .context("TLS")?,
+        )),
+        None if a.tls_cert.is_some() || a.tls_key.is_some() => {
+            bail!("--tls-cert and --tls-key go with --tls-ca (the CA of the daemons' certificates)")
+        }
+        None => None,
+    };
+    let token = token_of(a)?;
+    let endpoint = match &a.url {
+        Some(url) => endpoint(url, token.clone(), tls.clone())?,
+        None => Endpoint::Unix(a.socket.clone()),
+    };
+    let sensors = sensors(a, &token, &tls)?;
+    if !sensors.is_empty() && a.url.is_some() {
+        bail!("--url is one daemon, --sensor several: give one or the other");
+    }
+    if a.partial && sensors.is_empty() {
+        bail!("--partial is for several sensors (--sensor, --sensors)");
+    }
     Ok(RequestConfig {
-        endpoint: endpoint(a)?,
+        endpoint,
+        sensors,
+        partial: a.partial,
+        timeout: corecap_engine::limits::seconds(a.timeout, "--timeout")?,
         json: a.json,
         call,
     })
 }
 
-/// `--url` with its token, or `--socket`.
-fn endpoint(a: &RequestArgs) -> Result<Endpoint> {
-    let Some(url) = &a.url else {
-        return Ok(Endpoint::Unix(a.socket.clone()));
+/// The sensors of `--sensor [NAME=]URL` and `--sensors FILE`; a sensor's name defaults to
+/// its URL's HOST:PORT. Names are unique.
+fn sensors(
+    a: &RequestArgs,
+    token: &Option<String>,
+    tls: &Option<Arc<corecap_manager::tls::ClientConfig>>,
+) -> Result<Vec<Sensor>> {
+    let mut specs = a.sensors.clone();
+    if let Some(f) = &a.sensors_file {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("reading the sensors file {}", f.display()))?;
+        specs.extend(
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim())
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    let mut out: Vec<Sensor> = Vec::new();
+    for spec in specs {
+        let (name, url) = match spec.split_once('=') {
+            Some((n, u)) if !n.contains("://") => (Some(n.trim().to_owned()), u.trim()),
+            _ => (None, spec.as_str()),
+        };
+        let endpoint = endpoint(url, token.clone(), tls.clone())?;
+        let Endpoint::Tcp { host, .. } = &endpoint else {
+            bail!("--sensor {spec}: expected [NAME=]URL");
+        };
+        let name = name.unwrap_or_else(|| host.clone());
+        if name.is_empty()
+            || name.contains(char::is_whitespace)
+            || name.contains(':') && !name.eq(host)
+        {
+            bail!("--sensor {spec}: a name is a word without spaces or ':'");
+        }
+        if out.iter().any(|s| s.name == name) {
+            bail!("--sensor {spec}: the name {name} is given twice");
+        }
+        out.push(Sensor { name, endpoint });
+    }
+    Ok(out)
+}
+
+/// A daemon's URL: `http://HOST:PORT` (clear, loopback) or `https://HOST:PORT` (TLS, which
+/// needs `--tls-ca`).
+fn endpoint(
+    url: &str,
+    token: Option<String>,
+    tls: Option<Arc<corecap_manager::tls::ClientConfig>>,
+) -> Result<Endpoint> {
+    let (host, tls) = if let Some(h) = url.strip_prefix("https://") {
+        let config = tls.with_context(|| {
+            format!("{url}: https needs --tls-ca FILE (and --tls-cert, --tls-key for the daemon's client check)")
+        })?;
+        let h = h.trim_end_matches('/');
+        let name = match h.rsplit_once(':') {
+            Some((n, _)) => n.trim_start_matches('[').trim_end_matches(']'),
+            None => h,
+        };
+        (
+            h,
+            Some(Tls {
+                config,
+                name: name.to_owned(),
+            }),
+        )
+    } else {
+        let h = url
+            .strip_prefix("http://")
+            .with_context(|| format!("{url}: expected http://HOST:PORT or https://HOST:PORT"))?;
+        (h.trim_end_matches('/'), None)
     };
-    let host = url
-        .strip_prefix("http://")
-        .with_context(|| format!("--url {url}: expected http://HOST:PORT"))?
-        .trim_end_matches('/');
-    let token = match (&a.token_file, std::env::var("CORECAP_TOKEN")) {
+    if !host.contains(':') {
+        bail!("{url}: give the port (HOST:PORT)");
+    }
+    Ok(Endpoint::Tcp {
+        url: url.to_owned(),
+        host: host.to_owned(),
+        token,
+        tls,
+    })
+}
+
+/// The bearer token of `--token-file` or `CORECAP_TOKEN`, if any.
+fn token_of(a: &RequestArgs) -> Result<Option<String>> {
+    Ok(match (&a.token_file, std::env::var("CORECAP_TOKEN")) {
         (Some(f), _) => Some(
             std::fs::read_to_string(f)
                 .with_context(|| format!("reading the token file {}", f.display()))?
@@ -785,11 +916,6 @@ fn endpoint(a: &RequestArgs) -> Result<Endpoint> {
         ),
         (None, Ok(t)) => Some(t),
         (None, Err(_)) => None,
-    };
-    Ok(Endpoint::Tcp {
-        url: url.clone(),
-        host: host.to_owned(),
-        token,
     })
 }
 

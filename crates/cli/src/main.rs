@@ -45,6 +45,7 @@ fn main() {
         args::Cmd::Request(a) => cmd::request::run(a),
         args::Cmd::Index(a) => cmd::index::run(a),
         args::Cmd::Query(a) => cmd::query::run(a),
+        args::Cmd::Certs(a) => cmd::certs::run(&a),
         args::Cmd::Keygen { out } => cmd::seal::keygen(&out),
         args::Cmd::Decrypt {
             input,

@@ -1,8 +1,10 @@
 //! One module per subcommand.
 pub(crate) mod bench;
 pub(crate) mod capture;
+pub(crate) mod certs;
 pub(crate) mod demo;
 pub(crate) mod extcap;
+pub(crate) mod fleet;
 pub(crate) mod gen;
 pub(crate) mod index;
 pub(crate) mod lab;

@@ -11,16 +11,30 @@ use crate::args::RequestArgs;
 use crate::config::{self, Call, Endpoint};
 
 /// A connection to the daemon.
-trait Conn: std::io::Read + std::io::Write {}
-impl<T: std::io::Read + std::io::Write> Conn for T {}
+pub(crate) trait Conn: std::io::Read + std::io::Write + Send {}
+impl<T: std::io::Read + std::io::Write + Send> Conn for T {}
 
-/// Connects to the daemon; returns the connection and the token to send on it.
-fn connect(e: &Endpoint) -> Result<(Box<dyn Conn>, Option<&str>)> {
+/// Connects to the daemon; returns the connection and the token to send on it. With a
+/// `timeout`, connecting and each read or write may take that long at most.
+pub(crate) fn connect(
+    e: &Endpoint,
+    timeout: Option<std::time::Duration>,
+) -> Result<(Box<dyn Conn>, Option<&str>)> {
     match e {
-        Endpoint::Tcp { url, host, token } => {
-            let s = std::net::TcpStream::connect(host).with_context(|| {
-                format!("connecting to {url} (is corecap serve --listen running?)")
+        Endpoint::Tcp {
+            url,
+            host,
+            token,
+            tls,
+        } => {
+            let s = tcp(host, timeout).with_context(|| {
+                format!("connecting to {url} (is corecap serve --listen running there?)")
             })?;
+            let Some(tls) = tls else {
+                return Ok((Box::new(s), token.as_deref()));
+            };
+            let s = corecap_manager::tls::connect(tls.config.clone(), &tls.name, s)
+                .with_context(|| format!("TLS with {url}"))?;
             Ok((Box::new(s), token.as_deref()))
         }
         Endpoint::Unix(socket) => {
@@ -35,16 +49,37 @@ fn connect(e: &Endpoint) -> Result<(Box<dyn Conn>, Option<&str>)> {
     }
 }
 
+/// A TCP connection to `host` (HOST:PORT), within `timeout` when given, which then bounds
+/// each read and write too.
+fn tcp(host: &str, timeout: Option<std::time::Duration>) -> std::io::Result<std::net::TcpStream> {
+    use std::net::ToSocketAddrs;
+    let Some(t) = timeout else {
+        return std::net::TcpStream::connect(host);
+    };
+    let mut last = std::io::Error::other(format!("{host}: no address"));
+    for addr in host.to_socket_addrs()? {
+        match std::net::TcpStream::connect_timeout(&addr, t) {
+            Ok(s) => {
+                s.set_read_timeout(Some(t))?;
+                s.set_write_timeout(Some(t))?;
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 /// Sends one request to the daemon; returns the status and the body.
 fn call(e: &Endpoint, method: &str, path: &str, body: Option<&[u8]>) -> Result<(u16, Vec<u8>)> {
-    let (s, token) = connect(e)?;
+    let (s, token) = connect(e, None)?;
     Ok(http::call(s, method, path, token, body)?)
 }
 
 /// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout).
 fn query(e: &Endpoint, body: &Value, out: &Path) -> Result<i32> {
     let body = serde_json::to_vec(body)?;
-    let (s, token) = connect(e)?;
+    let (s, token) = connect(e, None)?;
     let to_stdout = out == Path::new("-");
     let (status, n, err) = if to_stdout {
         let mut w = std::io::stdout().lock();
@@ -67,7 +102,7 @@ fn query(e: &Endpoint, body: &Value, out: &Path) -> Result<i32> {
 }
 
 /// The daemon's message in an error body: its `"error"`, or the body itself.
-fn error_message(body: &[u8]) -> String {
+pub(crate) fn error_message(body: &[u8]) -> String {
     serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| v["error"].as_str().map(str::to_owned))
@@ -156,6 +191,9 @@ fn view(body: &[u8]) -> Result<CaptureView> {
 /// Runs a client command. Returns the exit code.
 pub(crate) fn run(a: RequestArgs) -> Result<i32> {
     let c = config::request(&a)?;
+    if !c.sensors.is_empty() {
+        return fleet(&c);
+    }
     let e = &c.endpoint;
     match &c.call {
         Call::Start { request, wait } => return start(e, request, *wait, c.json),
@@ -181,6 +219,27 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
         Call::Cores => cores(&call_ok(e, "GET", "/cores", None)?, c.json)?,
     }
     Ok(0)
+}
+
+/// A request to several sensors (`--sensor`, `--sensors`): queries, lists and shows.
+fn fleet(c: &config::RequestConfig) -> Result<i32> {
+    let (sensors, partial, timeout) = (&c.sensors, c.partial, c.timeout);
+    match &c.call {
+        Call::Query {
+            from,
+            to,
+            filter,
+            out,
+        } => {
+            let body = serde_json::json!({ "from": from, "to": to, "filter": filter });
+            super::fleet::query(sensors, &body, out, partial, timeout, c.json)
+        }
+        Call::List => super::fleet::get(sensors, "/captures", partial, timeout, c.json),
+        Call::Show(id) => {
+            super::fleet::get(sensors, &format!("/captures/{id}"), partial, timeout, c.json)
+        }
+        _ => bail!("with several sensors, request does query, list and show; start, stop, metrics and cores go to one daemon (--url)"),
+    }
 }
 
 /// The daemon's answer as it came.

@@ -9,6 +9,7 @@ mod bench;
 mod compressed;
 mod durability;
 mod extcap;
+mod fleet;
 mod ipfix;
 mod net;
 mod newcomer;

@@ -12,7 +12,7 @@ use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapWriter, PcapngWriter};
 use serde_json::Value;
 
 /// (timestamp, frame) of every packet of a file, up to its first error.
-fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
+pub(crate) fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
     let Ok(mut r) = CaptureReader::open(p) else {
         return Vec::new();
     };
@@ -24,7 +24,7 @@ fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// What tcpdump finds in `files` with `filter`, in the window, sorted by time then bytes.
-fn tcpdump(
+pub(crate) fn tcpdump(
     files: &[PathBuf],
     filter: &str,
     from: u64,

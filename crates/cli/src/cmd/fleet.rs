@@ -1,0 +1,451 @@
+//! `corecap request --sensor ...`: one request to many daemons at once.
+//!
+//! A query goes to every sensor at the same time, each on a thread of its own that reads
+//! its answer (pcapng, chunked) into a bounded channel as fast as the sensor sends it. The
+//! calling thread merges the answers into one pcapng in timestamp order, each sensor's
+//! interfaces named `SENSOR:IF`, and then reports per sensor: packets, bytes, time and
+//! error. A sensor that fails (refused, unreachable, an error status, an answer cut short
+//! or silent for `--timeout`) makes the exit non-zero and is named, unless `--partial`
+//! accepts what the others sent. `list` and `show` ask every sensor and answer per sensor.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use corecap_manager::api::CaptureView;
+use corecap_manager::http;
+use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapngWriter};
+use serde::Serialize;
+
+use super::request::{connect, error_message};
+use crate::config::Sensor;
+
+/// Bytes a sensor's reader thread hands over at once.
+const CHUNK: usize = 256 << 10;
+/// Chunks a sensor may have waiting for the merge (16 MiB), so a fast sensor runs ahead
+/// of a slow one without holding its whole answer in memory.
+const DEPTH: usize = 64;
+
+/// What a sensor's reader thread sends.
+enum Msg {
+    Data(Vec<u8>),
+    /// The answer ended: whole, or with why not.
+    End(std::result::Result<(), String>),
+}
+
+/// Writes a sensor's body into its channel in chunks.
+struct ChanWriter {
+    tx: SyncSender<Msg>,
+    buf: Vec<u8>,
+}
+
+impl ChanWriter {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
+        self.tx
+            .send(Msg::Data(full))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the merge stopped"))
+    }
+}
+
+impl Write for ChanWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}
+
+/// Reads a sensor's body from its channel; an answer that ended badly is a read error, so
+/// the pcapng reader stops there.
+struct ChanReader {
+    rx: Receiver<Msg>,
+    cur: Vec<u8>,
+    at: usize,
+    /// Why the answer ended badly, once known.
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl Read for ChanReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.cur.len() {
+            match self.rx.recv() {
+                Ok(Msg::Data(d)) => (self.cur, self.at) = (d, 0),
+                Ok(Msg::End(Ok(()))) => return Ok(0),
+                Ok(Msg::End(Err(e))) => {
+                    *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+                    return Err(io::Error::other(e));
+                }
+                Err(_) => return Err(io::Error::other("the sensor's reader ended")),
+            }
+        }
+        let n = out.len().min(self.cur.len() - self.at);
+        out[..n].copy_from_slice(&self.cur[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// What one sensor gave.
+#[derive(Debug, Default, Serialize)]
+struct SensorReport {
+    sensor: String,
+    packets: u64,
+    bytes: u64,
+    seconds: f64,
+    error: Option<String>,
+}
+
+/// Runs one sensor's query on a thread of its own: connects, sends, and copies the answer
+/// into the channel; the last message says how it ended.
+fn ask(s: &Sensor, body: Arc<Vec<u8>>, timeout: Duration, tx: SyncSender<Msg>) {
+    let endpoint = s.endpoint.clone();
+    let _ = std::thread::Builder::new()
+        .name("corecap-sensor".into())
+        .spawn(move || {
+            let mut w = ChanWriter {
+                tx: tx.clone(),
+                buf: Vec::with_capacity(CHUNK),
+            };
+            let end = (|| -> Result<()> {
+                let (c, token) = connect(&endpoint, Some(timeout))?;
+                let (status, _, err) =
+                    http::call_streaming(c, "POST", "/queries", token, Some(&body), &mut w)?;
+                if status != 200 {
+                    bail!("{} (HTTP {status})", error_message(&err));
+                }
+                w.flush()?;
+                Ok(())
+            })();
+            let _ = tx.send(Msg::End(end.map_err(|e| format!("{e:#}"))));
+        });
+}
+
+/// One sensor's answer being merged: its reader, the packet at its head and where its
+/// interfaces went in the output.
+struct Feed {
+    reader: Option<CaptureReader<ChanReader>>,
+    /// The head packet: time, interface, captured bytes, length on the wire.
+    head: Option<(u64, u32, Vec<u8>, u32)>,
+    ifaces: HashMap<u32, u32>,
+    report: SensorReport,
+    failed: Arc<Mutex<Option<String>>>,
+    started: Instant,
+}
+
+impl Feed {
+    /// Reads the next packet into `head`; an error ends the feed with the error kept.
+    fn advance(&mut self) {
+        self.head = None;
+        let Some(r) = self.reader.as_mut() else {
+            return;
+        };
+        match r.next_packet() {
+            Ok(Some(p)) => {
+                let mut data = Vec::new();
+                data.extend_from_slice(p.data);
+                self.head = Some((p.ts_ns, p.if_id, data, p.orig_len));
+            }
+            Ok(None) => self.finish(None),
+            Err(e) => self.finish(Some(e.to_string())),
+        }
+    }
+
+    /// Ends the feed: the answer's own error if the channel carried one, else `e`.
+    fn finish(&mut self, e: Option<String>) {
+        self.reader = None;
+        self.report.seconds = self.started.elapsed().as_secs_f64();
+        let carried = self.failed.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.report.error = carried.or(e);
+    }
+
+    /// The output interface of this sensor's interface `if_id`, added on first use.
+    fn interface<W: Write>(&mut self, if_id: u32, w: &mut PcapngWriter<W>) -> io::Result<u32> {
+        if let Some(o) = self.ifaces.get(&if_id) {
+            return Ok(*o);
+        }
+        let d = self
+            .reader
+            .as_ref()
+            .and_then(|r| r.interfaces().get(if_id as usize).cloned())
+            .ok_or_else(|| io::Error::other(format!("interface {if_id} not described")))?;
+        let name = format!(
+            "{}:{}",
+            self.report.sensor,
+            d.name.as_deref().unwrap_or("if")
+        );
+        let o = w.add_interface(&InterfaceDesc {
+            name,
+            description: d.description,
+            linktype: d.linktype,
+            snaplen: d.snaplen,
+        })?;
+        self.ifaces.insert(if_id, o);
+        Ok(o)
+    }
+}
+
+/// `request query --sensor ...`: every sensor's answer, merged in time order into `out`.
+pub(crate) fn query(
+    sensors: &[Sensor],
+    body: &serde_json::Value,
+    out: &Path,
+    partial: bool,
+    timeout: Duration,
+    json: bool,
+) -> Result<i32> {
+    let body = Arc::new(serde_json::to_vec(body)?);
+    let t0 = Instant::now();
+    // Every sensor is asked before any answer is waited for.
+    let answers: Vec<Receiver<Msg>> = sensors
+        .iter()
+        .map(|s| {
+            let (tx, rx) = sync_channel(DEPTH);
+            ask(s, body.clone(), timeout, tx);
+            rx
+        })
+        .collect();
+    let mut feeds: Vec<Feed> = sensors
+        .iter()
+        .zip(answers)
+        .map(|(s, rx)| {
+            let failed = Arc::new(Mutex::new(None));
+            let feed = Feed {
+                reader: None,
+                head: None,
+                ifaces: HashMap::new(),
+                report: SensorReport {
+                    sensor: s.name.clone(),
+                    ..SensorReport::default()
+                },
+                failed: failed.clone(),
+                started: t0,
+            };
+            feed.with_reader(ChanReader {
+                rx,
+                cur: Vec::new(),
+                at: 0,
+                failed,
+            })
+        })
+        .collect();
+    let to_stdout = out == Path::new("-");
+    let sink: Box<dyn Write> = if to_stdout {
+        Box::new(io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?)
+    };
+    let mut w = PcapngWriter::new(io::BufWriter::with_capacity(1 << 20, sink), "corecap", &[])?;
+    merge(&mut feeds, &mut w)?;
+    w.into_inner().flush()?;
+    let reports: Vec<SensorReport> = feeds.into_iter().map(|f| f.report).collect();
+    report(&reports, t0.elapsed(), json)?;
+    let failed: Vec<&str> = reports
+        .iter()
+        .filter(|r| r.error.is_some())
+        .map(|r| r.sensor.as_str())
+        .collect();
+    if !to_stdout {
+        let packets: u64 = reports.iter().map(|r| r.packets).sum();
+        eprintln!("wrote {packets} packets of pcapng to {}", out.display());
+    }
+    if failed.is_empty() || (partial && failed.len() < reports.len()) {
+        return Ok(0);
+    }
+    bail!(
+        "{} of {} sensors failed: {}{}",
+        failed.len(),
+        reports.len(),
+        failed.join(", "),
+        if partial {
+            ""
+        } else {
+            " (--partial accepts the others' answers)"
+        }
+    )
+}
+
+impl Feed {
+    /// Opens the feed's pcapng reader (which waits for the sensor's section header) and
+    /// reads its first packet.
+    fn with_reader(mut self, r: ChanReader) -> Feed {
+        match CaptureReader::new(r) {
+            Ok(r) => {
+                self.reader = Some(r);
+                self.advance();
+            }
+            Err(e) => self.finish(Some(e.to_string())),
+        }
+        self
+    }
+}
+
+/// Writes the feeds' packets in timestamp order (ties by sensor order).
+fn merge<W: Write>(feeds: &mut [Feed], w: &mut PcapngWriter<W>) -> Result<()> {
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = feeds
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| f.head.as_ref().map(|h| Reverse((h.0, i))))
+        .collect();
+    while let Some(Reverse((_, i))) = heap.pop() {
+        let f = &mut feeds[i];
+        let Some((ts_ns, if_id, data, orig_len)) = f.head.take() else {
+            continue;
+        };
+        let if_id = match f.interface(if_id, w) {
+            Ok(o) => o,
+            Err(e) => {
+                f.finish(Some(e.to_string()));
+                continue;
+            }
+        };
+        w.write_epb(&Epb {
+            if_id,
+            ts_ns,
+            data: &data,
+            orig_len,
+            ..Epb::default()
+        })?;
+        f.report.packets += 1;
+        f.report.bytes += data.len() as u64;
+        f.advance();
+        if let Some(h) = &f.head {
+            heap.push(Reverse((h.0, i)));
+        }
+    }
+    Ok(())
+}
+
+/// The per-sensor lines (or JSON) on stderr.
+fn report(reports: &[SensorReport], total: Duration, json: bool) -> Result<()> {
+    if json {
+        eprintln!(
+            "{}",
+            serde_json::to_string(&serde_json::json!({
+                "seconds": total.as_secs_f64(),
+                "sensors": reports,
+            }))?
+        );
+        return Ok(());
+    }
+    eprintln!(
+        "{:<20} {:>10} {:>12} {:>8}  answer",
+        "sensor", "packets", "bytes", "seconds"
+    );
+    for r in reports {
+        eprintln!(
+            "{:<20} {:>10} {:>12} {:>8.3}  {}",
+            r.sensor,
+            r.packets,
+            r.bytes,
+            r.seconds,
+            r.error.as_deref().unwrap_or("whole")
+        );
+    }
+    Ok(())
+}
+
+/// `request list|show --sensor ...`: the same GET to every sensor at once, each answer
+/// under its sensor's name.
+pub(crate) fn get(
+    sensors: &[Sensor],
+    path: &str,
+    partial: bool,
+    timeout: Duration,
+    json: bool,
+) -> Result<i32> {
+    let answers: Vec<(String, Result<Option<Vec<u8>>>)> = std::thread::scope(|sc| {
+        let jobs: Vec<_> = sensors
+            .iter()
+            .map(|s| {
+                sc.spawn(move || {
+                    let r = (|| -> Result<Option<Vec<u8>>> {
+                        let (c, token) = connect(&s.endpoint, Some(timeout))?;
+                        let (status, body) = http::call(c, "GET", path, token, None)?;
+                        // An id is a sensor's own: the others do not have it.
+                        if status == 404 && path != "/captures" {
+                            return Ok(None);
+                        }
+                        if status >= 300 {
+                            bail!("{} (HTTP {status})", error_message(&body));
+                        }
+                        Ok(Some(body))
+                    })();
+                    (s.name.clone(), r)
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|j| {
+                j.join()
+                    .unwrap_or_else(|_| (String::new(), Err(anyhow::anyhow!("panicked"))))
+            })
+            .collect()
+    });
+    let mut failed = Vec::new();
+    let mut all = serde_json::Map::new();
+    for (name, r) in answers {
+        match r {
+            Ok(None) => {}
+            Ok(Some(b)) => {
+                let v: serde_json::Value = serde_json::from_slice(&b)
+                    .with_context(|| format!("{name}: the answer is not JSON"))?;
+                if !json {
+                    print_views(&name, &v)?;
+                }
+                all.insert(name, v);
+            }
+            Err(e) => {
+                eprintln!("corecap: {name}: {e:#}");
+                failed.push(name);
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    if failed.is_empty() || (partial && failed.len() < sensors.len()) {
+        return Ok(0);
+    }
+    bail!(
+        "{} of {} sensors failed: {}",
+        failed.len(),
+        sensors.len(),
+        failed.join(", ")
+    )
+}
+
+/// A sensor's captures (a list, or one), one line each under the sensor's name.
+fn print_views(name: &str, v: &serde_json::Value) -> Result<()> {
+    let views: Vec<CaptureView> = match v {
+        serde_json::Value::Array(_) => serde_json::from_value(v.clone())?,
+        _ => vec![serde_json::from_value(v.clone())?],
+    };
+    for c in views {
+        println!(
+            "{:<16} {:<6} {:<9} {:<7} {:<12} {:>10}  {}",
+            name,
+            c.id,
+            c.state.name(),
+            c.mode.name(),
+            c.interface,
+            c.packets,
+            c.path.as_deref().unwrap_or("-"),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,278 @@
+//! A fleet of sensors (issue 24): `serve --record` on three labs, each daemon reachable
+//! only over TLS with client certificates on an address of a veth pair this test makes
+//! between the host and the lab's namespace; one `request query --sensor ...` over the
+//! three answers what `tcpdump -r` finds in the union of their recordings, in time order.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use crate::query::{packets, tcpdump};
+use crate::util::{bin, corecap, Daemon, Lab, Scratch};
+use corecap_wire::CaptureReader;
+
+/// A veth pair from the host into a lab's namespace, with a /30 on each end; removed on
+/// drop (the namespace's end goes with it).
+struct Link {
+    host_if: String,
+    sensor_ip: String,
+}
+
+impl Link {
+    fn new(lab: &Lab, n: u32) -> Self {
+        let tag = std::process::id() % 100_000;
+        let host_if = format!("cf{tag}h{n}");
+        let peer = format!("cf{tag}s{n}");
+        let (host_ip, sensor_ip) = (format!("10.213.{n}.1"), format!("10.213.{n}.2"));
+        let ok = |args: &[&str]| {
+            let st = Command::new(args[0])
+                .args(&args[1..])
+                .status()
+                .expect("run ip");
+            assert!(st.success(), "{args:?}");
+        };
+        ok(&[
+            "ip", "link", "add", &host_if, "type", "veth", "peer", "name", &peer, "netns",
+            &lab.netns,
+        ]);
+        let link = Self {
+            host_if: host_if.clone(),
+            sensor_ip: sensor_ip.clone(),
+        };
+        ok(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{host_ip}/30"),
+            "dev",
+            &host_if,
+        ]);
+        ok(&["ip", "link", "set", &host_if, "up"]);
+        let ns = ["ip", "netns", "exec", lab.netns.as_str()];
+        ok(&[
+            &ns[..],
+            &[
+                "ip",
+                "addr",
+                "add",
+                &format!("{sensor_ip}/30"),
+                "dev",
+                &peer,
+            ],
+        ]
+        .concat());
+        ok(&[&ns[..], &["ip", "link", "set", &peer, "up"]].concat());
+        ok(&[&ns[..], &["ip", "link", "set", "lo", "up"]].concat());
+        link
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+    }
+}
+
+/// One sensor: its lab, link, scratch folder and daemon.
+struct Sensor {
+    lab: Lab,
+    _link: Link,
+    dir: Scratch,
+    daemon: Option<Daemon>,
+    url: String,
+}
+
+impl Sensor {
+    fn start(n: u32, pki: &Path) -> Self {
+        let lab = Lab::new(1);
+        let link = Link::new(&lab, n);
+        let dir = Scratch::new(&format!("sensor{n}"));
+        let listen = format!("{}:7443", link.sensor_ip);
+        let rec = dir.path("rec");
+        let p = |f: &str| pki.join(f).to_str().expect("utf8").to_owned();
+        let daemon = Daemon::start(
+            &lab,
+            &dir,
+            &[
+                "-i",
+                "cap0",
+                "--record",
+                rec.to_str().expect("utf8"),
+                "-b",
+                "filesize:1",
+                "--flush-interval",
+                "0.2",
+                "--listen",
+                &listen,
+                "--tls-cert",
+                &p("server.pem"),
+                "--tls-key",
+                &p("server.key"),
+                "--tls-client-ca",
+                &p("ca.pem"),
+            ],
+        );
+        Self {
+            url: format!("s{n}=https://{listen}"),
+            lab,
+            _link: link,
+            dir,
+            daemon: Some(daemon),
+        }
+    }
+
+    /// The whole files of the recording (after the daemon stopped).
+    fn files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.dir.path("rec"))
+            .expect("recording folder")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pcapng"))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// `corecap request` with the client certificate of `pki`, to `sensors`.
+fn request(pki: &Path, client: &Path, sensors: &[&str], args: &[&str]) -> Output {
+    let mut c = Command::new(bin());
+    c.arg("request")
+        .arg("--tls-ca")
+        .arg(pki.join("ca.pem"))
+        .arg("--tls-cert")
+        .arg(client.join("client.pem"))
+        .arg("--tls-key")
+        .arg(client.join("client.key"))
+        .args(["--timeout", "20"]);
+    for s in sensors {
+        c.args(["--sensor", s]);
+    }
+    c.args(args).output().expect("run corecap request")
+}
+
+/// The output's packets in file order, and its interfaces' names.
+fn answer(p: &Path) -> (Vec<(u64, Vec<u8>)>, Vec<String>) {
+    let names = CaptureReader::open(p)
+        .map(|mut r| {
+            while let Ok(Some(_)) = r.next_packet() {}
+            r.interfaces()
+                .iter()
+                .map(|i| i.name.clone().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    (packets(p), names)
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue24_one_query_over_three_tls_sensors_equals_their_recordings() {
+    let s = Scratch::new("fleet");
+    let pki = s.path("pki");
+    let names = ["10.213.1.2", "10.213.2.2", "10.213.3.2"];
+    let mut a = vec!["certs", pki.to_str().expect("utf8")];
+    for n in &names {
+        a.extend(["--server-name", n]);
+    }
+    let o = corecap(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut sensors: Vec<Sensor> = (1..=3).map(|n| Sensor::start(n, &pki)).collect();
+    // The three labs send at once, so their packets interleave in time.
+    std::thread::scope(|sc| {
+        for (i, x) in sensors.iter().enumerate() {
+            let count = 1500 + 500 * i as u64;
+            let lab = &x.lab;
+            sc.spawn(move || lab.gen(count, &["--rate", "20000", "--flows", "64"]));
+        }
+    });
+    // Older than the flush interval: on disk, in the files being written.
+    std::thread::sleep(Duration::from_millis(1500));
+    let owned: Vec<String> = sensors.iter().map(|x| x.url.clone()).collect();
+    let urls: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let out = s.path("all.pcapng");
+    let o = request(
+        &pki,
+        &pki,
+        &urls,
+        &["query", "-w", out.to_str().unwrap(), "udp"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    for n in ["s1", "s2", "s3"] {
+        assert!(err.contains(n), "each sensor reported: {err}");
+    }
+    let (got, ifaces) = answer(&out);
+    assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
+    for i in &ifaces {
+        assert!(
+            ["s1:", "s2:", "s3:"].iter().any(|p| i.starts_with(p)),
+            "{i}"
+        );
+    }
+
+    // A client whose certificate another CA signed is refused, and gets nothing.
+    let other = s.path("other");
+    assert!(corecap(&["certs", other.to_str().unwrap()])
+        .status
+        .success());
+    let refused = s.path("refused.pcapng");
+    let o = request(
+        &pki,
+        &other,
+        &urls[..1],
+        &["query", "-w", refused.to_str().unwrap()],
+    );
+    assert!(!o.status.success(), "a foreign certificate must be refused");
+    assert!(packets(&refused).is_empty());
+
+    // A stopped sensor fails the query by name; --partial takes the others.
+    let (ok, _) = sensors[2].daemon.take().expect("daemon").stop();
+    assert!(ok);
+    let part = s.path("part.pcapng");
+    let o = request(
+        &pki,
+        &pki,
+        &urls,
+        &["query", "-w", part.to_str().unwrap(), "udp"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "a stopped sensor fails the query");
+    assert!(err.contains("s3"), "the stopped sensor is named: {err}");
+    let o = request(
+        &pki,
+        &pki,
+        &urls,
+        &["--partial", "query", "-w", part.to_str().unwrap(), "udp"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (partial, _) = answer(&part);
+
+    for x in &mut sensors {
+        if let Some(d) = x.daemon.take() {
+            assert!(d.stop().0);
+        }
+    }
+    let files: Vec<Vec<PathBuf>> = sensors.iter().map(Sensor::files).collect();
+    let union = tcpdump(&files.concat(), "udp", 0, u64::MAX, &s);
+    let two = tcpdump(&files[..2].concat(), "udp", 0, u64::MAX, &s);
+    assert!(union.len() >= 3000, "traffic recorded: {}", union.len());
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted.len(),
+        union.len(),
+        "the merged answer holds the union"
+    );
+    assert!(sorted == union, "packet for packet");
+    let mut p = partial;
+    p.sort();
+    assert!(
+        p == two,
+        "--partial: the answering sensors' packets, {} of {}",
+        p.len(),
+        two.len()
+    );
+}
