@@ -139,8 +139,10 @@ fn ask(s: &Sensor, body: Arc<Vec<u8>>, timeout: Duration, tx: SyncSender<Msg>) {
 /// interfaces went in the output.
 struct Feed {
     reader: Option<CaptureReader<ChanReader>>,
-    /// The head packet: time, interface, captured bytes, length on the wire.
-    head: Option<(u64, u32, Vec<u8>, u32)>,
+    /// The head packet: time, interface and length on the wire; its bytes are in `data`.
+    head: Option<(u64, u32, u32)>,
+    /// The head packet's captured bytes (one buffer, reused).
+    data: Vec<u8>,
     ifaces: HashMap<u32, u32>,
     report: SensorReport,
     failed: Arc<Mutex<Option<String>>>,
@@ -156,9 +158,9 @@ impl Feed {
         };
         match r.next_packet() {
             Ok(Some(p)) => {
-                let mut data = Vec::new();
-                data.extend_from_slice(p.data);
-                self.head = Some((p.ts_ns, p.if_id, data, p.orig_len));
+                self.data.clear();
+                self.data.extend_from_slice(p.data);
+                self.head = Some((p.ts_ns, p.if_id, p.orig_len));
             }
             Ok(None) => self.finish(None),
             Err(e) => self.finish(Some(e.to_string())),
@@ -227,6 +229,7 @@ pub(crate) fn query(
             let feed = Feed {
                 reader: None,
                 head: None,
+                data: Vec::new(),
                 ifaces: HashMap::new(),
                 report: SensorReport {
                     sensor: s.name.clone(),
@@ -303,7 +306,7 @@ fn merge<W: Write>(feeds: &mut [Feed], w: &mut PcapngWriter<W>) -> Result<()> {
         .collect();
     while let Some(Reverse((_, i))) = heap.pop() {
         let f = &mut feeds[i];
-        let Some((ts_ns, if_id, data, orig_len)) = f.head.take() else {
+        let Some((ts_ns, if_id, orig_len)) = f.head.take() else {
             continue;
         };
         let if_id = match f.interface(if_id, w) {
@@ -316,12 +319,12 @@ fn merge<W: Write>(feeds: &mut [Feed], w: &mut PcapngWriter<W>) -> Result<()> {
         w.write_epb(&Epb {
             if_id,
             ts_ns,
-            data: &data,
+            data: &f.data,
             orig_len,
             ..Epb::default()
         })?;
         f.report.packets += 1;
-        f.report.bytes += data.len() as u64;
+        f.report.bytes += f.data.len() as u64;
         f.advance();
         if let Some(h) = &f.head {
             heap.push(Reverse((h.0, i)));
