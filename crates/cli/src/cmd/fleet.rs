@@ -22,7 +22,7 @@ use corecap_manager::http;
 use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapngWriter};
 use serde::Serialize;
 
-use super::request::{connect, error_message};
+use super::request::{connect, error_message, refused};
 use crate::config::Sensor;
 
 /// Bytes a sensor's reader thread hands over at once.
@@ -124,7 +124,8 @@ fn ask(s: &Sensor, body: Arc<Vec<u8>>, timeout: Duration, tx: SyncSender<Msg>) {
             let end = (|| -> Result<()> {
                 let (c, token) = connect(&endpoint, Some(timeout))?;
                 let (status, _, err) =
-                    http::call_streaming(c, "POST", "/queries", token, Some(&body), &mut w)?;
+                    http::call_streaming(c, "POST", "/queries", token, Some(&body), &mut w)
+                        .map_err(refused)?;
                 if status != 200 {
                     bail!("{} (HTTP {status})", error_message(&err));
                 }
@@ -378,7 +379,8 @@ pub(crate) fn get(
                 sc.spawn(move || {
                     let r = (|| -> Result<Option<Vec<u8>>> {
                         let (c, token) = connect(&s.endpoint, Some(timeout))?;
-                        let (status, body) = http::call(c, "GET", path, token, None)?;
+                        let (status, body) =
+                            http::call(c, "GET", path, token, None).map_err(refused)?;
                         // An id is a sensor's own: the others do not have it.
                         if status == 404 && path != "/captures" {
                             return Ok(None);

@@ -70,10 +70,22 @@ fn tcp(host: &str, timeout: Option<std::time::Duration>) -> std::io::Result<std:
     Err(last)
 }
 
+/// An I/O error from a daemon, with what a TLS alert means for the user: under TLS 1.3
+/// the daemon refuses a client's certificate after the handshake, at the first read.
+pub(crate) fn refused(e: std::io::Error) -> anyhow::Error {
+    let alert = e.to_string().contains("alert");
+    let e = anyhow::Error::from(e);
+    if alert {
+        e.context("the daemon refused this client's certificate: give --tls-cert and --tls-key signed by the CA it trusts (its --tls-client-ca)")
+    } else {
+        e
+    }
+}
+
 /// Sends one request to the daemon; returns the status and the body.
 fn call(e: &Endpoint, method: &str, path: &str, body: Option<&[u8]>) -> Result<(u16, Vec<u8>)> {
     let (s, token) = connect(e, None)?;
-    Ok(http::call(s, method, path, token, body)?)
+    http::call(s, method, path, token, body).map_err(refused)
 }
 
 /// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout).
@@ -83,12 +95,13 @@ fn query(e: &Endpoint, body: &Value, out: &Path) -> Result<i32> {
     let to_stdout = out == Path::new("-");
     let (status, n, err) = if to_stdout {
         let mut w = std::io::stdout().lock();
-        http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w)?
+        http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w).map_err(refused)?
     } else {
         let mut w = std::io::BufWriter::new(
             std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?,
         );
-        let r = http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w)?;
+        let r = http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w)
+            .map_err(refused)?;
         std::io::Write::flush(&mut w)?;
         r
     };
