@@ -767,6 +767,10 @@ pub(crate) struct RequestStartArgs {
     /// attach or spawn (default: attach when the daemon runs a base capture on IF).
     #[arg(long, value_enum)]
     pub(crate) mode: Option<StartMode>,
+    /// Start in the past: the file begins with the recorded packets from this time on
+    /// (-30s, RFC 3339, Unix seconds), then goes on live; needs serve --record.
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) since: Option<String>,
     /// CPUs to run on, e.g. 3 (spawn: the worker; attach: the stage thread).
     #[arg(long, value_name = "LIST")]
     pub(crate) cores: Option<String>,

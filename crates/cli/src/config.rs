@@ -943,6 +943,7 @@ fn start_request(s: &RequestStartArgs) -> Result<StartRequest> {
         cores: s.cores.as_deref().map(cpu_list).transpose()?,
         encrypt: s.encrypt.map(|c| c.name().to_owned()),
         collector: s.collector.clone(),
+        since: s.since.clone(),
     })
 }
 

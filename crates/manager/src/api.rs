@@ -76,6 +76,10 @@ pub struct StartRequest {
     /// (`serve --ipfix-collector`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collector: Option<String>,
+    /// Start in the past: the file begins with the recorded packets from this time on
+    /// (`-30s`, RFC 3339 or Unix seconds), then continues live. Needs `serve --record`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 /// Where a capture is in its life.
@@ -187,4 +191,13 @@ pub struct CaptureView {
     /// cannot be stopped, and its files stay in the spool for queries.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub earlier_run: bool,
+    /// A capture that started in the past: its start (Unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<f64>,
+    /// Of its packets, those from the recording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<u64>,
+    /// Of its packets, those that came live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<u64>,
 }

@@ -20,6 +20,7 @@ pub mod api;
 pub mod catalog;
 pub mod cores;
 pub mod http;
+pub mod lookback;
 pub mod manager;
 pub mod metrics;
 pub mod opener;

@@ -284,6 +284,8 @@ struct Launch<'a> {
     flows: Option<FlowOutput>,
     path: &'a Option<PathBuf>,
     since_ns: u64,
+    /// The start of a capture that starts in the past (ns).
+    lookback: Option<u64>,
 }
 
 /// A started capture: its runner, its cores and its files.
@@ -488,6 +490,17 @@ impl Manager {
             }
         };
         let live = Arc::new(MemberLive::default());
+        let (recorded, lookback) = match launch.lookback {
+            Some(_) => {
+                let (tx, rx) = std::sync::mpsc::sync_channel(4);
+                let feed = corecap_engine::stage::member::Lookback {
+                    recorded: rx,
+                    hold_bytes: crate::lookback::HOLD_BYTES,
+                };
+                (Some(tx), Some(feed))
+            }
+            None => (None, None),
+        };
         let spec = AttachSpec {
             filter: r.filter.clone(),
             snaplen: launch.snaplen,
@@ -495,12 +508,28 @@ impl Manager {
             flows: launch.flows,
             cpu,
             limits: MemberLimits {
-                since_ns: launch.since_ns,
+                since_ns: launch.lookback.unwrap_or(launch.since_ns),
                 count: r.count,
                 live: Some(live.clone()),
             },
+            lookback,
         };
         let handle = g.bases[bi].cap.attach(spec).map_err(start_error)?;
+        if let (Some(from_ns), Some(tx)) = (launch.lookback, recorded) {
+            let seam_ns = self.seam(&g.bases[bi].cap);
+            let job = crate::lookback::Job {
+                recording: self.cfg.record.clone().unwrap_or_default(),
+                scratch: self.cfg.spool.dir().to_owned(),
+                from_ns,
+                seam_ns,
+                filter: r.filter.clone(),
+                kek: self.cfg.key.clone(),
+                flush: self.cfg.flush,
+                snaplen: launch.snaplen,
+            };
+            // Without its thread the channel is closed: the stage notes it and goes on live.
+            let _ = crate::lookback::spawn(job, tx);
+        }
         Ok((
             Runner::Attach {
                 iface: input.iface.clone(),
@@ -510,6 +539,57 @@ impl Manager {
             cpu.into_iter().collect::<Vec<_>>(),
             launch.path.iter().cloned().collect::<Vec<_>>(),
         ))
+    }
+
+    /// The seam of a capture that starts in the past: the clock once every worker of the
+    /// base capture steers to it (at most a second; a worker that ends counts as done).
+    fn seam(&self, cap: &corecap_engine::capture::Capture) -> u64 {
+        let t = Instant::now();
+        while !cap.steering_current() && t.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        wall_ns(SystemTime::now())
+    }
+
+    /// The start of a capture that starts in the past, checked: the daemon records the
+    /// interface, the capture attaches to it and writes a file, and the time is past.
+    fn lookback_start(
+        &self,
+        r: &StartRequest,
+        mode: Mode,
+        base: Option<usize>,
+        now_ns: u64,
+    ) -> Result<Option<u64>, ApiError> {
+        let Some(since) = &r.since else {
+            return Ok(None);
+        };
+        if self.cfg.record.is_none() {
+            return Err(err(
+                400,
+                "since needs a daemon that records its base captures (serve --record DIR)",
+            ));
+        }
+        if mode != Mode::Attach || base.is_none() {
+            return Err(err(
+                400,
+                format!(
+                    "since takes packets from the recording of a base capture: attach mode on an interface serve records (-i {})",
+                    r.interface
+                ),
+            ));
+        }
+        if !matches!(r.output, OutputKind::Pcapng | OutputKind::Pcap) {
+            return Err(err(
+                400,
+                "since is for captures that write a file (pcapng, pcap)",
+            ));
+        }
+        let from = corecap_store::query::parse_time(since, now_ns)
+            .map_err(|e| err(400, format!("since {since}: {e}")))?;
+        if from >= now_ns {
+            return Err(err(400, format!("since {since}: a time in the past")));
+        }
+        Ok(Some(from))
     }
 
     /// Starts a spawn-mode capture: a worker of its own on a free core.
@@ -673,6 +753,7 @@ impl Manager {
             (None, Some(_)) if valid.input.queue.is_none() => Mode::Attach,
             (None, _) => Mode::Spawn,
         };
+        let lookback = self.lookback_start(&r, mode, base, since_ns)?;
         let (file, flows) = self.outputs(&r, &valid, path.as_ref());
         let mut notes = Vec::new();
         let launch = Launch {
@@ -683,6 +764,7 @@ impl Manager {
             flows,
             path: &path,
             since_ns,
+            lookback,
         };
         let (runner, cores, files) = match mode {
             Mode::Attach => self.start_attach(g, base, launch)?,
@@ -713,6 +795,9 @@ impl Manager {
             notes,
             files: display(&files),
             earlier_run: false,
+            since: lookback.map(secs),
+            recorded: lookback.map(|_| 0),
+            live: lookback.map(|_| 0),
         };
         g.entries.push(Entry {
             view,
@@ -1331,8 +1416,19 @@ impl Inner {
                 e.view.drops.app = o.app_drops;
                 e.view.drops.disk = o.disk_drops;
                 e.view.drops.stage_full = stage_full;
-                if o.first_ts_ns != 0 {
+                if o.first_ts_ns != 0 && e.view.since.is_none() {
                     e.view.lag_us = Some(lag_us(o.first_ts_ns, e.since_ns));
+                }
+                if e.view.since.is_some() {
+                    e.view.recorded = Some(o.recorded);
+                    e.view.live = Some(o.delivered.saturating_sub(o.recorded));
+                    e.view.notes.extend(o.notes.iter().cloned());
+                    if o.hold_drops > 0 {
+                        e.view.notes.push(format!(
+                            "{} live packets lost while the recorded ones were read (the hold buffer was full)",
+                            o.hold_drops
+                        ));
+                    }
                 }
                 if let Some(x) = o.error {
                     (state, reason) = (State::Failed, x);
@@ -1443,6 +1539,9 @@ fn earlier_entry(dir: &std::path::Path, r: &Record) -> Entry {
         notes: Vec::new(),
         files: display(&files),
         earlier_run: true,
+        since: None,
+        recorded: None,
+        live: None,
     };
     Entry {
         view,
@@ -1504,8 +1603,14 @@ fn refresh(e: &mut Entry) {
             e.view.drops.app = live.app_drops.load(Ordering::Relaxed);
             e.view.drops.disk = live.disk_drops.load(Ordering::Relaxed);
             let first = live.first_ts_ns.load(Ordering::Relaxed);
-            if first != 0 {
+            // A capture that starts in the past has no lag: its first packet is older.
+            if first != 0 && e.view.since.is_none() {
                 e.view.lag_us = Some(lag_us(first, e.since_ns));
+            }
+            if e.view.since.is_some() {
+                let recorded = live.recorded.load(Ordering::Relaxed);
+                e.view.recorded = Some(recorded);
+                e.view.live = Some(e.view.packets.saturating_sub(recorded));
             }
         }
         Runner::Spawn(cap) => {

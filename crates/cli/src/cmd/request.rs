@@ -147,6 +147,9 @@ fn describe(v: &CaptureView) -> String {
         o += &format!("  filter: {f}\n");
     }
     o += &format!("  packets: {} ({} bytes)\n", v.packets, v.bytes);
+    if let (Some(since), Some(rec), Some(live)) = (v.since, v.recorded, v.live) {
+        o += &format!("  since {since:.3}: {rec} from the recording, {live} live\n");
+    }
     o += &match v.lag_us {
         Some(l) => format!("  thread lag: {l:.0} us (set up in {:.0} us)\n", v.setup_us),
         None => format!(

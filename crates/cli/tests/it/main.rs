@@ -11,6 +11,7 @@ mod durability;
 mod extcap;
 mod fleet;
 mod ipfix;
+mod lookback;
 mod net;
 mod newcomer;
 mod parity;

@@ -26,6 +26,8 @@ pub struct AttachSpec {
     pub cpu: Option<u32>,
     /// Start time, packet count and live counters.
     pub limits: MemberLimits,
+    /// Recorded packets to write before the live ones (a capture that starts in the past).
+    pub lookback: Option<crate::stage::member::Lookback>,
 }
 
 /// An attached consumer.
@@ -92,7 +94,15 @@ impl Capture {
                 Some(t)
             })
             .collect();
-        let stage = StageCtx::start((g, 0, m), spec.cpu, rxs, sink, flows, spec.limits)?;
+        let stage = StageCtx::start(
+            (g, 0, m),
+            spec.cpu,
+            rxs,
+            sink,
+            flows,
+            spec.limits,
+            spec.lookback,
+        )?;
         self.epoch += 1;
         let epoch = self.epoch;
         if let Err(e) = self.tell_workers(|w| Control::Join {

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,16 @@ pub struct MemberOutcome {
     /// Timestamp of the first delivered packet (ns since the epoch), 0 if none.
     #[serde(skip_serializing_if = "is_zero")]
     pub first_ts_ns: u64,
+    /// Packets delivered from the recording (a capture that starts in the past).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub recorded: u64,
+    /// Live packets older than the seam: the recording gave them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub before_seam: u64,
+    /// Live packets lost because the hold buffer was full while the recorded ones were
+    /// read.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub hold_drops: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -66,6 +77,10 @@ pub struct MemberLive {
     pub failed: AtomicBool,
     /// The count was reached: the member takes no more packets.
     pub done: AtomicBool,
+    /// Packets delivered from the recording so far.
+    pub recorded: AtomicU64,
+    /// Set once the recorded packets are all written and live packets follow.
+    pub seamed: AtomicBool,
 }
 
 /// Limits of a member started on demand.
@@ -77,6 +92,140 @@ pub struct MemberLimits {
     pub count: Option<u64>,
     /// Where to publish the running counters.
     pub live: Option<Arc<MemberLive>>,
+}
+
+/// Recorded packets, in time order, that go to a member's file before its live ones (a
+/// capture that starts in the past). Until [`Recorded::End`], live packets are held in a
+/// bounded buffer; then those from the seam on follow, and older ones (which the
+/// recording gave) are counted and skipped.
+#[derive(Debug)]
+pub enum Recorded {
+    /// Packets: their bytes back to back, and per packet (timestamp, length, wire length).
+    Batch {
+        /// The packets' bytes.
+        data: Vec<u8>,
+        /// (timestamp ns, captured length, wire length) of each packet, in order.
+        packets: Vec<(u64, u32, u32)>,
+    },
+    /// The end: every live packet from `seam_ns` on is delivered live; `error` says why
+    /// the recorded ones stopped early, if they did.
+    End {
+        /// The seam, ns since the epoch.
+        seam_ns: u64,
+        /// Why the recorded packets ended before the seam.
+        error: Option<String>,
+    },
+}
+
+/// A member's lookback: where its recorded packets come from, and how many bytes of live
+/// packets it may hold meanwhile.
+#[derive(Debug)]
+pub struct Lookback {
+    /// The recorded packets.
+    pub recorded: Receiver<Recorded>,
+    /// Most bytes of live packets held while they come.
+    pub hold_bytes: usize,
+}
+
+/// Live packets held while the recorded ones are written: one arena, no allocation per
+/// packet once it has grown.
+#[derive(Debug, Default)]
+struct Hold {
+    data: Vec<u8>,
+    /// (timestamp, start in `data`, length, wire length, VLAN TCI) of each held packet.
+    packets: Vec<(u64, usize, u32, u32, Option<u16>)>,
+}
+
+/// What a member does with its lookback.
+struct Past {
+    feed: Lookback,
+    hold: Hold,
+}
+
+impl Past {
+    /// Holds a live packet (a copy), or counts it lost when the buffer is full.
+    fn hold(&mut self, p: &crate::packet::Packet<'_>, o: &mut MemberOutcome) {
+        if self.hold.data.len() + p.data.len() > self.feed.hold_bytes {
+            o.hold_drops += 1;
+            return;
+        }
+        let at = self.hold.data.len();
+        self.hold.data.extend_from_slice(p.data);
+        self.hold
+            .packets
+            .push((p.ts_ns, at, p.data.len() as u32, p.wire_len, p.vlan));
+    }
+}
+
+/// Writes what came of the recorded packets; returns the seam once they ended (and the
+/// held live packets from it on were delivered).
+fn take_recorded(
+    past: &mut Past,
+    flows: &mut Option<crate::stage::flows::FlowTable>,
+    sink: &mut Option<FileSink>,
+    lim: &MemberLimits,
+    o: &mut MemberOutcome,
+) -> Option<u64> {
+    loop {
+        let msg = match past.feed.recorded.try_recv() {
+            Ok(m) => m,
+            Err(TryRecvError::Empty) => return None,
+            Err(TryRecvError::Disconnected) => Recorded::End {
+                seam_ns: 0,
+                error: Some("the recording's reader ended".into()),
+            },
+        };
+        match msg {
+            Recorded::Batch { data, packets } => {
+                let mut at = 0usize;
+                for (ts_ns, len, wire_len) in packets {
+                    let end = at + len as usize;
+                    let Some(bytes) = data.get(at..end) else {
+                        break;
+                    };
+                    let before = o.delivered;
+                    deliver(
+                        &crate::packet::Packet {
+                            ts_ns,
+                            data: bytes,
+                            wire_len,
+                            iface: 0,
+                            queue: None,
+                            vlan: None,
+                        },
+                        flows,
+                        sink,
+                        lim,
+                        o,
+                    );
+                    o.recorded += o.delivered - before;
+                    at = end;
+                }
+            }
+            Recorded::End { seam_ns, error } => {
+                if let Some(e) = error {
+                    o.notes.push(format!("packets from the recording: {e}"));
+                }
+                let hold = std::mem::take(&mut past.hold);
+                for (ts_ns, at, len, wire_len, vlan) in hold.packets {
+                    let p = crate::packet::Packet {
+                        ts_ns,
+                        data: &hold.data[at..at + len as usize],
+                        wire_len,
+                        iface: 0,
+                        queue: None,
+                        vlan,
+                    };
+                    if ts_ns < seam_ns {
+                        o.before_seam += 1;
+                    } else {
+                        deliver(&p, flows, sink, lim, o);
+                    }
+                }
+                return Some(seam_ns);
+            }
+        }
+    }
 }
 
 /// Runs the member's apps on one packet.
@@ -123,6 +272,7 @@ impl MemberOutcome {
             l.first_ts_ns.store(self.first_ts_ns, Ordering::Relaxed);
             l.app_drops.store(self.app_drops, Ordering::Relaxed);
             l.disk_drops.store(self.disk_drops, Ordering::Relaxed);
+            l.recorded.store(self.recorded, Ordering::Relaxed);
             if lim
                 .count
                 .is_some_and(|c| self.delivered + self.app_drops + self.disk_drops >= c)
@@ -133,14 +283,19 @@ impl MemberOutcome {
     }
 }
 
-/// Runs a member to its end.
+/// Runs a member to its end; with a lookback, its recorded packets first.
 pub fn run(
     cpu: Option<u32>,
     mut rx: Vec<PipeRx>,
     mut sink: Option<FileSink>,
     mut flows: Option<crate::stage::flows::FlowTable>,
-    lim: MemberLimits,
+    mut lim: MemberLimits,
+    lookback: Option<Lookback>,
 ) -> MemberOutcome {
+    let mut past = lookback.map(|feed| Past {
+        feed,
+        hold: Hold::default(),
+    });
     if let Some(c) = cpu {
         let _ = corecap_linux::affinity::pin_current_thread(c);
     }
@@ -149,9 +304,25 @@ pub fn run(
     let mut idle = 0u32;
     loop {
         let mut got = false;
-        for r in rx.iter_mut() {
-            let n = r.drain(|p, _hash| deliver(p, &mut flows, &mut sink, &lim, &mut o));
-            got |= n > 0;
+        if let Some(pa) = past.as_mut() {
+            for r in rx.iter_mut() {
+                got |= r.drain(|p, _hash| pa.hold(p, &mut o)) > 0;
+            }
+            if let Some(seam) = take_recorded(pa, &mut flows, &mut sink, &lim, &mut o) {
+                // Live from the seam on: an older packet still in a pipe was recorded.
+                lim.since_ns = lim.since_ns.max(seam);
+                past = None;
+                if let Some(l) = &lim.live {
+                    // Relaxed: a flag for display; the counters follow at the publish.
+                    l.seamed.store(true, Ordering::Relaxed);
+                }
+                got = true;
+            }
+        } else {
+            for r in rx.iter_mut() {
+                let n = r.drain(|p, _hash| deliver(p, &mut flows, &mut sink, &lim, &mut o));
+                got |= n > 0;
+            }
         }
         if let Some(s) = sink.as_mut() {
             // The flush timer (a no-op until it is due).
@@ -168,7 +339,7 @@ pub fn run(
             idle = 0;
             continue;
         }
-        if rx.iter().all(|r| r.closed()) {
+        if past.is_none() && rx.iter().all(|r| r.closed()) {
             // The last producers may have pushed between our drain and their exit.
             let mut rest = 0;
             for r in rx.iter_mut() {

@@ -95,6 +95,7 @@ impl StageCtx {
             sink,
             flows,
             MemberLimits::default(),
+            None,
         )
     }
 
@@ -118,10 +119,11 @@ impl StageCtx {
         sink: Option<FileSink>,
         flows: Option<FlowTable>,
         limits: MemberLimits,
+        lookback: Option<member::Lookback>,
     ) -> Result<Stage, CaptureError> {
         let handle = std::thread::Builder::new()
             .name(format!("corecap-g{g}m{i}"))
-            .spawn(move || member::run(cpu, rx, sink, flows, limits))
+            .spawn(move || member::run(cpu, rx, sink, flows, limits, lookback))
             .map_err(|e| CaptureError::System(format!("cannot start a stage thread: {e}")))?;
         Ok(Stage {
             group: g,
