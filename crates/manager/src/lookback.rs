@@ -79,7 +79,8 @@ fn read(job: &Job, tx: &SyncSender<Recorded>) -> Result<(), String> {
         std::thread::sleep(wait);
     }
     let answer = scratch_file(&job.scratch)?;
-    let (files, _) = expand_paths(std::slice::from_ref(&job.recording)).map_err(|e| e.to_string())?;
+    let (files, _) =
+        expand_paths(std::slice::from_ref(&job.recording)).map_err(|e| e.to_string())?;
     let spec = QuerySpec {
         files,
         from: job.from_ns,

@@ -213,6 +213,29 @@ fn issue24_one_query_over_three_tls_sensors_equals_their_recordings() {
         );
     }
 
+    // list and show ask every sensor: a capture started on s2 is listed under its name.
+    let one = ["--url", owned[1].split_once('=').expect("url").1];
+    let o = request(
+        &pki,
+        &pki,
+        &[],
+        &[&one[..], &["start", "-i", "cap0", "-c", "5"]].concat(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    let o = request(&pki, &pki, &urls, &["list"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listed = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("s2 ") && l.contains(&id)),
+        "{listed}"
+    );
+    let o = request(&pki, &pki, &urls, &["show", &id]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("s2"));
+
     // A client whose certificate another CA signed is refused, and gets nothing.
     let other = s.path("other");
     assert!(corecap(&["certs", other.to_str().unwrap()])

@@ -1022,3 +1022,72 @@ fn issue21_serve_remembers_after_sigkill() {
     let (ok, _) = d.stop();
     assert!(ok);
 }
+
+/// `serve -Z USER --record DIR` over a spool and a recording folder that USER owns already
+/// (mode 0700, as a package makes them): accepted, the recording's files are USER's, and a
+/// query answers over the recording. A folder another user owns is still refused.
+#[test]
+#[ignore = "needs root"]
+fn issue24_serve_z_accepts_folders_the_user_owns_and_records() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-z-owned");
+    let nobody = 65534;
+    let (spool, rec) = (dir.path("spool"), dir.path("rec"));
+    for p in [&spool, &rec] {
+        std::fs::create_dir(p).expect("folder");
+        std::os::unix::fs::chown(p, Some(nobody), Some(nobody)).expect("chown");
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    }
+    let d = Daemon::start(
+        &lab,
+        &dir,
+        &[
+            "-i",
+            "cap0",
+            "--spares",
+            "0",
+            "-Z",
+            "nobody",
+            "--record",
+            rec.to_str().expect("utf8"),
+            "--flush-interval",
+            "0.2",
+        ],
+    );
+    lab.gen(500, &[]);
+    std::thread::sleep(Duration::from_millis(800));
+    let out = dir.path("q.pcapng");
+    let o = d.request(&["query", "-w", out.to_str().expect("utf8"), "udp"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read_all(&out).len(), 500, "the recording answers");
+    let (ok, _) = d.stop();
+    assert!(ok);
+    let files: Vec<_> = std::fs::read_dir(&rec)
+        .expect("recording")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pcapng"))
+        .collect();
+    assert!(!files.is_empty(), "recorded files");
+    for f in files {
+        assert_eq!(f.metadata().expect("meta").uid(), nobody, "{:?}", f.path());
+    }
+    // Owned by someone else (neither root nor the -Z user): refused with the owner named.
+    let other = dir.path("other");
+    std::fs::create_dir(&other).expect("folder");
+    std::os::unix::fs::chown(&other, Some(4242), Some(4242)).expect("chown");
+    let o = Command::new(bin())
+        .args([
+            "serve", "--netns", &lab.netns, "-i", "cap0", "-Z", "nobody", "--socket",
+        ])
+        .arg(dir.path("b.sock"))
+        .arg("--spool")
+        .arg(&spool)
+        .arg("--record")
+        .arg(&other)
+        .output()
+        .expect("serve");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("belongs to uid 4242"), "{err}");
+}
