@@ -231,6 +231,7 @@ fn file_specs(cfg: &CaptureConfig, plan: &Plan) -> Result<Vec<FileSpec>, Capture
                 path: f.path.clone(),
                 if_id: f.if_id,
                 filter,
+                link: corecap_wire::Link::of(f.linktype),
             })
         })
         .collect()
@@ -265,7 +266,12 @@ fn source(
                 filter: prog.clone(),
                 spare: cfg.spare.clone(),
             };
-            Source::Live { spec, if_id, queue }
+            Source::Live {
+                spec,
+                if_id,
+                queue,
+                link: corecap_wire::Link::of(p.linktype),
+            }
         }
         SourcePlan::Xdp {
             input,

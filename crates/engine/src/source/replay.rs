@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use corecap_wire::read::CaptureReader;
+use corecap_wire::Link;
 
 use crate::steer::filter::{Meta, Program};
 
@@ -20,6 +21,8 @@ pub struct FileSpec {
     pub if_id: u32,
     /// Userspace filter compiled for the file's link type.
     pub filter: Option<Program>,
+    /// How the file frames its packets (its link type), for the flow hash.
+    pub link: Link,
 }
 
 /// Reads `spec`, calling `f(ts_ns, data, orig_len, if_id, queue)` for each packet that falls
@@ -52,7 +55,7 @@ pub fn replay(
                 )
             }
         };
-        if n > 1 && (corecap_wire::hash::frame_hash(rec.data, None) as usize) % n != me {
+        if n > 1 && (spec.link.frame_hash(rec.data, None) as usize) % n != me {
             continue;
         }
         if let Some(p) = &spec.filter {

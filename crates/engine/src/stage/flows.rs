@@ -16,7 +16,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use corecap_wire::flow::{flow_key, parse_l2, FlowKey};
+use corecap_wire::flow::FlowKey;
+use corecap_wire::Link;
 use hashlink::LinkedHashMap;
 
 use crate::packet::Packet;
@@ -153,9 +154,11 @@ pub struct FlowTable {
     next_sweep: u64,
 }
 
-/// TCP flags of an IP frame, if it is TCP (0 otherwise).
-fn tcp_flags(frame: &[u8]) -> u8 {
-    let Ok(l2) = parse_l2(frame) else { return 0 };
+/// TCP flags of an IP frame of framing `link`, if it is TCP (0 otherwise).
+fn tcp_flags(link: Link, frame: &[u8]) -> u8 {
+    let Ok(l2) = link.network(frame) else {
+        return 0;
+    };
     let o = l2.l3_offset;
     let (proto, l4) = match l2.ethertype {
         0x0800 => match (frame.get(o + 9), frame.get(o)) {
@@ -248,7 +251,7 @@ impl FlowTable {
 
     /// Accounts one packet.
     pub fn packet(&mut self, p: &Packet<'_>) {
-        let Ok(k) = flow_key(p.data, p.vlan.map(|t| t & 0x0fff)) else {
+        let Ok(k) = p.link.flow_key(p.data, p.vlan.map(|t| t & 0x0fff)) else {
             self.stats.non_ip += 1;
             return;
         };
@@ -260,7 +263,7 @@ impl FlowTable {
             self.next_sweep = now + 1_000_000_000;
             self.flush_export();
         }
-        let flags = tcp_flags(p.data);
+        let flags = tcp_flags(p.link, p.data);
         if self.map.contains_key(&c) {
             self.map.to_back(&c);
         } else {
@@ -497,6 +500,7 @@ mod tests {
                 iface: 0,
                 queue: None,
                 vlan: None,
+                link: corecap_wire::Link::Ethernet,
             };
             t.packet(&p);
         }
@@ -518,6 +522,7 @@ mod tests {
             iface: 0,
             queue: None,
             vlan: None,
+            link: corecap_wire::Link::Ethernet,
         });
         let stats = t.finish().expect("finish");
         let recs = read(&path);
@@ -570,6 +575,7 @@ mod tests {
                 iface: 0,
                 queue: None,
                 vlan: None,
+                link: corecap_wire::Link::Ethernet,
             });
         }
         assert_eq!(t.stats.evicted, 1);
@@ -621,6 +627,7 @@ mod tests {
                 iface: 0,
                 queue: None,
                 vlan: None,
+                link: corecap_wire::Link::Ethernet,
             });
         }
         let st = table.finish().expect("finish");
