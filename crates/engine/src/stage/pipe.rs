@@ -346,6 +346,35 @@ mod tests {
     }
 
     #[test]
+    fn test_each_packet_keeps_its_link_type_over_both_transports() {
+        let (mut spsc, mut srx) = pipe(2);
+        let (mut mtx, mut mrx) = mpsc_pipes(1, 1 << 16);
+        let mpsc = &mut mtx[0];
+        for (i, link) in corecap_wire::Link::ALL.iter().enumerate() {
+            let data = [i as u8; 20];
+            let p = Packet {
+                link: *link,
+                iface: i as u32,
+                vlan: (i % 2 == 0).then_some(7),
+                ..pkt(&data, i as u64)
+            };
+            spsc.cur.push(&p, 0, 100);
+            mpsc.cur.push(&p, 0, 100);
+        }
+        assert_eq!((spsc.send(), mpsc.send()), (0, 0));
+        for rx in [&mut srx, &mut mrx] {
+            let mut seen = vec![];
+            rx.drain(|p, _| seen.push((p.link, p.iface, p.vlan)));
+            let want: Vec<_> = corecap_wire::Link::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (*l, i as u32, (i % 2 == 0).then_some(7)))
+                .collect();
+            assert_eq!(seen, want);
+        }
+    }
+
+    #[test]
     fn test_full_pipe_counts_the_batch_as_dropped() {
         let (mut tx, mut rx) = pipe(1);
         tx.cur.push(&pkt(&[1; 8], 1), 0, 100);
