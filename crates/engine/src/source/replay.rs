@@ -1,7 +1,8 @@
 //! The file source (`-r`): pcap and pcapng files feed the same workers as a live capture.
 //!
 //! Every worker reads the files in order and keeps the packets whose symmetric flow hash
-//! falls to it (`hash % workers == worker`), so the split is the same on every run and both
+//! falls to it (`hash % workers == worker`; the hash reads each file through its link type,
+//! [`Link`]), so the split is the same on every run and both
 //! directions of a flow meet on one worker. A file that is truncated or malformed ends the
 //! read with an error naming the byte offset, after every good packet before it.
 
