@@ -550,3 +550,39 @@ fn issue22_a_folder_of_real_captures_answers_the_files_a_filter_applies_to() {
         }
     }
 }
+
+/// `capture -r FILE FILTER` compiles the filter as tcpdump does for that file too: `ip6` on a
+/// macOS loopback (BSD NULL, AF_INET6 30) capture matched nothing when compiled on a dead
+/// handle.
+#[test]
+fn issue22_capture_from_a_real_file_filters_like_tcpdump() {
+    if !crate::util::have("tcpdump") {
+        return;
+    }
+    let s = Scratch::new("parity-replay");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real");
+    for (name, filter) in [
+        ("quic_vn.pcap", "ip6"),
+        ("quic_vn.pcap", "udp port 443"),
+        ("icmpv6-RFC2894-RR.pcap", "icmp6"),
+        ("dns-badcookie.pcap", "udp port 0x35"),
+        ("simple_http_sll2.pcap", "tcp[13] & 2 != 0"),
+        ("babel_rtt.pcap", "ip6 and udp"),
+    ] {
+        let want = tcpdump_packets(&real.join(name), filter, &s.path("ref.pcap")).expect(filter);
+        assert!(!want.is_empty(), "{name}: '{filter}' matches something");
+        let out = s.path("out.pcapng");
+        let _ = std::fs::remove_file(&out);
+        let (o, v) = crate::util::replay(
+            &real.join(name),
+            &["-w", out.to_str().expect("utf8"), filter],
+        );
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let got = crate::query::sorted(crate::util::packets(&out));
+        assert_eq!(got, want, "{name}: '{filter}': {v}");
+    }
+}
