@@ -41,6 +41,7 @@ fn run(flows: u32) -> (f64, u64) {
             iface: 0,
             queue: None,
             vlan: None,
+            link: corecap_wire::Link::Ethernet,
         });
     }
     let ns = t0.elapsed().as_nanos() as f64 / n as f64;

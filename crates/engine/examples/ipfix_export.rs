@@ -128,6 +128,7 @@ fn stage(addr: &str, flows: u32) -> (Rate, Rate, u64) {
             iface: 0,
             queue: None,
             vlan: None,
+            link: corecap_wire::Link::Ethernet,
         });
     }
     let (t1, c1) = (Instant::now(), cpu_secs());

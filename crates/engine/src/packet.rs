@@ -1,5 +1,7 @@
 //! The packet as the apps see it: bytes plus what the engine knows about them.
 
+use corecap_wire::Link;
+
 /// One captured packet, borrowed from a ring block or a file buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct Packet<'a> {
@@ -15,11 +17,15 @@ pub struct Packet<'a> {
     pub queue: Option<u32>,
     /// VLAN TCI the kernel stripped from the frame, when it did.
     pub vlan: Option<u16>,
+    /// How its source frames packets (Ethernet on a live interface; a file's link type):
+    /// chosen once per source, it says where the network header is.
+    pub link: Link,
 }
 
 impl Packet<'_> {
     /// Symmetric flow hash of the packet (Toeplitz, the same for both directions).
     pub fn hash(&self) -> u32 {
-        corecap_wire::hash::frame_hash(self.data, self.vlan.map(|t| t & 0x0fff))
+        self.link
+            .frame_hash(self.data, self.vlan.map(|t| t & 0x0fff))
     }
 }

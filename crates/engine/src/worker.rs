@@ -26,6 +26,8 @@ pub enum Source {
         if_id: u32,
         /// RX queue every packet of this worker comes from, when known.
         queue: Option<u32>,
+        /// Framing of the interface's packets.
+        link: corecap_wire::Link,
     },
     /// An AF_XDP socket on one RX queue.
     Xdp {
@@ -225,7 +227,8 @@ impl Run<'_> {
     }
 
     /// Runs every packet of a block through the app (or counts it as a stop drop).
-    fn block(&mut self, ring: &mut RxRing, if_id: u32, queue: Option<u32>) -> bool {
+    fn block(&mut self, ring: &mut RxRing, src: (u32, Option<u32>, corecap_wire::Link)) -> bool {
+        let (if_id, queue, link) = src;
         let Some(block) = ring.next_block() else {
             return false;
         };
@@ -246,6 +249,7 @@ impl Run<'_> {
                 iface: if_id,
                 queue,
                 vlan: rp.vlan(),
+                link,
             };
             self.deliver(&p);
         }
@@ -279,7 +283,12 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         s: Snapshot::default(),
     };
     let error = match w.source {
-        Source::Live { spec, if_id, queue } => live(&mut run, &spec, if_id, queue),
+        Source::Live {
+            spec,
+            if_id,
+            queue,
+            link,
+        } => live(&mut run, &spec, if_id, queue, link),
         Source::Xdp {
             setup,
             queue,
@@ -345,7 +354,13 @@ fn opened<T>(run: &Run<'_>, source: corecap_linux::Result<T>) -> Result<T, Strin
     })
 }
 
-fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> Option<String> {
+fn live(
+    run: &mut Run<'_>,
+    spec: &LiveSpec,
+    if_id: u32,
+    queue: Option<u32>,
+    link: corecap_wire::Link,
+) -> Option<String> {
     let ring = afpacket::open(spec, &|| run.ctl.stopped());
     let mut ring = match opened(run, ring) {
         Ok(r) => r,
@@ -363,8 +378,8 @@ fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> O
         }
     };
     while !run.ctl.stopped() {
-        let got = run.block(&mut ring, if_id, queue)
-            || (ring.wait(100) && run.block(&mut ring, if_id, queue));
+        let got = run.block(&mut ring, (if_id, queue, link))
+            || (ring.wait(100) && run.block(&mut ring, (if_id, queue, link)));
         if !got {
             // Idle: still take joins and leaves, so a leaving consumer is let go.
             run.begin_batch();
@@ -382,7 +397,7 @@ fn live(run: &mut Run<'_>, spec: &LiveSpec, if_id: u32, queue: Option<u32>) -> O
     let _ = ring.socket().attach_filter(&filter::reject_all());
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        while run.block(&mut ring, if_id, queue) {}
+        while run.block(&mut ring, (if_id, queue, link)) {}
         take_stats(run, &ring);
         let accounted = run.s.packets
             + run.s.kernel_drops
@@ -469,6 +484,8 @@ fn xdp(
                     iface: if_id,
                     queue: Some(queue),
                     vlan: None,
+                    // AF_XDP runs on Ethernet devices only.
+                    link: corecap_wire::Link::Ethernet,
                 };
                 run.deliver(&p);
             }
@@ -503,6 +520,7 @@ fn files_loop(run: &mut Run<'_>, files: &[FileSpec], me: usize, n: usize) -> Opt
                 iface: spec.if_id,
                 queue,
                 vlan: None,
+                link: spec.link,
             };
             run.s.kernel_packets += 1;
             if since == 0 {

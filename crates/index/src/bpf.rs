@@ -21,8 +21,12 @@
 //! A test it cannot name (a range, a negation, a load at another offset, an ancillary load)
 //! is left out of its path's conjunction, which only makes the path match more: never less.
 //! A path that keeps no test makes the whole predicate [`Predicate::Any`]. The link types
-//! read are Ethernet (one VLAN tag deep), Linux cooked (SLL) and raw IPv4/IPv6; for any
-//! other the predicate is `Any`. Each key it names is one the index's parser records for
+//! read are Ethernet (one VLAN tag deep), Linux cooked v1 and v2 (SLL, SLL2: the protocol
+//! at 14 or 0, the network header at 16 or 20), raw IPv4/IPv6, and BSD NULL and LOOP
+//! (`ld [0]` equal to AF_INET or a BSD AF_INET6 value, in either byte order, the network
+//! header at 4); for any other the predicate is `Any`. NFLOG stays `Any` too: libpcap
+//! reaches its payload through a TLV walk the index does not model, so an NFLOG query reads
+//! everything. Each key it names is one the index's parser records for
 //! every packet whose bytes the test read (see [`crate::key`]), so a region without it holds
 //! no packet that path accepts.
 
@@ -84,6 +88,10 @@ enum Link {
     Ethernet,
     /// Linux cooked capture v1: protocol at 14, network header at 16.
     Sll,
+    /// Linux cooked capture v2: protocol at 0, network header at 20.
+    Sll2,
+    /// BSD NULL and LOOP: the AF_ value in the first word, network header at 4.
+    Loopback,
     /// Raw IP (101, 228, 229): the network header at 0, its version in the top nibble.
     Raw,
 }
@@ -93,6 +101,8 @@ impl Link {
         match linktype {
             1 => Some(Link::Ethernet),
             113 => Some(Link::Sll),
+            276 => Some(Link::Sll2),
+            0 | 108 => Some(Link::Loopback),
             101 | 228 | 229 | 12 | 14 => Some(Link::Raw),
             _ => None,
         }
@@ -358,6 +368,18 @@ fn network(link: Link, facts: &[Fact]) -> Vec<(u32, u32)> {
                 out.push((16, et));
             }
         }
+        Link::Sll2 => {
+            for et in eq(facts, 0, 2) {
+                out.push((20, et));
+            }
+        }
+        Link::Loopback => {
+            for af in eq(facts, 0, 4) {
+                if let Some(et) = crate::key::loopback_family(af) {
+                    out.push((4, u32::from(et)));
+                }
+            }
+        }
         Link::Raw => {
             for version in masked(facts, 0, 1, 0xf0) {
                 match version {
@@ -590,6 +612,69 @@ mod tests {
         let pred = Predicate::from_program(1, &p);
         let want = Predicate::And(vec![Predicate::Proto(17), Predicate::Port(53)]);
         assert_eq!(pred, want, "{pred:?}");
+    }
+
+    fn prog(raw: &[(u16, u8, u8, u32)]) -> Vec<Insn> {
+        raw.iter().map(|&(c, t, f, k)| i(c, t, f, k)).collect()
+    }
+
+    /// `tcpdump -r simple_http_sll2.pcap -dd 'host 10.0.0.1 and udp port 53'` (libpcap 1.10).
+    #[test]
+    fn test_sll2_host_and_port() {
+        let p = prog(&[
+            (0x28, 0, 0, 0),
+            (0x15, 0, 14, 0x0800),
+            (0x20, 0, 0, 0x20),
+            (0x15, 2, 0, 0x0a00_0001),
+            (0x20, 0, 0, 0x24),
+            (0x15, 0, 10, 0x0a00_0001),
+            (0x30, 0, 0, 0x1d),
+            (0x15, 0, 8, 17),
+            (0x28, 0, 0, 0x1a),
+            (0x45, 6, 0, 0x1fff),
+            (0xb1, 0, 0, 0x14),
+            (0x48, 0, 0, 0x14),
+            (0x15, 2, 0, 53),
+            (0x48, 0, 0, 0x16),
+            (0x15, 0, 1, 53),
+            (0x06, 0, 0, 0x40000),
+            (0x06, 0, 0, 0),
+        ]);
+        let want = Predicate::And(vec![
+            Predicate::Host4([10, 0, 0, 1]),
+            Predicate::Proto(17),
+            Predicate::Port(53),
+        ]);
+        assert_eq!(Predicate::from_program(276, &p), want);
+    }
+
+    /// `tcpdump -r dns-badcookie.pcap -dd 'host 127.0.0.1'`: BSD NULL written little-endian,
+    /// so libpcap tests AF_INET as 0x02000000.
+    #[test]
+    fn test_null_host_either_byte_order() {
+        let host = |af: u32| {
+            prog(&[
+                (0x20, 0, 0, 0),
+                (0x15, 0, 5, af),
+                (0x20, 0, 0, 0x10),
+                (0x15, 2, 0, 0x7f00_0001),
+                (0x20, 0, 0, 0x14),
+                (0x15, 0, 1, 0x7f00_0001),
+                (0x06, 0, 0, 0x40000),
+                (0x06, 0, 0, 0),
+            ])
+        };
+        for (lt, af) in [(0, 0x0200_0000), (0, 2), (108, 2)] {
+            assert_eq!(
+                Predicate::from_program(lt, &host(af)),
+                Predicate::Host4([127, 0, 0, 1]),
+                "{lt} {af:#x}"
+            );
+        }
+        // An AF_ value that is not IP names no key: read everything.
+        assert_eq!(Predicate::from_program(0, &host(7)), Predicate::Any);
+        // NFLOG is not modelled: read everything.
+        assert_eq!(Predicate::from_program(239, &host(2)), Predicate::Any);
     }
 
     #[test]

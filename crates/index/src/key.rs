@@ -66,11 +66,26 @@ pub fn vlan_key(vid: u16) -> u64 {
 }
 
 /// Link types the parser reads (LINKTYPE_*).
+pub(crate) const LINKTYPE_NULL: u16 = 0;
 pub(crate) const LINKTYPE_ETHERNET: u16 = 1;
 pub(crate) const LINKTYPE_RAW: u16 = 101;
+pub(crate) const LINKTYPE_LOOP: u16 = 108;
 pub(crate) const LINKTYPE_LINUX_SLL: u16 = 113;
 pub(crate) const LINKTYPE_IPV4: u16 = 228;
 pub(crate) const LINKTYPE_IPV6: u16 = 229;
+pub(crate) const LINKTYPE_LINUX_SLL2: u16 = 276;
+
+/// The network layer a BSD NULL or LOOP header names: its AF_ value read in either byte
+/// order (NULL's is the writer's, LOOP's is network order; libpcap tests the one it
+/// compiled for, so reading both records at least what the filter can accept): IPv4 for
+/// AF_INET (2), IPv6 for the BSD AF_INET6 values (24, 28, 30).
+pub(crate) fn loopback_family(af: u32) -> Option<u16> {
+    match af.min(af.swap_bytes()) {
+        2 => Some(0x0800),
+        24 | 28 | 30 => Some(0x86dd),
+        _ => None,
+    }
+}
 
 /// Where a packet's keys go.
 pub(crate) trait Sink {
@@ -99,6 +114,25 @@ pub(crate) fn frame_keys(linktype: u16, d: &[u8], s: &mut impl Sink) -> bool {
             }
             true
         }
+        LINKTYPE_LINUX_SLL2 => {
+            if let Some(et) = be16(d, 0) {
+                l3(et, d, 20, s);
+            }
+            true
+        }
+        LINKTYPE_NULL | LINKTYPE_LOOP => {
+            let af = d
+                .get(..4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            match af.and_then(loopback_family) {
+                Some(0x0800) => ipv4(d, 4, s),
+                Some(_) => ipv6(d, 4, s),
+                None => {}
+            }
+            true
+        }
+        // NFLOG (239) and every other link type: not parsed, so a region holding them is
+        // never pruned by its sets (the query reads it and the filter decides).
         LINKTYPE_RAW | LINKTYPE_IPV4 | LINKTYPE_IPV6 | 12 | 14 => {
             match d.first().map(|b| b >> 4) {
                 Some(4) => ipv4(d, 0, s),
@@ -302,6 +336,8 @@ pub(crate) mod tests {
             frame_keys(1, &f[..cut], &mut k);
             frame_keys(101, &f[14..cut.max(14)], &mut k);
             frame_keys(113, &f[..cut], &mut k);
+            frame_keys(276, &f[..cut], &mut k);
+            frame_keys(0, &f[10..cut.max(10)], &mut k);
         }
     }
 
@@ -316,8 +352,40 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn test_parse_sll2_and_bsd_loopback() {
+        let eth = udp4([10, 0, 0, 1], [10, 1, 2, 3], 1024, 53, None);
+        let want = [
+            v4_key([10, 0, 0, 1]),
+            v4_key([10, 1, 2, 3]),
+            port_key(1024),
+            port_key(53),
+        ];
+        // SLL2: the protocol at 0, the network header at 20.
+        let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6];
+        sll2.extend_from_slice(&[0; 8]);
+        sll2.extend_from_slice(&eth[14..]);
+        // NULL in either byte order, LOOP in network order: AF_INET then the packet.
+        let frames = [
+            (276, sll2),
+            (0, [&2u32.to_le_bytes()[..], &eth[14..]].concat()),
+            (0, [&2u32.to_be_bytes()[..], &eth[14..]].concat()),
+            (108, [&2u32.to_be_bytes()[..], &eth[14..]].concat()),
+        ];
+        for (lt, f) in frames {
+            let mut k = Keys::default();
+            assert!(frame_keys(lt, &f, &mut k));
+            assert_eq!(k.keys, want, "{lt}");
+            assert_eq!(k.protos, [17], "{lt}");
+        }
+        // AF_INET6 as Darwin writes it (30, little-endian) leads to IPv6.
+        assert_eq!(loopback_family(0x1e00_0000), Some(0x86dd));
+        assert_eq!(loopback_family(7), None);
+    }
+
+    #[test]
     fn test_unknown_linktype() {
         let mut k = Keys::default();
         assert!(!frame_keys(127, &[0; 64], &mut k));
+        assert!(!frame_keys(239, &[0; 64], &mut k));
     }
 }

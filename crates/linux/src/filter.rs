@@ -38,6 +38,7 @@ struct Libpcap {
     set_buffer_size: unsafe extern "C" fn(*mut PcapT, c_int) -> c_int,
     activate: unsafe extern "C" fn(*mut PcapT) -> c_int,
     open_dead: unsafe extern "C" fn(c_int, c_int) -> *mut PcapT,
+    fopen_offline: unsafe extern "C" fn(*mut libc::FILE, *mut c_char) -> *mut PcapT,
     compile: unsafe extern "C" fn(*mut PcapT, *mut BpfProgram, *const c_char, c_int, u32) -> c_int,
     freecode: unsafe extern "C" fn(*mut BpfProgram),
     geterr: unsafe extern "C" fn(*mut PcapT) -> *mut c_char,
@@ -102,6 +103,7 @@ impl Libpcap {
                 set_buffer_size: *lib.get(b"pcap_set_buffer_size\0")?,
                 activate: *lib.get(b"pcap_activate\0")?,
                 open_dead: *lib.get(b"pcap_open_dead\0")?,
+                fopen_offline: *lib.get(b"pcap_fopen_offline\0")?,
                 compile: *lib.get(b"pcap_compile\0")?,
                 freecode: *lib.get(b"pcap_freecode\0")?,
                 geterr: *lib.get(b"pcap_geterr\0")?,
@@ -299,8 +301,9 @@ pub fn dlt_of_linktype(linktype: u16) -> c_int {
     }
 }
 
-/// Compiles `expr` for frames of link type `linktype` (a file's LINKTYPE_ value) read from a
-/// file, as tcpdump compiles it for that file.
+/// Compiles `expr` for frames of link type `linktype` (a LINKTYPE_ value) on a dead handle:
+/// what a socket of that link type on this machine needs. A filter on a file's packets is
+/// compiled by [`compile_for_file`], as tcpdump compiles it for that file.
 pub fn compile_offline(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<sock_filter>> {
     let lib = libpcap()?;
     let dlt = dlt_of_linktype(linktype);
@@ -310,6 +313,71 @@ pub fn compile_offline(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<so
         return Err(Error::new(ErrorKind::Filter, "pcap_open_dead failed"));
     }
     Handle(p, lib).compile(expr)
+}
+
+/// Compiles `expr` exactly as tcpdump compiles it for a file of link type `linktype` (its
+/// LINKTYPE_ value) written in the given byte order: on a savefile handle, not a dead one.
+/// libpcap's code differs between the two where a link header depends on the machine that
+/// wrote it: on a BSD NULL capture, `ip6` tests every BSD AF_INET6 value (24, 28, 30) in the
+/// file's byte order, where a dead handle tests Linux's 10 alone and matches nothing.
+pub fn compile_for_file(
+    linktype: u16,
+    big_endian: bool,
+    snaplen: u32,
+    expr: &str,
+) -> Result<Vec<sock_filter>> {
+    let lib = libpcap()?;
+    // A pcap file header and no packets: what libpcap reads to learn the link type, the
+    // byte order (its `swapped`) and the snap length.
+    let fields = [
+        0xa1b2_c3d4u32,
+        0x0004_0002,
+        0,
+        0,
+        snaplen,
+        u32::from(linktype),
+    ];
+    let mut head = Vec::with_capacity(24);
+    for (i, v) in fields.iter().enumerate() {
+        // The version is two u16 fields (2, 4), in the same byte order.
+        let b = if i == 1 {
+            let (maj, min) = (2u16, 4u16);
+            if big_endian {
+                [maj.to_be_bytes(), min.to_be_bytes()].concat()
+            } else {
+                [maj.to_le_bytes(), min.to_le_bytes()].concat()
+            }
+        } else if big_endian {
+            v.to_be_bytes().to_vec()
+        } else {
+            v.to_le_bytes().to_vec()
+        };
+        head.extend_from_slice(&b);
+    }
+    // SAFETY: `head` outlives the stream: the stream is closed (by pcap_close, or by
+    // fclose below) before `head` is dropped at the end of this function; "r" never writes.
+    let fp = unsafe { libc::fmemopen(head.as_mut_ptr().cast(), head.len(), c"r".as_ptr()) };
+    if fp.is_null() {
+        return Err(Error::new(ErrorKind::Filter, "fmemopen failed"));
+    }
+    let mut errbuf = [0 as c_char; PCAP_ERRBUF_SIZE];
+    // SAFETY: an open stream and an errbuf of PCAP_ERRBUF_SIZE bytes; on success libpcap
+    // owns the stream and closes it in pcap_close.
+    let p = unsafe { (lib.fopen_offline)(fp, errbuf.as_mut_ptr()) };
+    if p.is_null() {
+        // SAFETY: libpcap wrote a NUL-terminated message into errbuf; the stream is still
+        // ours on failure, closed once here.
+        let msg = unsafe {
+            libc::fclose(fp);
+            CStr::from_ptr(errbuf.as_ptr())
+        }
+        .to_string_lossy()
+        .into_owned();
+        return Err(Error::new(ErrorKind::Filter, msg));
+    }
+    let out = Handle(p, lib).compile(expr);
+    drop(head);
+    out
 }
 
 /// `ret #snaplen`: accepts every packet, truncated to `snaplen` bytes by the kernel.
@@ -377,6 +445,25 @@ mod tests {
         assert!(p.len() > 4);
         assert_eq!(p.last().map(|i| i.code), Some(0x06));
         let e = compile_offline(1, 65535, "udp port").expect_err("invalid");
+        assert_eq!(e.kind(), ErrorKind::Filter);
+    }
+
+    #[test]
+    fn test_file_compile_reads_null_in_the_writers_byte_order() {
+        let ks = |p: &[sock_filter]| p.iter().map(|i| i.k).collect::<Vec<_>>();
+        // `ip6` on BSD NULL: the BSD, FreeBSD and Darwin AF_INET6 values, as the file has them.
+        let le = compile_for_file(0, false, 65535, "ip6").expect("compiles");
+        let be = compile_for_file(0, true, 65535, "ip6").expect("compiles");
+        for af in [24u32, 28, 30] {
+            assert!(ks(&le).contains(&af.swap_bytes()), "{le:?}");
+            assert!(ks(&be).contains(&af), "{be:?}");
+        }
+        // A dead handle compiles it for this machine's AF_INET6 (10) alone.
+        let dead = compile_offline(0, 65535, "ip6").expect("compiles");
+        assert!(!ks(&dead).contains(&30u32.swap_bytes()), "{dead:?}");
+        // Raw IP goes by its LINKTYPE_ number (101), which libpcap maps itself.
+        assert!(compile_for_file(101, false, 65535, "udp port 53").is_ok());
+        let e = compile_for_file(101, false, 65535, "vlan 1").expect_err("no vlan on raw IP");
         assert_eq!(e.kind(), ErrorKind::Filter);
     }
 

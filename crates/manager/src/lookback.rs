@@ -104,7 +104,7 @@ fn read(job: &Job, tx: &SyncSender<Recorded>) -> Result<(), String> {
         let Some(p) = p else { break };
         let keep = p.data.len().min(job.snaplen as usize);
         data.extend_from_slice(&p.data[..keep]);
-        packets.push((p.ts_ns, keep as u32, p.orig_len));
+        packets.push((p.ts_ns, keep as u32, p.orig_len, p.linktype));
         if data.len() >= BATCH_BYTES {
             let batch = Recorded::Batch {
                 data: std::mem::replace(&mut data, Vec::with_capacity(BATCH_BYTES)),

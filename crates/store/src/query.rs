@@ -384,7 +384,9 @@ impl<'a> Pruning<'a> {
         let mut alts = Vec::with_capacity(links.len());
         for lt in links {
             let p = self.by_link.entry(*lt).or_insert_with(|| {
-                match corecap_linux::filter::compile_offline(*lt, 262_144, expr) {
+                // Compiled as for a little-endian file: the predicate reads a BSD NULL
+                // header's AF_ value in either byte order (corecap_index::Predicate).
+                match corecap_linux::filter::compile_for_file(*lt, false, 262_144, expr) {
                     Ok(prog) => {
                         let insns: Vec<corecap_index::Insn> = prog
                             .iter()
@@ -727,7 +729,8 @@ struct FileStream {
 /// What the whole query shares: filters per link type, output interfaces, counters.
 struct Ctx<'a, W: Write> {
     filter: Option<&'a str>,
-    programs: HashMap<u16, Program>,
+    /// By link type and byte order (a BSD NULL header is in the writer's).
+    programs: HashMap<(u16, bool), Program>,
     out: PcapngWriter<W>,
     out_ifs: HashMap<(String, Option<String>, u16, u32), u32>,
     from: u64,
@@ -738,16 +741,19 @@ struct Ctx<'a, W: Write> {
 }
 
 impl<W: Write> Ctx<'_, W> {
-    fn program(&mut self, linktype: u16) -> Result<Option<&Program>, QueryError> {
+    /// The filter as tcpdump compiles it for a file of `linktype` written in that byte order.
+    fn program(&mut self, linktype: u16, big_endian: bool) -> Result<Option<&Program>, QueryError> {
         let Some(expr) = self.filter else {
             return Ok(None);
         };
-        if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(linktype) {
-            let insns = corecap_linux::filter::compile_offline(linktype, 262_144, expr)
-                .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))?;
+        let key = (linktype, big_endian);
+        if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(key) {
+            let insns =
+                corecap_linux::filter::compile_for_file(linktype, big_endian, 262_144, expr)
+                    .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))?;
             e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
         }
-        Ok(self.programs.get(&linktype))
+        Ok(self.programs.get(&key))
     }
 }
 
@@ -1122,7 +1128,8 @@ impl FileStream {
             let (queue, hash, dropcount) = (rec.queue, rec.hash, rec.dropcount);
             self.held.data.clear();
             self.held.data.extend_from_slice(rec.data);
-            let program = match ctx.program(lt) {
+            let big_endian = self.reader.as_ref().is_some_and(|r| r.big_endian());
+            let program = match ctx.program(lt, big_endian) {
                 Ok(p) => p,
                 // libpcap has no code for this filter on this file's link type (`vlan` on
                 // raw IP): this file is not answered, and says so; the others are.
@@ -1230,7 +1237,7 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
     // With no file to read, the filter is still checked (as tcpdump checks it for Ethernet);
     // otherwise each file's link type checks it.
     if plans.is_empty() {
-        ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET)?;
+        ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET, false)?;
     }
     let planned = plans.len() as u64;
     merge(plans, &mut ctx)?;

@@ -213,8 +213,15 @@ pub fn parse_l2(frame: &[u8]) -> Result<L2, ParseError> {
     if frame.len() < ETH_HEADER_LEN {
         return Err(ParseError::Truncated);
     }
-    let mut ethertype = be16(frame, 12);
-    let mut off = ETH_HEADER_LEN;
+    walk_tags(frame, be16(frame, 12), ETH_HEADER_LEN)
+}
+
+/// From an Ethernet type whose payload starts at `off`, through any stacked VLAN tags.
+pub(crate) fn walk_tags(
+    frame: &[u8],
+    mut ethertype: u16,
+    mut off: usize,
+) -> Result<L2, ParseError> {
     let mut vlan = 0u16;
     let mut first = true;
     // Each tag consumes 4 bytes, so the loop ends with the frame.
@@ -257,7 +264,8 @@ fn ports(ip: &[u8], at: usize, end: usize) -> Result<(u16, u16), ParseError> {
     Ok((be16(ip, at), be16(ip, at + 2)))
 }
 
-/// Builds the flow key of an Ethernet II frame.
+/// Builds the flow key of an Ethernet II frame ([`crate::link::Link::flow_key`] reads the
+/// other link types).
 ///
 /// `ring_vlan` is the VLAN the capture ring reported for the frame (the
 /// kernel strips that tag); only its low 12 bits (the VLAN id) are used, and
@@ -267,12 +275,17 @@ fn ports(ip: &[u8], at: usize, end: usize) -> Result<(u16, u16), ParseError> {
 /// [`ParseError::BadVersion`] / [`ParseError::BadHeader`] for impossible IP
 /// headers. Never allocates.
 pub fn flow_key(frame: &[u8], ring_vlan: Option<u16>) -> Result<FlowKey, ParseError> {
-    let l2 = parse_l2(frame)?;
+    l3_key(frame, parse_l2(frame)?, ring_vlan)
+}
+
+/// The flow key of the network header that `l2` found in `frame`.
+#[inline]
+pub(crate) fn l3_key(frame: &[u8], l2: L2, ring_vlan: Option<u16>) -> Result<FlowKey, ParseError> {
     let vlan = match ring_vlan {
         Some(tci) => tci & 0x0fff,
         None => l2.vlan,
     };
-    let l3 = &frame[l2.l3_offset..];
+    let l3 = frame.get(l2.l3_offset..).ok_or(ParseError::Truncated)?;
     match l2.ethertype {
         ETHERTYPE_IPV4 => ipv4_key(l3, vlan),
         ETHERTYPE_IPV6 => ipv6_key(l3, vlan),

@@ -11,6 +11,9 @@
 //!   options and fragments, IPv6 with extension headers, TCP/UDP/SCTP
 //!   ports) into a [`FlowKey`]. A frame it cannot use gives a `Copy`
 //!   [`ParseError`] that indexes a drop counter.
+//! - [`link`]: [`Link`] says where each link type a file may hold (Ethernet, Linux
+//!   cooked v1 and v2, raw IP, BSD NULL/LOOP, NFLOG) keeps its network header; chosen once
+//!   per source, it gives the flow key and the steering hash of any of them.
 //! - [`hash`]: the Toeplitz hash of Microsoft RSS with the symmetric key
 //!   `0x6d5a` (Woo and Park), so both directions of a flow get the same
 //!   [`flow_hash`] and the same worker. [`frame_hash`] hashes a raw frame,
@@ -99,6 +102,7 @@ macro_rules! inner_writer {
 pub mod compression;
 pub mod flow;
 pub mod hash;
+pub mod link;
 pub mod pcap;
 pub mod pcapng;
 pub mod read;
@@ -107,6 +111,7 @@ pub mod vlan;
 pub use compression::{Compression, Decompress};
 pub use flow::{flow_key, FlowKey, IpFamily, ParseError};
 pub use hash::{flow_hash, frame_hash, toeplitz, ToeplitzTable, HASH_ALGORITHM_TOEPLITZ};
+pub use link::Link;
 pub use pcap::PcapWriter;
 pub use pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
 pub use read::{CaptureReader, Format, ReadError, ReadInterface, Record};

@@ -442,6 +442,13 @@ impl<R: Read> CaptureReader<R> {
         self.format
     }
 
+    /// Whether the pcap file (or the current pcapng section) was written big-endian. A
+    /// filter on a BSD NULL capture tests the AF_ value in the writer's byte order, so
+    /// libpcap compiles it knowing this.
+    pub fn big_endian(&self) -> bool {
+        matches!(self.endian, Endian::Big)
+    }
+
     /// Interfaces defined so far (pcap: exactly one).
     pub fn interfaces(&self) -> &[ReadInterface] {
         &self.interfaces

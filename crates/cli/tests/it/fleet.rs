@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::query::{packets, tcpdump};
-use crate::util::{bin, corecap, Daemon, Lab, Scratch};
+use crate::query::tcpdump;
+use crate::util::{bin, corecap, packets, Daemon, Lab, Scratch};
 use corecap_wire::CaptureReader;
 
 /// A veth pair from the host into a lab's namespace, with a /30 on each end; removed on

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::query::{packets, tcpdump};
-use crate::util::{Daemon, Lab, Scratch};
+use crate::query::tcpdump;
+use crate::util::{packets, Daemon, Lab, Scratch};
 
 /// The generator's sequence number of a frame (UDP, untagged: 8 bytes at 42).
 fn seq(frame: &[u8]) -> u64 {

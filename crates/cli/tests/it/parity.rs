@@ -2,7 +2,9 @@
 //! types (Ethernet with VLAN tags, the same cut to a 30-byte snap length, raw IP, Linux
 //! cooked) hold IPv4 and IPv6, TCP and UDP, ARP and fragments; every filter of a list that
 //! libpcap reads in its own way (octal and hex numbers, `vlan`, `ip6`, `proto`, byte
-//! offsets) gives, through the index, exactly what `tcpdump -r` gives.
+//! offsets) gives, through the index, exactly what `tcpdump -r` gives. The same holds, packet
+//! for packet, on the real captures of `tests/data/real/` (public test corpora, 22 link
+//! types), one file at a time and as a folder whose files a filter does not all apply to.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -305,4 +307,282 @@ fn issue22_a_filter_that_cannot_apply_to_one_file_is_reported_for_it() {
     // On the raw file alone it is an error, never an empty answer.
     let (ok, _, err) = query(&raw, "vlan 100", &s.path("q.pcapng"));
     assert!(!ok && err.contains("vlan"), "{err}");
+}
+
+/// The real captures of `tests/data/real/` (see its README): many link types.
+fn real_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/data/real")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Filters every real file is asked, whatever it holds.
+const REAL_FILTERS: &[&str] = &[
+    "ip",
+    "ip6",
+    "tcp",
+    "udp",
+    "udp port 53",
+    "port 0x35",
+    "port 065",
+    "vlan",
+    "tcp[13] & 2 != 0",
+    "ip[6:2] & 0x3fff != 0",
+    "proto 17",
+    "ip proto 47",
+    "icmp or icmp6",
+    "not ip",
+    "arp",
+    "greater 200",
+];
+
+/// Each command of the real-file comparison ends within this, or the test fails.
+const STEP_LIMIT: &str = "30";
+
+/// `tcpdump -r FILE -w OUT FILTER`: its packets, or None when libpcap cannot compile the
+/// filter for the file's link type. tcpdump exits non-zero on a file cut short after writing
+/// what it read, so a refusal is a failure that wrote nothing.
+fn tcpdump_packets(file: &Path, filter: &str, out: &Path) -> Option<Vec<(u64, Vec<u8>)>> {
+    let _ = std::fs::remove_file(out);
+    let o = Command::new("timeout")
+        .args([
+            STEP_LIMIT,
+            "tcpdump",
+            "-nn",
+            "--time-stamp-precision=nano",
+            "-r",
+        ])
+        .arg(file)
+        .arg("-w")
+        .arg(out)
+        .arg(filter)
+        .output()
+        .expect("run tcpdump");
+    assert_ne!(o.status.code(), Some(124), "tcpdump timed out on {file:?}");
+    if !o.status.success() && !out.exists() {
+        return None;
+    }
+    Some(crate::query::sorted(crate::util::packets(out)))
+}
+
+/// `corecap query --json -w OUT TARGET FILTER`, bounded: (ok, summary, packets, stderr).
+fn query_packets(
+    target: &Path,
+    filter: &str,
+    out: &Path,
+) -> (bool, Value, Vec<(u64, Vec<u8>)>, String) {
+    let _ = std::fs::remove_file(out);
+    let o = Command::new("timeout")
+        .args([STEP_LIMIT, crate::util::bin(), "query", "--json", "-w"])
+        .arg(out)
+        .arg(target)
+        .arg(filter)
+        .output()
+        .expect("run corecap query");
+    assert_ne!(o.status.code(), Some(124), "query timed out on {target:?}");
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    let p = crate::query::sorted(crate::util::packets(out));
+    (
+        o.status.success(),
+        v,
+        p,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Filters naming addresses the file really holds: its first IPv4 and IPv6 endpoints, as
+/// the file's own link type frames them.
+fn address_filters(file: &Path) -> Vec<String> {
+    let mut r = corecap_wire::CaptureReader::open(file).expect("open");
+    let (mut v4, mut v6) = (None, None);
+    while let Ok(Some(rec)) = r.next_packet() {
+        if let Ok(k) = corecap_wire::Link::of(rec.linktype).flow_key(rec.data, None) {
+            match k.src_ip() {
+                std::net::IpAddr::V4(a) if v4.is_none() => v4 = Some((a, k.dst_ip())),
+                std::net::IpAddr::V6(a) if v6.is_none() => v6 = Some(a),
+                _ => {}
+            }
+        }
+    }
+    let mut f = Vec::new();
+    if let Some((a, dst)) = v4 {
+        let o = a.octets();
+        f.push(format!("host {a}"));
+        f.push(format!("src host {a} and not dst host {dst}"));
+        f.push(format!("net {}.{}.{}.0/24", o[0], o[1], o[2]));
+        f.push(format!("net {}.0.0.0/8 and (tcp or udp)", o[0]));
+    }
+    if let Some(a) = v6 {
+        f.push(format!("host {a}"));
+        f.push(format!("ip6 src host {a} or udp"));
+    }
+    f
+}
+
+#[test]
+fn issue22_query_equals_tcpdump_on_real_captures_of_many_link_types() {
+    if !crate::util::have("tcpdump") {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let s = Scratch::new("parity-real");
+    let files = real_files();
+    let mut links = std::collections::BTreeSet::new();
+    let (mut compared, mut matched, mut refused) = (0, 0u64, 0);
+    let (tref, tq) = (s.path("ref.pcap"), s.path("q.pcapng"));
+    for src in &files {
+        let name = src.file_name().expect("name");
+        let f = s.0.join(name);
+        std::fs::copy(src, &f).expect("copy");
+        let r = corecap_wire::CaptureReader::open(&f).expect("open");
+        links.insert(r.interfaces().first().map_or(0, |i| i.linktype));
+        let o = corecap(&["index", f.to_str().expect("utf8")]);
+        assert!(
+            o.status.success(),
+            "index {name:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mut filters: Vec<String> = REAL_FILTERS.iter().map(|f| f.to_string()).collect();
+        filters.extend(address_filters(&f));
+        for filter in &filters {
+            let want = tcpdump_packets(&f, filter, &tref);
+            let (ok, v, got, err) = query_packets(&f, filter, &tq);
+            let Some(want) = want else {
+                // libpcap has no code for it on this link type: an error, never an answer.
+                assert!(
+                    !ok,
+                    "{name:?}: '{filter}' refused by tcpdump but answered: {v}"
+                );
+                refused += 1;
+                continue;
+            };
+            assert!(ok, "{name:?}: '{filter}': {err}");
+            let missed = want.iter().filter(|p| !got.contains(p)).count();
+            let extra = got.iter().filter(|p| !want.contains(p)).count();
+            assert!(
+                missed == 0 && extra == 0 && got.len() == want.len(),
+                "{name:?}: '{filter}': query missed {missed} and added {extra} of tcpdump's {} \
+                 packets: {v}",
+                want.len()
+            );
+            compared += 1;
+            matched += want.len() as u64;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(600),
+            "the comparison took over 10 minutes"
+        );
+    }
+    assert!(files.len() >= 40, "{} files", files.len());
+    assert!(links.len() >= 10, "link types {links:?}");
+    for lt in [0u16, 1, 101, 113, 228, 229, 239, 276] {
+        assert!(links.contains(&lt), "no file of link type {lt}: {links:?}");
+    }
+    assert!(
+        compared >= 600 && matched >= 2000,
+        "{compared} comparisons, {matched} packets"
+    );
+    assert!(refused > 0, "no filter was refused anywhere");
+}
+
+#[test]
+fn issue22_a_folder_of_real_captures_answers_the_files_a_filter_applies_to() {
+    if !crate::util::have("tcpdump") {
+        return;
+    }
+    let s = Scratch::new("parity-real-mixed");
+    let dir = s.path("mixed");
+    std::fs::create_dir(&dir).expect("dir");
+    // Ethernet with VLAN tags, raw IPv4, BSD NULL, Linux cooked v2 and NFLOG in one folder.
+    let names = [
+        "various_gre.pcap",
+        "mptcp-tcprst.pcap",
+        "quic_vn.pcap",
+        "simple_http_sll2.pcap",
+        "nflog.pcap",
+    ];
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real");
+    for n in names {
+        let f = dir.join(n);
+        std::fs::copy(real.join(n), &f).expect("copy");
+        let o = corecap(&["index", f.to_str().expect("utf8")]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    for filter in [
+        "vlan",
+        "vlan and ip proto 47",
+        "ip6 or vlan",
+        "udp",
+        "host 127.0.0.1",
+    ] {
+        let (mut want, mut refusing) = (Vec::new(), Vec::new());
+        for n in names {
+            match tcpdump_packets(&dir.join(n), filter, &s.path("ref.pcap")) {
+                Some(p) => want.extend(p),
+                None => refusing.push(n),
+            }
+        }
+        let want = crate::query::sorted(want);
+        let (ok, v, got, err) = query_packets(&dir, filter, &s.path("q.pcapng"));
+        assert!(ok, "'{filter}': {err}");
+        assert_eq!(got, want, "'{filter}': {v}");
+        assert_eq!(
+            u(&v, "files_refused"),
+            refusing.len() as u64,
+            "'{filter}': {v}"
+        );
+        for n in &refusing {
+            assert!(
+                v["notes"].to_string().contains(n),
+                "'{filter}': {n} not named: {v}"
+            );
+        }
+        if filter == "vlan" {
+            assert!(
+                !refusing.is_empty() && refusing.len() < names.len(),
+                "{refusing:?}"
+            );
+        }
+    }
+}
+
+/// `capture -r FILE FILTER` compiles the filter as tcpdump does for that file too: `ip6` on a
+/// macOS loopback (BSD NULL, AF_INET6 30) capture matched nothing when compiled on a dead
+/// handle.
+#[test]
+fn issue22_capture_from_a_real_file_filters_like_tcpdump() {
+    if !crate::util::have("tcpdump") {
+        return;
+    }
+    let s = Scratch::new("parity-replay");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real");
+    for (name, filter) in [
+        ("quic_vn.pcap", "ip6"),
+        ("quic_vn.pcap", "udp port 443"),
+        ("icmpv6-RFC2894-RR.pcap", "icmp6"),
+        ("dns-badcookie.pcap", "udp port 0x35"),
+        ("simple_http_sll2.pcap", "tcp[13] & 2 != 0"),
+        ("babel_rtt.pcap", "ip6 and udp"),
+    ] {
+        let want = tcpdump_packets(&real.join(name), filter, &s.path("ref.pcap")).expect(filter);
+        assert!(!want.is_empty(), "{name}: '{filter}' matches something");
+        let out = s.path("out.pcapng");
+        let _ = std::fs::remove_file(&out);
+        let (o, v) = crate::util::replay(
+            &real.join(name),
+            &["-w", out.to_str().expect("utf8"), filter],
+        );
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let got = crate::query::sorted(crate::util::packets(&out));
+        assert_eq!(got, want, "{name}: '{filter}': {v}");
+    }
 }

@@ -7,21 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::util::{self, corecap, decrypt, keygen, secs, u, udp_frame, Daemon, Lab, Scratch, T0};
+use crate::util::{
+    self, corecap, decrypt, keygen, packets, secs, u, udp_frame, Daemon, Lab, Scratch, T0,
+};
 use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapWriter, PcapngWriter};
 use serde_json::Value;
-
-/// (timestamp, frame) of every packet of a file, up to its first error.
-pub(crate) fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
-    let Ok(mut r) = CaptureReader::open(p) else {
-        return Vec::new();
-    };
-    let mut v = Vec::new();
-    while let Ok(Some(rec)) = r.next_packet() {
-        v.push((rec.ts_ns, rec.data.to_vec()));
-    }
-    v
-}
 
 /// What tcpdump finds in `files` with `filter`, in the window, sorted by time then bytes.
 pub(crate) fn tcpdump(
@@ -84,7 +74,7 @@ fn query(args: &[&str], s: &Scratch) -> (Vec<(u64, Vec<u8>)>, Value) {
     (p, v)
 }
 
-fn sorted(mut v: Vec<(u64, Vec<u8>)>) -> Vec<(u64, Vec<u8>)> {
+pub(crate) fn sorted(mut v: Vec<(u64, Vec<u8>)>) -> Vec<(u64, Vec<u8>)> {
     v.sort();
     v
 }

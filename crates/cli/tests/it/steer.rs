@@ -235,3 +235,61 @@ fn issue3_members_join_and_leave_during_traffic_and_nothing_is_lost() {
         "{v}"
     );
 }
+
+/// Issue 22: replayed over two workers, a real capture of any link type the flow hash reads
+/// (Linux cooked v1 and v2, raw IP, BSD NULL, NFLOG, Ethernet) keeps each flow, both
+/// directions, on one worker, and loses no packet. Read as Ethernet, a NULL header and the
+/// IP header bytes after it hashed differently for each packet and split every flow.
+#[test]
+fn issue22_replay_of_any_link_type_keeps_each_flow_on_one_worker() {
+    let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real");
+    let s = Scratch::new("steer-links");
+    let mut split_files = 0;
+    for name in [
+        "forces2.pcap",
+        "mptcp-v1.pcap",
+        "simple_http_sll2.pcap",
+        "babel_rtt.pcap",
+        "ipv6_mobility_1.pcap",
+        "quic_vn.pcap",
+        "ikev2four.pcap",
+        "nflog.pcap",
+        "various_gre.pcap",
+    ] {
+        let out = s.path(&format!("{name}.pcapng"));
+        let (o, v) = util::replay(
+            &real.join(name),
+            &["--workers", "2", "-w", out.to_str().expect("utf8")],
+        );
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let files = [
+            s.path(&format!("{name}.w0.pcapng")),
+            s.path(&format!("{name}.w1.pcapng")),
+        ];
+        let mut owner: HashMap<corecap_wire::FlowKey, usize> = HashMap::new();
+        let mut per = [0u64; 2];
+        for (w, f) in files.iter().enumerate() {
+            let mut r = corecap_wire::CaptureReader::open(f).expect("worker file");
+            while let Some(rec) = r.next_packet().expect("read") {
+                per[w] += 1;
+                let Ok(k) = corecap_wire::Link::of(rec.linktype).flow_key(rec.data, None) else {
+                    continue;
+                };
+                let first = *owner.entry(k.canonical()).or_insert(w);
+                assert_eq!(first, w, "{name}: flow {k:?} on two workers");
+            }
+        }
+        let sent = util::read_all(&real.join(name)).len() as u64;
+        assert_eq!(per[0] + per[1], sent, "{name}: {v}");
+        assert_eq!(u(&v, "packets"), sent, "{name}: {v}");
+        if per[0] > 0 && per[1] > 0 {
+            split_files += 1;
+        }
+    }
+    // The hash spreads the flows of some files over both workers: it is not constant.
+    assert!(split_files >= 2, "{split_files} files used both workers");
+}

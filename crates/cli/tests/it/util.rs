@@ -427,6 +427,18 @@ impl Drop for Mounted {
     }
 }
 
+/// (timestamp, frame) of every packet of a file, up to its first error.
+pub fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
+    let Ok(mut r) = corecap_wire::CaptureReader::open(p) else {
+        return Vec::new();
+    };
+    let mut v = Vec::new();
+    while let Ok(Some(rec)) = r.next_packet() {
+        v.push((rec.ts_ns, rec.data.to_vec()));
+    }
+    v
+}
+
 /// Reads every packet of a capture file with the project's reader.
 pub fn read_all(path: &Path) -> Vec<(Vec<u8>, Option<u32>)> {
     let mut r = corecap_wire::read::CaptureReader::open(path)

@@ -222,15 +222,26 @@ fn file_specs(cfg: &CaptureConfig, plan: &Plan) -> Result<Vec<FileSpec>, Capture
     plan.files
         .iter()
         .map(|f| {
-            let filter = cfg
-                .filter
-                .as_deref()
-                .map(|e| compile_filter(f.linktype, cfg.snaplen, e))
-                .transpose()?;
+            let filter = match cfg.filter.as_deref() {
+                // As tcpdump compiles it for this file: its link type and byte order.
+                Some(e) => {
+                    let r = corecap_wire::read::CaptureReader::open(&f.path)
+                        .map_err(|e| CaptureError::Config(format!("{}: {e}", f.path.display())))?;
+                    let insns = corecap_linux::filter::compile_for_file(
+                        f.linktype,
+                        r.big_endian(),
+                        cfg.snaplen,
+                        e,
+                    )?;
+                    Some(Program::new(insns).map_err(|e| CaptureError::Config(e.to_string()))?)
+                }
+                None => None,
+            };
             Ok(FileSpec {
                 path: f.path.clone(),
                 if_id: f.if_id,
                 filter,
+                link: corecap_wire::Link::of(f.linktype),
             })
         })
         .collect()
@@ -265,7 +276,12 @@ fn source(
                 filter: prog.clone(),
                 spare: cfg.spare.clone(),
             };
-            Source::Live { spec, if_id, queue }
+            Source::Live {
+                spec,
+                if_id,
+                queue,
+                link: corecap_wire::Link::of(p.linktype),
+            }
         }
         SourcePlan::Xdp {
             input,

@@ -462,6 +462,7 @@ mod tests {
             iface: 0,
             queue: Some(0),
             vlan: None,
+            link: corecap_wire::Link::Ethernet,
         };
         for _ in 0..3 {
             sink.write(&p).expect("taken");

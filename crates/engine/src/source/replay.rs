@@ -1,13 +1,15 @@
 //! The file source (`-r`): pcap and pcapng files feed the same workers as a live capture.
 //!
 //! Every worker reads the files in order and keeps the packets whose symmetric flow hash
-//! falls to it (`hash % workers == worker`), so the split is the same on every run and both
+//! falls to it (`hash % workers == worker`; the hash reads each file through its link type,
+//! [`Link`]), so the split is the same on every run and both
 //! directions of a flow meet on one worker. A file that is truncated or malformed ends the
 //! read with an error naming the byte offset, after every good packet before it.
 
 use std::path::PathBuf;
 
 use corecap_wire::read::CaptureReader;
+use corecap_wire::Link;
 
 use crate::steer::filter::{Meta, Program};
 
@@ -20,6 +22,8 @@ pub struct FileSpec {
     pub if_id: u32,
     /// Userspace filter compiled for the file's link type.
     pub filter: Option<Program>,
+    /// How the file frames its packets (its link type), for the flow hash.
+    pub link: Link,
 }
 
 /// Reads `spec`, calling `f(ts_ns, data, orig_len, if_id, queue)` for each packet that falls
@@ -52,7 +56,7 @@ pub fn replay(
                 )
             }
         };
-        if n > 1 && (corecap_wire::hash::frame_hash(rec.data, None) as usize) % n != me {
+        if n > 1 && (spec.link.frame_hash(rec.data, None) as usize) % n != me {
             continue;
         }
         if let Some(p) = &spec.filter {

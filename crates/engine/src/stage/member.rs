@@ -104,8 +104,9 @@ pub enum Recorded {
     Batch {
         /// The packets' bytes.
         data: Vec<u8>,
-        /// (timestamp ns, captured length, wire length) of each packet, in order.
-        packets: Vec<(u64, u32, u32)>,
+        /// (timestamp ns, captured length, wire length, link type) of each packet, in
+        /// order.
+        packets: Vec<(u64, u32, u32, u16)>,
     },
     /// The end: every live packet from `seam_ns` on is delivered live; `error` says why
     /// the recorded ones stopped early, if they did.
@@ -132,8 +133,9 @@ pub struct Lookback {
 #[derive(Debug, Default)]
 struct Hold {
     data: Vec<u8>,
-    /// (timestamp, start in `data`, length, wire length, VLAN TCI) of each held packet.
-    packets: Vec<(u64, usize, u32, u32, Option<u16>)>,
+    /// (timestamp, start in `data`, length, wire length, VLAN TCI, framing) of each held
+    /// packet.
+    packets: Vec<(u64, usize, u32, u32, Option<u16>, corecap_wire::Link)>,
 }
 
 /// What a member does with its lookback.
@@ -153,7 +155,7 @@ impl Past {
         self.hold.data.extend_from_slice(p.data);
         self.hold
             .packets
-            .push((p.ts_ns, at, p.data.len() as u32, p.wire_len, p.vlan));
+            .push((p.ts_ns, at, p.data.len() as u32, p.wire_len, p.vlan, p.link));
     }
 }
 
@@ -178,7 +180,7 @@ fn take_recorded(
         match msg {
             Recorded::Batch { data, packets } => {
                 let mut at = 0usize;
-                for (ts_ns, len, wire_len) in packets {
+                for (ts_ns, len, wire_len, linktype) in packets {
                     let end = at + len as usize;
                     let Some(bytes) = data.get(at..end) else {
                         break;
@@ -192,6 +194,7 @@ fn take_recorded(
                             iface: 0,
                             queue: None,
                             vlan: None,
+                            link: corecap_wire::Link::of(linktype),
                         },
                         flows,
                         sink,
@@ -207,7 +210,7 @@ fn take_recorded(
                     o.notes.push(format!("packets from the recording: {e}"));
                 }
                 let hold = std::mem::take(&mut past.hold);
-                for (ts_ns, at, len, wire_len, vlan) in hold.packets {
+                for (ts_ns, at, len, wire_len, vlan, link) in hold.packets {
                     let p = crate::packet::Packet {
                         ts_ns,
                         data: &hold.data[at..at + len as usize],
@@ -215,6 +218,7 @@ fn take_recorded(
                         iface: 0,
                         queue: None,
                         vlan,
+                        link,
                     };
                     if ts_ns < seam_ns {
                         o.before_seam += 1;

@@ -14,6 +14,8 @@
 use corecap_queue::{mpsc, SlotHeader};
 use rtrb::{Consumer, Producer, RingBuffer};
 
+use corecap_wire::Link;
+
 use crate::packet::Packet;
 
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +27,7 @@ struct Rec {
     iface: u32,
     queue: Option<u32>,
     vlan: Option<u16>,
+    link: Link,
     hash: u32,
 }
 
@@ -49,6 +52,7 @@ impl Batch {
             iface: p.iface,
             queue: p.queue,
             vlan: p.vlan,
+            link: p.link,
             hash,
         });
     }
@@ -84,6 +88,7 @@ impl Batch {
             iface: r.iface,
             queue: r.queue,
             vlan: r.vlan,
+            link: r.link,
         };
         Some((p, r.hash))
     }
@@ -185,6 +190,9 @@ pub fn mpsc_pipes(workers: usize, bytes: usize) -> (Vec<PipeTx>, PipeRx) {
 
 /// Bits 8-15 of `SlotHeader::flags` carry the interface index.
 const IFACE_SHIFT: u16 = 8;
+/// Bits 1-4 of `SlotHeader::flags` carry the packet's framing ([`Link::index`]).
+const LINK_SHIFT: u16 = 1;
+const LINK_MASK: u16 = 0x0f;
 
 impl PipeTx {
     /// Also counts this end's losses into `lost`, shared with the member's other ends.
@@ -235,7 +243,8 @@ impl PipeTx {
                             SlotHeader::VLAN_VALID
                         } else {
                             0
-                        }) | ((r.iface.min(255) as u16) << IFACE_SHIFT),
+                        }) | ((r.iface.min(255) as u16) << IFACE_SHIFT)
+                            | (u16::from(r.link.index()) << LINK_SHIFT),
                     };
                     (hdr, &b.data[r.off as usize..(r.off + r.len) as usize])
                 });
@@ -270,6 +279,7 @@ impl PipeRx {
                     iface: u32::from(h.flags >> IFACE_SHIFT),
                     queue: (h.queue != u32::MAX).then_some(h.queue),
                     vlan: (h.flags & SlotHeader::VLAN_VALID != 0).then_some(h.vlan_tci),
+                    link: Link::from_index(((h.flags >> LINK_SHIFT) & LINK_MASK) as u8),
                 };
                 f(&p, h.hash);
             }),
@@ -313,6 +323,7 @@ mod tests {
             iface: 0,
             queue: Some(1),
             vlan: None,
+            link: corecap_wire::Link::Ethernet,
         }
     }
 
@@ -331,6 +342,35 @@ mod tests {
                 "cut to snaplen, wire length kept"
             );
             rx.recycle(b);
+        }
+    }
+
+    #[test]
+    fn test_each_packet_keeps_its_link_type_over_both_transports() {
+        let (mut spsc, mut srx) = pipe(2);
+        let (mut mtx, mut mrx) = mpsc_pipes(1, 1 << 16);
+        let mpsc = &mut mtx[0];
+        for (i, link) in corecap_wire::Link::ALL.iter().enumerate() {
+            let data = [i as u8; 20];
+            let p = Packet {
+                link: *link,
+                iface: i as u32,
+                vlan: (i % 2 == 0).then_some(7),
+                ..pkt(&data, i as u64)
+            };
+            spsc.cur.push(&p, 0, 100);
+            mpsc.cur.push(&p, 0, 100);
+        }
+        assert_eq!((spsc.send(), mpsc.send()), (0, 0));
+        for rx in [&mut srx, &mut mrx] {
+            let mut seen = vec![];
+            rx.drain(|p, _| seen.push((p.link, p.iface, p.vlan)));
+            let want: Vec<_> = corecap_wire::Link::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (*l, i as u32, (i % 2 == 0).then_some(7)))
+                .collect();
+            assert_eq!(seen, want);
         }
     }
 
