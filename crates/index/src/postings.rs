@@ -42,20 +42,59 @@ impl Hasher for KeyHasher {
 
 type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 
-/// One key's list while building.
-#[derive(Debug, Default)]
+/// Bytes of list data in one chunk of the arena.
+const CHUNK: usize = 28;
+/// No chunk, no list.
+const NONE: u32 = u32::MAX;
+/// Slots of the recent keys' cache (16 KiB).
+const RECENT: usize = 1024;
+
+/// A piece of a list's bytes in the arena, and the next piece.
+#[derive(Clone, Copy)]
+struct Chunk {
+    bytes: [u8; CHUNK],
+    next: u32,
+}
+
+/// One key's list while building: its bytes are a chain of chunks in the builder's arena,
+/// so a list grows without ever copying what it holds (a `Vec` per key doubled and
+/// copied, and its table entries were large enough to miss the cache).
+#[derive(Debug)]
 struct List {
-    bytes: Vec<u8>,
     last: u64,
     count: u64,
+    /// Bytes of the list.
+    len: u32,
+    head: u32,
+    tail: u32,
     dense: bool,
 }
 
-/// Postings being built.
-#[derive(Default)]
+/// Postings being built: a table from key to list number, the lists, and the arena of
+/// their chunks (with the chunks of lists that turned dense on a free list).
 pub(crate) struct PostingsBuilder {
-    lists: KeyMap<List>,
+    index: KeyMap<u32>,
+    /// The lists of recently seen keys, direct-mapped: a packet's protocol, its ports and
+    /// a busy host repeat from packet to packet and skip the table (whose probes miss the
+    /// cache once a file has tens of thousands of keys).
+    recent: Box<[(u64, u32); RECENT]>,
+    lists: Vec<List>,
+    chunks: Vec<Chunk>,
+    free: u32,
     packets: u64,
+}
+
+impl Default for PostingsBuilder {
+    fn default() -> Self {
+        Self {
+            index: KeyMap::default(),
+            recent: Box::new([(0, NONE); RECENT]),
+            lists: Vec::new(),
+            chunks: Vec::new(),
+            free: NONE,
+            packets: 0,
+        }
+    }
 }
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -90,7 +129,26 @@ impl PostingsBuilder {
     /// The packet at `offset` carries `key`.
     #[inline]
     pub(crate) fn add(&mut self, key: u64, offset: u64) {
-        let l = self.lists.entry(key).or_default();
+        let slot = &self.recent[(key as usize) & (RECENT - 1)];
+        let i = if slot.0 == key && slot.1 != NONE {
+            slot.1 as usize
+        } else {
+            let next = self.lists.len() as u32;
+            let i = *self.index.entry(key).or_insert(next);
+            self.recent[(key as usize) & (RECENT - 1)] = (key, i);
+            i as usize
+        };
+        if i == self.lists.len() {
+            self.lists.push(List {
+                last: 0,
+                count: 0,
+                len: 0,
+                head: NONE,
+                tail: NONE,
+                dense: false,
+            });
+        }
+        let l = &self.lists[i];
         if l.dense || (l.count > 0 && l.last == offset) {
             return;
         }
@@ -99,31 +157,86 @@ impl PostingsBuilder {
         } else {
             offset - l.last
         };
-        put_varint(&mut l.bytes, gap);
+        let mut v = [0u8; 10];
+        let n = varint_into(&mut v, gap);
+        self.append(i, &v[..n]);
+        let packets = self.packets;
+        let l = &mut self.lists[i];
         l.last = offset;
         l.count += 1;
-        if l.count > DENSE_MIN && l.count * DENSE_SHARE > self.packets {
+        if l.count > DENSE_MIN && l.count * DENSE_SHARE > packets {
             l.dense = true;
-            l.bytes = Vec::new();
+            let (head, tail) = (l.head, l.tail);
+            (l.head, l.tail, l.len) = (NONE, NONE, 0);
+            if head != NONE {
+                self.chunks[tail as usize].next = self.free;
+                self.free = head;
+            }
+        }
+    }
+
+    /// Appends `bytes` to list `i`, taking chunks from the free list or the arena.
+    #[inline]
+    fn append(&mut self, i: usize, bytes: &[u8]) {
+        for &b in bytes {
+            let l = &self.lists[i];
+            let at = l.len as usize % CHUNK;
+            if l.tail == NONE || at == 0 {
+                let c = if self.free != NONE {
+                    let c = self.free;
+                    self.free = self.chunks[c as usize].next;
+                    self.chunks[c as usize].next = NONE;
+                    c
+                } else {
+                    self.chunks.push(Chunk {
+                        bytes: [0; CHUNK],
+                        next: NONE,
+                    });
+                    (self.chunks.len() - 1) as u32
+                };
+                let l = &mut self.lists[i];
+                if l.tail == NONE {
+                    l.head = c;
+                } else {
+                    self.chunks[l.tail as usize].next = c;
+                }
+                l.tail = c;
+            }
+            let l = &mut self.lists[i];
+            self.chunks[l.tail as usize].bytes[at] = b;
+            l.len += 1;
+        }
+    }
+
+    /// The bytes of list `l`, appended to `out`.
+    fn copy_list(&self, l: &List, out: &mut Vec<u8>) {
+        let (mut c, mut left) = (l.head, l.len as usize);
+        while c != NONE && left > 0 {
+            let chunk = &self.chunks[c as usize];
+            let n = left.min(CHUNK);
+            out.extend_from_slice(&chunk.bytes[..n]);
+            left -= n;
+            c = chunk.next;
         }
     }
 
     /// The postings section of the sidecar (see `docs/index-format.md`).
     pub(crate) fn finish(self, out: &mut Vec<u8>) {
         let packets = self.packets;
-        let mut keys: Vec<(u64, List)> = self.lists.into_iter().collect();
+        let mut keys: Vec<(u64, u32)> = self.index.iter().map(|(k, i)| (*k, *i)).collect();
         keys.sort_unstable_by_key(|k| k.0);
         out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
         let mut area = Vec::new();
-        for (key, l) in &keys {
+        for (key, i) in &keys {
+            let l = &self.lists[*i as usize];
             let dense = l.dense || l.count * DENSE_SHARE > packets.max(DENSE_MIN * DENSE_SHARE);
             out.extend_from_slice(&key.to_le_bytes());
             if dense {
                 out.extend_from_slice(&DENSE.to_le_bytes());
             } else {
                 out.extend_from_slice(&(l.count.min(u64::from(DENSE - 1)) as u32).to_le_bytes());
-                put_varint(&mut area, l.bytes.len() as u64);
-                area.extend_from_slice(&l.bytes);
+                put_varint(&mut area, u64::from(l.len));
+                self.copy_list(l, &mut area);
             }
         }
         out.resize(out.len() + (8 - out.len() % 8) % 8, 0);
@@ -131,6 +244,19 @@ impl PostingsBuilder {
         out.extend_from_slice(&area);
         out.resize(out.len() + (8 - area.len() % 8) % 8, 0);
     }
+}
+
+/// Writes `v` as a varint into `buf`; returns its length.
+#[inline]
+fn varint_into(buf: &mut [u8; 10], mut v: u64) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    buf[n] = v as u8;
+    n + 1
 }
 
 /// What the postings say of one key.
