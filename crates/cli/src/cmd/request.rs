@@ -218,10 +218,7 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             to,
             filter,
             out,
-        } => {
-            let body = serde_json::json!({ "from": from, "to": to, "filter": filter });
-            return query(e, &body, out);
-        }
+        } => return query(e, &query_body(from, to, filter), out),
         Call::List => list(&call_ok(e, "GET", "/captures", None)?, c.json)?,
         Call::Show(id) => show(
             &call_ok(e, "GET", &format!("/captures/{id}"), None)?,
@@ -237,6 +234,15 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The body of `POST /queries`.
+fn query_body(
+    from: &Option<String>,
+    to: &Option<String>,
+    filter: &Option<String>,
+) -> serde_json::Value {
+    serde_json::json!({ "from": from, "to": to, "filter": filter })
+}
+
 /// A request to several sensors (`--sensor`, `--sensors`): queries, lists and shows.
 fn fleet(c: &config::RequestConfig) -> Result<i32> {
     let (sensors, partial, timeout) = (&c.sensors, c.partial, c.timeout);
@@ -246,10 +252,14 @@ fn fleet(c: &config::RequestConfig) -> Result<i32> {
             to,
             filter,
             out,
-        } => {
-            let body = serde_json::json!({ "from": from, "to": to, "filter": filter });
-            super::fleet::query(sensors, &body, out, partial, timeout, c.json)
-        }
+        } => super::fleet::query(
+            sensors,
+            &query_body(from, to, filter),
+            out,
+            partial,
+            timeout,
+            c.json,
+        ),
         Call::List => super::fleet::get(sensors, "/captures", partial, timeout, c.json),
         Call::Show(id) => {
             super::fleet::get(sensors, &format!("/captures/{id}"), partial, timeout, c.json)

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::query::tcpdump;
-use crate::util::{bin, corecap, packets, Daemon, Lab, Scratch};
+use crate::util::{bin, corecap, packets, recording_daemon_args, Daemon, Lab, Scratch};
 use corecap_wire::CaptureReader;
 
 /// A veth pair from the host into a lab's namespace, with a /30 on each end; removed on
@@ -92,27 +92,21 @@ impl Sensor {
         let listen = format!("{}:7443", link.sensor_ip);
         let rec = dir.path("rec");
         let p = |f: &str| pki.join(f).to_str().expect("utf8").to_owned();
+        let tls = [
+            "--listen",
+            &listen,
+            "--tls-cert",
+            &p("server.pem"),
+            "--tls-key",
+            &p("server.key"),
+            "--tls-client-ca",
+            &p("ca.pem"),
+        ];
+        let args = recording_daemon_args(&rec, &tls);
         let daemon = Daemon::start(
             &lab,
             &dir,
-            &[
-                "-i",
-                "cap0",
-                "--record",
-                rec.to_str().expect("utf8"),
-                "-b",
-                "filesize:1",
-                "--flush-interval",
-                "0.2",
-                "--listen",
-                &listen,
-                "--tls-cert",
-                &p("server.pem"),
-                "--tls-key",
-                &p("server.key"),
-                "--tls-client-ca",
-                &p("ca.pem"),
-            ],
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
         );
         Self {
             url: format!("s{n}=https://{listen}"),

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::query::tcpdump;
-use crate::util::{packets, Daemon, Lab, Scratch};
+use crate::util::{packets, recording_daemon_args, Daemon, Lab, Scratch};
 
 /// The generator's sequence number of a frame (UDP, untagged: 8 bytes at 42).
 fn seq(frame: &[u8]) -> u64 {
@@ -26,19 +26,11 @@ fn issue25_since_starts_in_the_past_with_one_seam() {
     let lab = Lab::new(1);
     let s = Scratch::new("lookback");
     let rec = s.path("rec");
+    let args = recording_daemon_args(&rec, &[]);
     let d = Daemon::start(
         &lab,
         &s,
-        &[
-            "-i",
-            "cap0",
-            "--record",
-            rec.to_str().expect("utf8"),
-            "-b",
-            "filesize:1",
-            "--flush-interval",
-            "0.2",
-        ],
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
     );
     // A steady numbered stream: 2000 frames a second for 8 seconds.
     let (v, path) = std::thread::scope(|sc| {

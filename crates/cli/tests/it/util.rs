@@ -555,6 +555,19 @@ pub fn decrypt(input: &Path, out: &Path, key: &str) -> std::process::Output {
     ])
 }
 
+/// `serve` arguments for a daemon that records cap0 into `rec` (1 MB files, a 0.2 s flush
+/// interval), then `extra`.
+pub fn recording_daemon_args(rec: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["-i", "cap0", "--record"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    a.push(rec.to_str().expect("utf8").to_owned());
+    a.extend(["-b", "filesize:1", "--flush-interval", "0.2"].map(str::to_owned));
+    a.extend(extra.iter().map(|s| (*s).to_owned()));
+    a
+}
+
 /// A `corecap serve --json` child in the lab's namespace, its socket `api.sock` and its
 /// spool `spool` in a scratch directory; stopped by SIGTERM (by its PID), on drop too.
 pub struct Daemon {
