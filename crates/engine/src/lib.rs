@@ -29,6 +29,7 @@ pub mod query;
 pub mod sink;
 pub mod source;
 pub mod stage;
+pub mod standby;
 pub mod stats;
 pub mod steer;
 pub mod worker;

@@ -27,6 +27,12 @@ enum Job {
         ring: RingConfig,
         reply: SyncSender<corecap_linux::Result<Spare>>,
     },
+    /// Real-time scheduling (SCHED_FIFO) for a thread of the daemon, by its TID.
+    Fifo {
+        tid: i32,
+        priority: i32,
+        reply: SyncSender<corecap_linux::Result<()>>,
+    },
     /// An activated libpcap handle.
     Live {
         iface: String,
@@ -94,6 +100,22 @@ impl Opener {
         answer.recv().map_err(|_| gone())?
     }
 
+    /// Gives thread `tid` of this process SCHED_FIFO at `priority` (CAP_SYS_NICE, which
+    /// only the opener thread keeps).
+    pub fn fifo(&self, tid: i32, priority: i32) -> corecap_linux::Result<()> {
+        let Some(jobs) = &self.jobs else {
+            return corecap_linux::affinity::set_fifo(tid, priority);
+        };
+        let (reply, answer) = sync_channel(1);
+        jobs.send(Job::Fifo {
+            tid,
+            priority,
+            reply,
+        })
+        .map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
+    }
+
     /// An activated libpcap handle on `iface`, to compile a filter on.
     pub fn live(&self, iface: &str, snaplen: u32) -> corecap_linux::Result<LiveHandle> {
         let Some(jobs) = &self.jobs else {
@@ -119,6 +141,13 @@ fn run(job: Job) {
             reply,
         } => {
             let _ = reply.send(Spare::open(ifindex, ring));
+        }
+        Job::Fifo {
+            tid,
+            priority,
+            reply,
+        } => {
+            let _ = reply.send(corecap_linux::affinity::set_fifo(tid, priority));
         }
         Job::Live {
             iface,
