@@ -237,6 +237,11 @@ struct Saved {
 /// Interfaces without a base capture that keep spare sockets at once.
 const SPARE_IFACES: usize = 8;
 
+/// The refill thread waits until no capture has spawned for this long: making a ring maps
+/// it into the process (the kernel inserts every page under the process's mmap lock), and
+/// a burst of requests should not wait for that lock. The pool covers the burst.
+const REFILL_QUIET: Duration = Duration::from_millis(20);
+
 /// The on-demand manager.
 #[derive(Debug)]
 pub struct Manager {
@@ -988,12 +993,20 @@ impl Manager {
 
     /// Makes one missing standby (a spare socket, then its parked thread pinned to the
     /// core a spawn would take now), outside the lock: making a ring takes the kernel
-    /// milliseconds. Returns whether one was made. Called by the refill thread
+    /// milliseconds. Waits for [`REFILL_QUIET`] after the last spawn. Returns whether one
+    /// was made. Called by the refill thread
     /// ([`Manager::refill_loop`]), never on a request's path.
     pub fn refill(&self) -> bool {
         let want = {
             let mut g = self.lock();
             self.release_idle_spares(&mut g);
+            let now = Instant::now();
+            if g.spare_used
+                .values()
+                .any(|t| now.duration_since(*t) < REFILL_QUIET)
+            {
+                return false;
+            }
             let iface = g
                 .spares
                 .iter()
