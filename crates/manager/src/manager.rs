@@ -5,7 +5,9 @@
 //!   to the steering matrix ([`Capture::attach`]); no socket or ring is made, so it takes
 //!   packets from the workers' next block on;
 //! - spawn: a capture of its own (one worker, one socket with the filter in the kernel)
-//!   on a free core, as in paper 004.
+//!   on a free core, as in paper 004. Its worker runs on a standby
+//!   ([`corecap_engine::standby`]): a thread made ahead of need, parked and pinned, with
+//!   a spare socket; the refill thread ([`Manager::refill_loop`]) remakes them.
 //!
 //! Either way the request's arrival time is the capture's start: packets stamped earlier
 //! are not taken, and the thread lag is the first taken packet's timestamp minus it.
@@ -993,7 +995,7 @@ impl Manager {
 
     /// Makes one missing standby (a spare socket, then its parked thread pinned to the
     /// core a spawn would take now), outside the lock: making a ring takes the kernel
-    /// milliseconds. Waits for [`REFILL_QUIET`] after the last spawn. Returns whether one
+    /// milliseconds. Waits until no capture has spawned for 20 ms. Returns whether one
     /// was made. Called by the refill thread
     /// ([`Manager::refill_loop`]), never on a request's path.
     pub fn refill(&self) -> bool {

@@ -7,7 +7,8 @@
 //! interface index and a ring geometry, or an interface name and a snap length. The opener
 //! never sees a request, a filter expression or a path; it opens, and hands the socket or
 //! the handle back. Everything else (the filter swapped into the socket, the compile on the
-//! handle) happens in the asking thread.
+//! handle) happens in the asking thread. With `serve --spawn-priority`, it also keeps
+//! CAP_SYS_NICE and gives the workers kept ready SCHED_FIFO, given their TIDs.
 //!
 //! Without an opener thread ([`Opener::inline`]) the calling thread opens, for tests and
 //! for a process that keeps its capabilities everywhere.
