@@ -7,7 +7,10 @@ apart, all asking for the same traffic (`udp`, 50 packets, a pcapng file), in on
 three ways:
 
   attach   POST /captures to the daemon; the capture joins the base capture's workers
-  spawn    POST /captures with mode spawn; a new worker and socket on a (shared) core
+  spawn    POST /captures with mode spawn; a worker kept ready (a parked thread with its
+           spare socket) runs the capture on a (shared) core
+  spawn fifo  the same, the daemon started with --spawn-priority fifo:N (a second pass of
+           the same run, with a daemon of its own: --fifo N)
   tcpdump  start `tcpdump -i cap0 -w FILE -c 50 udp` in the lab's namespace
 
 Thread lag is the first captured packet's timestamp minus the moment the capture was
@@ -19,8 +22,9 @@ Two sweeps, as in the paper's Fig. 4: lag against frame size (gap fixed), and la
 gap (frame size fixed). Results: median and p99 per mode, plus the ratio tcpdump/attach.
 
 Usage: bench/ondemand_lag.py [--sizes 100,400,800,1200] [--gaps 0.0001,0.001,0.01,0.1,0.5]
-       [--k 7] [--reps 3] [--rate PPS] [--out FILE.md]
-Needs root, the corecap release binary (cargo build --release) and tcpdump.
+       [--k 7] [--reps 3] [--rate PPS] [--spares N] [--fifo N] [--out FILE.md]
+Needs root, the corecap release binary (cargo build --release; CORECAP=PATH for another)
+and tcpdump.
 """
 
 import argparse
@@ -37,7 +41,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORECAP = os.path.join(ROOT, "target", "release", "corecap")
+CORECAP = os.environ.get("CORECAP", os.path.join(ROOT, "target", "release", "corecap"))
 NS = "cc-lagbench"
 COUNT = 50
 
@@ -68,6 +72,22 @@ def api(sock_path, method, path, body=None):
     return status, json.loads(payload) if payload else None
 
 
+def metrics(sock_path):
+    """GET /metrics on the daemon's Unix socket: the Prometheus text."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect(sock_path)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: corecap\r\nConnection: close\r\n\r\n")
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    return out.partition(b"\r\n\r\n")[2].decode()
+
+
 def first_pcap_ts(path):
     """Timestamp (s) of the first packet of a pcap file (µs or ns resolution)."""
     with open(path, "rb") as f:
@@ -93,8 +113,9 @@ def pct(v, p):
 
 
 class Bench:
-    def __init__(self, args):
+    def __init__(self, args, fifo=None):
         self.args = args
+        self.fifo = fifo
         self.tmp = tempfile.mkdtemp(prefix="corecap-lag-")
         self.sock = os.path.join(self.tmp, "api.sock")
         self.spool = os.path.join(self.tmp, "spool")
@@ -107,7 +128,9 @@ class Bench:
         sh(CORECAP, "lab", "up", "--netns", NS, "--queues", "1")
         self.daemon = subprocess.Popen(
             [CORECAP, "serve", "--netns", NS, "-i", "cap0", "--socket", self.sock,
-             "--spool", self.spool, "--share-cores", "--max-captures", "64"],
+             "--spool", self.spool, "--share-cores", "--max-captures", "64",
+             "--spares", str(self.args.spares)]
+            + (["--spawn-priority", f"fifo:{self.fifo}"] if self.fifo else []),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in self.daemon.stderr:
             if "serving on" in line:
@@ -137,14 +160,32 @@ class Bench:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
 
+    def pool_full(self, timeout=30):
+        """Waits until the daemon keeps --spares workers ready on cap0 (the refill thread
+        remakes them after a burst), so each trial starts alike."""
+        want = f'corecap_spare_sockets{{interface="cap0"}} {self.args.spares}'
+        deadline = time.time() + timeout
+        while want not in metrics(self.sock):
+            if time.time() > deadline:
+                print(f"pool not full after {timeout} s", file=sys.stderr)
+                return
+            time.sleep(0.02)
+
     def clear_spool(self):
         for f in os.listdir(self.spool):
-            os.remove(os.path.join(self.spool, f))
+            if f.startswith(".corecap-captures"):
+                continue  # the daemon's catalog, rewritten as captures end
+            try:
+                os.remove(os.path.join(self.spool, f))
+            except FileNotFoundError:
+                pass
 
     def trial(self, mode, gap):
         """Starts k captures `gap` seconds apart; returns their lags in µs, in start order."""
         k = self.args.k
         lags = []
+        if self.args.spares:
+            self.pool_full()
         if mode == "tcpdump":
             procs = []
             for i in range(k):
@@ -170,7 +211,7 @@ class Bench:
         ids = []
         for i in range(k):
             body = {"interface": "cap0", "filter": "udp", "count": COUNT}
-            if mode == "spawn":
+            if mode.startswith("spawn"):
                 body["mode"] = "spawn"
             status, v = api(self.sock, "POST", "/captures", body)
             if status != 201:
@@ -192,9 +233,11 @@ class Bench:
         self.clear_spool()
         return lags, setups
 
-    def sweep(self, points, modes):
-        """points: list of (size, gap). Returns {(size, gap, mode): (lags, by_thread, setups)}."""
+    def sweep(self, points, modes, label=None):
+        """points: list of (size, gap). Returns {(size, gap, mode): (lags, by_thread, setups)};
+        `label` renames the modes in the keys (a second pass: "spawn" as "spawn fifo")."""
         res = {}
+        label = label or {}
         cur_size = None
         for size, gap in points:
             if size != cur_size:
@@ -208,8 +251,9 @@ class Bench:
                     setups += s
                     for i, x in enumerate(l):
                         by_thread.setdefault(i + 1, []).append(x)
+                mode = label.get(mode, mode)
                 res[(size, gap, mode)] = (lags, by_thread, setups)
-                print(f"size {size} gap {gap * 1e3:g} ms {mode:8s} median {pct(lags, 50):10.0f} us "
+                print(f"size {size} gap {gap * 1e3:g} ms {mode:10s} median {pct(lags, 50):10.0f} us "
                       f"p99 {pct(lags, 99):10.0f} us", file=sys.stderr)
         return res
 
@@ -251,6 +295,10 @@ def main():
     ap.add_argument("--k", type=int, default=7)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rate", type=int, default=100000)
+    ap.add_argument("--spares", type=int, default=2,
+                    help="workers the daemon keeps ready per interface (serve --spares)")
+    ap.add_argument("--fifo", type=int,
+                    help="a second pass with serve --spawn-priority fifo:N (spawn mode only)")
     ap.add_argument("--out")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -262,17 +310,30 @@ def main():
     sizes = [int(x) for x in args.sizes.split(",")]
     gaps = [float(x) for x in args.gaps.split(",")]
     modes = ["attach", "spawn", "tcpdump"]
+    points = ([(s, args.gap_for_sizes) for s in sizes]
+              + [(args.size_for_gaps, g) for g in gaps if g != args.gap_for_sizes
+                 or args.size_for_gaps not in sizes])
+    load = [os.getloadavg()]
     b = Bench(args)
     try:
         b.up()
-        res = b.sweep([(s, args.gap_for_sizes) for s in sizes]
-                      + [(args.size_for_gaps, g) for g in gaps if g != args.gap_for_sizes
-                         or args.size_for_gaps not in sizes], modes)
+        res = b.sweep(points, modes)
     finally:
         b.down()
+    if args.fifo:
+        load.append(os.getloadavg())
+        b = Bench(args, fifo=args.fifo)
+        try:
+            b.up()
+            res.update(b.sweep(points, ["spawn"], label={"spawn": "spawn fifo"}))
+        finally:
+            b.down()
+        modes = ["attach", "spawn", "spawn fifo", "tcpdump"]
+    load.append(os.getloadavg())
     cmd = "python3 bench/ondemand_lag.py " + " ".join(sys.argv[1:])
     tcpdump_v = sh("tcpdump", "--version", check=False).stdout.splitlines()[:1]
-    setups = {m: [s for (sz, g, mm), (_, _, st) in res.items() if mm == m for s in st] for m in ("attach", "spawn")}
+    setups = {m: [s for (sz, g, mm), (_, _, st) in res.items() if mm == m for s in st]
+              for m in modes if m != "tcpdump"}
     md = [
         "# On-demand capture: thread lag (paper 004, Fig. 4)",
         "",
@@ -283,7 +344,14 @@ def main():
         f"Background: UDP at {args.rate} packets/s, 64 flows, generator on CPU 0; the base "
         "capture's one worker on CPU 1; each capture asks for `udp`, 50 packets, pcapng "
         f"(tcpdump: pcap). k = {args.k} captures per trial, {args.reps} trials per point; "
-        "the lag of every capture counts.",
+        "the lag of every capture counts. "
+        f"The daemon keeps {args.spares} workers ready per interface (`serve --spares "
+        f"{args.spares}`)"
+        + (f"; `spawn fifo` is a second pass with `serve --spawn-priority fifo:{args.fifo}`"
+           if args.fifo else "") + ".",
+        "",
+        "Load average (1, 5, 15 min) at the start of each pass and at the end: "
+        + "; ".join(", ".join(f"{x:.2f}" for x in l) for l in load) + ".",
         "",
         "Lag: first captured packet's kernel timestamp minus the request's arrival at the "
         "daemon (corecap) or the moment before the tcpdump process was started.",
@@ -303,9 +371,8 @@ def main():
         "",
         "## Setup time (request to capture in place)",
         "",
-        f"attach: median {pct(setups['attach'], 50):,.0f} µs, p99 {pct(setups['attach'], 99):,.0f} µs; "
-        f"spawn (new socket and ring): median {pct(setups['spawn'], 50):,.0f} µs, "
-        f"p99 {pct(setups['spawn'], 99):,.0f} µs.",
+        "; ".join(f"{m}: median {pct(v, 50):,.0f} µs, p99 {pct(v, 99):,.0f} µs"
+                  for m, v in setups.items()) + ".",
         "",
     ]
     text = "\n".join(md)

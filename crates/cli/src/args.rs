@@ -645,6 +645,11 @@ pub(crate) struct ServeArgs {
     /// capture takes one instead of waiting for the kernel to make a ring; 0 for none.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub(crate) spares: usize,
+    /// Real-time scheduling for spawned workers: `fifo:N` runs each at SCHED_FIFO
+    /// priority N (1-99), so a request's worker runs as soon as it is woken, ahead of
+    /// normal threads on its core. Needs CAP_SYS_NICE.
+    #[arg(long, value_name = "fifo:N", value_parser = parse_spawn_priority)]
+    pub(crate) spawn_priority: Option<i32>,
     /// Seconds after the last spawned capture on an interface (not a base's) when its
     /// spare sockets are closed; at most 8 interfaces keep spares, the least recently used
     /// giving way.
@@ -958,4 +963,15 @@ pub(crate) struct CertsArgs {
     /// DIR (ca.pem, ca.key).
     #[arg(long, value_name = "NAME")]
     pub(crate) add_client: Option<String>,
+}
+
+/// `--spawn-priority fifo:N`: the SCHED_FIFO priority, 1..=99.
+fn parse_spawn_priority(s: &str) -> Result<i32, String> {
+    let n = s
+        .strip_prefix("fifo:")
+        .ok_or_else(|| format!("'{s}': expected fifo:N (SCHED_FIFO priority N, 1-99)"))?;
+    match n.parse::<i32>() {
+        Ok(p) if (1..=99).contains(&p) => Ok(p),
+        _ => Err(format!("'{s}': the priority is 1-99")),
+    }
 }

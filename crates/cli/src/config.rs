@@ -585,6 +585,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         stage_cpus,
         ring: spawn_ring,
         spares: a.spares,
+        spawn_priority: a.spawn_priority,
         spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,

@@ -247,11 +247,12 @@ fn group_rows(g: &GroupSummary) -> String {
         ));
         if let (Some(d), Some(x)) = (f.observation_domain, &f.ipfix) {
             out.push_str(&format!(
-                "      IPFIX observation domain {d}: {} messages, {} records, {} send errors ({} records lost){}\n",
+                "      IPFIX observation domain {d}: {} messages, {} records, {} send errors ({} records lost), {} export queue full{}\n",
                 x.messages,
                 x.records,
                 x.send_errors,
                 x.records_lost,
+                x.export_full,
                 f.ipfix_error
                     .as_ref()
                     .map_or(String::new(), |e| format!("; last error: {e}"))

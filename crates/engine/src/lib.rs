@@ -27,6 +27,7 @@ pub mod packet;
 pub mod sink;
 pub mod source;
 pub mod stage;
+pub mod standby;
 pub mod stats;
 pub mod steer;
 pub mod worker;

@@ -109,7 +109,9 @@ impl Control {
             ) {
                 Ok(_) => {
                     if cur - take == 0 {
-                        self.stop.store(true, Ordering::Relaxed);
+                        // Release: pairs with the Acquire load of `stop` in
+                        // `Capture::wait_ready`, which then sees the budget at 0.
+                        self.stop.store(true, Ordering::Release);
                     }
                     return take;
                 }
@@ -133,7 +135,7 @@ pub struct Worker {
 }
 
 /// What a worker hands back when it ends.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Outcome {
     /// Final counters.
     pub snapshot: Snapshot,

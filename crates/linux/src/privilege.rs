@@ -15,6 +15,8 @@ pub const CAP_NET_ADMIN: u32 = 12;
 pub const CAP_NET_RAW: u32 = 13;
 /// CAP_IPC_LOCK: locked memory beyond RLIMIT_MEMLOCK.
 pub const CAP_IPC_LOCK: u32 = 14;
+/// CAP_SYS_NICE: real-time scheduling (`serve --spawn-priority fifo:N`).
+pub const CAP_SYS_NICE: u32 = 23;
 /// What the daemon's opener thread keeps: sockets and rings for captures started on
 /// demand. As a bit mask of capability numbers.
 pub const DAEMON_CAPABILITIES: u64 =

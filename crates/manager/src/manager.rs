@@ -5,7 +5,9 @@
 //!   to the steering matrix ([`Capture::attach`]); no socket or ring is made, so it takes
 //!   packets from the workers' next block on;
 //! - spawn: a capture of its own (one worker, one socket with the filter in the kernel)
-//!   on a free core, as in paper 004.
+//!   on a free core, as in paper 004. Its worker runs on a standby
+//!   ([`corecap_engine::standby`]): a thread made ahead of need, parked and pinned, with
+//!   a spare socket; the refill thread ([`Manager::refill_loop`]) remakes them.
 //!
 //! Either way the request's arrival time is the capture's start: packets stamped earlier
 //! are not taken, and the thread lag is the first taken packet's timestamp minus it.
@@ -29,10 +31,10 @@ use corecap_engine::capture::{
 use corecap_engine::control::{AttachSpec, Attached, Detached};
 use corecap_engine::sink::file::{Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
-use corecap_engine::source::afpacket::Spare;
 use corecap_engine::stage::flows::FlowOutput;
 use corecap_engine::stage::member::{MemberLimits, MemberLive, MemberOutcome};
 use corecap_engine::stage::pipe::Transport;
+use corecap_engine::standby::Standby;
 use corecap_engine::steer::filter::compile_filter;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_linux::error_chain;
@@ -61,8 +63,12 @@ pub struct Config {
     pub stage_cpus: Vec<u32>,
     /// Ring geometry of spawned workers.
     pub ring: corecap_linux::RingConfig,
-    /// Sockets kept open ahead of need per interface, for spawn mode.
+    /// Workers kept ready per interface for spawn mode: a parked thread each, pinned, with
+    /// a spare socket (ring made, every packet refused).
     pub spares: usize,
+    /// SCHED_FIFO priority of spawned workers (`serve --spawn-priority fifo:N`), set by
+    /// the opener thread (CAP_SYS_NICE) on each standby thread when it is made.
+    pub spawn_priority: Option<i32>,
     /// How long an interface without a base keeps its spares after its last spawn.
     pub spare_idle: Duration,
     /// Write capture files with direct I/O where the filesystem allows it.
@@ -98,6 +104,7 @@ impl Config {
             stage_cpus: Vec::new(),
             ring: corecap_linux::RingConfig::with_size(1 << 20, 1 << 16, 10),
             spares: 0,
+            spawn_priority: None,
             spare_idle: Duration::from_secs(1),
             direct: true,
             index: true,
@@ -214,9 +221,10 @@ struct Inner {
     lag: BTreeMap<&'static str, LagHistogram>,
     spool_bytes: u64,
     quota_checked: Option<Instant>,
-    /// Per interface: sockets opened ahead of need (bases' interfaces, and the interfaces
-    /// spawned captures ran on lately).
-    spares: BTreeMap<String, Vec<Spare>>,
+    /// Per interface: workers kept ready, each a parked thread with a spare socket
+    /// (bases' interfaces, and the interfaces spawned captures ran on lately). Filled by
+    /// [`Manager::refill`], off the request's path.
+    spares: BTreeMap<String, Vec<Standby>>,
     /// When a capture last spawned on each interface that keeps spares without a base.
     spare_used: BTreeMap<String, Instant>,
     /// Set by [`Manager::shutdown`]: no capture starts after it.
@@ -237,6 +245,11 @@ struct Saved {
 
 /// Interfaces without a base capture that keep spare sockets at once.
 const SPARE_IFACES: usize = 8;
+
+/// The refill thread waits until no capture has spawned for this long: making a ring maps
+/// it into the process (the kernel inserts every page under the process's mmap lock), and
+/// a burst of requests should not wait for that lock. The pool covers the burst.
+const REFILL_QUIET: Duration = Duration::from_millis(20);
 
 /// The on-demand manager.
 #[derive(Debug)]
@@ -614,10 +627,17 @@ impl Manager {
             }
         };
         g.spare_used.insert(input.iface.clone(), Instant::now());
-        // The worker swaps its filter into a socket the opener made: the thread that
-        // starts it needs no capability.
-        let spare = match g.spares.entry(input.iface.clone()).or_default().pop() {
-            Some(s) => s,
+        // A worker kept ready, on the chosen core if one waits there: the capture makes no
+        // thread and no ring. Without one, the worker swaps its filter into a socket the
+        // opener makes now: the thread that starts it needs no capability.
+        let ready = g.spares.entry(input.iface.clone()).or_default();
+        let standby = ready
+            .iter()
+            .rposition(|s| s.cpu() == cores[0])
+            .or_else(|| ready.len().checked_sub(1))
+            .map(|i| ready.remove(i));
+        let spare = match &standby {
+            Some(s) => s.spare().clone(),
             None => corecap_linux::netdev::ifindex(&input.iface)
                 .and_then(|ix| self.opener.spare(ix, self.cfg.ring))
                 .map_err(|e| start_error(e.into()))?,
@@ -646,10 +666,12 @@ impl Manager {
             flows: flows.clone(),
             transport: Transport::Spsc,
             spare: spare.clone(),
+            standby: standby.clone(),
             ..CaptureConfig::default()
         };
         let cap = Capture::start(&cfg);
-        if let Some(s) = spare.filter(Spare::ready) {
+        // A start that failed before its worker ran leaves the standby ready.
+        if let Some(s) = standby.filter(Standby::ready) {
             g.spares.entry(input.iface.clone()).or_default().push(s);
         }
         let cap = cap.map_err(start_error)?;
@@ -1066,33 +1088,95 @@ impl Manager {
         if !endings.is_empty() {
             self.end_all(endings);
         }
-        self.replenish_spares();
     }
 
-    /// Opens the spare sockets that are missing, one per call, outside the lock (making
-    /// a ring takes the kernel milliseconds).
-    fn replenish_spares(&self) {
+    /// Makes one missing standby (a spare socket, then its parked thread pinned to the
+    /// core a spawn would take now), outside the lock: making a ring takes the kernel
+    /// milliseconds. Waits until no capture has spawned for 20 ms. Returns whether one
+    /// was made. Called by the refill thread
+    /// ([`Manager::refill_loop`]), never on a request's path.
+    pub fn refill(&self) -> bool {
         let want = {
             let mut g = self.lock();
             self.release_idle_spares(&mut g);
-            g.spares
+            let now = Instant::now();
+            if g.spare_used
+                .values()
+                .any(|t| now.duration_since(*t) < REFILL_QUIET)
+            {
+                return false;
+            }
+            let iface = g
+                .spares
                 .iter()
                 .find(|(_, v)| v.len() < self.cfg.spares)
-                .map(|(i, _)| i.clone())
+                .map(|(i, _)| i.clone());
+            match iface {
+                Some(i) => {
+                    let busy = g.worker_cpus();
+                    let cpu = g.cores.pick(&i, &busy, true).map(|(c, _)| c);
+                    Some((i, cpu))
+                }
+                None => None,
+            }
         };
-        let Some(iface) = want else {
-            return;
+        let Some((iface, cpu)) = want else {
+            return false;
         };
-        let ring = self.cfg.ring;
-        let spare =
-            corecap_linux::netdev::ifindex(&iface).and_then(|ix| self.opener.spare(ix, ring));
+        let made = cpu.map_err(|e| e.to_string()).and_then(|cpu| {
+            let spare = corecap_linux::netdev::ifindex(&iface)
+                .and_then(|ix| self.opener.spare(ix, self.cfg.ring))
+                .map_err(|e| e.to_string())?;
+            let s = Standby::start(cpu, spare).map_err(|e| e.to_string())?;
+            if let Some(p) = self.cfg.spawn_priority {
+                self.opener.fifo(s.tid(), p).map_err(|e| e.to_string())?;
+            }
+            Ok(s)
+        });
         let mut g = self.lock();
-        match spare {
-            Ok(s) => g.spares.entry(iface).or_default().push(s),
-            // An interface that went away, or no memory for a ring: stop keeping spares
-            // for it; spawned captures open their own socket as before.
-            Err(_) => {
-                g.spares.remove(&iface);
+        match made {
+            Ok(s) => {
+                // An interface whose spares were released meanwhile does not take it.
+                if let Some(v) = g.spares.get_mut(&iface) {
+                    v.push(s);
+                }
+                true
+            }
+            // An interface that went away, no memory for a ring, no real-time priority:
+            // stop keeping standbys for it; spawned captures start their own worker.
+            Err(e) => {
+                if g.spares.remove(&iface).is_some() {
+                    eprintln!("corecap: no workers kept ready on {iface}: {e}");
+                }
+                false
+            }
+        }
+    }
+
+    /// The refill thread's loop, until `stop`: [`Manager::refill`] while there is work,
+    /// else a 2 ms nap. It runs on the allowed CPUs that run no base worker, when any.
+    pub fn refill_loop(&self, stop: &std::sync::atomic::AtomicBool) {
+        let quiet: Vec<u32> = {
+            let g = self.lock();
+            let busy: Vec<u32> = g
+                .bases
+                .iter()
+                .flat_map(|b| b.cap.workers.iter().filter_map(|w| w.cpu))
+                .collect();
+            g.cores
+                .allowed
+                .iter()
+                .copied()
+                .filter(|c| !busy.contains(c))
+                .collect()
+        };
+        if !quiet.is_empty() {
+            let _ = corecap_linux::affinity::pin_current_thread_to(&quiet);
+        }
+        // Relaxed: a flag polled between refills.
+        while !stop.load(Ordering::Relaxed) {
+            if !self.refill() {
+                std::thread::sleep(Duration::from_millis(2));
             }
         }
     }

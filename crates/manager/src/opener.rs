@@ -7,7 +7,8 @@
 //! interface index and a ring geometry, or an interface name and a snap length. The opener
 //! never sees a request, a filter expression or a path; it opens, and hands the socket or
 //! the handle back. Everything else (the filter swapped into the socket, the compile on the
-//! handle) happens in the asking thread.
+//! handle) happens in the asking thread. With `serve --spawn-priority`, it also keeps
+//! CAP_SYS_NICE and gives the workers kept ready SCHED_FIFO, given their TIDs.
 //!
 //! Without an opener thread ([`Opener::inline`]) the calling thread opens, for tests and
 //! for a process that keeps its capabilities everywhere.
@@ -26,6 +27,12 @@ enum Job {
         ifindex: u32,
         ring: RingConfig,
         reply: SyncSender<corecap_linux::Result<Spare>>,
+    },
+    /// Real-time scheduling (SCHED_FIFO) for a thread of the daemon, by its TID.
+    Fifo {
+        tid: i32,
+        priority: i32,
+        reply: SyncSender<corecap_linux::Result<()>>,
     },
     /// An activated libpcap handle.
     Live {
@@ -94,6 +101,22 @@ impl Opener {
         answer.recv().map_err(|_| gone())?
     }
 
+    /// Gives thread `tid` of this process SCHED_FIFO at `priority` (CAP_SYS_NICE, which
+    /// only the opener thread keeps).
+    pub fn fifo(&self, tid: i32, priority: i32) -> corecap_linux::Result<()> {
+        let Some(jobs) = &self.jobs else {
+            return corecap_linux::affinity::set_fifo(tid, priority);
+        };
+        let (reply, answer) = sync_channel(1);
+        jobs.send(Job::Fifo {
+            tid,
+            priority,
+            reply,
+        })
+        .map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
+    }
+
     /// An activated libpcap handle on `iface`, to compile a filter on.
     pub fn live(&self, iface: &str, snaplen: u32) -> corecap_linux::Result<LiveHandle> {
         let Some(jobs) = &self.jobs else {
@@ -119,6 +142,13 @@ fn run(job: Job) {
             reply,
         } => {
             let _ = reply.send(Spare::open(ifindex, ring));
+        }
+        Job::Fifo {
+            tid,
+            priority,
+            reply,
+        } => {
+            let _ = reply.send(corecap_linux::affinity::set_fifo(tid, priority));
         }
         Job::Live {
             iface,

@@ -47,9 +47,22 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
                 .with_context(|| format!("giving {} to {} (-Z)", dir.display(), who.name))?;
         }
     }
-    let opener = drop_privilege(c.run_as.as_ref())?;
+    let priority = c.manager.spawn_priority;
+    let opener = drop_privilege(c.run_as.as_ref(), priority.is_some())?;
+    if let Some(p) = priority {
+        check_fifo(&opener, p)?;
+    }
     let max_captures = c.manager.max_captures;
     let m = Arc::new(Manager::new(c.manager, bases).with_opener(opener));
+    // Workers kept ready for spawn mode are made on a thread of their own, never on a
+    // request's path.
+    let refill = {
+        let (m, stop) = (m.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("corecap-refill".into())
+            .spawn(move || m.refill_loop(&stop))
+            .context("starting the refill thread")?
+    };
     // What the spool's catalog told: earlier captures listed, or why not; once.
     for n in m.notes() {
         eprintln!("corecap: {n}");
@@ -81,6 +94,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     // The listeners go first, so no new client connects; a request already in flight is
     // refused (503) once shutdown has begun, or started before it and ended by it.
     api.stop();
+    let _ = refill.join();
     let _ = std::fs::remove_file(&c.socket);
     let views = m.shutdown();
     report_end(&views, c.json);
@@ -139,13 +153,21 @@ fn give_files(
 /// Leaves capabilities to one thread: with `-Z`, the whole process becomes the user while
 /// this thread keeps the daemon's few capabilities; the opener thread is started with
 /// them; then this thread, and every thread it starts after (the API's), holds none.
-fn drop_privilege(run_as: Option<&corecap_linux::privilege::RunAs>) -> Result<Opener> {
-    use corecap_linux::privilege::{self, CAP_NET_RAW, DAEMON_CAPABILITIES};
+/// With `fifo` (`--spawn-priority`), the opener also keeps CAP_SYS_NICE.
+fn drop_privilege(run_as: Option<&corecap_linux::privilege::RunAs>, fifo: bool) -> Result<Opener> {
+    use corecap_linux::privilege::{self, CAP_NET_RAW, CAP_SYS_NICE, DAEMON_CAPABILITIES};
+    let keep = DAEMON_CAPABILITIES | if fifo { 1 << CAP_SYS_NICE } else { 0 };
     if let Some(who) = run_as {
-        privilege::switch_user_keeping(who, DAEMON_CAPABILITIES)
+        privilege::switch_user_keeping(who, keep)
             .with_context(|| format!("switching to user {} (-Z)", who.name))?;
     }
-    let (opener, kept) = Opener::spawn(DAEMON_CAPABILITIES).context("starting the opener")?;
+    let (opener, kept) = Opener::spawn(keep).context("starting the opener")?;
+    if fifo && kept & (1 << CAP_SYS_NICE) == 0 {
+        anyhow::bail!(
+            "--spawn-priority fifo:N needs CAP_SYS_NICE (run as root, or give the binary \
+             cap_sys_nice), or leave it out"
+        );
+    }
     privilege::drop_thread_capabilities().context("dropping capabilities")?;
     let o = opener.clone();
     corecap_linux::filter::set_live_opener(Box::new(move |iface, snaplen| o.live(iface, snaplen)))?;
@@ -155,6 +177,22 @@ fn drop_privilege(run_as: Option<&corecap_linux::privilege::RunAs>) -> Result<Op
         );
     }
     Ok(opener)
+}
+
+/// Tries SCHED_FIFO at `priority` on a thread made for the purpose, so that a daemon that
+/// cannot give it says so at start, not at its first spawned capture.
+fn check_fifo(opener: &Opener, priority: i32) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(corecap_linux::affinity::current_tid());
+        let _ = done_rx.recv();
+    });
+    let tid = rx.recv().context("a thread to try --spawn-priority on")?;
+    let r = opener.fifo(tid, priority);
+    drop(done_tx);
+    let _ = t.join();
+    r.with_context(|| format!("--spawn-priority fifo:{priority}"))
 }
 
 /// Starts each base capture, and says where its workers run.

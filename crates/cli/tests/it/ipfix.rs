@@ -315,3 +315,114 @@ fn issue17_nfcapd_stores_the_flows_of_the_json_records_and_tshark_decodes_every_
     assert_eq!(u(&flows["ipfix"], "records"), 128, "{flows}");
     assert_eq!(u(&flows["ipfix"], "send_errors"), 0, "{flows}");
 }
+
+/// A TCP collector on the loopback of `netns` that accepts every connection and never
+/// reads one; it holds them until dropped.
+struct DeafCollector {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl DeafCollector {
+    fn start(netns: &str) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (ns, done) = (netns.to_owned(), std::sync::Arc::clone(&stop));
+        let thread = std::thread::spawn(move || {
+            // setns moves this thread alone into the lab's namespace.
+            corecap_linux::netdev::enter_netns(&ns).expect("enter the lab's namespace");
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.set_nonblocking(true).expect("nonblocking");
+            tx.send(l.local_addr().expect("addr").port()).expect("port");
+            let mut held = Vec::new();
+            let end = Instant::now() + Duration::from_secs(120);
+            while !done.load(Ordering::Relaxed) && Instant::now() < end {
+                match l.accept() {
+                    Ok((c, _)) => held.push(c),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            held.len()
+        });
+        let port = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("collector port");
+        Self {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops accepting; returns how many connections it held.
+    fn stop(mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .map_or(0, |t| t.join().expect("collector thread"))
+    }
+}
+
+impl Drop for DeafCollector {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue24_a_collector_that_never_reads_costs_export_drops_not_a_stage_backlog() {
+    let lab = Lab::new(1);
+    let ns = lab.netns.as_str();
+    let st = Command::new("ip")
+        .args(["netns", "exec", ns, "ip", "link", "set", "lo", "up"])
+        .status()
+        .expect("ip");
+    assert!(st.success());
+    let collector = DeafCollector::start(ns);
+    let cap = lab.capture(&[
+        "--flows",
+        &format!("ipfix+tcp://127.0.0.1:{}", collector.port),
+    ]);
+    // 150000 one-packet TCP flows: 150000 records, about 8 MB of IPFIX, far more than the
+    // sockets buffer for a collector that does not read, and more than the export queue.
+    let n = 150_000u64;
+    let sent = lab.gen(
+        n,
+        &[
+            "--flows",
+            &n.to_string(),
+            "--proto",
+            "tcp",
+            "--rate",
+            "50000",
+        ],
+    );
+    assert_eq!(sent, n);
+    let t0 = Instant::now();
+    let v = cap.stop();
+    let took = t0.elapsed();
+    let held = collector.stop();
+    // Two FINISH_WAITs (2 s each) and a write timeout at most, plus the capture's own end.
+    assert!(
+        took < Duration::from_secs(10),
+        "the capture took {took:?} to end"
+    );
+    assert!(held >= 1, "corecap never connected");
+    // Every packet reached the flow table: nothing lost at the ring or the stage.
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    let m = &v["groups"][0]["members"][0];
+    assert_eq!(u(m, "stage_full"), 0, "{m}");
+    assert_eq!(u(m, "delivered"), sent, "{m}");
+    let flows = &m["flows"];
+    assert_eq!(u(flows, "records"), n, "{flows}");
+    let x = &flows["ipfix"];
+    assert!(u(x, "export_full") > 0, "{flows}");
+    assert_eq!(
+        u(x, "records") + u(x, "records_lost") + u(x, "export_full"),
+        n,
+        "every record is sent, lost or dropped at the export queue: {flows}"
+    );
+}

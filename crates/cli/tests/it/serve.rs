@@ -1023,6 +1023,108 @@ fn issue21_serve_remembers_after_sigkill() {
     assert!(ok);
 }
 
+/// (TID, scheduling policy, real-time priority) of each thread of `pid` whose name starts
+/// with `prefix`, from /proc/PID/task/TID/stat (fields 40 and 41).
+fn sched_of(pid: u32, prefix: &str) -> Vec<(u32, u32, u32)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let t = t.expect("task").path();
+        let (Ok(name), Ok(stat)) = (
+            std::fs::read_to_string(t.join("comm")),
+            std::fs::read_to_string(t.join("stat")),
+        ) else {
+            continue;
+        };
+        if !name.trim().starts_with(prefix) {
+            continue;
+        }
+        // Fields after the name in parentheses start at field 3.
+        let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let tid = t
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse().ok())
+            .expect("tid");
+        out.push((
+            tid,
+            f[38].parse().expect("policy"),
+            f[37].parse().expect("rt"),
+        ));
+    }
+    out.sort_unstable();
+    out
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue25_spawned_captures_run_on_workers_kept_ready_at_fifo_priority() {
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-standby");
+    let d = Daemon::start(
+        &lab,
+        &dir,
+        &[
+            "-i",
+            "cap0",
+            "--share-cores",
+            "--spares",
+            "2",
+            "--spawn-priority",
+            "fifo:10",
+        ],
+    );
+    let ready = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = sched_of(d.pid(), "corecap-sb");
+            if s.len() == n {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "standbys: {s:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Two workers kept ready, parked, at SCHED_FIFO (policy 1) priority 10.
+    let before = ready(2);
+    assert!(before.iter().all(|s| (s.1, s.2) == (1, 10)), "{before:?}");
+    let workers = sched_of(d.pid(), "corecap-w").len();
+    let id = d.start_capture(&["--mode", "spawn", "-c", "100", "-w", "s.pcapng", "udp"]);
+    // The capture's worker is a standby's thread: no worker thread was made for it.
+    assert_eq!(sched_of(d.pid(), "corecap-w").len(), workers);
+    lab.gen(300, &[]);
+    let v = d.wait_for(&id, |v| v["state"] != "running");
+    assert_eq!(
+        (v["state"].as_str(), u(&v, "packets")),
+        (Some("done"), 100),
+        "{v}"
+    );
+    assert!(v["lag_us"].as_f64().is_some_and(|l| l >= 0.0), "{v}");
+    assert_eq!(read_all(&dir.path("spool").join("s.pcapng")).len(), 100);
+    // The refill thread made another in its place, off the request's path.
+    let after = ready(2);
+    assert!(after.iter().all(|s| (s.1, s.2) == (1, 10)), "{after:?}");
+    assert_ne!(before, after, "a new standby replaced the one used");
+    let (ok, _) = d.stop();
+    assert!(ok);
+}
+
+#[test]
+fn issue25_spawn_priority_is_fifo_1_to_99() {
+    for bad in ["fifo:0", "fifo:100", "rr:5", "10"] {
+        let o = util::corecap(&[
+            "serve",
+            "--spawn-priority",
+            bad,
+            "--socket",
+            "/nonexistent/s",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {o:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("fifo:N") || e.contains("1-99"), "{bad}: {e}");
+    }
+}
+
 /// `serve -Z USER --record DIR` over a spool and a recording folder that USER owns already
 /// (mode 0700, as a package makes them): accepted, the recording's files are USER's, and a
 /// query answers over the recording. A folder another user owns is still refused.

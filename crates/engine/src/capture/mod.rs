@@ -203,6 +203,9 @@ pub struct CaptureConfig {
     /// A socket opened ahead of need, taken by a single-socket capture on its interface
     /// with the same ring geometry.
     pub spare: Option<crate::source::afpacket::Spare>,
+    /// A parked worker thread for the capture's one worker (spawn mode): it runs the worker
+    /// instead of a new thread; its spare is `spare`.
+    pub standby: Option<crate::standby::Standby>,
     /// AF_XDP sockets (and workers) per RX queue, spread by flow in the XDP program.
     pub xdp_spread: u32,
 }
@@ -231,6 +234,7 @@ impl Default for CaptureConfig {
             transport: pipe::Transport::default(),
             attachable: false,
             spare: None,
+            standby: None,
             xdp_spread: 1,
         }
     }

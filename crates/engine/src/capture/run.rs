@@ -74,6 +74,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
     for input in &plan.inputs {
         opened.push(open_input(cfg, input, &mut xdp, &mut notes)?);
     }
+    arm_spare(cfg, &plan, &opened)?;
     let files = file_specs(cfg, &plan)?;
     let sources: Vec<Source> = plan
         .workers
@@ -92,7 +93,8 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
             (apps, outputs)
         }
     };
-    let (handles, counters) = spawn_workers(&plan.workers, sources, apps, &control)?;
+    let standby = cfg.standby.as_ref().filter(|_| plan.workers.len() == 1);
+    let (handles, counters) = spawn_workers(&plan.workers, sources, apps, &control, standby)?;
     let cap = Capture {
         control,
         counters,
@@ -198,6 +200,22 @@ fn open_input(
             Ok(Opened::Xdp { setup, filter })
         }
     }
+}
+
+/// A lone AF_PACKET worker with a spare socket: its filter goes into the spare now, so
+/// the capture starts here, before its files, stage threads and worker are in place (the
+/// ring holds the packets until the worker takes it, and the worker swaps in the same
+/// filter again).
+fn arm_spare(cfg: &CaptureConfig, plan: &Plan, opened: &[Opened]) -> Result<(), CaptureError> {
+    let (Some(spare), [w], [Opened::Packet { prog, group: None }]) =
+        (&cfg.spare, plan.workers.as_slice(), opened)
+    else {
+        return Ok(());
+    };
+    if let SourcePlan::Packet { input, .. } = w.source {
+        spare.arm(plan.inputs[input].ifindex, cfg.ring, prog)?;
+    }
+    Ok(())
 }
 
 /// The kernel filter of an AF_PACKET input: the expression (or accept all) cut at the
@@ -456,13 +474,15 @@ fn open_sinks(
     }
 }
 
-/// Starts a thread per worker with its source and app.
+/// Starts a thread per worker with its source and app; a lone worker with a `standby`
+/// runs on the standby's waiting thread instead (no thread made on the request's path).
 #[allow(clippy::type_complexity)]
 fn spawn_workers(
     workers: &[WorkerPlan],
     sources: Vec<Source>,
     apps: Vec<App>,
     control: &Arc<Control>,
+    standby: Option<&crate::standby::Standby>,
 ) -> Result<(Vec<JoinHandle<Outcome>>, Vec<Arc<WorkerCounters>>), CaptureError> {
     let mut handles = Vec::with_capacity(workers.len());
     let mut counters = Vec::with_capacity(workers.len());
@@ -476,10 +496,19 @@ fn spawn_workers(
             source,
             app,
         };
-        let h = std::thread::Builder::new()
-            .name(format!("corecap-w{}", w.info.id))
-            .spawn(move || worker::run(worker, ctl, c))
-            .map_err(|e| CaptureError::System(format!("cannot start a worker thread: {e}")))?;
+        let work: crate::standby::Work = Box::new(move || worker::run(worker, ctl, c));
+        // A standby that another capture took hands the work back: a thread of its own.
+        let launched = match standby {
+            Some(s) => s.launch(work),
+            None => Err(work),
+        };
+        let h = match launched {
+            Ok(h) => h,
+            Err(work) => std::thread::Builder::new()
+                .name(format!("corecap-w{}", w.info.id))
+                .spawn(work)
+                .map_err(|e| CaptureError::System(format!("cannot start a worker thread: {e}")))?,
+        };
         handles.push(h);
     }
     Ok((handles, counters))
@@ -496,7 +525,13 @@ impl Capture {
             }
             std::thread::sleep(Duration::from_micros(100));
         }
-        if self.control.stop.load(Ordering::Relaxed) {
+        // A capture that reached its count while starting (its first packets were waiting
+        // in an armed spare's ring) started well; any other stop is a failed start.
+        // Acquire: pairs with the Release store of `stop` when `claim` spent the budget,
+        // so `remaining` reads 0 then. Relaxed for `remaining`: ordered by that pair.
+        let stopped = self.control.stop.load(Ordering::Acquire);
+        let counted_out = self.control.remaining.load(Ordering::Relaxed) == 0;
+        if stopped && !counted_out {
             let new_catalog = self.new_catalog.take();
             let s = self.finish();
             if s.total.packets == 0 {

@@ -18,11 +18,23 @@
 //! included) sent before it in the session (RFC 7011 section 3.1).
 //!
 //! Send errors (ECONNREFUSED when no collector listens on UDP, a TCP reset) are counted,
-//! with the records the message carried; a TCP collector that went away is dialled again
-//! with a backoff of 1 s doubling to 30 s, with fresh templates.
+//! with the records the message carried; a collector that cannot be reached, or a TCP
+//! collector that went away, is dialled again with a backoff of 1 s doubling to 30 s, with
+//! fresh templates.
+//!
+//! Nothing of this runs on a stage thread: a flow table holds an [`ExportQueue`], which
+//! hands each record to a sender thread of its own over a bounded single-producer
+//! single-consumer ring (`rtrb`, the ring under `corecap_queue::spsc` and the stage pipes;
+//! that module carries packet bytes, these are fixed-size values). The sender thread owns
+//! the [`Exporter`]: name resolution, connects, reconnects, encoding and writes happen
+//! there. A full ring is a counted drop (`export_full`), never a wait; a collector that
+//! accepts and never reads, or is unreachable, costs export drops, not a stage backlog.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Largest message sent (bytes): below a 1500-byte path MTU with IPv6 and UDP headers.
@@ -200,6 +212,9 @@ pub struct ExportStats {
     pub records_lost: u64,
     /// TCP connections made after the first.
     pub reconnects: u64,
+    /// Flow records dropped before the sender: its queue was full (the collector is slow,
+    /// does not read, or cannot be reached). Counted in notSentFlowTotalCount too.
+    pub export_full: u64,
 }
 
 /// Counts of the capture that the options record carries.
@@ -209,6 +224,8 @@ pub struct Drops {
     pub dropped: u64,
     /// Packets the flow table did not account: not IP (ignoredPacketTotalCount 164).
     pub ignored: u64,
+    /// Flow records dropped at the export queue, added to notSentFlowTotalCount 166.
+    pub export_full: u64,
 }
 
 /// (element id, length) of the flow templates, in record order; an id with the top bit
@@ -264,20 +281,24 @@ fn rec_len(fields: &[(u16, u16)]) -> usize {
     fields.iter().map(|f| usize::from(f.1)).sum()
 }
 
+/// The socket to the collector, once dialled.
 enum Conn {
+    /// Not dialled yet, or a TCP connection that went away.
+    Down,
     Udp(UdpSocket),
-    Tcp {
-        stream: Option<TcpStream>,
-        /// No dial before this.
-        retry_at: Instant,
-        backoff: Duration,
-    },
+    Tcp(TcpStream),
 }
 
 /// An IPFIX exporting process for one flow table.
 pub struct Exporter {
     target: IpfixTarget,
     conn: Conn,
+    /// No dial before this.
+    retry_at: Instant,
+    /// The wait after the next failed dial: 1 s doubling to 30 s.
+    backoff: Duration,
+    /// Connections made (sessions).
+    dials: u64,
     /// The message being built; `len()` is its length so far.
     buf: Vec<u8>,
     /// Offset of the open set's header, if a data set is open, and its template.
@@ -317,48 +338,22 @@ fn resolve(addr: &str) -> std::io::Result<SocketAddr> {
 }
 
 impl Exporter {
-    /// An exporter to `target`. UDP: a connected socket (no collector needs to listen
-    /// yet). TCP: the first connection is made here; failing it is an error.
-    pub fn connect(target: &IpfixTarget) -> std::io::Result<Self> {
-        let to = resolve(&target.addr).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("IPFIX collector {}: {e}", target.url()))
-        })?;
-        let conn = match target.transport {
-            Transport::Udp => {
-                let any: SocketAddr = if to.is_ipv6() {
-                    "[::]:0".parse().expect("literal")
-                } else {
-                    "0.0.0.0:0".parse().expect("literal")
-                };
-                let s = UdpSocket::bind(any)?;
-                s.connect(to)?;
-                Conn::Udp(s)
-            }
-            Transport::Tcp => {
-                let s = TcpStream::connect_timeout(&to, Duration::from_secs(2)).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("IPFIX collector {}: {e}", target.url()))
-                })?;
-                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-                let _ = s.set_nodelay(true);
-                Conn::Tcp {
-                    stream: Some(s),
-                    retry_at: Instant::now(),
-                    backoff: Duration::from_secs(1),
-                }
-            }
-        };
-        Ok(Self::with_conn(target.clone(), conn))
-    }
-
-    fn with_conn(target: IpfixTarget, conn: Conn) -> Self {
+    /// An exporter to `target` that dials when it first sends (name resolution and
+    /// connects happen then, on the caller's thread: the sender thread of an
+    /// [`ExportQueue`]). A failed dial is counted with the records it cost and tried
+    /// again with a backoff.
+    pub fn new(target: &IpfixTarget) -> Self {
         let (mut v4_len, mut v6_len) = (rec_len(V4_FIELDS), rec_len(V6_FIELDS));
         if target.biflow {
             v4_len += rec_len(REVERSE_FIELDS);
             v6_len += rec_len(REVERSE_FIELDS);
         }
         Self {
-            target,
-            conn,
+            target: target.clone(),
+            conn: Conn::Down,
+            retry_at: Instant::now(),
+            backoff: Duration::from_secs(1),
+            dials: 0,
             buf: Vec::with_capacity(MAX_MESSAGE),
             set: None,
             pending: 0,
@@ -372,6 +367,52 @@ impl Exporter {
             v4_len,
             v6_len,
         }
+    }
+
+    /// An exporter to `target`, dialled now. UDP: a connected socket (no collector needs
+    /// to listen yet). TCP: a connection; failing it is an error.
+    pub fn connect(target: &IpfixTarget) -> std::io::Result<Self> {
+        let mut e = Self::new(target);
+        e.dial()?;
+        Ok(e)
+    }
+
+    /// Resolves the collector's name and opens the socket; a new TCP connection is a new
+    /// session (sequence 0, templates first).
+    fn dial(&mut self) -> std::io::Result<()> {
+        let url = self.target.url();
+        let named = |e: std::io::Error| {
+            std::io::Error::new(e.kind(), format!("IPFIX collector {url}: {e}"))
+        };
+        let to = resolve(&self.target.addr).map_err(named)?;
+        self.conn = match self.target.transport {
+            Transport::Udp => {
+                let any: SocketAddr = if to.is_ipv6() {
+                    "[::]:0".parse().expect("literal")
+                } else {
+                    "0.0.0.0:0".parse().expect("literal")
+                };
+                let s = UdpSocket::bind(any).map_err(named)?;
+                s.connect(to).map_err(named)?;
+                Conn::Udp(s)
+            }
+            Transport::Tcp => {
+                let timeout = if self.dials == 0 { 2000 } else { 500 };
+                let s = TcpStream::connect_timeout(&to, Duration::from_millis(timeout))
+                    .map_err(named)?;
+                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = s.set_nodelay(true);
+                if self.dials > 0 {
+                    self.stats.reconnects += 1;
+                }
+                self.templates_at = None;
+                self.seq = 0;
+                Conn::Tcp(s)
+            }
+        };
+        self.dials += 1;
+        self.backoff = Duration::from_secs(1);
+        Ok(())
     }
 
     /// Where it exports.
@@ -390,37 +431,15 @@ impl Exporter {
         }
     }
 
-    /// TCP: dials the collector again when the connection is gone and the backoff has
-    /// passed; a new connection is a new session (sequence 0, templates first).
+    /// Dials the collector when there is no socket and the backoff has passed.
     fn dial_if_due(&mut self) {
-        let Conn::Tcp {
-            stream,
-            retry_at,
-            backoff,
-        } = &mut self.conn
-        else {
-            return;
-        };
-        if stream.is_some() || Instant::now() < *retry_at {
+        if !matches!(self.conn, Conn::Down) || Instant::now() < self.retry_at {
             return;
         }
-        match resolve(&self.target.addr)
-            .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_millis(500)))
-        {
-            Ok(s) => {
-                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-                let _ = s.set_nodelay(true);
-                *stream = Some(s);
-                *backoff = Duration::from_secs(1);
-                self.stats.reconnects += 1;
-                self.templates_at = None;
-                self.seq = 0;
-            }
-            Err(e) => {
-                *retry_at = Instant::now() + *backoff;
-                *backoff = (*backoff * 2).min(Duration::from_secs(30));
-                self.last_error = Some(format!("{}: {e}", self.target.url()));
-            }
+        if let Err(e) = self.dial() {
+            self.retry_at = Instant::now() + self.backoff;
+            self.backoff = (self.backoff * 2).min(Duration::from_secs(30));
+            self.last_error = Some(e.to_string());
         }
     }
 
@@ -487,7 +506,7 @@ impl Exporter {
             s.messages,
             s.records,
             s.octets,
-            s.records_lost,
+            s.records_lost + self.drops.export_full,
             self.drops.dropped,
             self.drops.ignored,
         ] {
@@ -586,23 +605,20 @@ impl Exporter {
         self.seal(now);
         let sent = match &mut self.conn {
             Conn::Udp(s) => s.send(&self.buf).map(|_| ()),
-            Conn::Tcp {
-                stream, retry_at, ..
-            } => match stream {
-                Some(s) if self.templates_at.is_some() => {
-                    let r = s.write_all(&self.buf);
-                    if r.is_err() {
-                        *stream = None;
-                        *retry_at = Instant::now();
-                        self.templates_at = None;
-                    }
-                    r
+            Conn::Tcp(s) if self.templates_at.is_some() => {
+                let r = s.write_all(&self.buf);
+                if r.is_err() {
+                    // Dial again at the next message, with fresh templates.
+                    self.conn = Conn::Down;
+                    self.retry_at = Instant::now();
+                    self.templates_at = None;
                 }
-                _ => Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "not connected to the collector",
-                )),
-            },
+                r
+            }
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "not connected to the collector",
+            )),
         };
         match sent {
             Ok(()) => {
@@ -637,6 +653,236 @@ impl Exporter {
             self.begin();
             self.flush();
         }
+    }
+
+    /// Drops the message being built, counting its flow records as not sent (a closing
+    /// capture that could not wait for the collector).
+    fn discard(&mut self) {
+        self.stats.records_lost += self.pending_flows;
+        self.buf.clear();
+        self.set = None;
+        self.pending = 0;
+        self.pending_flows = 0;
+    }
+}
+
+/// Flow records the sender thread's ring holds: at 54 to 72 bytes a record, about 1 MB of
+/// IPFIX, a few seconds of a busy table; past it records are counted in `export_full`.
+pub const EXPORT_QUEUE: usize = 16 * 1024;
+/// How long [`ExportQueue::finish`] lets the sender send what it holds; then the rest is
+/// counted as not sent, and after as long again the thread is left behind.
+pub const FINISH_WAIT: Duration = Duration::from_secs(2);
+
+/// What a flow table hands the sender thread.
+#[derive(Clone, Copy, Debug)]
+enum Item {
+    /// One flow record.
+    Flow(FlowRecord),
+    /// Send what is pending; the capture's counts for the options record.
+    Flush(Drops),
+    /// Send what is pending and the closing options record, then end.
+    Finish(Drops),
+}
+
+/// What the sender thread shows the flow table.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The exporter's counters and last error, as of its last message or idle moment.
+    /// Written by the sender thread (per message, never per record), read at the end.
+    seen: Mutex<(ExportStats, Option<String>)>,
+    /// Set by the flow table when the capture cannot wait any longer; the sender counts
+    /// what it still holds as not sent. Relaxed both sides: it carries no data, only a
+    /// hint the sender polls between items.
+    hurry: AtomicBool,
+}
+
+/// The flow table's end of an IPFIX export: a bounded ring to a sender thread that owns
+/// the [`Exporter`]. [`ExportQueue::push`] never blocks, allocates or locks: a full ring
+/// is a counted drop.
+pub struct ExportQueue {
+    target: IpfixTarget,
+    /// Producer end; the sender thread holds the consumer.
+    tx: rtrb::Producer<Item>,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    /// Flow records the ring took.
+    queued: u64,
+    /// Flow records the ring had no room for.
+    export_full: u64,
+    /// Counts of the capture for the options record; [`ExportQueue::flush`] sends them.
+    pub drops: Drops,
+}
+
+impl std::fmt::Debug for ExportQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportQueue")
+            .field("target", &self.target)
+            .field("queued", &self.queued)
+            .field("export_full", &self.export_full)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExportQueue {
+    /// Starts the sender thread for `target`; it resolves and dials the collector itself.
+    pub fn start(target: &IpfixTarget) -> std::io::Result<Self> {
+        Self::with_capacity(target, EXPORT_QUEUE)
+    }
+
+    /// As [`ExportQueue::start`], with a ring of `capacity` items.
+    pub fn with_capacity(target: &IpfixTarget, capacity: usize) -> std::io::Result<Self> {
+        let (tx, rx) = rtrb::RingBuffer::new(capacity.max(2));
+        let shared = Arc::new(Shared::default());
+        let exporter = Exporter::new(target);
+        let seen = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("ipfix-send".into())
+            .spawn(move || send_loop(exporter, rx, &seen))?;
+        Ok(Self {
+            target: target.clone(),
+            tx,
+            shared,
+            thread: Some(thread),
+            queued: 0,
+            export_full: 0,
+            drops: Drops::default(),
+        })
+    }
+
+    /// Where it exports.
+    pub fn target(&self) -> &IpfixTarget {
+        &self.target
+    }
+
+    /// Hands a flow record to the sender, or counts it in `export_full` when the ring is
+    /// full.
+    pub fn push(&mut self, r: &FlowRecord) {
+        match self.tx.push(Item::Flow(*r)) {
+            Ok(()) => self.queued += 1,
+            Err(_) => self.export_full += 1,
+        }
+    }
+
+    fn drops_now(&self) -> Drops {
+        Drops {
+            export_full: self.export_full,
+            ..self.drops
+        }
+    }
+
+    /// Asks the sender to send what it holds. A full ring skips it: the sender is busy
+    /// and sends as it goes.
+    pub fn flush(&mut self) {
+        let _ = self.tx.push(Item::Flush(self.drops_now()));
+    }
+
+    /// Sends what is queued and the closing options record, waiting at most
+    /// [`FINISH_WAIT`] for the collector, then [`FINISH_WAIT`] more for the thread to
+    /// count the rest as not sent; returns the counters and the last error. Every flow
+    /// record pushed is in `records`, `records_lost` or `export_full`.
+    pub fn finish(mut self) -> (ExportStats, Option<String>) {
+        let deadline = Instant::now() + FINISH_WAIT;
+        let mut finish = Item::Finish(self.drops_now());
+        while let Err(rtrb::PushError::Full(v)) = self.tx.push(finish) {
+            if Instant::now() >= deadline {
+                self.shared.hurry.store(true, Ordering::Relaxed);
+            }
+            if Instant::now() >= deadline + FINISH_WAIT {
+                break;
+            }
+            finish = v;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let ended = self.wait_for_sender(deadline);
+        let (mut stats, err) = match self.shared.seen.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        stats.export_full = self.export_full;
+        if !ended {
+            // Left behind: what it had not accounted yet is not sent.
+            let accounted = stats.records + stats.records_lost;
+            stats.records_lost += self.queued.saturating_sub(accounted);
+        }
+        (stats, err)
+    }
+
+    /// Waits for the sender thread to end: until `deadline` as it is, then with `hurry`
+    /// set for [`FINISH_WAIT`] more. True when it ended (and was joined).
+    fn wait_for_sender(&mut self, deadline: Instant) -> bool {
+        let Some(t) = self.thread.take() else {
+            return true;
+        };
+        while !t.is_finished() {
+            let now = Instant::now();
+            if now >= deadline {
+                self.shared.hurry.store(true, Ordering::Relaxed);
+            }
+            if now >= deadline + FINISH_WAIT {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = t.join();
+        true
+    }
+}
+
+/// The sender thread: takes items off the ring, encodes and sends them, and publishes its
+/// counters after each flush and whenever the ring runs dry. It polls (1 ms after work,
+/// backing off to 20 ms when idle), so the flow table never wakes it.
+fn send_loop(mut e: Exporter, mut rx: rtrb::Consumer<Item>, shared: &Shared) {
+    let publish = |e: &Exporter| {
+        let mut g = match shared.seen.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.0 = e.stats;
+        if g.1 != e.last_error {
+            g.1.clone_from(&e.last_error);
+        }
+    };
+    let mut idle = Duration::from_millis(1);
+    loop {
+        let hurry = shared.hurry.load(Ordering::Relaxed);
+        match rx.pop() {
+            Ok(Item::Flow(_)) if hurry => {
+                e.discard();
+                e.stats.records_lost += 1;
+            }
+            Ok(Item::Flow(r)) => e.push(&r),
+            Ok(Item::Flush(d)) => {
+                e.drops = d;
+                if hurry {
+                    e.discard();
+                } else {
+                    e.flush();
+                }
+                publish(&e);
+            }
+            Ok(Item::Finish(d)) => {
+                e.drops = d;
+                if hurry {
+                    e.discard();
+                } else {
+                    e.finish();
+                }
+                publish(&e);
+                return;
+            }
+            Err(_) if rx.is_abandoned() => {
+                e.discard();
+                publish(&e);
+                return;
+            }
+            Err(_) => {
+                publish(&e);
+                std::thread::sleep(idle);
+                idle = (idle * 2).min(Duration::from_millis(20));
+                continue;
+            }
+        }
+        idle = Duration::from_millis(1);
     }
 }
 
@@ -839,5 +1085,88 @@ mod tests {
             &[0, 2],
             "a new connection starts with templates"
         );
+    }
+
+    #[test]
+    fn test_queue_sends_through_the_sender_thread() {
+        let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        rx.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        let t = IpfixTarget::parse(&format!("ipfix://{}", rx.local_addr().expect("addr")))
+            .expect("parse");
+        let mut q = ExportQueue::start(&t).expect("start");
+        for i in 0..100 {
+            q.push(&rec(i));
+        }
+        let (st, err) = q.finish();
+        assert_eq!((st.records, st.records_lost, st.export_full), (100, 0, 0));
+        assert_eq!(err, None);
+        let mut b = [0u8; 2048];
+        let n = rx.recv(&mut b).expect("message");
+        assert_eq!(&b[0..2], &[0, 10]);
+        assert!(n > 16);
+    }
+
+    #[test]
+    fn test_queue_to_a_collector_that_never_reads_drops_and_counts() {
+        // The collector accepts every connection and never reads one.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let t = IpfixTarget::parse(&format!("ipfix+tcp://{}", l.local_addr().expect("a")))
+            .expect("parse");
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&done);
+        let held = std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            let _ = l.set_nonblocking(true);
+            let end = Instant::now() + Duration::from_secs(12);
+            while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((c, _)) => conns.push(c),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            conns.len()
+        });
+        // A ring of 128k records (7 MB of IPFIX) outgrows the sockets' buffers: the sender
+        // blocks in a write and finish has to hurry it.
+        let mut q = ExportQueue::with_capacity(&t, 128 * 1024).expect("start");
+        // 400k records (about 22 MB of IPFIX): far more than the socket buffers hold.
+        let n = 400_000u32;
+        let t0 = Instant::now();
+        for i in 0..n {
+            q.push(&rec(i));
+        }
+        let pushing = t0.elapsed();
+        let (st, _) = q.finish();
+        let total = t0.elapsed();
+        done.store(true, Ordering::Relaxed);
+        assert!(pushing < Duration::from_secs(1), "pushing took {pushing:?}");
+        // FINISH_WAIT for the collector, FINISH_WAIT for the rest, then a write timeout.
+        assert!(
+            total < Duration::from_secs(6),
+            "finish took {total:?}: {st:?}"
+        );
+        assert!(st.export_full > 0, "{st:?}");
+        assert_eq!(
+            st.records + st.records_lost + st.export_full,
+            u64::from(n),
+            "{st:?}"
+        );
+        assert!(held.join().expect("collector") >= 1);
+    }
+
+    #[test]
+    fn test_queue_to_a_closed_port_counts_the_records_lost() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        drop(l);
+        let t = IpfixTarget::parse(&format!("ipfix+tcp://{addr}")).expect("parse");
+        let mut q = ExportQueue::start(&t).expect("start: the dial is the sender's");
+        for i in 0..10 {
+            q.push(&rec(i));
+        }
+        let (st, err) = q.finish();
+        assert_eq!((st.records, st.records_lost), (0, 10), "{st:?}");
+        assert!(err.is_some_and(|e| e.contains(&t.url())));
     }
 }

@@ -50,8 +50,24 @@ pub struct LiveSpec {
 /// making a ring, which costs the kernel tens of milliseconds for tens of MiB: an
 /// on-demand capture in spawn mode starts in microseconds. The ring's pages come from the
 /// node of the thread that opened it.
+///
+/// A capture may [`Spare::arm`] it as soon as its filter is compiled: from then on the
+/// ring takes the capture's packets (with their kernel timestamps) and holds them until
+/// the worker takes the ring, so the capture starts at the filter swap, however long its
+/// worker takes to be scheduled. An armed spare is no longer [`Spare::ready`]: it is
+/// taken by its capture or closed, never offered to another.
 #[derive(Clone, Debug, Default)]
-pub struct Spare(Arc<Mutex<Option<(u32, RingConfig, RxRing)>>>);
+pub struct Spare(Arc<Mutex<Option<Held>>>);
+
+/// What a spare holds: the interface, the geometry, the ring, and whether a capture's
+/// filter is in it.
+#[derive(Debug)]
+struct Held {
+    ifindex: u32,
+    ring: RingConfig,
+    rx: RxRing,
+    armed: bool,
+}
 
 impl Spare {
     /// Opens a spare socket on interface `ifindex` with ring geometry `ring`.
@@ -61,12 +77,42 @@ impl Spare {
         r.socket()
             .attach_filter(&corecap_linux::filter::reject_all())?;
         r.socket().bind(ifindex, libc_eth_p_all())?;
-        Ok(Self(Arc::new(Mutex::new(Some((ifindex, ring, r))))))
+        Ok(Self(Arc::new(Mutex::new(Some(Held {
+            ifindex,
+            ring,
+            rx: r,
+            armed: false,
+        })))))
     }
 
-    /// Whether it still holds its socket.
+    /// Whether it still holds its socket, refusing every packet.
     pub fn ready(&self) -> bool {
-        self.0.lock().map(|g| g.is_some()).unwrap_or(false)
+        self.0
+            .lock()
+            .map(|g| g.as_ref().is_some_and(|h| !h.armed))
+            .unwrap_or(false)
+    }
+
+    /// Swaps `filter` into the socket if it is on `ifindex` with geometry `ring`: the ring
+    /// takes the capture's packets from now on. Returns whether it did.
+    pub fn arm(
+        &self,
+        ifindex: u32,
+        ring: RingConfig,
+        filter: &[sock_filter],
+    ) -> corecap_linux::Result<bool> {
+        // Once per capture start, never on the data path.
+        let Ok(mut g) = self.0.lock() else {
+            return Ok(false);
+        };
+        match g.as_mut() {
+            Some(h) if h.ifindex == ifindex && h.ring == ring => {
+                h.rx.socket().attach_filter(filter)?;
+                h.armed = true;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Takes the socket if it is on `ifindex` with geometry `ring`.
@@ -74,7 +120,7 @@ impl Spare {
         // Taken once per capture start, never on the data path.
         let mut g = self.0.lock().ok()?;
         match g.take() {
-            Some((i, c, r)) if i == ifindex && c == ring => Some(r),
+            Some(h) if h.ifindex == ifindex && h.ring == ring => Some(h.rx),
             other => {
                 *g = other;
                 None

@@ -21,7 +21,7 @@ use corecap_wire::Link;
 use hashlink::LinkedHashMap;
 
 use crate::packet::Packet;
-use crate::sink::ipfix::{EndCode, ExportStats, Exporter, FlowRecord, IpfixTarget};
+use crate::sink::ipfix::{EndCode, ExportQueue, ExportStats, FlowRecord, IpfixTarget};
 
 /// Where a capture's flow records go: a JSON lines file per stage thread, an IPFIX
 /// collector, or both.
@@ -146,7 +146,8 @@ pub struct FlowTable {
     map: LinkedHashMap<FlowKey, Rec>,
     out: Option<BufWriter<File>>,
     member: String,
-    export: Option<Exporter>,
+    /// The ring to the IPFIX sender thread.
+    export: Option<ExportQueue>,
     /// ifindex of each input of the capture (ingressInterface), 0 when unknown.
     ifindex: Vec<u32>,
     /// Its counters.
@@ -198,7 +199,7 @@ impl FlowTable {
             None => None,
         };
         let export = match ipfix {
-            Some(t) => Some(Exporter::connect(t)?),
+            Some(t) => Some(ExportQueue::start(t)?),
             None => None,
         };
         Ok(Self {
@@ -240,8 +241,8 @@ impl FlowTable {
         }
     }
 
-    /// Sends the IPFIX records waiting in the current message (the stage calls it when
-    /// it goes idle, so records do not wait for the next packet).
+    /// Asks the IPFIX sender to send the records waiting in its current message (the
+    /// stage calls it when it goes idle, so records do not wait for the next packet).
     pub fn flush_export(&mut self) {
         if let Some(e) = &mut self.export {
             e.drops.ignored = self.stats.non_ip;
@@ -351,11 +352,11 @@ impl FlowTable {
         while let Some((k, r)) = self.map.pop_front() {
             self.emit(&k, &r, EndReason::Exit);
         }
-        if let Some(e) = &mut self.export {
+        if let Some(mut e) = self.export.take() {
             e.drops.ignored = self.stats.non_ip;
-            e.finish();
-            self.stats.ipfix = Some(e.stats);
-            self.stats.ipfix_error = e.last_error.clone();
+            let (stats, error) = e.finish();
+            self.stats.ipfix = Some(stats);
+            self.stats.ipfix_error = error;
         }
         if let Some(out) = &mut self.out {
             out.flush()?;
@@ -396,7 +397,7 @@ fn write_json(out: &mut impl Write, member: &str, k: &FlowKey, r: &Rec, why: End
 
 /// Sends one ended flow to the IPFIX exporter: one biflow record (RFC 5103), or one record
 /// per direction that saw packets, each with its own times.
-fn export_ipfix(e: &mut Exporter, ingress: u32, k: &FlowKey, r: &Rec, why: EndReason) {
+fn export_ipfix(e: &mut ExportQueue, ingress: u32, k: &FlowKey, r: &Rec, why: EndReason) {
     let base = FlowRecord {
         v6: !k.is_v4(),
         proto: k.proto,
