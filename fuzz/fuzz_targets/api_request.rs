@@ -27,7 +27,7 @@ fn manager() -> &'static Arc<Manager> {
     M.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("corecap-fuzz-spool-{}", std::process::id()));
         // max_captures 0: every start is checked in full, then refused.
-        let cfg = Config::new(Spool::open(&d, None).expect("spool"));
+        let cfg = Config::new(Spool::open(&d, None, None).expect("spool"));
         Arc::new(Manager::new(cfg, vec![]))
     })
 }
