@@ -89,7 +89,7 @@ def main():
     ap.add_argument("--packets", type=int, default=300_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--filter", action="append",
-                    help="filters to time (default: 'udp', every packet, and one host)")
+                    help="filters to time (default: udp, every packet, and host 10.1.0.7, one flow of 256)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="corecap-fleet-bench-")
     tag = os.getpid() % 100000
@@ -134,7 +134,7 @@ def main():
         urls = [f"s{n}=https://10.214.{n}.2:7443" for n in (1, 2, 3)]
         out = os.path.join(tmp, "out.pcapng")
 
-        for flt in a.filter or ["udp", "host 10.0.0.1 and udp port 1024"]:
+        for flt in a.filter or ["udp", "host 10.1.0.7"]:
             measure(flt, a.rounds, tls, urls, tmp, a.packets)
     finally:
         for p in daemons:
