@@ -54,12 +54,15 @@ pub(crate) fn connect(
 fn tcp(host: &str, timeout: Option<std::time::Duration>) -> std::io::Result<std::net::TcpStream> {
     use std::net::ToSocketAddrs;
     let Some(t) = timeout else {
-        return std::net::TcpStream::connect(host);
+        let s = std::net::TcpStream::connect(host)?;
+        s.set_nodelay(true)?;
+        return Ok(s);
     };
     let mut last = std::io::Error::other(format!("{host}: no address"));
     for addr in host.to_socket_addrs()? {
         match std::net::TcpStream::connect_timeout(&addr, t) {
             Ok(s) => {
+                s.set_nodelay(true)?;
                 s.set_read_timeout(Some(t))?;
                 s.set_write_timeout(Some(t))?;
                 return Ok(s);
