@@ -56,6 +56,46 @@ struct Chunk {
     next: u32,
 }
 
+/// Chunks in slabs of [`SLAB`]: the arena grows without moving what it holds (a `Vec` of
+/// chunks doubled by copying tens of MiB into fresh pages).
+#[derive(Default)]
+struct Arena {
+    slabs: Vec<Box<[Chunk]>>,
+    len: u32,
+}
+
+/// Chunks a slab (128 KiB).
+const SLAB: usize = 4096;
+
+impl Arena {
+    /// A new chunk, empty; its number.
+    fn push(&mut self) -> u32 {
+        let i = self.len as usize;
+        if i / SLAB == self.slabs.len() {
+            let empty = Chunk {
+                bytes: [0; CHUNK],
+                next: NONE,
+            };
+            self.slabs.push(vec![empty; SLAB].into_boxed_slice());
+        }
+        self.len += 1;
+        i as u32
+    }
+}
+
+impl std::ops::Index<usize> for Arena {
+    type Output = Chunk;
+    fn index(&self, i: usize) -> &Chunk {
+        &self.slabs[i / SLAB][i % SLAB]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Arena {
+    fn index_mut(&mut self, i: usize) -> &mut Chunk {
+        &mut self.slabs[i / SLAB][i % SLAB]
+    }
+}
+
 /// One key's list while building: its bytes are a chain of chunks in the builder's arena,
 /// so a list grows without ever copying what it holds (a `Vec` per key doubled and
 /// copied, and its table entries were large enough to miss the cache).
@@ -79,7 +119,7 @@ pub(crate) struct PostingsBuilder {
     /// cache once a file has tens of thousands of keys).
     recent: Box<[(u64, u32); RECENT]>,
     lists: Vec<List>,
-    chunks: Vec<Chunk>,
+    chunks: Arena,
     free: u32,
     packets: u64,
 }
@@ -90,7 +130,7 @@ impl Default for PostingsBuilder {
             index: KeyMap::default(),
             recent: Box::new([(0, NONE); RECENT]),
             lists: Vec::new(),
-            chunks: Vec::new(),
+            chunks: Arena::default(),
             free: NONE,
             packets: 0,
         }
@@ -188,11 +228,7 @@ impl PostingsBuilder {
                     self.chunks[c as usize].next = NONE;
                     c
                 } else {
-                    self.chunks.push(Chunk {
-                        bytes: [0; CHUNK],
-                        next: NONE,
-                    });
-                    (self.chunks.len() - 1) as u32
+                    self.chunks.push()
                 };
                 let l = &mut self.lists[i];
                 if l.tail == NONE {
