@@ -156,7 +156,7 @@ class Bench:
             return
         self.gen = subprocess.Popen(
             [CORECAP, "gen", "--netns", NS, "-i", "gen0", "--size", str(size), "--flows", "64",
-             "--rate", str(self.args.rate), "--duration", "86400", "--cpus", "0"],
+             "--rate", str(self.args.rate), "--duration", "86400", "--cpus", str(self.args.gen_cpu)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
 
@@ -295,6 +295,8 @@ def main():
     ap.add_argument("--k", type=int, default=7)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rate", type=int, default=100000)
+    ap.add_argument("--gen-cpu", type=int, default=0,
+                    help="the generator's CPU")
     ap.add_argument("--spares", type=int, default=2,
                     help="workers the daemon keeps ready per interface (serve --spares)")
     ap.add_argument("--fifo", type=int,

@@ -305,6 +305,51 @@ pub fn dlt_of_linktype(linktype: u16) -> c_int {
 /// what a socket of that link type on this machine needs. A filter on a file's packets is
 /// compiled by [`compile_for_file`], as tcpdump compiles it for that file.
 pub fn compile_offline(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<sock_filter>> {
+    let key = (linktype, snaplen, expr);
+    if let Some(p) = recent::get(key) {
+        return Ok(p);
+    }
+    let prog = compile_dead(linktype, snaplen, expr)?;
+    recent::put(key, &prog);
+    Ok(prog)
+}
+
+/// The programs of the last few offline compiles. One expression is compiled several
+/// times on a capture's start (checked on the request, then for the socket and for the
+/// workers), and a daemon sees the same expressions again and again; libpcap's answer
+/// depends only on the link type, the snap length and the text. Not on the data path.
+mod recent {
+    use std::sync::Mutex;
+
+    use crate::abi::sock_filter;
+
+    /// Programs kept, the newest last.
+    const KEPT: usize = 32;
+
+    type Entry = (u16, u32, String, Vec<sock_filter>);
+    static RECENT: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+    pub(super) fn get((linktype, snaplen, expr): (u16, u32, &str)) -> Option<Vec<sock_filter>> {
+        let g = RECENT.lock().ok()?;
+        g.iter()
+            .rev()
+            .find(|(l, s, e, _)| *l == linktype && *s == snaplen && e == expr)
+            .map(|(.., p)| p.clone())
+    }
+
+    pub(super) fn put((linktype, snaplen, expr): (u16, u32, &str), prog: &[sock_filter]) {
+        let Ok(mut g) = RECENT.lock() else {
+            return;
+        };
+        if g.len() == KEPT {
+            g.remove(0);
+        }
+        g.push((linktype, snaplen, expr.to_owned(), prog.to_vec()));
+    }
+}
+
+/// Compiles on a dead handle of the link type (see [`compile_offline`]).
+fn compile_dead(linktype: u16, snaplen: u32, expr: &str) -> Result<Vec<sock_filter>> {
     let lib = libpcap()?;
     let dlt = dlt_of_linktype(linktype);
     // SAFETY: plain constructor; the result is checked.
@@ -465,6 +510,28 @@ mod tests {
         assert!(compile_for_file(101, false, 65535, "udp port 53").is_ok());
         let e = compile_for_file(101, false, 65535, "vlan 1").expect_err("no vlan on raw IP");
         assert_eq!(e.kind(), ErrorKind::Filter);
+    }
+
+    #[test]
+    fn test_kept_programs_are_libpcap_programs() {
+        // The same text for another link type or snap length is another program.
+        for (lt, snap, e) in [
+            (1, 262_144, "udp port 53"),
+            (1, 96, "udp port 53"),
+            (113, 262_144, "udp port 53"),
+            (1, 262_144, "tcp"),
+        ] {
+            let first = compile_offline(lt, snap, e).expect("libpcap");
+            assert_eq!(first, compile_dead(lt, snap, e).expect("libpcap"));
+            assert_eq!(compile_offline(lt, snap, e).expect("kept"), first);
+        }
+        assert_ne!(
+            compile_offline(1, 96, "udp port 53").unwrap(),
+            compile_offline(113, 96, "udp port 53").unwrap()
+        );
+        // A refused expression is refused every time, never kept.
+        assert!(compile_offline(1, 262_144, "port 99999999").is_err());
+        assert!(compile_offline(1, 262_144, "port 99999999").is_err());
     }
 
     #[test]

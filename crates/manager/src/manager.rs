@@ -292,6 +292,8 @@ fn extension(o: OutputKind) -> &'static str {
 struct Launch<'a> {
     r: &'a StartRequest,
     input: &'a Input,
+    ifindex: u32,
+    linktype: u16,
     snaplen: u32,
     file: Option<OutputConfig>,
     flows: Option<FlowOutput>,
@@ -307,6 +309,9 @@ type Started = (Runner, Vec<u32>, Vec<PathBuf>);
 /// A request that passed [`Manager::validate`], resolved.
 struct Valid {
     input: Input,
+    /// The interface's index and link type.
+    ifindex: u32,
+    linktype: u16,
     duration: Option<Duration>,
     snaplen: u32,
     seal: Option<SealConfig>,
@@ -631,15 +636,36 @@ impl Manager {
         // thread and no ring. Without one, the worker swaps its filter into a socket the
         // opener makes now: the thread that starts it needs no capability.
         let ready = g.spares.entry(input.iface.clone()).or_default();
-        let standby = ready
+        let pick = ready
             .iter()
             .rposition(|s| s.cpu() == cores[0])
-            .or_else(|| ready.len().checked_sub(1))
-            .map(|i| ready.remove(i));
+            .or_else(|| ready.len().checked_sub(1));
+        let standby = match pick {
+            Some(i) => {
+                // The capture starts here: its filter goes into the waiting ring before its
+                // files, its stage and its worker are in place (the ring holds the packets
+                // meanwhile). A bad filter leaves the standby ready; a start that fails
+                // once it is armed closes it (an armed spare is never offered again).
+                let prog = corecap_engine::capture::socket_program(
+                    input,
+                    launch.linktype,
+                    r.filter.as_deref(),
+                    launch.snaplen,
+                )
+                .map_err(start_error)?;
+                let s = ready.remove(i);
+                s.spare()
+                    .arm(launch.ifindex, self.cfg.ring, &prog)
+                    .map_err(|e| start_error(e.into()))?;
+                Some(s)
+            }
+            None => None,
+        };
         let spare = match &standby {
             Some(s) => s.spare().clone(),
-            None => corecap_linux::netdev::ifindex(&input.iface)
-                .and_then(|ix| self.opener.spare(ix, self.cfg.ring))
+            None => self
+                .opener
+                .spare(launch.ifindex, self.cfg.ring)
                 .map_err(|e| start_error(e.into()))?,
         };
         let spare = Some(spare);
@@ -695,9 +721,9 @@ impl Manager {
                 "AF_XDP captures are not started on demand (one XDP program per interface); give the interface without xdp:",
             ));
         }
-        if corecap_linux::netdev::ifindex(&input.iface).is_err() {
+        let Ok(ifindex) = corecap_linux::netdev::ifindex(&input.iface) else {
             return Err(err(404, format!("no interface named '{}'", input.iface)));
-        }
+        };
         let duration = r
             .duration
             .map(|d| corecap_engine::limits::seconds(d, "duration"))
@@ -748,6 +774,8 @@ impl Manager {
         };
         Ok(Valid {
             input,
+            ifindex,
+            linktype,
             duration,
             snaplen,
             seal,
@@ -781,6 +809,8 @@ impl Manager {
         let launch = Launch {
             r: &r,
             input: &valid.input,
+            ifindex: valid.ifindex,
+            linktype: valid.linktype,
             snaplen: valid.snaplen,
             file,
             flows,

@@ -1678,13 +1678,20 @@ fn rfc3339(s: &str) -> Result<u64, String> {
         frac_ns = fraction_ns(&r[..n])?;
         rest = &r[n..];
     }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && matches!(&o[..1], "+" | "-") && &o[3..4] == ":" => {
-            let oh: i64 = o[1..3].parse().map_err(|_| bad())?;
-            let om: i64 = o[4..6].parse().map_err(|_| bad())?;
+    // Bytes, not string slices: an offset may hold any UTF-8, and slicing a string
+    // inside a character would panic.
+    let offset = match rest.as_bytes() {
+        b"Z" | b"z" => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2]
+            if [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()) =>
+        {
+            let digit = |c: &u8| i64::from(c - b'0');
+            let (oh, om) = (digit(h1) * 10 + digit(h2), digit(m1) * 10 + digit(m2));
+            if oh > 23 || om > 59 {
+                return Err(bad());
+            }
             let v = oh * 3600 + om * 60;
-            if o.starts_with('-') {
+            if *sign == b'-' {
                 -v
             } else {
                 v
@@ -1735,5 +1742,32 @@ mod time_tests {
         ] {
             assert!(parse_time(bad, now).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn test_non_ascii_anywhere_is_an_error_not_a_panic() {
+        let now = 1_800_000_000_000_000_000;
+        let good = [
+            "2023-11-14T22:13:20+05:30",
+            "2023-11-14T22:13:20.5Z",
+            "1700000000.25",
+            "-15m",
+        ];
+        for g in good {
+            for i in 0..=g.len() {
+                for c in ["\u{e9}", "\u{20ac}", "\u{1f600}", "\u{0}"] {
+                    // Inserted before byte i, and in place of the byte at i.
+                    let with = format!("{}{c}{}", &g[..i], &g[i..]);
+                    assert!(parse_time(&with, now).is_err(), "{with:?}");
+                    if i < g.len() {
+                        let instead = format!("{}{c}{}", &g[..i], &g[i + 1..]);
+                        assert!(parse_time(&instead, now).is_err(), "{instead:?}");
+                    }
+                }
+            }
+        }
+        // The offset a user would type with a Unicode minus sign.
+        assert!(parse_time("2023-11-14T22:13:20\u{2212}05:00", now).is_err());
+        assert!(parse_time("2023-11-14T22:13:20+24:00", now).is_err());
     }
 }

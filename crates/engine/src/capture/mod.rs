@@ -29,6 +29,7 @@ use crate::worker::{Control, Outcome};
 mod finish;
 pub(crate) mod plan;
 mod run;
+pub use run::socket_program;
 
 /// How packets of an interface are spread over its workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

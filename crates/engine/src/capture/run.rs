@@ -225,11 +225,24 @@ fn socket_filter(
     expr: Option<&str>,
     snaplen: u32,
 ) -> Result<Vec<sock_filter>, CaptureError> {
+    socket_program(&p.input, p.linktype, expr, snaplen)
+}
+
+/// The kernel filter of an AF_PACKET socket on `input` (of link type `linktype`): the
+/// expression (or accept all) cut at the snap length, after a test of the RX queue for
+/// `IF@Q`. What a capture swaps into its socket, and what the manager swaps into a spare
+/// as soon as a spawned capture is admitted.
+pub fn socket_program(
+    input: &super::Input,
+    linktype: u16,
+    expr: Option<&str>,
+    snaplen: u32,
+) -> Result<Vec<sock_filter>, CaptureError> {
     let prog = match expr {
-        Some(e) => filter::compile_for_socket(&p.input.iface, p.linktype, e, snaplen)?,
+        Some(e) => filter::compile_for_socket(&input.iface, linktype, e, snaplen)?,
         None => filter::accept_all(snaplen),
     };
-    Ok(match p.input.queue {
+    Ok(match input.queue {
         Some(q) => filter::queue_prefix(q, &prog),
         None => prog,
     })
