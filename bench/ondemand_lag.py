@@ -295,8 +295,11 @@ def main():
     ap.add_argument("--k", type=int, default=7)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rate", type=int, default=100000)
-    ap.add_argument("--gen-cpu", type=int, default=0,
-                    help="the generator's CPU")
+    ap.add_argument("--gen-cpu", type=int, default=1,
+                    help="the generator's CPU (default 1, the base capture's: the daemon "
+                         "answers requests on the CPUs that capture nothing, and a generator "
+                         "there stops sending while the daemon works, so the lag would "
+                         "measure the daemon's CPU time rather than the capture's start)")
     ap.add_argument("--spares", type=int, default=2,
                     help="workers the daemon keeps ready per interface (serve --spares)")
     ap.add_argument("--fifo", type=int,
@@ -343,7 +346,7 @@ def main():
         "",
         f"Machine: {platform.node()}, {os.cpu_count()} CPUs, kernel {platform.release()}; "
         f"{tcpdump_v[0] if tcpdump_v else 'tcpdump'}.",
-        f"Background: UDP at {args.rate} packets/s, 64 flows, generator on CPU 0; the base "
+        f"Background: UDP at {args.rate} packets/s, 64 flows, generator on CPU {args.gen_cpu}; the base "
         "capture's one worker on CPU 1; each capture asks for `udp`, 50 packets, pcapng "
         f"(tcpdump: pcap). k = {args.k} captures per trial, {args.reps} trials per point; "
         "the lag of every capture counts. "

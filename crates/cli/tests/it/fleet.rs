@@ -244,6 +244,25 @@ fn issue24_one_query_over_three_tls_sensors_equals_their_recordings() {
     );
     assert!(!o.status.success(), "a foreign certificate must be refused");
     assert!(packets(&refused).is_empty());
+    // A client with no certificate at all is refused in the handshake too.
+    let bare = Command::new(bin())
+        .arg("request")
+        .arg("--tls-ca")
+        .arg(pki.join("ca.pem"))
+        .args(["--timeout", "20", "--sensor", urls[0], "list"])
+        .output()
+        .expect("run corecap request");
+    assert!(!bare.status.success(), "no certificate must be refused");
+    assert!(bare.stdout.is_empty(), "nothing listed without a certificate");
+    // Neither reached a handler: the daemon counted both as refused handshakes.
+    let d = sensors[0].daemon.as_ref().expect("daemon");
+    let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
+    let refused_handshakes: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("corecap_api_tls_handshakes_refused_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert_eq!(refused_handshakes, 2, "{m}");
 
     // A stopped sensor fails the query by name; --partial takes the others.
     let (ok, _) = sensors[2].daemon.take().expect("daemon").stop();
