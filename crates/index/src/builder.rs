@@ -69,7 +69,11 @@ impl Sink for Sets {
     #[inline]
     fn key(&mut self, k: u64) {
         if let Some(p) = self.postings.as_mut() {
-            p.add(k, self.offset);
+            // The postings know whether the region has the key already.
+            if p.add(k, self.offset) {
+                self.keys.push(k);
+            }
+            return;
         }
         let slot = &mut self.recent[(k as usize) & (RECENT - 1)];
         if *slot != k {
@@ -80,7 +84,7 @@ impl Sink for Sets {
     #[inline]
     fn proto(&mut self, p: u8) {
         if let Some(post) = self.postings.as_mut() {
-            post.add(proto_key(p), self.offset);
+            let _ = post.add(proto_key(p), self.offset);
         }
         self.protos[usize::from(p / 64)] |= 1 << (p % 64);
     }
@@ -517,7 +521,10 @@ impl IndexBuilder {
             }
         }
         keys.clear();
-        self.sets.recent.fill(0);
+        match self.sets.postings.as_mut() {
+            Some(p) => p.next_region(),
+            None => self.sets.recent.fill(0),
+        }
         self.sets.protos = [0; 4];
         self.count += 1;
         self.covered = self.covered.max(at.end);
@@ -679,6 +686,47 @@ mod tests {
             out.extend_from_slice(&[0, 0, 0, 3, 8, 0, 0, 0]);
             out.extend_from_slice(&p[at + 16..at + 16 + caplen as usize]);
             at += 16 + caplen as usize;
+        }
+        out
+    }
+
+    #[test]
+    fn test_regions_are_the_same_with_and_without_postings() {
+        // The postings tell the builder which keys are new to a region; without them a
+        // table of recent keys does. Either way each region's sets hold the same keys.
+        for file in [pcap(200), pcapng(200)] {
+            let (mut with, mut without) = (IndexBuilder::new(), IndexBuilder::without_postings());
+            let mut at = 0;
+            // Regions of uneven sizes, cut at block boundaries by the pcap record size.
+            for (k, chunk) in split_blocks(&file).chunks(7).enumerate() {
+                let len: usize = chunk.iter().map(|c| c.len()).sum();
+                let bytes: Vec<u8> = chunk.concat();
+                let r = at as u64..(at + len) as u64;
+                with.add_region(r.clone(), &bytes);
+                without.add_region(r, &bytes);
+                at += len;
+                assert_eq!(with.regions, without.regions, "region {k}");
+            }
+            assert!(with.count > 10);
+        }
+    }
+
+    /// The file's header and each packet's block or record, in order.
+    fn split_blocks(file: &[u8]) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        let pcapng = file[..4] == SHB;
+        let mut pos = if pcapng { 0 } else { 24 };
+        if !pcapng {
+            out.push(&file[..24]);
+        }
+        while pos < file.len() {
+            let len = if pcapng {
+                u32::from_le_bytes(file[pos + 4..pos + 8].try_into().unwrap()) as usize
+            } else {
+                16 + u32::from_le_bytes(file[pos + 8..pos + 12].try_into().unwrap()) as usize
+            };
+            out.push(&file[pos..pos + len]);
+            pos += len;
         }
         out
     }

@@ -107,6 +107,8 @@ struct List {
     len: u32,
     head: u32,
     tail: u32,
+    /// The last region in which the key was seen (its region's Bloom set has it).
+    region: u32,
     dense: bool,
 }
 
@@ -122,6 +124,8 @@ pub(crate) struct PostingsBuilder {
     chunks: Arena,
     free: u32,
     packets: u64,
+    /// The region being built (see [`PostingsBuilder::next_region`]).
+    region: u32,
 }
 
 impl Default for PostingsBuilder {
@@ -133,6 +137,7 @@ impl Default for PostingsBuilder {
             chunks: Arena::default(),
             free: NONE,
             packets: 0,
+            region: 0,
         }
     }
 }
@@ -166,9 +171,16 @@ impl PostingsBuilder {
         self.packets += 1;
     }
 
-    /// The packet at `offset` carries `key`.
+    /// The regions after this one: a key seen from now on is new to its region again.
+    pub(crate) fn next_region(&mut self) {
+        self.region = self.region.wrapping_add(1);
+    }
+
+    /// The packet at `offset` carries `key`. Returns whether the key is new to the region
+    /// (the region's Bloom set needs it): the key's list remembers its last region, so the
+    /// builder needs no table of its own for that.
     #[inline]
-    pub(crate) fn add(&mut self, key: u64, offset: u64) {
+    pub(crate) fn add(&mut self, key: u64, offset: u64) -> bool {
         let slot = &self.recent[(key as usize) & (RECENT - 1)];
         let i = if slot.0 == key && slot.1 != NONE {
             slot.1 as usize
@@ -185,12 +197,16 @@ impl PostingsBuilder {
                 len: 0,
                 head: NONE,
                 tail: NONE,
+                region: self.region.wrapping_sub(1),
                 dense: false,
             });
         }
-        let l = &self.lists[i];
+        let region = self.region;
+        let l = &mut self.lists[i];
+        let new = l.region != region;
+        l.region = region;
         if l.dense || (l.count > 0 && l.last == offset) {
-            return;
+            return new;
         }
         let gap = if l.count == 0 {
             offset
@@ -213,6 +229,7 @@ impl PostingsBuilder {
                 self.free = head;
             }
         }
+        new
     }
 
     /// Appends `bytes` to list `i`, taking chunks from the free list or the arena.
