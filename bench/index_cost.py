@@ -11,7 +11,6 @@ Usage: bench/index_cost.py [--gib 0.5] [--phases 15] [--rounds 3] [--out FILE.md
 Needs root and the corecap release binary (cargo build --release).
 """
 
-import argparse
 import os
 import shutil
 import statistics
@@ -22,16 +21,9 @@ import query_speed as qs
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gib", type=float, default=0.5)
-    ap.add_argument("--phases", type=int, default=15)
-    ap.add_argument("--flows", type=int, default=200)
-    ap.add_argument("--step", type=int, default=120)
-    ap.add_argument("--burst", type=int, default=32)
+    ap = qs.traffic_args(0.5, 15)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-warmup", dest="warmup", action="store_false")
-    ap.add_argument("--dir", default="/var/tmp")
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")

@@ -100,16 +100,22 @@ def count_pcap(path):
     return 0
 
 
-def main():
+def traffic_args(gib, phases):
+    """The arguments that shape the recorded traffic and where it goes (also
+    bench/index_cost.py's)."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gib", type=float, default=2.0)
-    ap.add_argument("--phases", type=int, default=60)
+    ap.add_argument("--gib", type=float, default=gib)
+    ap.add_argument("--phases", type=int, default=phases)
     ap.add_argument("--flows", type=int, default=200)
     ap.add_argument("--step", type=int, default=120)
     ap.add_argument("--burst", type=int, default=32)
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--out", default=None)
-    a = ap.parse_args()
+    return ap
+
+
+def main():
+    a = traffic_args(2.0, 60).parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
     # 512-byte frames take 564 bytes in corecap pcapng.
