@@ -253,7 +253,10 @@ fn issue24_one_query_over_three_tls_sensors_equals_their_recordings() {
         .output()
         .expect("run corecap request");
     assert!(!bare.status.success(), "no certificate must be refused");
-    assert!(bare.stdout.is_empty(), "nothing listed without a certificate");
+    assert!(
+        bare.stdout.is_empty(),
+        "nothing listed without a certificate"
+    );
     // Neither reached a handler: the daemon counted both as refused handshakes.
     let d = sensors[0].daemon.as_ref().expect("daemon");
     let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
