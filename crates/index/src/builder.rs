@@ -58,6 +58,7 @@ enum Fmt {
 /// The sets of the region being built, and the file's postings.
 struct Sets {
     keys: Vec<u64>,
+    /// Keys seen in the region, direct-mapped (empty with postings, which know).
     recent: Vec<u64>,
     protos: [u64; 4],
     postings: Option<PostingsBuilder>,
@@ -196,6 +197,8 @@ impl IndexBuilder {
     pub fn new() -> Self {
         let mut b = Self::without_postings();
         b.sets.postings = Some(PostingsBuilder::default());
+        // The postings say which keys are new to a region; the table is not needed.
+        b.sets.recent = Vec::new();
         b.flags |= FLAG_POSTINGS;
         b
     }

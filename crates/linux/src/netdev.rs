@@ -45,12 +45,15 @@ pub fn arphrd(name: &str) -> Result<u16> {
     // SIOCGIFHWADDR: one ioctl on a throwaway socket of the caller's namespace; reading
     // /sys/class/net/NAME/type costs three syscalls and a sysfs walk (about 35 µs, on the
     // path of every capture request).
-    let bytes = name.as_bytes();
-    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-        return Err(Error::new(
+    let none = || {
+        Error::new(
             ErrorKind::NoSuchInterface,
             format!("no such interface: {name}"),
-        ));
+        )
+    };
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+        return Err(none());
     }
     // SAFETY: plain call; the result is checked and owned at once.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
@@ -70,10 +73,7 @@ pub fn arphrd(name: &str) -> Result<u16> {
     if rc < 0 {
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::ENODEV) {
-            return Err(Error::new(
-                ErrorKind::NoSuchInterface,
-                format!("no such interface: {name}"),
-            ));
+            return Err(none());
         }
         return Err(Error::from_io(format!("SIOCGIFHWADDR on {name}"), e));
     }

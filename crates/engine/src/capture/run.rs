@@ -204,8 +204,8 @@ fn open_input(
 
 /// A lone AF_PACKET worker with a spare socket: its filter goes into the spare now, so
 /// the capture starts here, before its files, stage threads and worker are in place (the
-/// ring holds the packets until the worker takes it, and the worker swaps in the same
-/// filter again).
+/// ring holds the packets until the worker takes it). A spare the manager armed already
+/// with this program is left as it is (see [`crate::source::afpacket::Spare`]).
 fn arm_spare(cfg: &CaptureConfig, plan: &Plan, opened: &[Opened]) -> Result<(), CaptureError> {
     let (Some(spare), [w], [Opened::Packet { prog, group: None }]) =
         (&cfg.spare, plan.workers.as_slice(), opened)
