@@ -102,6 +102,10 @@ pub struct IndexBuilder {
     section_base: usize,
     flags: u8,
     stopped: bool,
+    /// A bad or cut block came before the region being built began.
+    stopped_before: bool,
+    /// Counters of the region being built.
+    acc: Acc,
     sets: Sets,
     regions: Vec<u8>,
     count: u32,
@@ -129,11 +133,21 @@ impl Default for IndexBuilder {
 }
 
 /// Per-region counters.
+#[derive(Clone, Copy)]
 struct Acc {
     ts_min: u64,
     ts_max: u64,
     packets: u32,
     opaque: bool,
+}
+
+impl Acc {
+    const EMPTY: Acc = Acc {
+        ts_min: u64::MAX,
+        ts_max: 0,
+        packets: 0,
+        opaque: false,
+    };
 }
 
 /// The frame of the pcapng block at the start of `b`: its type, byte order (an SHB sets
@@ -214,6 +228,8 @@ impl IndexBuilder {
             section_base: 0,
             flags: 0,
             stopped: false,
+            stopped_before: false,
+            acc: Acc::EMPTY,
             sets: Sets {
                 keys: Vec::with_capacity(4096),
                 recent: vec![0; RECENT],
@@ -252,15 +268,19 @@ impl IndexBuilder {
     /// bytes: for a plain file it has `blocks.len()` bytes; for a sealed file it is the
     /// encrypted chunks' range. After a bad or cut block, later regions are ignored.
     pub fn add_region(&mut self, at: Range<u64>, blocks: &[u8]) {
+        self.add_blocks(at.start, blocks);
+        self.end_region(at);
+    }
+
+    /// Indexes whole blocks of the region being built, as they are written: `start` is the
+    /// file offset of `blocks[0]` (a plain file's own bytes). A writer that formats the file
+    /// calls this for each block while the block is still in its cache, and
+    /// [`IndexBuilder::end_region`] when it hands a buffer to the disk; the index is then the
+    /// one [`IndexBuilder::add_region`] would build from those buffers.
+    pub fn add_blocks(&mut self, start: u64, blocks: &[u8]) {
         if self.stopped {
             return;
         }
-        let mut acc = Acc {
-            ts_min: u64::MAX,
-            ts_max: 0,
-            packets: 0,
-            opaque: false,
-        };
         let mut pos = 0;
         if self.fmt == Fmt::Start && !blocks.is_empty() {
             match self.file_header(blocks) {
@@ -268,9 +288,10 @@ impl IndexBuilder {
                 None => self.stopped = true,
             }
         }
+        let mut acc = self.acc;
         while !self.stopped && pos < blocks.len() {
             let rest = &blocks[pos..];
-            self.sets.offset = at.start + pos as u64;
+            self.sets.offset = start + pos as u64;
             let step = match self.fmt {
                 Fmt::Pcap { be, nanos, head } => self.pcap_record(rest, be, nanos, head, &mut acc),
                 Fmt::Pcapng { be } => self.pcapng_block(rest, be, &mut acc),
@@ -281,9 +302,20 @@ impl IndexBuilder {
                 Step::Stop => self.stopped = true,
             }
         }
+        self.acc = acc;
         if self.stopped {
             self.flags |= FLAG_STOPPED;
         }
+    }
+
+    /// Ends the region being built: the blocks given since the last region, which `at`
+    /// holds. A region that began after a bad or cut block is not recorded.
+    pub fn end_region(&mut self, at: Range<u64>) {
+        let acc = std::mem::replace(&mut self.acc, Acc::EMPTY);
+        if self.stopped_before {
+            return;
+        }
+        self.stopped_before = self.stopped;
         if self.fmt != Fmt::Start {
             self.emit_region(at, &acc);
         }
@@ -789,6 +821,52 @@ mod tests {
         assert!(q.may_match(&ix.regions[1]));
         assert_eq!(ix.regions[1].ts_min, 1_700_000_000_000_000_010);
         assert!(ix.random_access());
+    }
+
+    /// Offsets of the packet blocks of a capture file, and its end.
+    fn block_starts(file: &[u8]) -> Vec<usize> {
+        let mut r = corecap_wire::CaptureReader::new(file).unwrap();
+        let mut at = vec![];
+        let mut prev = None;
+        while r.next_packet().unwrap().is_some() {
+            let end = r.offset() as usize;
+            if let Some(p) = prev {
+                at.push(p);
+            }
+            prev = Some(end);
+        }
+        at.push(prev.unwrap());
+        at
+    }
+
+    #[test]
+    fn test_blocks_as_written_index_as_the_buffers_do() {
+        // A writer indexes each block as it formats it (the header's blocks in one call)
+        // and ends a region per buffer: the sidecar is the one built from the buffers.
+        for file in [pcap(40), pcapng(40)] {
+            let ends = block_starts(&file);
+            let first_end = ends[0];
+            let blk = ends[1] - ends[0];
+            let header = first_end - blk;
+            let mut bounds = vec![header];
+            bounds.extend(ends.iter().copied());
+            for per in [1usize, 3, 7, 40] {
+                let mut whole = IndexBuilder::new();
+                let mut streamed = IndexBuilder::new();
+                streamed.add_blocks(0, &file[..header]);
+                let mut region_start = 0usize;
+                for (i, w) in bounds.windows(2).enumerate() {
+                    streamed.add_blocks(w[0] as u64, &file[w[0]..w[1]]);
+                    if (i + 1) % per == 0 || w[1] == file.len() {
+                        let at = region_start as u64..w[1] as u64;
+                        whole.add_region(at.clone(), &file[region_start..w[1]]);
+                        streamed.end_region(at);
+                        region_start = w[1];
+                    }
+                }
+                assert_eq!(whole.finish(), streamed.finish(), "{per} blocks a region");
+            }
+        }
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The disk writer of a capture file: a thread of its own per file sink, so that the thread
 //! that formats packets (a capture worker, a stage, the merge thread) never waits on the disk.
 //!
-//! It takes the buffers that [`super::output::Output`] fills, indexes their blocks (one
-//! region of the sidecar index per buffer, `corecap_index`), seals
-//! them (sealed files), and writes them with direct I/O through an io_uring that keeps
+//! It takes the buffers that [`super::output::Output`] fills (and, with a plain file's last
+//! buffer, the file's sidecar index that the front end built as it formatted them), indexes
+//! and seals sealed files' buffers as chunks, and writes them with direct I/O through an io_uring that keeps
 //! several writes in flight. Space is reserved ahead with `fallocate`. A file is written
 //! under a hidden name (`.NAME.part` in the same directory) and renamed to its own name only
 //! once it is whole: cut to its exact length and synced. So a reader never sees a torn file
@@ -39,8 +39,13 @@ use corecap_store::sealed::{SealConfig, Sealer, CHUNK_HEAD};
 pub(crate) enum Msg {
     /// A full buffer.
     Fill(Filled),
-    /// A file's last buffer; then start `next`, if given.
-    Close { last: Filled, next: Option<PathBuf> },
+    /// A file's last buffer, and the plain file's index that the front end built; then
+    /// start `next`, if given.
+    Close {
+        last: Filled,
+        next: Option<PathBuf>,
+        index: Option<Box<corecap_index::IndexBuilder>>,
+    },
 }
 
 /// Writes in flight per file.
@@ -190,8 +195,9 @@ struct Current {
     sealer: Option<Sealer>,
     /// Sealed files: the staging buffer that chunks are copied into, and its length.
     stage: Option<(AlignedBuf, usize)>,
-    /// The sidecar index, one region per buffer (files only).
-    index: Option<corecap_index::IndexBuilder>,
+    /// The sidecar index, one region per buffer (files only): built here for a sealed file,
+    /// by the front end for a plain one (it comes with the file's last buffer).
+    index: Option<Box<corecap_index::IndexBuilder>>,
     failed: bool,
 }
 
@@ -248,14 +254,10 @@ impl DiskWriter {
             index: None,
             failed: false,
         };
-        if self.cfg.index && matches!(cur.target, Target::File { .. }) {
+        if self.cfg.index && self.cfg.seal.is_some() && matches!(cur.target, Target::File { .. }) {
             // A sealed file's regions are encrypted chunks: its packets have no offsets of
-            // their own, so no postings.
-            cur.index = Some(if self.cfg.seal.is_some() {
-                corecap_index::IndexBuilder::without_postings()
-            } else {
-                corecap_index::IndexBuilder::new()
-            });
+            // their own, so no postings. (A plain file's index comes from the front end.)
+            cur.index = Some(Box::new(corecap_index::IndexBuilder::without_postings()));
         }
         if let Some(sc) = &self.cfg.seal {
             let (sealer, header) = Sealer::new(sc).map_err(|e| io::Error::other(e.to_string()))?;
@@ -301,10 +303,6 @@ impl DiskWriter {
             return;
         }
         let boundary = f.off + f.blocks.end as u64;
-        if let Some(ix) = cur.index.as_mut() {
-            let at = f.off + f.blocks.start as u64..boundary;
-            ix.add_region(at, &f.buf.bytes()[f.blocks.clone()]);
-        }
         let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
         cur.bounds.push_back((boundary, prev + f.packets));
         // A flush writes through the last whole block; the tail comes again, whole, at the
@@ -802,8 +800,13 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Fill(f) => w.fill(f, false),
-            Msg::Close { last, next } => {
+            Msg::Close { last, next, index } => {
                 w.fill(last, true);
+                if let (Some(cur), Some(ix)) = (w.cur.as_mut(), index) {
+                    if matches!(cur.target, Target::File { .. }) {
+                        cur.index = Some(ix);
+                    }
+                }
                 w.close();
                 if let Some(path) = next {
                     let failed = w.failed.load(Ordering::Relaxed);

@@ -8,8 +8,15 @@
 //! the disk writer then writes at the cut's offset. So the formatting thread writes each
 //! byte once, and the disk writer writes whole aligned buffers.
 //!
+//! A plain file's sidecar index is built here too, block by block as each is formatted:
+//! the packet's bytes are still in this thread's cache, where the disk writer would read
+//! them cold from another CPU's (that read cost more than the rest of the index). One
+//! region per buffer; the file's builder goes to the disk writer with the file's last
+//! buffer, and the disk writer finishes and writes it.
+//!
 //! A sealed file's buffers are plaintext with [`CHUNK_HEAD`] bytes free at the front; the
-//! disk writer indexes, seals and stages them (sealing is the disk writer's work).
+//! disk writer indexes them by chunk, seals and stages them (sealing is the disk writer's
+//! work).
 //!
 //! When no buffer is free (the disk is behind) the front end refuses packets, which the
 //! caller counts as `disk` drops; it never waits.
@@ -20,6 +27,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use corecap_linux::direct::AlignedBuf;
 
 use super::disk::Msg;
+use corecap_index::IndexBuilder;
 use corecap_store::sealed::{CHUNK_HEAD, TAG};
 
 /// Bytes formatted before a buffer is handed to the disk writer.
@@ -94,6 +102,10 @@ pub struct Output {
     /// Some whole block is not on its way to the disk yet (it is in `buf`, or in the tail
     /// carried from a full buffer): what the flush timer looks at.
     unflushed: bool,
+    /// Whether plain files get a sidecar index (built here, see the module doc).
+    indexed: bool,
+    /// The current file's index.
+    index: Option<Box<IndexBuilder>>,
 }
 
 impl Output {
@@ -103,8 +115,10 @@ impl Output {
         first: AlignedBuf,
         align: usize,
         sealed: bool,
+        indexed: bool,
     ) -> Self {
         let start = if sealed { CHUNK_HEAD } else { 0 };
+        let indexed = indexed && !sealed;
         Self {
             to_disk,
             free,
@@ -123,6 +137,19 @@ impl Output {
             dead: false,
             flushing: false,
             unflushed: false,
+            indexed,
+            index: indexed.then(|| Box::new(IndexBuilder::new())),
+        }
+    }
+
+    /// Indexes the block just formatted, `buf[mark..len]`, while it is in cache.
+    #[inline]
+    fn index_block(&mut self) {
+        if let (Some(ix), Some(buf)) = (self.index.as_mut(), self.buf.as_ref()) {
+            ix.add_blocks(
+                self.off + self.mark as u64,
+                &buf.bytes()[self.mark..self.len],
+            );
         }
     }
 
@@ -176,6 +203,7 @@ impl Output {
 
     /// Marks the end of the file header (written right after the file is started).
     pub fn header_done(&mut self) {
+        self.index_block();
         self.bytes += (self.len - self.mark) as u64;
         self.mark = self.len;
         self.header = self.len - self.start;
@@ -193,6 +221,7 @@ impl Output {
                 Refused::Disk
             });
         }
+        self.index_block();
         self.bytes += (self.len - self.mark) as u64;
         self.mark = self.len;
         self.packets += u64::from(packet);
@@ -250,6 +279,9 @@ impl Output {
         } else {
             self.len / self.align * self.align
         };
+        if let Some(ix) = self.index.as_mut() {
+            ix.end_region(self.off + self.start as u64..self.off + self.len as u64);
+        }
         let f = Filled {
             buf,
             off: self.off,
@@ -303,7 +335,12 @@ impl Output {
         let (last, _) = self.filled(full, true);
         let more = next.is_some();
         self.unflushed = false;
-        if self.to_disk.send(Msg::Close { last, next }).is_err() {
+        let index = if more && self.indexed {
+            self.index.replace(Box::new(IndexBuilder::new()))
+        } else {
+            self.index.take()
+        };
+        if self.to_disk.send(Msg::Close { last, next, index }).is_err() {
             self.dead = true;
         }
         self.off = 0;
