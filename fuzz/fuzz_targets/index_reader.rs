@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         for r in &ix.regions {
             let _ = r.may_have_key(1);
         }
-        for k in [0u64, 1, u64::MAX] {
+        for k in [0u64, 1, u64::MAX].into_iter().chain(ix.postings.keys().take(64)) {
             let _ = ix.postings.lookup(k);
         }
         let _ = ix.time_range();

@@ -73,12 +73,50 @@ struct Fact {
     k: u32,
 }
 
-#[derive(Clone)]
+/// The walk's registers and scratch memory, and the last test of its path (an index into
+/// [`Facts`]): copied at each branch without an allocation.
+#[derive(Clone, Copy)]
 struct State {
     a: Val,
     x: Val,
     mem: [Val; 16],
-    facts: Vec<Fact>,
+    facts: u32,
+}
+
+/// No test yet.
+const NO_FACT: u32 = u32::MAX;
+
+/// The tests of every path walked so far, each with the test before it on its path: the
+/// paths share their common prefixes.
+#[derive(Default)]
+struct Facts(Vec<(Fact, u32)>);
+
+impl Facts {
+    /// The path ending at `last` with `f` added; its new end.
+    fn push(&mut self, last: u32, f: Fact) -> u32 {
+        self.0.push((f, last));
+        (self.0.len() - 1) as u32
+    }
+
+    /// The tests of the path ending at `last`, first to last.
+    fn path(&self, mut last: u32) -> Vec<Fact> {
+        let mut out = Vec::new();
+        while let Some(&(f, prev)) = self.0.get(last as usize) {
+            out.push(f);
+            last = prev;
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// What a walk shares over all its paths.
+struct Walk<'p> {
+    prog: &'p [Insn],
+    facts: Facts,
+    /// The last test of each accepting path.
+    paths: Vec<u32>,
+    steps: usize,
 }
 
 /// Where a link type puts the network header.
@@ -116,24 +154,28 @@ impl Predicate {
         let Some(link) = Link::of(linktype) else {
             return Predicate::Any;
         };
-        let mut paths: Vec<Vec<Fact>> = Vec::new();
         let start = State {
             a: Val::Const(0),
             x: Val::Const(0),
             mem: [Val::Other; 16],
-            facts: Vec::new(),
+            facts: NO_FACT,
         };
-        let mut steps = 0;
-        if !walk(prog, 0, start, &mut paths, &mut steps) {
+        let mut w = Walk {
+            prog,
+            facts: Facts::default(),
+            paths: Vec::new(),
+            steps: 0,
+        };
+        if !w.walk(0, start) {
             return Predicate::Any;
         }
-        if paths.is_empty() {
+        if w.paths.is_empty() {
             // Nothing is accepted: no region can match.
             return Predicate::Or(Vec::new());
         }
-        let mut ors = Vec::with_capacity(paths.len());
-        for facts in &paths {
-            let keys = path_keys(link, facts);
+        let mut ors = Vec::with_capacity(w.paths.len());
+        for &last in &w.paths {
+            let keys = path_keys(link, &w.facts.path(last));
             if keys.is_empty() {
                 return Predicate::Any;
             }
@@ -143,7 +185,7 @@ impl Predicate {
                 Predicate::And(keys)
             });
         }
-        ors.sort_by_key(|p| format!("{p:?}"));
+        ors.sort_by_cached_key(|p| format!("{p:?}"));
         ors.dedup();
         crate::predicate::simplify(if ors.len() == 1 {
             ors.pop().unwrap_or(Predicate::Any)
@@ -153,102 +195,108 @@ impl Predicate {
     }
 }
 
-/// Walks from `pc` with `st`; pushes the facts of each accepting path. False: too many
-/// paths, or a program that does not end (a jump out of it).
-fn walk(
-    prog: &[Insn],
-    mut pc: usize,
-    mut st: State,
-    paths: &mut Vec<Vec<Fact>>,
-    steps: &mut usize,
-) -> bool {
-    loop {
-        *steps += 1;
-        if *steps > MAX_STEPS {
-            return false;
+impl Walk<'_> {
+    /// Walks from `pc` with `st`; records the last test of each accepting path. False: too
+    /// many paths or steps, or a program that does not end (a jump out of it).
+    /// Branches wait on a stack of their own, not the thread's: a program's depth is
+    /// bounded by its length, which a caller's thread stack need not fit.
+    fn walk(&mut self, pc: usize, st: State) -> bool {
+        let mut todo = vec![(pc, st)];
+        while let Some((pc, st)) = todo.pop() {
+            if !self.path(pc, st, &mut todo) {
+                return false;
+            }
         }
-        let Some(i) = prog.get(pc) else {
-            return false;
-        };
-        let class = i.code & 0x07;
-        match class {
-            // LD
-            0x00 => st.a = load(i, &st),
-            // LDX
-            0x01 => {
-                st.x = match i.code & 0xe0 {
-                    0x00 => Val::Const(i.k),
-                    0x60 => st.mem.get(i.k as usize).copied().unwrap_or(Val::Other),
-                    0xa0 => Val::Msh(i.k),
-                    _ => Val::Other,
-                }
+        true
+    }
+
+    /// Walks one path from `pc` with `st` to its `ret`; the other side of each branch goes
+    /// on `todo`.
+    fn path(&mut self, mut pc: usize, mut st: State, todo: &mut Vec<(usize, State)>) -> bool {
+        let prog = self.prog;
+        loop {
+            self.steps += 1;
+            if self.steps > MAX_STEPS {
+                return false;
             }
-            // ST, STX
-            0x02 | 0x03 => {
-                let v = if class == 0x02 { st.a } else { st.x };
-                if let Some(m) = st.mem.get_mut(i.k as usize) {
-                    *m = v;
+            let Some(i) = prog.get(pc) else {
+                return false;
+            };
+            let class = i.code & 0x07;
+            match class {
+                // LD
+                0x00 => st.a = load(i, &st),
+                // LDX
+                0x01 => {
+                    st.x = match i.code & 0xe0 {
+                        0x00 => Val::Const(i.k),
+                        0x60 => st.mem.get(i.k as usize).copied().unwrap_or(Val::Other),
+                        0xa0 => Val::Msh(i.k),
+                        _ => Val::Other,
+                    }
                 }
-            }
-            // ALU
-            0x04 => st.a = alu(i, &st),
-            // JMP
-            0x05 => {
-                let op = i.code & 0xf0;
-                if op == 0x00 {
-                    pc = pc + 1 + i.k as usize;
-                    continue;
+                // ST, STX
+                0x02 | 0x03 => {
+                    let v = if class == 0x02 { st.a } else { st.x };
+                    if let Some(m) = st.mem.get_mut(i.k as usize) {
+                        *m = v;
+                    }
                 }
-                let rhs = operand(i, &st);
-                let t = pc + 1 + usize::from(i.jt);
-                let f = pc + 1 + usize::from(i.jf);
-                if op == 0x10 {
-                    // jeq: equal on the true branch, a constant folds to one branch.
-                    if let (Val::Const(a), Some(k)) = (st.a, rhs) {
-                        pc = if a == k { t } else { f };
+                // ALU
+                0x04 => st.a = alu(i, &st),
+                // JMP
+                0x05 => {
+                    let op = i.code & 0xf0;
+                    if op == 0x00 {
+                        pc = pc + 1 + i.k as usize;
                         continue;
                     }
-                    let mut taken = st.clone();
-                    if let Some(k) = rhs {
-                        taken.facts.push(Fact { val: st.a, k });
+                    let rhs = operand(i, &st);
+                    let t = pc + 1 + usize::from(i.jt);
+                    let f = pc + 1 + usize::from(i.jf);
+                    if op == 0x10 {
+                        // jeq: equal on the true branch, a constant folds to one branch.
+                        if let (Val::Const(a), Some(k)) = (st.a, rhs) {
+                            pc = if a == k { t } else { f };
+                            continue;
+                        }
+                        todo.push((f, st));
+                        if let Some(k) = rhs {
+                            st.facts = self.facts.push(st.facts, Fact { val: st.a, k });
+                        }
+                        pc = t;
+                        continue;
                     }
-                    if !walk(prog, t, taken, paths, steps) {
-                        return false;
-                    }
-                    pc = f;
+                    todo.push((f, st));
+                    pc = t;
                     continue;
                 }
-                if !walk(prog, t, st.clone(), paths, steps) {
-                    return false;
-                }
-                pc = f;
-                continue;
-            }
-            // RET
-            0x06 => {
-                let accepts = match i.code & 0x18 {
-                    0x00 => i.k != 0,
-                    0x10 => st.a != Val::Const(0),
-                    _ => st.x != Val::Const(0),
-                };
-                if accepts {
-                    if paths.len() >= MAX_PATHS {
-                        return false;
+                // RET
+                0x06 => {
+                    let accepts = match i.code & 0x18 {
+                        0x00 => i.k != 0,
+                        0x10 => st.a != Val::Const(0),
+                        _ => st.x != Val::Const(0),
+                    };
+                    if accepts {
+                        if self.paths.len() >= MAX_PATHS {
+                            return false;
+                        }
+                        self.paths.push(st.facts);
                     }
-                    paths.push(st.facts);
+                    return true;
                 }
-                return true;
-            }
-            // MISC: tax, txa
-            _ => {
-                if i.code & 0xf8 == 0x80 {
-                    st.a = st.x;
-                } else {
-                    st.x = st.a;
+                // MISC: tax, txa
+                _ => {
+                    if i.code & 0xf8 == 0x80 {
+                        st.a = st.x;
+                    } else {
+                        st.x = st.a;
+                    }
                 }
             }
+            pc += 1;
         }
-        pc += 1;
     }
 }
 

@@ -17,7 +17,7 @@ use crate::format::{
     CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
     HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{frame_keys, proto_key, Sink};
+use crate::key::{frame_keys, Sink};
 use crate::postings::PostingsBuilder;
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
@@ -55,39 +55,56 @@ enum Fmt {
     },
 }
 
+/// The keys and protocols of the packet being read.
+#[derive(Default)]
+struct Packet {
+    keys: Vec<u64>,
+    protos: Vec<u8>,
+}
+
+impl Sink for Packet {
+    #[inline]
+    fn key(&mut self, k: u64) {
+        self.keys.push(k);
+    }
+    #[inline]
+    fn proto(&mut self, p: u8) {
+        self.protos.push(p);
+    }
+}
+
 /// The sets of the region being built, and the file's postings.
 struct Sets {
     keys: Vec<u64>,
-    /// Keys seen in the region, direct-mapped (empty with postings, which know).
+    /// Keys seen in the region, direct-mapped (empty with postings, whose flows know).
     recent: Vec<u64>,
     protos: [u64; 4],
     postings: Option<PostingsBuilder>,
     /// File offset of the packet being read.
     offset: u64,
+    packet: Packet,
 }
 
-impl Sink for Sets {
+impl Sets {
+    /// The packet just read goes into the postings (its flow), or straight into the
+    /// region's sets.
     #[inline]
-    fn key(&mut self, k: u64) {
+    fn packet_done(&mut self) {
+        let pk = &self.packet;
         if let Some(p) = self.postings.as_mut() {
-            // The postings know whether the region has the key already.
-            if p.add(k, self.offset) {
-                self.keys.push(k);
-            }
+            p.add_packet(self.offset, &pk.keys, &pk.protos);
             return;
         }
-        let slot = &mut self.recent[(k as usize) & (RECENT - 1)];
-        if *slot != k {
-            *slot = k;
-            self.keys.push(k);
+        for &k in &pk.keys {
+            let slot = &mut self.recent[(k as usize) & (RECENT - 1)];
+            if *slot != k {
+                *slot = k;
+                self.keys.push(k);
+            }
         }
-    }
-    #[inline]
-    fn proto(&mut self, p: u8) {
-        if let Some(post) = self.postings.as_mut() {
-            let _ = post.add(proto_key(p), self.offset);
+        for &p in &pk.protos {
+            self.protos[usize::from(p / 64)] |= 1 << (p % 64);
         }
-        self.protos[usize::from(p / 64)] |= 1 << (p % 64);
     }
 }
 
@@ -236,6 +253,7 @@ impl IndexBuilder {
                 protos: [0; 4],
                 postings: None,
                 offset: 0,
+                packet: Packet::default(),
             },
             regions: Vec::new(),
             count: 0,
@@ -512,12 +530,12 @@ impl IndexBuilder {
         acc.ts_min = acc.ts_min.min(ts);
         acc.ts_max = acc.ts_max.max(ts);
         self.packets += 1;
-        if let Some(p) = self.sets.postings.as_mut() {
-            p.packet();
-        }
-        if !frame_keys(linktype, data, &mut self.sets) {
+        self.sets.packet.keys.clear();
+        self.sets.packet.protos.clear();
+        if !frame_keys(linktype, data, &mut self.sets.packet) {
             acc.opaque = true;
         }
+        self.sets.packet_done();
     }
 
     /// Appends the region entry and its filter, and clears the sets for the next region.
@@ -525,6 +543,9 @@ impl IndexBuilder {
         if acc.packets > 0 {
             let (a, b) = self.time.unwrap_or((u64::MAX, 0));
             self.time = Some((a.min(acc.ts_min), b.max(acc.ts_max)));
+        }
+        if let Some(p) = &self.sets.postings {
+            p.region_keys(&mut self.sets.keys, &mut self.sets.protos);
         }
         let keys = &mut self.sets.keys;
         keys.sort_unstable();
@@ -867,6 +888,34 @@ mod tests {
                 assert_eq!(whole.finish(), streamed.finish(), "{per} blocks a region");
             }
         }
+    }
+
+    #[test]
+    fn test_a_version_2_sidecar_is_still_read() {
+        // Written by the version before flows (`pcap(20)`, one region): its lists are of
+        // packet offsets per key, and lookups give what an index of today gives.
+        let old = include_bytes!("../tests/data/v2-pcap20.idx");
+        assert_eq!(u16::from_le_bytes([old[8], old[9]]), 2);
+        let old = Index::parse(old).expect("a version 2 sidecar parses");
+        let new = one_region(&pcap(20));
+        assert!(old.has_postings());
+        let mut keys = vec![
+            v4_key([10, 0, 0, 1]),
+            port_key(53),
+            crate::key::proto_key(17),
+        ];
+        for i in 0..20u8 {
+            keys.push(v4_key([10, 1, 0, i]));
+            keys.push(port_key(1024 + u16::from(i)));
+        }
+        keys.push(v4_key([10, 9, 9, 9]));
+        for k in keys {
+            assert_eq!(old.postings.lookup(k), new.postings.lookup(k), "key {k:x}");
+        }
+        assert_eq!(
+            new.postings.lookup(v4_key([10, 1, 0, 7])),
+            crate::Lookup::Offsets(vec![24 + 7 * (pcap(1).len() as u64 - 24)])
+        );
     }
 
     #[test]
