@@ -230,6 +230,11 @@ pub(crate) struct PostingsBuilder {
     /// in it.
     region: u32,
     region_flows: Vec<u32>,
+    /// The last packet's flow and its keys and protocols (packets of a flow come in
+    /// bursts: the next one is most often the same flow, found without hashing).
+    last: u32,
+    last_keys: Vec<u64>,
+    last_protos: Vec<u8>,
 }
 
 impl Default for PostingsBuilder {
@@ -245,6 +250,9 @@ impl Default for PostingsBuilder {
             packets: 0,
             region: 0,
             region_flows: Vec::new(),
+            last: NONE,
+            last_keys: Vec::new(),
+            last_protos: Vec::new(),
         }
     }
 }
@@ -261,6 +269,13 @@ pub(crate) fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
         }
     }
     None
+}
+
+/// Whether two short lists of keys are equal (a loop the compiler keeps inline, where a
+/// slice comparison calls `memcmp`).
+#[inline]
+fn same_values(a: &[u64], b: &[u64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// The hash of a flow's keys and protocols (keys are mixed already; a multiply per value
@@ -307,7 +322,7 @@ impl PostingsBuilder {
         }
         let at = fl.keys_at as usize;
         let stored = &self.fkeys[at..at + keys.len() + protos.len()];
-        stored[..keys.len()] == *keys
+        same_values(&stored[..keys.len()], keys)
             && stored[keys.len()..]
                 .iter()
                 .zip(protos)
@@ -322,13 +337,26 @@ impl PostingsBuilder {
         if keys.is_empty() && protos.is_empty() {
             return;
         }
-        let h = flow_hash(keys, protos);
-        let slot = self.recent[(h as usize) & (RECENT - 1)];
-        let f = if slot.0 == h && slot.1 != NONE && self.same(slot.1, keys, protos) {
-            slot.1
+        let f = if self.last != NONE
+            && same_values(&self.last_keys, keys)
+            && self.last_protos.as_slice() == protos
+        {
+            self.last
         } else {
-            let f = self.find_or_open(h, keys, protos);
-            self.recent[(h as usize) & (RECENT - 1)] = (h, f);
+            let h = flow_hash(keys, protos);
+            let slot = self.recent[(h as usize) & (RECENT - 1)];
+            let f = if slot.0 == h && slot.1 != NONE && self.same(slot.1, keys, protos) {
+                slot.1
+            } else {
+                let f = self.find_or_open(h, keys, protos);
+                self.recent[(h as usize) & (RECENT - 1)] = (h, f);
+                f
+            };
+            self.last = f;
+            self.last_keys.clear();
+            self.last_keys.extend_from_slice(keys);
+            self.last_protos.clear();
+            self.last_protos.extend_from_slice(protos);
             f
         };
         let fl = &mut self.flows[f as usize];

@@ -225,6 +225,10 @@ impl Endian {
 /// Converts a pcapng timestamp in an interface's units (`if_tsresol`, `if_tsoffset`) to
 /// nanoseconds, saturating at 0 and `u64::MAX`.
 pub fn ts_to_ns(ts: u64, tsresol: u8, tsoffset: i64) -> u64 {
+    if tsresol == 9 && tsoffset == 0 {
+        // Nanoseconds already (what corecap writes): nothing to scale.
+        return ts;
+    }
     let ns: u128 = match tsresol {
         9 => u128::from(ts),
         r if r & 0x80 == 0 => {
