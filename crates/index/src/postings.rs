@@ -339,7 +339,8 @@ impl PostingsBuilder {
         }
         let f = if self.last != NONE
             && same_values(&self.last_keys, keys)
-            && self.last_protos.as_slice() == protos
+            && self.last_protos.len() == protos.len()
+            && self.last_protos.iter().zip(protos).all(|(a, b)| a == b)
         {
             self.last
         } else {
