@@ -4,11 +4,8 @@ use std::ops::Range;
 
 /// Sidecar magic.
 pub const MAGIC: &[u8; 8] = b"CORECAPX";
-/// Sidecar format version: 2 added the identity of the covered bytes and the postings; 3
-/// keeps the postings by flow. Both are read.
-pub const VERSION: u16 = 3;
-/// The oldest version read.
-pub const OLDEST_VERSION: u16 = 2;
+/// Sidecar format version: 2 added the identity of the covered bytes and the postings.
+pub const VERSION: u16 = 2;
 /// Bytes of the sidecar header before the capture file's header bytes.
 pub const HEAD_LEN: usize = 48;
 /// Bytes of the capture file hashed at each end of the covered range for its identity.
@@ -65,7 +62,7 @@ pub enum IndexError {
     #[error("not a corecap index (bad magic)")]
     Magic,
     /// A version this reader does not know.
-    #[error("index version {0} is not supported (this corecap reads versions 2 and 3; `corecap index` rewrites it)")]
+    #[error("index version {0} is not supported (this corecap reads version 2; `corecap index` rewrites it)")]
     Version(u16),
     /// The checksum does not match: the index is damaged.
     #[error("index checksum mismatch (damaged index)")]
@@ -204,7 +201,7 @@ impl Index {
             return Err(IndexError::Malformed("cut short"));
         }
         let version = u16::from_le_bytes([b[8], b[9]]);
-        if !(OLDEST_VERSION..=VERSION).contains(&version) {
+        if version != VERSION {
             return Err(IndexError::Version(version));
         }
         let body = b.len() - 8;
@@ -280,7 +277,7 @@ impl Index {
                 bloom,
             });
         }
-        let postings = parse_postings(&c.b[c.at..], version)?;
+        let postings = parse_postings(&c.b[c.at..])?;
         Ok(Index {
             format,
             flags,
@@ -322,15 +319,8 @@ impl Index {
     }
 }
 
-/// Parses the postings section (everything between the last region and the trailer) of a
-/// sidecar of `version`.
-pub(crate) fn parse_postings(
-    b: &[u8],
-    version: u16,
-) -> Result<crate::postings::Postings, IndexError> {
-    if version >= 3 {
-        return parse_flow_postings(b);
-    }
+/// Parses the postings section (everything between the last region and the trailer).
+pub(crate) fn parse_postings(b: &[u8]) -> Result<crate::postings::Postings, IndexError> {
     use crate::postings::{get_varint, DENSE};
     let mut c = Cur { b, at: 0 };
     let n = c.u64()?;
@@ -374,94 +364,5 @@ pub(crate) fn parse_postings(
         keys.push((key, count, len32, at as u64));
         at += len;
     }
-    Ok(crate::postings::Postings {
-        keys,
-        area,
-        flows: None,
-        lists: Vec::new(),
-    })
-}
-
-/// Where each list starts when lists of these lengths follow each other, and the bytes
-/// they take together (saturated: a sum past u64 matches no area).
-fn starts(lens: impl Iterator<Item = u32>) -> (Vec<u64>, u64) {
-    let mut at = 0u64;
-    let v = lens
-        .map(|l| {
-            let s = at;
-            at = at.saturating_add(u64::from(l));
-            s
-        })
-        .collect();
-    (v, at)
-}
-
-/// Version 3's postings: flows with their offset lists, then keys with their flow lists.
-fn parse_flow_postings(b: &[u8]) -> Result<crate::postings::Postings, IndexError> {
-    let mut c = Cur { b, at: 0 };
-    let nflows = c.u64()?;
-    // Each flow entry takes 8 bytes: bound the count before allocating.
-    if nflows > (b.len() as u64).saturating_sub(c.at as u64) / 8 {
-        return Err(IndexError::Malformed("flow count larger than the index"));
-    }
-    let mut flows = Vec::with_capacity(nflows as usize);
-    for _ in 0..nflows {
-        let packets = c.u32()?;
-        let len = c.u32()?;
-        flows.push((packets, len));
-    }
-    c.take((8 - c.at % 8) % 8)?;
-    let lists_len = c.u64()?;
-    let (fstarts, total) = starts(flows.iter().map(|f| f.1));
-    if total != lists_len {
-        return Err(IndexError::Malformed("flow lists do not add up"));
-    }
-    let lists = c
-        .take(usize::try_from(lists_len).map_err(|_| IndexError::Malformed("postings too long"))?)?
-        .to_vec();
-    c.take((8 - c.at % 8) % 8)?;
-    let nkeys = c.u64()?;
-    if nkeys > (b.len() as u64).saturating_sub(c.at as u64) / 16 {
-        return Err(IndexError::Malformed("key count larger than the index"));
-    }
-    let mut entries = Vec::with_capacity(nkeys as usize);
-    let mut prev = None;
-    for _ in 0..nkeys {
-        let key = c.u64()?;
-        let count = c.u32()?;
-        let len = c.u32()?;
-        if prev.is_some_and(|p| p >= key) {
-            return Err(IndexError::Malformed("postings keys out of order"));
-        }
-        prev = Some(key);
-        entries.push((key, count, len));
-    }
-    let area_len = c.u64()?;
-    let (kstarts, total) = starts(entries.iter().map(|e| e.2));
-    if total != area_len {
-        return Err(IndexError::Malformed("key lists do not add up"));
-    }
-    let area = c
-        .take(usize::try_from(area_len).map_err(|_| IndexError::Malformed("postings too long"))?)?
-        .to_vec();
-    c.take((8 - c.at % 8) % 8)?;
-    if c.at != b.len() {
-        return Err(IndexError::Malformed("bytes after the postings"));
-    }
-    Ok(crate::postings::Postings {
-        keys: entries
-            .iter()
-            .zip(kstarts)
-            .map(|(&(k, n, l), s)| (k, n, l, s))
-            .collect(),
-        area,
-        flows: Some(
-            flows
-                .iter()
-                .zip(fstarts)
-                .map(|(&(n, l), s)| (s, l, n))
-                .collect(),
-        ),
-        lists,
-    })
+    Ok(crate::postings::Postings { keys, area })
 }

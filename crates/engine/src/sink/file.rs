@@ -469,7 +469,7 @@ mod tests {
                     assert_eq!(e, Refused::Disk, "taken");
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                if seed % 53 == 0 {
+                if seed.is_multiple_of(53) {
                     sink.hand_over();
                 }
             }
