@@ -430,6 +430,11 @@ impl Postings {
         else {
             return Lookup::Dense;
         };
+        // Each offset takes at least a byte: a count larger than its list cannot decode,
+        // and must not size an allocation (the count is the file's word, the list is there).
+        if count as usize > list.len() {
+            return Lookup::Dense;
+        }
         let mut out = Vec::with_capacity(count as usize);
         let (mut at, mut off) = (0usize, 0u64);
         while at < list.len() {
@@ -500,6 +505,16 @@ mod tests {
         assert_eq!(parsed.lookup(proto_key(17)), Lookup::Offsets(v));
         // Keys 3 to 7 share the other packets (a fifth each: more than one in 16, dense).
         assert_eq!(parsed.lookup(3), Lookup::Dense);
+    }
+
+    #[test]
+    fn test_a_count_larger_than_its_list_allocates_nothing_and_reads_dense() {
+        // A damaged count (4 G packets for a 1-byte list) is the file's word, not a size.
+        let p = Postings {
+            keys: vec![(7, DENSE - 1, 1, 0)],
+            area: vec![5],
+        };
+        assert_eq!(p.lookup(7), Lookup::Dense);
     }
 
     #[test]
