@@ -185,7 +185,7 @@ impl Predicate {
                 Predicate::And(keys)
             });
         }
-        ors.sort_by_cached_key(|p| format!("{p:?}"));
+        ors.sort_unstable();
         ors.dedup();
         crate::predicate::simplify(if ors.len() == 1 {
             ors.pop().unwrap_or(Predicate::Any)

@@ -9,7 +9,7 @@ use crate::format::Region;
 use crate::key::{port_key, v4_key, v6_key, vlan_key};
 
 /// What a region must contain for the filter to match some packet in it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Predicate {
     /// Anything may match.
     Any,
