@@ -28,6 +28,7 @@ import struct
 import subprocess
 import sys
 import time
+from report import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORECAP = os.path.join(ROOT, "target", "release", "corecap")
@@ -189,11 +190,7 @@ def main():
             print("\n".join(lines), flush=True)
     finally:
         shutil.rmtree(a.dir, ignore_errors=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+    publish("\n".join(lines) + "\n", a.out)
 
 
 if __name__ == "__main__":

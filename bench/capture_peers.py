@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from report import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORECAP = os.path.join(ROOT, "target", "release", "corecap")
@@ -310,12 +311,8 @@ def report(rows, a, skipped):
         lines.append(f"| {r['regime']} | {r['size']} | {r['tool']} | {r['gen_pps'] / 1e6:.2f} | {r['offered']} | "
                      f"{r['captured']} | {pct:.2f} | {r['drops']} | {r['cpu_s']:.2f} | {per} | "
                      f"{r.get('sys_cpu_s', 0):.2f} | {sper} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-            f.write("\n```json\n" + "\n".join(json.dumps(r) for r in rows) + "\n```\n")
+    publish("\n".join(lines) + "\n", a.out,
+            "\n```json\n" + "\n".join(json.dumps(r) for r in rows) + "\n```\n")
 
 
 if __name__ == "__main__":

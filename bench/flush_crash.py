@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from report import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORECAP = os.path.join(ROOT, "target", "release", "corecap")
@@ -198,11 +199,7 @@ def main():
     finally:
         sh(CORECAP, "lab", "down", "--netns", NS, check=False)
         shutil.rmtree(a.dir, ignore_errors=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+    publish("\n".join(lines) + "\n", a.out)
 
 
 if __name__ == "__main__":

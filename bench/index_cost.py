@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 import query_speed as qs
+from report import publish
 
 
 def main():
@@ -88,11 +89,7 @@ def main():
         f"Drops with the index: {[x[2] for x in runs[True]]}; without: {[x[2] for x in runs[False]]}.",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+    publish("\n".join(lines), a.out)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from report import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORECAP = os.environ.get("CORECAP", os.path.join(ROOT, "target", "release", "corecap"))
@@ -380,12 +381,7 @@ def main():
                   for m, v in setups.items()) + ".",
         "",
     ]
-    text = "\n".join(md)
-    print(text)
-    if args.out:
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(text)
+    publish("\n".join(md), args.out)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from report import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORECAP = os.path.join(ROOT, "target", "release", "corecap")
@@ -174,12 +175,7 @@ def main():
     finally:
         sh(CORECAP, "lab", "down", "--netns", NS, check=False)
         shutil.rmtree(work, ignore_errors=True)
-    text = report(rows, a)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-            f.write("\n```json\n" + json.dumps(rows, indent=1) + "\n```\n")
+    publish(report(rows, a), a.out, "\n```json\n" + json.dumps(rows, indent=1) + "\n```\n")
 
 
 def report(r, a):

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from report import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORECAP = os.path.join(ROOT, "target", "release", "corecap")
@@ -207,11 +208,7 @@ def main():
     lines += [f"| {t:.0f} | {r} | {f} | {h} | {b} |" for t, r, f, h, b in samples]
     lines += ["", "Flat (last quarter's maximum against the first quarter's after warm-up): "
               + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in verdict.items()) + "."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+    publish("\n".join(lines) + "\n", a.out)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ use crate::format::{
     CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
     HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{frame_keys, Sink};
+use crate::key::{frame_keys, PacketKeys};
 use crate::postings::PostingsBuilder;
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
@@ -55,24 +55,6 @@ enum Fmt {
     },
 }
 
-/// The keys and protocols of the packet being read.
-#[derive(Default)]
-struct Packet {
-    keys: Vec<u64>,
-    protos: Vec<u8>,
-}
-
-impl Sink for Packet {
-    #[inline]
-    fn key(&mut self, k: u64) {
-        self.keys.push(k);
-    }
-    #[inline]
-    fn proto(&mut self, p: u8) {
-        self.protos.push(p);
-    }
-}
-
 /// The sets of the region being built, and the file's postings.
 struct Sets {
     keys: Vec<u64>,
@@ -82,22 +64,22 @@ struct Sets {
     postings: Option<PostingsBuilder>,
     /// File offset of the packet being read.
     offset: u64,
-    packet: Packet,
+    /// The keys of the packet being read.
+    packet: PacketKeys,
 }
 
 impl Sets {
     /// The packet just read goes into the postings and the region's sets.
     #[inline]
     fn packet_done(&mut self) {
-        let pk = &self.packet;
-        for &p in &pk.protos {
+        for &p in &self.packet.protos {
             self.protos[usize::from(p / 64)] |= 1 << (p % 64);
         }
         if let Some(p) = self.postings.as_mut() {
-            p.add_packet(self.offset, &pk.keys, &pk.protos, &mut self.keys);
+            p.add_packet(self.offset, &mut self.packet, &mut self.keys);
             return;
         }
-        for &k in &pk.keys {
+        for &k in &self.packet.keys {
             let slot = &mut self.recent[(k as usize) & (RECENT - 1)];
             if *slot != k {
                 *slot = k;
@@ -252,7 +234,7 @@ impl IndexBuilder {
                 protos: [0; 4],
                 postings: None,
                 offset: 0,
-                packet: Packet::default(),
+                packet: PacketKeys::default(),
             },
             regions: Vec::new(),
             count: 0,
@@ -529,8 +511,7 @@ impl IndexBuilder {
         acc.ts_min = acc.ts_min.min(ts);
         acc.ts_max = acc.ts_max.max(ts);
         self.packets += 1;
-        self.sets.packet.keys.clear();
-        self.sets.packet.protos.clear();
+        self.sets.packet.clear();
         if !frame_keys(linktype, data, &mut self.sets.packet) {
             acc.opaque = true;
         }

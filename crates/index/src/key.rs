@@ -93,6 +93,43 @@ pub(crate) trait Sink {
     fn proto(&mut self, p: u8);
 }
 
+/// The keys and IP protocols of one packet, in the order the parser found them.
+#[derive(Default)]
+pub(crate) struct PacketKeys {
+    pub(crate) keys: Vec<u64>,
+    pub(crate) protos: Vec<u8>,
+}
+
+impl PacketKeys {
+    pub(crate) fn clear(&mut self) {
+        self.keys.clear();
+        self.protos.clear();
+    }
+}
+
+impl PartialEq for PacketKeys {
+    /// A loop the compiler keeps inline, where a slice comparison calls `memcmp`: these
+    /// are a few values, compared once a packet.
+    #[inline]
+    fn eq(&self, o: &Self) -> bool {
+        fn same<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+        }
+        same(&self.keys, &o.keys) && same(&self.protos, &o.protos)
+    }
+}
+
+impl Sink for PacketKeys {
+    #[inline]
+    fn key(&mut self, k: u64) {
+        self.keys.push(k);
+    }
+    #[inline]
+    fn proto(&mut self, p: u8) {
+        self.protos.push(p);
+    }
+}
+
 #[inline]
 fn be16(d: &[u8], at: usize) -> Option<u16> {
     d.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]))

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::key::proto_key;
+use crate::key::{proto_key, PacketKeys};
 
 /// A key is dense when more than one packet in this many carries it.
 pub const DENSE_SHARE: u64 = 16;
@@ -128,10 +128,9 @@ pub(crate) struct PostingsBuilder {
     packets: u64,
     /// The region being built (see [`PostingsBuilder::next_region`]).
     region: u32,
-    /// The last packet's keys and protocols, and their lists (keys' first).
-    last_valid: bool,
-    last_keys: Vec<u64>,
-    last_protos: Vec<u8>,
+    /// The last packet's keys and protocols, and their lists (keys' first). At the start
+    /// they are no keys and no lists, which is true of a packet without keys too.
+    last: PacketKeys,
     last_lists: Vec<u32>,
 }
 
@@ -145,9 +144,7 @@ impl Default for PostingsBuilder {
             free: NONE,
             packets: 0,
             region: 0,
-            last_valid: false,
-            last_keys: Vec::new(),
-            last_protos: Vec::new(),
+            last: PacketKeys::default(),
             last_lists: Vec::new(),
         }
     }
@@ -205,46 +202,37 @@ impl PostingsBuilder {
         i as usize
     }
 
-    /// The packet at `offset` (offsets rise from packet to packet) carries `keys` and
-    /// `protos`: its offset goes into each one's list. The keys new to the region go into
+    /// The packet at `offset` (offsets rise from packet to packet) carries `pk`'s keys and
+    /// protocols: its offset goes into each one's list. The keys new to the region go into
     /// `region_keys` (its Bloom set): each list remembers the last region that saw it, so
     /// no table of its own is needed for that. The packets of a burst carry the keys of
     /// the packet before them: their lists are those of the last packet, found without a
-    /// lookup.
+    /// lookup. `pk` is left with some other packet's keys (the caller clears it).
     #[inline]
     pub(crate) fn add_packet(
         &mut self,
         offset: u64,
-        keys: &[u64],
-        protos: &[u8],
+        pk: &mut PacketKeys,
         region_keys: &mut Vec<u64>,
     ) {
         self.packets += 1;
-        let repeat = self.last_valid
-            && same_values(&self.last_keys, keys)
-            && self.last_protos.len() == protos.len()
-            && self.last_protos.iter().zip(protos).all(|(a, b)| a == b);
-        if !repeat {
+        if *pk != self.last {
             self.last_lists.clear();
-            for &k in keys {
+            for &k in &pk.keys {
                 let i = self.list_of(k);
                 self.last_lists.push(i as u32);
             }
-            for &p in protos {
+            for &p in &pk.protos {
                 let i = self.list_of(proto_key(p));
                 self.last_lists.push(i as u32);
             }
-            self.last_keys.clear();
-            self.last_keys.extend_from_slice(keys);
-            self.last_protos.clear();
-            self.last_protos.extend_from_slice(protos);
-            self.last_valid = true;
+            std::mem::swap(&mut self.last, pk);
         }
         for j in 0..self.last_lists.len() {
             let i = self.last_lists[j] as usize;
             // The protocols' keys are not in the Bloom set (the region has a protocol map).
-            if self.push(i, offset) && j < keys.len() {
-                region_keys.push(keys[j]);
+            if self.push(i, offset) && j < self.last.keys.len() {
+                region_keys.push(self.last.keys[j]);
             }
         }
     }
@@ -359,13 +347,6 @@ impl PostingsBuilder {
     }
 }
 
-/// Whether two short lists of keys are equal (a loop the compiler keeps inline, where a
-/// slice comparison calls `memcmp`).
-#[inline]
-fn same_values(a: &[u64], b: &[u64]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
-}
-
 /// Writes `v` as a varint into `buf`; returns its length.
 #[inline]
 fn varint_into(buf: &mut [u8; 10], mut v: u64) -> usize {
@@ -458,6 +439,15 @@ impl Postings {
 mod tests {
     use super::*;
 
+    /// One packet of these keys and protocols into `p`.
+    fn add(p: &mut PostingsBuilder, off: u64, keys: &[u64], protos: &[u8], region: &mut Vec<u64>) {
+        let mut pk = PacketKeys {
+            keys: keys.to_vec(),
+            protos: protos.to_vec(),
+        };
+        p.add_packet(off, &mut pk, region);
+    }
+
     #[test]
     fn test_varint_round_trip() {
         let mut b = Vec::new();
@@ -478,9 +468,9 @@ mod tests {
         for i in 0..100_000u64 {
             if i % 1000 == 7 {
                 // A key twice in one packet (source port = destination port).
-                p.add_packet(i * 100, &[1, 2, 2], &[17], &mut region);
+                add(&mut p, i * 100, &[1, 2, 2], &[17], &mut region);
             } else {
-                p.add_packet(i * 100, &[1, 3 + i % 5], &[6], &mut region);
+                add(&mut p, i * 100, &[1, 3 + i % 5], &[6], &mut region);
             }
         }
         region.sort_unstable();
@@ -524,13 +514,13 @@ mod tests {
         let mut p = PostingsBuilder::default();
         let (mut r0, mut r1) = (vec![], vec![]);
         for i in 0..10u64 {
-            p.add_packet(i * 60, &[11, 12], &[17], &mut r0);
+            add(&mut p, i * 60, &[11, 12], &[17], &mut r0);
         }
         p.next_region();
         for i in 10..20u64 {
-            p.add_packet(i * 60, &[11, 12], &[17], &mut r1);
+            add(&mut p, i * 60, &[11, 12], &[17], &mut r1);
         }
-        p.add_packet(20 * 60, &[13, 12], &[17], &mut r1);
+        add(&mut p, 20 * 60, &[13, 12], &[17], &mut r1);
         assert_eq!((r0, r1), (vec![11, 12], vec![11, 12, 13]));
         let mut out = Vec::new();
         p.finish(&mut out);

@@ -802,10 +802,9 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
             Msg::Fill(f) => w.fill(f, false),
             Msg::Close { last, next, index } => {
                 w.fill(last, true);
+                // Only a plain file's front end builds one (never a stream's).
                 if let (Some(cur), Some(ix)) = (w.cur.as_mut(), index) {
-                    if matches!(cur.target, Target::File { .. }) {
-                        cur.index = Some(ix);
-                    }
+                    cur.index = Some(ix);
                 }
                 w.close();
                 if let Some(path) = next {

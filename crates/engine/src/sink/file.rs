@@ -402,6 +402,24 @@ impl FileSink {
 mod tests {
     use super::*;
 
+    /// A pcapng (or pcap) file at `path` of one Ethernet interface: no rotation, direct I/O,
+    /// indexed, no flush timer.
+    fn config(path: PathBuf, format: Format) -> FileConfig {
+        FileConfig {
+            path,
+            format,
+            rotation: Rotation::default(),
+            interfaces: vec![InterfaceDesc::ethernet("eth0", 262144)],
+            snaplen: 262144,
+            seal: None,
+            direct: true,
+            retention: None,
+            index: true,
+            owner: None,
+            flush: None,
+        }
+    }
+
     /// An Ethernet/IPv4/UDP frame of 200 bytes, `src` and `dst` in 10.0.0.0/16.
     fn udp_frame(src: u16, dst: u16, sport: u16, dport: u16) -> Vec<u8> {
         let mut f = vec![0u8; 200];
@@ -432,20 +450,13 @@ mod tests {
                 Format::Pcap => "rec.pcap",
             });
             let mut sink = FileSink::create(FileConfig {
-                path: base,
-                format,
                 rotation: Rotation {
                     filesize: Some(3 << 20),
                     ..Rotation::default()
                 },
-                interfaces: vec![InterfaceDesc::ethernet("eth0", 262144)],
-                snaplen: 262144,
-                seal: None,
                 direct: false,
-                retention: None,
-                index: true,
-                owner: None,
                 flush: Some(Duration::ZERO),
+                ..config(base, format)
             })
             .expect("create the file");
             let mut seed = 7u64;
@@ -547,20 +558,8 @@ mod tests {
                 }
             }
         });
-        let mut sink = FileSink::create(FileConfig {
-            path: fifo.clone(),
-            format: Format::Pcapng,
-            rotation: Rotation::default(),
-            interfaces: vec![InterfaceDesc::ethernet("eth0", 262144)],
-            snaplen: 262144,
-            seal: None,
-            direct: true,
-            retention: None,
-            index: true,
-            owner: None,
-            flush: None,
-        })
-        .expect("open the FIFO");
+        let mut sink =
+            FileSink::create(config(fifo.clone(), Format::Pcapng)).expect("open the FIFO");
         let frame = [0u8; 60];
         let p = Packet {
             ts_ns: 1,
@@ -622,20 +621,12 @@ mod tests {
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(made.is_ok_and(|s| s.success()), "mkfifo");
         let e = FileSink::create(FileConfig {
-            path: fifo.clone(),
-            format: Format::Pcapng,
             rotation: Rotation {
                 filesize: Some(1_000_000),
                 ..Rotation::default()
             },
-            interfaces: vec![InterfaceDesc::ethernet("eth0", 262144)],
-            snaplen: 262144,
-            seal: None,
-            direct: true,
-            retention: None,
             index: false,
-            owner: None,
-            flush: None,
+            ..config(fifo.clone(), Format::Pcapng)
         })
         .expect_err("a stream cannot rotate");
         assert!(e.to_string().contains("cannot be rotated"), "{e}");

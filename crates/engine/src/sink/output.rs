@@ -102,9 +102,7 @@ pub struct Output {
     /// Some whole block is not on its way to the disk yet (it is in `buf`, or in the tail
     /// carried from a full buffer): what the flush timer looks at.
     unflushed: bool,
-    /// Whether plain files get a sidecar index (built here, see the module doc).
-    indexed: bool,
-    /// The current file's index.
+    /// The current file's index (plain files, when they are indexed: see the module doc).
     index: Option<Box<IndexBuilder>>,
 }
 
@@ -118,7 +116,6 @@ impl Output {
         indexed: bool,
     ) -> Self {
         let start = if sealed { CHUNK_HEAD } else { 0 };
-        let indexed = indexed && !sealed;
         Self {
             to_disk,
             free,
@@ -137,20 +134,22 @@ impl Output {
             dead: false,
             flushing: false,
             unflushed: false,
-            indexed,
-            index: indexed.then(|| Box::new(IndexBuilder::new())),
+            index: (indexed && !sealed).then(|| Box::new(IndexBuilder::new())),
         }
     }
 
-    /// Indexes the block just formatted, `buf[mark..len]`, while it is in cache.
+    /// Takes the block just formatted, `buf[mark..len]`, into the file: indexed while it
+    /// is in cache, counted, and marked whole.
     #[inline]
-    fn index_block(&mut self) {
+    fn take_block(&mut self) {
         if let (Some(ix), Some(buf)) = (self.index.as_mut(), self.buf.as_ref()) {
             ix.add_blocks(
                 self.off + self.mark as u64,
                 &buf.bytes()[self.mark..self.len],
             );
         }
+        self.bytes += (self.len - self.mark) as u64;
+        self.mark = self.len;
     }
 
     /// Whether some whole block has not been handed to the disk writer yet.
@@ -203,9 +202,7 @@ impl Output {
 
     /// Marks the end of the file header (written right after the file is started).
     pub fn header_done(&mut self) {
-        self.index_block();
-        self.bytes += (self.len - self.mark) as u64;
-        self.mark = self.len;
+        self.take_block();
         self.header = self.len - self.start;
     }
 
@@ -221,9 +218,7 @@ impl Output {
                 Refused::Disk
             });
         }
-        self.index_block();
-        self.bytes += (self.len - self.mark) as u64;
-        self.mark = self.len;
+        self.take_block();
         self.packets += u64::from(packet);
         self.unflushed = true;
         if self.len - self.start >= BUFFER_BYTES {
@@ -335,11 +330,10 @@ impl Output {
         let (last, _) = self.filled(full, true);
         let more = next.is_some();
         self.unflushed = false;
-        let index = if more && self.indexed {
-            self.index.replace(Box::new(IndexBuilder::new()))
-        } else {
-            self.index.take()
-        };
+        let index = self.index.take();
+        if more && index.is_some() {
+            self.index = Some(Box::new(IndexBuilder::new()));
+        }
         if self.to_disk.send(Msg::Close { last, next, index }).is_err() {
             self.dead = true;
         }
