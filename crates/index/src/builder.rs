@@ -17,7 +17,7 @@ use crate::format::{
     CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
     HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{frame_keys, PacketKeys};
+use crate::key::{flow_tuple, frame_keys, PacketKeys};
 use crate::postings::PostingsBuilder;
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
@@ -62,13 +62,26 @@ struct Sets {
     recent: Vec<u64>,
     protos: [u64; 4],
     postings: Option<PostingsBuilder>,
-    /// File offset of the packet being read.
+    /// File offset of the packet being read, and its block's length.
     offset: u64,
+    len: u64,
     /// The keys of the packet being read.
     packet: PacketKeys,
+    /// The [`flow_tuple`] of the packet before, in this region (None: it had none, or the
+    /// region has no packet yet): a packet with the same one carries the same keys.
+    last_tuple: Option<u128>,
 }
 
 impl Sets {
+    /// The packet just read carries the keys of the packet before it in this region, whose
+    /// keys the region's sets already hold: only the postings hear of it.
+    #[inline]
+    fn same_packet(&mut self) {
+        if let Some(p) = self.postings.as_mut() {
+            p.add_packet(self.offset, self.len, None, &mut self.keys);
+        }
+    }
+
     /// The packet just read goes into the postings and the region's sets.
     #[inline]
     fn packet_done(&mut self) {
@@ -76,7 +89,7 @@ impl Sets {
             self.protos[usize::from(p / 64)] |= 1 << (p % 64);
         }
         if let Some(p) = self.postings.as_mut() {
-            p.add_packet(self.offset, &mut self.packet, &mut self.keys);
+            p.add_packet(self.offset, self.len, Some(&mut self.packet), &mut self.keys);
             return;
         }
         for &k in &self.packet.keys {
@@ -234,7 +247,9 @@ impl IndexBuilder {
                 protos: [0; 4],
                 postings: None,
                 offset: 0,
+                len: 0,
                 packet: PacketKeys::default(),
+                last_tuple: None,
             },
             regions: Vec::new(),
             count: 0,
@@ -380,6 +395,7 @@ impl IndexBuilder {
         let frac_ns = if nanos { frac } else { frac * 1000 };
         let ts = secs.saturating_mul(1_000_000_000).saturating_add(frac_ns);
         let lt = self.ifaces.first().map_or(0, |i| i.linktype);
+        self.sets.len = (head + caplen) as u64;
         self.packet(acc, ts, lt, &b[head..head + caplen]);
         Step::Next(head + caplen)
     }
@@ -390,6 +406,7 @@ impl IndexBuilder {
         };
         let block = &b[..len];
         let body = &block[8..len - 4];
+        self.sets.len = len as u64;
         let packet_block = matches!(btype, 2 | 3 | 6);
         if self.in_header && packet_block {
             self.in_header = false;
@@ -511,6 +528,12 @@ impl IndexBuilder {
         acc.ts_min = acc.ts_min.min(ts);
         acc.ts_max = acc.ts_max.max(ts);
         self.packets += 1;
+        let tuple = flow_tuple(linktype, data);
+        if tuple.is_some() && tuple == self.sets.last_tuple {
+            self.sets.same_packet();
+            return;
+        }
+        self.sets.last_tuple = tuple;
         self.sets.packet.clear();
         if !frame_keys(linktype, data, &mut self.sets.packet) {
             acc.opaque = true;
@@ -523,6 +546,10 @@ impl IndexBuilder {
         if acc.packets > 0 {
             let (a, b) = self.time.unwrap_or((u64::MAX, 0));
             self.time = Some((a.min(acc.ts_min), b.max(acc.ts_max)));
+        }
+        if let Some(p) = self.sets.postings.as_mut() {
+            // The run in progress ends with the region: its keys go into this region's set.
+            p.next_region(&mut self.sets.keys);
         }
         let keys = &mut self.sets.keys;
         keys.sort_unstable();
@@ -554,10 +581,11 @@ impl IndexBuilder {
             }
         }
         keys.clear();
-        match self.sets.postings.as_mut() {
-            Some(p) => p.next_region(),
-            None => self.sets.recent.fill(0),
+        if self.sets.postings.is_none() {
+            self.sets.recent.fill(0);
         }
+        // The next region's sets start empty: its first packet is parsed.
+        self.sets.last_tuple = None;
         self.sets.protos = [0; 4];
         self.count += 1;
         self.covered = self.covered.max(at.end);
@@ -623,6 +651,7 @@ mod tests {
     use crate::key::tests::udp4;
     use crate::key::{port_key, v4_key, vlan_key};
     use crate::Predicate;
+    use crate::key;
     use corecap_wire::{Epb, InterfaceDesc, PcapWriter, PcapngWriter};
 
     /// A pcap file of `n` UDP packets from 10.0.0.1 to 10.1.0.i, one per second from t0.
@@ -867,23 +896,164 @@ mod tests {
         }
     }
 
+    /// A frame of traffic that runs the builder's shortcuts: bursts, replies (the flow's
+    /// other direction), later fragments, options, cut captures, VLAN tags and ARP.
+    fn mixed_frame(i: u32, x: u32) -> Vec<u8> {
+        let flow = x % 7;
+        let (a, b) = ([10, 0, 0, 1 + flow as u8], [10, 1, 0, (x % 3) as u8]);
+        let (sp, dp) = (1000 + (x >> 4) as u16 % 5, 53 + (x % 2) as u16);
+        let mut f = match (x >> 8) % 10 {
+            0 => key::tests::udp4(b, a, dp, sp, None),
+            1 => key::tests::udp4(a, b, sp, dp, Some(7 + (x % 2) as u16)),
+            2 => {
+                // A later fragment: no ports.
+                let mut f = key::tests::udp4(a, b, sp, dp, None);
+                f[20] = 0x00;
+                f[21] = 0x08 + (x % 2) as u8;
+                f
+            }
+            3 => {
+                // ARP from a.
+                let mut f = vec![0u8; 12];
+                f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+                f.extend_from_slice(&[0; 6]);
+                f.extend_from_slice(&a);
+                f.extend_from_slice(&[0; 6]);
+                f.extend_from_slice(&b);
+                f
+            }
+            4 => {
+                // TCP with 4 bytes of IP options: the ports move.
+                let mut f = key::tests::udp4(a, b, sp, dp, None);
+                f[14] = 0x46;
+                f[23] = 6;
+                f.splice(34..34, [1, 1, 1, 0]);
+                f
+            }
+            _ => key::tests::udp4(a, b, sp, dp, None),
+        };
+        // Some captures cut short: within the ports, within the addresses.
+        match i % 97 {
+            5 => f.truncate(36),
+            6 => f.truncate(30),
+            _ => f.resize(f.len().max(60), 0),
+        }
+        f
+    }
+
     #[test]
-    fn test_the_sidecar_of_a_file_is_the_one_format_2_always_wrote() {
-        // A sidecar written before the builder moved to the formatting thread and learnt
-        // to take a burst's lists from the packet before (`pcap(20)`, one region): the
-        // builder of today writes the same bytes, and lookups answer the same.
+    fn test_every_keys_spans_are_the_packets_whose_parse_has_it() {
+        // Bursts of 1 to 9 packets of a flow; regions end every 37 packets (mid-burst); enough
+        // packets for common keys to turn dense.
+        let mut w = PcapWriter::new(Vec::new(), 1, 65535).unwrap();
+        let (mut x, mut left) = (0x1234_5678u32, 0);
+        let mut frames = Vec::new();
+        for i in 0..6000u32 {
+            if left == 0 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                left = 1 + x % 9;
+            }
+            left -= 1;
+            let f = mixed_frame(i, x);
+            w.write_packet(u64::from(i) * 1000, &f, f.len() as u32, None)
+                .unwrap();
+            frames.push(f);
+        }
+        let file = w.into_inner();
+        let mut at = vec![24u64];
+        for f in &frames {
+            at.push(at[at.len() - 1] + 16 + f.len() as u64);
+        }
+        let mut b = IndexBuilder::new();
+        b.add_blocks(0, &file[..24]);
+        let mut region_start = 0;
+        for (i, f) in frames.iter().enumerate() {
+            b.add_blocks(at[i], &file[at[i] as usize..at[i + 1] as usize]);
+            if i % 37 == 36 || i + 1 == frames.len() {
+                b.end_region(region_start..at[i + 1]);
+                region_start = at[i + 1];
+            }
+            assert_eq!(f.len() as u64 + 16, at[i + 1] - at[i]);
+        }
+        let ix = Index::parse(&b.finish()).unwrap();
+        // Every key and protocol, by a parse of each packet alone.
+        let mut want: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+        for (i, f) in frames.iter().enumerate() {
+            let mut k = key::tests::Keys::default();
+            frame_keys(1, f, &mut k);
+            let mut all: Vec<u64> = k.keys.clone();
+            all.extend(k.protos.iter().map(|p| key::proto_key(*p)));
+            all.sort_unstable();
+            all.dedup();
+            for key in all {
+                want.entry(key).or_default().push(at[i]);
+            }
+            // The region's Bloom set holds the packet's keys.
+            let r = ix.regions.iter().find(|r| r.at.contains(&at[i])).unwrap();
+            assert!(k.keys.iter().all(|key| r.may_have_key(*key)), "packet {i}");
+            assert!(k.protos.iter().all(|p| r.may_have_proto(*p)), "packet {i}");
+        }
+        assert_eq!(ix.postings.len(), want.len());
+        let (mut runs, mut dense) = (0, 0);
+        for (key, offsets) in want {
+            let got = match ix.postings.lookup(key) {
+                crate::Lookup::Spans(v) => v,
+                crate::Lookup::Dense => {
+                    dense += 1;
+                    assert!(offsets.len() as u64 * 16 > 6000, "{key:x} listed dense");
+                    continue;
+                }
+                crate::Lookup::Absent => panic!("{key:x} absent"),
+            };
+            runs += got.iter().filter(|s| s.packets > 1).count();
+            let listed: Vec<u64> = at[..frames.len()]
+                .iter()
+                .copied()
+                .filter(|o| got.iter().any(|s| s.start <= *o && *o < s.end))
+                .collect();
+            assert_eq!(listed, offsets, "key {key:x}");
+            let counted: u64 = got.iter().map(|s| s.packets).sum();
+            assert_eq!(counted, offsets.len() as u64, "key {key:x}");
+            // No span crosses a region's end.
+            for s in &got {
+                let r = ix.regions.iter().find(|r| r.at.contains(&s.start)).unwrap();
+                assert!(s.end <= r.at.end, "{s:?} crosses {:?}", r.at);
+            }
+        }
+        assert!(runs > 100 && dense > 0, "runs {runs}, dense {dense}");
+    }
+
+    #[test]
+    fn test_a_format_2_sidecar_still_reads_as_the_builder_of_today_answers() {
+        // A sidecar of format 2 (one offset a packet in each list), `pcap(20)`, one
+        // region: it still parses, and its lookups answer what today's sidecar answers.
         let old = include_bytes!("../tests/data/v2-pcap20.idx");
         assert_eq!(u16::from_le_bytes([old[8], old[9]]), 2);
         let mut b = IndexBuilder::new();
         let f = pcap(20);
         b.add_region(0..f.len() as u64, &f);
-        assert_eq!(b.finish(), old.to_vec(), "byte for byte");
+        let new = Index::parse(&b.finish()).expect("it parses");
         let old = Index::parse(old).expect("it parses");
-        assert!(old.has_postings());
+        assert!(old.has_postings() && new.has_postings());
+        assert_eq!(old.regions, new.regions);
+        let seventh = 24 + 7 * (pcap(1).len() as u64 - 24);
         assert_eq!(
             old.postings.lookup(v4_key([10, 1, 0, 7])),
-            crate::Lookup::Offsets(vec![24 + 7 * (pcap(1).len() as u64 - 24)])
+            crate::Lookup::Spans(vec![crate::Span::packet(seventh)])
         );
+        for k in old.postings.keys() {
+            let (o, n) = (old.postings.lookup(k), new.postings.lookup(k));
+            let offsets = |l: crate::Lookup| match l {
+                crate::Lookup::Spans(v) => (v.iter().map(|s| s.packets).sum::<u64>(), v[0].start),
+                other => panic!("{other:?}"),
+            };
+            match (&o, &n) {
+                (crate::Lookup::Dense, crate::Lookup::Dense) => {}
+                _ => assert_eq!(offsets(o), offsets(n), "key {k:x}"),
+            }
+        }
         assert_eq!(
             old.postings.lookup(v4_key([10, 9, 9, 9])),
             crate::Lookup::Absent

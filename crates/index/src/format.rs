@@ -4,8 +4,11 @@ use std::ops::Range;
 
 /// Sidecar magic.
 pub const MAGIC: &[u8; 8] = b"CORECAPX";
-/// Sidecar format version: 2 added the identity of the covered bytes and the postings.
-pub const VERSION: u16 = 2;
+/// Sidecar format version: 2 added the identity of the covered bytes and the postings; 3
+/// lists spans (a run of packets in a row that carry a key is one entry).
+pub const VERSION: u16 = 3;
+/// The oldest version this reader reads (version 2: one offset a packet in each list).
+pub const OLDEST_VERSION: u16 = 2;
 /// Bytes of the sidecar header before the capture file's header bytes.
 pub const HEAD_LEN: usize = 48;
 /// Bytes of the capture file hashed at each end of the covered range for its identity.
@@ -62,7 +65,7 @@ pub enum IndexError {
     #[error("not a corecap index (bad magic)")]
     Magic,
     /// A version this reader does not know.
-    #[error("index version {0} is not supported (this corecap reads version 2; `corecap index` rewrites it)")]
+    #[error("index version {0} is not supported (this corecap reads versions 2 and 3; `corecap index` rewrites it)")]
     Version(u16),
     /// The checksum does not match: the index is damaged.
     #[error("index checksum mismatch (damaged index)")]
@@ -201,7 +204,7 @@ impl Index {
             return Err(IndexError::Malformed("cut short"));
         }
         let version = u16::from_le_bytes([b[8], b[9]]);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(IndexError::Version(version));
         }
         let body = b.len() - 8;
@@ -277,7 +280,7 @@ impl Index {
                 bloom,
             });
         }
-        let postings = parse_postings(&c.b[c.at..])?;
+        let postings = parse_postings(&c.b[c.at..], version >= 3)?;
         Ok(Index {
             format,
             flags,
@@ -320,7 +323,10 @@ impl Index {
 }
 
 /// Parses the postings section (everything between the last region and the trailer).
-pub(crate) fn parse_postings(b: &[u8]) -> Result<crate::postings::Postings, IndexError> {
+pub(crate) fn parse_postings(
+    b: &[u8],
+    runs: bool,
+) -> Result<crate::postings::Postings, IndexError> {
     use crate::postings::{get_varint, DENSE};
     let mut c = Cur { b, at: 0 };
     let n = c.u64()?;
@@ -364,5 +370,5 @@ pub(crate) fn parse_postings(b: &[u8]) -> Result<crate::postings::Postings, Inde
         keys.push((key, count, len32, at as u64));
         at += len;
     }
-    Ok(crate::postings::Postings { keys, area })
+    Ok(crate::postings::Postings { keys, area, runs })
 }

@@ -130,6 +130,32 @@ impl Sink for PacketKeys {
     }
 }
 
+/// For the commonest frame, Ethernet with no VLAN tag carrying IPv4 (with both ports
+/// captured when it is a first fragment of TCP, UDP or SCTP), a value that fixes the set of
+/// keys and protocols [`frame_keys`] finds in it: the protocol, whether ports follow, and
+/// the two (address, port) ends in order, so both directions of a flow have the same one.
+/// None for every other frame (it is parsed).
+#[inline]
+pub(crate) fn flow_tuple(linktype: u16, d: &[u8]) -> Option<u128> {
+    if linktype != LINKTYPE_ETHERNET || d.len() < 34 || d[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let proto = d[23];
+    let first = u16::from_be_bytes([d[20], d[21]]) & 0x1fff == 0;
+    let ported = first && matches!(proto, 6 | 17 | 132);
+    let (sp, dp) = if ported {
+        let at = 14 + usize::from(d[14] & 0x0f) * 4;
+        let p = d.get(at..at + 4)?;
+        (u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]]))
+    } else {
+        (0, 0)
+    };
+    let src = u64::from(u32::from_be_bytes([d[26], d[27], d[28], d[29]])) << 16 | u64::from(sp);
+    let dst = u64::from(u32::from_be_bytes([d[30], d[31], d[32], d[33]])) << 16 | u64::from(dp);
+    let (a, b) = (src.min(dst), src.max(dst));
+    Some(u128::from(a) << 64 | u128::from(b) << 16 | u128::from(proto) << 1 | u128::from(ported))
+}
+
 #[inline]
 fn be16(d: &[u8], at: usize) -> Option<u16> {
     d.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]))

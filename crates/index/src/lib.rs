@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 pub use bpf::{header_linktypes, Insn};
 pub use builder::IndexBuilder;
 pub use format::{CaptureFormat, Identity, Index, IndexError, Region};
-pub use postings::{Lookup, Postings};
+pub use postings::{intersect, union, Lookup, Postings, Span};
 pub use predicate::Predicate;
 pub use split::{index_file, index_reader, Built};
 

@@ -100,11 +100,21 @@ impl std::ops::IndexMut<usize> for Arena {
 
 /// One key's list while building: its bytes are a chain of chunks in the builder's arena,
 /// so a list grows without ever copying what it holds (a `Vec` per key doubled and
-/// copied, and its table entries were large enough to miss the cache).
+/// copied, and its table entries were large enough to miss the cache). Its last span is
+/// kept open, not yet encoded, so a span that follows it in the file extends it.
 #[derive(Debug)]
 struct List {
+    /// Start of the last span encoded (the base of the next gap).
     last: u64,
+    /// Packets listed (the dense rule counts packets).
     count: u64,
+    /// Spans encoded.
+    spans: u64,
+    /// The open span: the packets that start in `open_start..open_end`, `open_n` of them
+    /// (0: none open).
+    open_start: u64,
+    open_end: u64,
+    open_n: u64,
     /// Bytes of the list.
     len: u32,
     head: u32,
@@ -132,6 +142,12 @@ pub(crate) struct PostingsBuilder {
     /// they are no keys and no lists, which is true of a packet without keys too.
     last: PacketKeys,
     last_lists: Vec<u32>,
+    /// The run: packets in a row, with no other block between them, that carry the keys of
+    /// `last`, starting in `run_start..run_end`; `run_n` of them (0: no run). It goes into
+    /// the lists when a packet with other keys comes, or the region ends.
+    run_start: u64,
+    run_end: u64,
+    run_n: u64,
 }
 
 impl Default for PostingsBuilder {
@@ -146,6 +162,9 @@ impl Default for PostingsBuilder {
             region: 0,
             last: PacketKeys::default(),
             last_lists: Vec::new(),
+            run_start: 0,
+            run_end: 0,
+            run_n: 0,
         }
     }
 }
@@ -173,8 +192,10 @@ pub(crate) fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
 }
 
 impl PostingsBuilder {
-    /// The regions after this one: a key seen from now on is new to its region again.
-    pub(crate) fn next_region(&mut self) {
+    /// The regions after this one: a key seen from now on is new to its region again. The
+    /// run goes into the lists first, its keys new to the region into `region_keys`.
+    pub(crate) fn next_region(&mut self, region_keys: &mut Vec<u64>) {
+        self.end_run(region_keys);
         self.region = self.region.wrapping_add(1);
     }
 
@@ -192,6 +213,10 @@ impl PostingsBuilder {
             self.lists.push(List {
                 last: 0,
                 count: 0,
+                spans: 0,
+                open_start: 0,
+                open_end: 0,
+                open_n: 0,
                 len: 0,
                 head: NONE,
                 tail: NONE,
@@ -202,21 +227,31 @@ impl PostingsBuilder {
         i as usize
     }
 
-    /// The packet at `offset` (offsets rise from packet to packet) carries `pk`'s keys and
-    /// protocols: its offset goes into each one's list. The keys new to the region go into
-    /// `region_keys` (its Bloom set): each list remembers the last region that saw it, so
-    /// no table of its own is needed for that. The packets of a burst carry the keys of
-    /// the packet before them: their lists are those of the last packet, found without a
-    /// lookup. `pk` is left with some other packet's keys (the caller clears it).
+    /// The packet whose block is `offset..offset + len` (blocks rise from packet to
+    /// packet) carries `pk`'s keys and protocols (None: the keys of the packet before). A
+    /// packet that follows the last one with no block between and carries its keys (the
+    /// next packet of a burst) only extends the run, touching no list; any other ends the
+    /// run, whose span goes into each of its keys' lists, and starts one. The keys new to
+    /// the region go into `region_keys` (its Bloom set) as the run ends: each list
+    /// remembers the last region that saw it, so no table of its own is needed for that.
+    /// `pk` is left with some other packet's keys (the caller clears it).
     #[inline]
     pub(crate) fn add_packet(
         &mut self,
         offset: u64,
-        pk: &mut PacketKeys,
+        len: u64,
+        pk: Option<&mut PacketKeys>,
         region_keys: &mut Vec<u64>,
     ) {
         self.packets += 1;
-        if *pk != self.last {
+        let pk = pk.filter(|pk| **pk != self.last);
+        if pk.is_none() && self.run_n > 0 && offset == self.run_end {
+            self.run_end = offset + len;
+            self.run_n += 1;
+            return;
+        }
+        self.end_run(region_keys);
+        if let Some(pk) = pk {
             self.last_lists.clear();
             for &k in &pk.keys {
                 let i = self.list_of(k);
@@ -228,48 +263,54 @@ impl PostingsBuilder {
             }
             std::mem::swap(&mut self.last, pk);
         }
+        (self.run_start, self.run_end, self.run_n) = (offset, offset + len, 1);
+    }
+
+    /// Puts the run's span into each of its keys' lists.
+    fn end_run(&mut self, region_keys: &mut Vec<u64>) {
+        if self.run_n == 0 {
+            return;
+        }
+        let (start, end, n) = (self.run_start, self.run_end, self.run_n);
         for j in 0..self.last_lists.len() {
             let i = self.last_lists[j] as usize;
             // The protocols' keys are not in the Bloom set (the region has a protocol map).
-            if self.push(i, offset) && j < self.last.keys.len() {
+            if self.push(i, start, end, n) && j < self.last.keys.len() {
                 region_keys.push(self.last.keys[j]);
             }
         }
+        self.run_n = 0;
     }
 
-    /// Appends `offset` to list `i` (once per packet). Returns whether the list is new to
-    /// the region.
+    /// Appends the span of `n` packets starting in `start..end` to list `i` (spans come in
+    /// file order; a key twice in one packet comes twice). Returns whether the list is new
+    /// to the region.
     #[inline]
-    fn push(&mut self, i: usize, offset: u64) -> bool {
+    fn push(&mut self, i: usize, start: u64, end: u64, n: u64) -> bool {
         let region = self.region;
         let l = &mut self.lists[i];
         let new = l.region != region;
         l.region = region;
-        if l.dense || (l.count > 0 && l.last == offset) {
+        if l.dense || (l.open_n > 0 && start < l.open_end) {
             return new;
         }
-        let gap = if l.count == 0 {
-            offset
+        if l.open_n > 0 && !new && l.open_end == start {
+            // Right after the open span, in the same region: one span.
+            l.open_end = end;
+            l.open_n += n;
         } else {
-            offset - l.last
-        };
-        l.last = offset;
-        l.count += 1;
-        let mut v = [0u8; 10];
-        let n = varint_into(&mut v, gap);
-        let at = l.len as usize % CHUNK;
-        if l.tail != NONE && at != 0 && at + n <= CHUNK {
-            // The common case: the gap fits in the tail chunk.
-            let tail = l.tail as usize;
-            l.len += n as u32;
-            self.chunks[tail].bytes[at..at + n].copy_from_slice(&v[..n]);
-        } else {
-            self.append(i, &v[..n]);
+            if l.open_n > 0 {
+                self.close(i);
+            }
+            let l = &mut self.lists[i];
+            (l.open_start, l.open_end, l.open_n) = (start, end, n);
         }
         let packets = self.packets;
         let l = &mut self.lists[i];
+        l.count += n;
         if l.count > DENSE_MIN && l.count * DENSE_SHARE > packets {
             l.dense = true;
+            l.open_n = 0;
             let (head, tail) = (l.head, l.tail);
             (l.head, l.tail, l.len) = (NONE, NONE, 0);
             if head != NONE {
@@ -278,6 +319,34 @@ impl PostingsBuilder {
             }
         }
         new
+    }
+
+    /// Encodes list `i`'s open span (see `docs/index-format.md`): the gap from the last
+    /// span's start (from 0 for the first), shifted left, with bit 0 set for a run of
+    /// several packets, which is followed by its length in bytes and its packets less 2.
+    #[inline]
+    fn close(&mut self, i: usize) {
+        let l = &mut self.lists[i];
+        let gap = l.open_start - l.last;
+        let (span, n) = (l.open_end - l.open_start, l.open_n);
+        l.last = l.open_start;
+        l.spans += 1;
+        l.open_n = 0;
+        let mut v = [0u8; 30];
+        let mut k = varint_into(&mut v, (gap << 1) | u64::from(n > 1));
+        if n > 1 {
+            k += varint_into(&mut v[k..], span);
+            k += varint_into(&mut v[k..], n - 2);
+        }
+        let at = l.len as usize % CHUNK;
+        if l.tail != NONE && at != 0 && at + k <= CHUNK {
+            // The common case: the span fits in the tail chunk.
+            let tail = l.tail as usize;
+            l.len += k as u32;
+            self.chunks[tail].bytes[at..at + k].copy_from_slice(&v[..k]);
+        } else {
+            self.append(i, &v[..k]);
+        }
     }
 
     /// Appends `bytes` to list `i`, taking chunks from the free list or the arena.
@@ -322,7 +391,13 @@ impl PostingsBuilder {
     }
 
     /// The postings section of the sidecar (see `docs/index-format.md`).
-    pub(crate) fn finish(self, out: &mut Vec<u8>) {
+    pub(crate) fn finish(mut self, out: &mut Vec<u8>) {
+        self.end_run(&mut Vec::new());
+        for i in 0..self.lists.len() {
+            if self.lists[i].open_n > 0 {
+                self.close(i);
+            }
+        }
         let packets = self.packets;
         let mut keys: Vec<(u64, u32)> = self.index.iter().map(|(k, i)| (*k, *i)).collect();
         keys.sort_unstable_by_key(|k| k.0);
@@ -335,7 +410,7 @@ impl PostingsBuilder {
             if dense {
                 out.extend_from_slice(&DENSE.to_le_bytes());
             } else {
-                out.extend_from_slice(&(l.count.min(u64::from(DENSE - 1)) as u32).to_le_bytes());
+                out.extend_from_slice(&(l.spans.min(u64::from(DENSE - 1)) as u32).to_le_bytes());
                 put_varint(&mut area, u64::from(l.len));
                 self.copy_list(l, &mut area);
             }
@@ -348,8 +423,8 @@ impl PostingsBuilder {
 }
 
 /// Writes `v` as a varint into `buf`; returns its length.
-#[inline]
-fn varint_into(buf: &mut [u8; 10], mut v: u64) -> usize {
+#[inline(always)]
+fn varint_into(buf: &mut [u8], mut v: u64) -> usize {
     let mut n = 0;
     while v >= 0x80 {
         buf[n] = (v as u8) | 0x80;
@@ -360,6 +435,76 @@ fn varint_into(buf: &mut [u8; 10], mut v: u64) -> usize {
     n + 1
 }
 
+/// Packets of a file that carry a key: those whose blocks start in `start..end`. A span
+/// of one packet is `p..p + 1`; a run of packets in a row ends where its last block ends.
+/// Offsets are the file's, so spans intersect and unite as byte ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// Offset of the first packet's block.
+    pub start: u64,
+    /// No packet of the span starts here or after.
+    pub end: u64,
+    /// Packets in the span, at most (exact as the index lists them; an upper bound after
+    /// [`intersect`] or [`union`]).
+    pub packets: u64,
+}
+
+impl Span {
+    /// The one packet at `offset`.
+    pub fn packet(offset: u64) -> Self {
+        Span {
+            start: offset,
+            end: offset + 1,
+            packets: 1,
+        }
+    }
+}
+
+/// The packets in both `a` and `b` (each in file order, spans disjoint), in file order.
+pub fn intersect(a: &[Span], b: &[Span]) -> Vec<Span> {
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        let (start, end) = (x.start.max(y.start), x.end.min(y.end));
+        if start < end {
+            // `start` is one of the two starts, so a packet's; the packets that start in
+            // both ranges start in this one.
+            let packets = x.packets.min(y.packets).min(end - start);
+            out.push(Span {
+                start,
+                end,
+                packets,
+            });
+        }
+        if x.end <= y.end {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
+}
+
+/// The packets in `a` or `b` (each in file order, spans disjoint), in file order, spans
+/// that overlap made one.
+pub fn union(a: &[Span], b: &[Span]) -> Vec<Span> {
+    let mut all: Vec<Span> = a.iter().chain(b).copied().collect();
+    all.sort_unstable_by_key(|s| s.start);
+    let mut out: Vec<Span> = Vec::with_capacity(all.len());
+    for s in all {
+        match out.last_mut() {
+            Some(l) if *l == s => {}
+            Some(l) if s.start < l.end => {
+                l.end = l.end.max(s.end);
+                l.packets += s.packets;
+            }
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
 /// What the postings say of one key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lookup {
@@ -367,16 +512,18 @@ pub enum Lookup {
     Absent,
     /// Too many packets carry it to list them: read the regions that may hold it.
     Dense,
-    /// The offsets of the packets that carry it, in file order.
-    Offsets(Vec<u64>),
+    /// The packets that carry it, in file order.
+    Spans(Vec<Span>),
 }
 
 /// The postings of a parsed sidecar.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Postings {
-    /// (key, packets or DENSE, list bytes, list start in `area`), sorted by key.
+    /// (key, spans or DENSE, list bytes, list start in `area`), sorted by key.
     pub(crate) keys: Vec<(u64, u32, u32, u64)>,
     pub(crate) area: Vec<u8>,
+    /// Lists of spans (version 3); version 2 lists one offset a packet.
+    pub(crate) runs: bool,
 }
 
 impl Postings {
@@ -395,8 +542,9 @@ impl Postings {
         self.keys.iter().map(|k| k.0)
     }
 
-    /// Looks `key` up. A list that does not decode to its count reads as dense (never as
-    /// fewer packets than there are).
+    /// Looks `key` up. A list that does not decode to its count of spans, or whose spans
+    /// overlap or fall out of order, reads as dense (never as fewer packets than there are,
+    /// nor as one packet twice).
     pub fn lookup(&self, key: u64) -> Lookup {
         let Ok(i) = self.keys.binary_search_by_key(&key, |k| k.0) else {
             return Lookup::Absent;
@@ -411,27 +559,51 @@ impl Postings {
         else {
             return Lookup::Dense;
         };
-        // Each offset takes at least a byte: a count larger than its list cannot decode,
-        // and must not size an allocation (the count is the file's word, the list is there).
+        // Each span takes at least a byte: a count larger than its list cannot decode, and
+        // must not size an allocation (the count is the file's word, the list is there).
         if count as usize > list.len() {
             return Lookup::Dense;
         }
-        let mut out = Vec::with_capacity(count as usize);
-        let (mut at, mut off) = (0usize, 0u64);
+        match self.decode(list, count as usize) {
+            Some(out) => Lookup::Spans(out),
+            None => Lookup::Dense,
+        }
+    }
+
+    /// The spans of one list; None when it is damaged.
+    fn decode(&self, list: &[u8], count: usize) -> Option<Vec<Span>> {
+        let mut out = Vec::with_capacity(count);
+        let (mut at, mut last, mut end) = (0usize, 0u64, 0u64);
         while at < list.len() {
-            let Some(gap) = get_varint(list, &mut at) else {
-                return Lookup::Dense;
+            let v = get_varint(list, &mut at)?;
+            let (gap, run) = if self.runs {
+                (v >> 1, v & 1 == 1)
+            } else {
+                (v, false)
             };
-            off = match off.checked_add(gap) {
-                Some(o) => o,
-                None => return Lookup::Dense,
+            let start = last.checked_add(gap)?;
+            if !out.is_empty() && start < end {
+                return None;
+            }
+            let span = if run {
+                let bytes = get_varint(list, &mut at)?;
+                let packets = get_varint(list, &mut at)?.checked_add(2)?;
+                Span {
+                    start,
+                    end: start.checked_add(bytes).filter(|e| *e > start)?,
+                    packets,
+                }
+            } else {
+                Span {
+                    start,
+                    end: start.checked_add(1)?,
+                    packets: 1,
+                }
             };
-            out.push(off);
+            (last, end) = (start, span.end);
+            out.push(span);
         }
-        if out.len() != count as usize {
-            return Lookup::Dense;
-        }
-        Lookup::Offsets(out)
+        (out.len() == count).then_some(out)
     }
 }
 
@@ -439,13 +611,30 @@ impl Postings {
 mod tests {
     use super::*;
 
-    /// One packet of these keys and protocols into `p`.
-    fn add(p: &mut PostingsBuilder, off: u64, keys: &[u64], protos: &[u8], region: &mut Vec<u64>) {
+    /// One packet of `len` bytes at `off` with these keys and protocols into `p`.
+    fn add(
+        p: &mut PostingsBuilder,
+        off: u64,
+        len: u64,
+        keys: &[u64],
+        protos: &[u8],
+        region: &mut Vec<u64>,
+    ) {
         let mut pk = PacketKeys {
             keys: keys.to_vec(),
             protos: protos.to_vec(),
         };
-        p.add_packet(off, &mut pk, region);
+        p.add_packet(off, len, Some(&mut pk), region);
+    }
+
+    fn parsed(p: PostingsBuilder) -> Postings {
+        let mut out = Vec::new();
+        p.finish(&mut out);
+        crate::format::parse_postings(&out, true).expect("parse")
+    }
+
+    fn points(offsets: impl IntoIterator<Item = u64>) -> Lookup {
+        Lookup::Spans(offsets.into_iter().map(Span::packet).collect())
     }
 
     #[test]
@@ -465,14 +654,16 @@ mod tests {
     fn test_sparse_and_dense_keys() {
         let mut p = PostingsBuilder::default();
         let mut region = vec![];
+        // Packets of 100 bytes with a gap of 1 between them: no two in a row.
         for i in 0..100_000u64 {
             if i % 1000 == 7 {
                 // A key twice in one packet (source port = destination port).
-                add(&mut p, i * 100, &[1, 2, 2], &[17], &mut region);
+                add(&mut p, i * 100, 99, &[1, 2, 2], &[17], &mut region);
             } else {
-                add(&mut p, i * 100, &[1, 3 + i % 5], &[6], &mut region);
+                add(&mut p, i * 100, 99, &[1, 3 + i % 5], &[6], &mut region);
             }
         }
+        p.next_region(&mut region);
         region.sort_unstable();
         region.dedup();
         assert_eq!(
@@ -480,54 +671,192 @@ mod tests {
             [1, 2, 3, 4, 5, 6, 7],
             "each key once in the one region"
         );
-        let mut out = Vec::new();
-        p.finish(&mut out);
-        let parsed = crate::format::parse_postings(&out).expect("parse");
+        let parsed = parsed(p);
         assert_eq!(parsed.lookup(1), Lookup::Dense);
         assert_eq!(parsed.lookup(proto_key(6)), Lookup::Dense);
         assert_eq!(parsed.lookup(99), Lookup::Absent);
-        let Lookup::Offsets(v) = parsed.lookup(2) else {
+        let Lookup::Spans(v) = parsed.lookup(2) else {
             panic!("sparse key listed");
         };
         assert_eq!(v.len(), 100);
-        assert_eq!(v[0], 700);
-        assert_eq!(v[1], 100_700);
-        assert_eq!(parsed.lookup(proto_key(17)), Lookup::Offsets(v));
+        assert_eq!(v[0], Span::packet(700));
+        assert_eq!(v[1], Span::packet(100_700));
+        assert_eq!(parsed.lookup(proto_key(17)), Lookup::Spans(v));
         // Keys 3 to 7 share the other packets (a fifth each: more than one in 16, dense).
         assert_eq!(parsed.lookup(3), Lookup::Dense);
     }
 
     #[test]
     fn test_a_count_larger_than_its_list_allocates_nothing_and_reads_dense() {
-        // A damaged count (4 G packets for a 1-byte list) is the file's word, not a size.
+        // A damaged count (4 G spans for a 1-byte list) is the file's word, not a size.
         let p = Postings {
             keys: vec![(7, DENSE - 1, 1, 0)],
             area: vec![5],
+            runs: true,
         };
         assert_eq!(p.lookup(7), Lookup::Dense);
     }
 
     #[test]
-    fn test_a_burst_and_a_new_region_list_every_packet() {
-        // Packets of one flow in a row take the last packet's lists; a region that begins
-        // mid-burst still gets the burst's keys in its set.
+    fn test_damaged_spans_read_dense() {
+        let list = |bytes: &[u8], count: u32| Postings {
+            keys: vec![(7, count, bytes.len() as u32, 0)],
+            area: bytes.to_vec(),
+            runs: true,
+        };
+        // A run at 10 of 50 bytes, then a packet at 40: inside the run (one packet twice).
+        assert_eq!(list(&[21, 50, 0, 60], 2).lookup(7), Lookup::Dense);
+        // The same with the packet at 60, where the run ends: two spans.
+        assert_eq!(
+            list(&[21, 50, 0, 100], 2).lookup(7),
+            Lookup::Spans(vec![
+                Span {
+                    start: 10,
+                    end: 60,
+                    packets: 2
+                },
+                Span::packet(60)
+            ])
+        );
+        // A run of no bytes, a run cut short, a count that does not match.
+        assert_eq!(list(&[21, 0, 0], 1).lookup(7), Lookup::Dense);
+        assert_eq!(list(&[21, 50], 1).lookup(7), Lookup::Dense);
+        assert_eq!(list(&[20, 20], 3).lookup(7), Lookup::Dense);
+        // Version 2: one offset a packet, no flag bit.
+        let mut v2 = list(&[21, 50], 2);
+        v2.runs = false;
+        assert_eq!(v2.lookup(7), points([21, 71]));
+    }
+
+    #[test]
+    fn test_a_burst_is_one_span_and_a_new_region_starts_another() {
+        // Packets of one flow in a row extend one run; a region that begins mid-burst
+        // still gets the burst's keys in its set, and its own span.
         let mut p = PostingsBuilder::default();
         let (mut r0, mut r1) = (vec![], vec![]);
         for i in 0..10u64 {
-            add(&mut p, i * 60, &[11, 12], &[17], &mut r0);
+            add(&mut p, i * 60, 60, &[11, 12], &[17], &mut r0);
         }
-        p.next_region();
+        p.next_region(&mut r0);
         for i in 10..20u64 {
-            add(&mut p, i * 60, &[11, 12], &[17], &mut r1);
+            add(&mut p, i * 60, 60, &[11, 12], &[17], &mut r1);
         }
-        add(&mut p, 20 * 60, &[13, 12], &[17], &mut r1);
+        add(&mut p, 20 * 60, 60, &[13, 12], &[17], &mut r1);
+        p.next_region(&mut r1);
         assert_eq!((r0, r1), (vec![11, 12], vec![11, 12, 13]));
-        let mut out = Vec::new();
-        p.finish(&mut out);
-        let parsed = crate::format::parse_postings(&out).expect("parse");
-        let all: Vec<u64> = (0..21).map(|i| i * 60).collect();
-        assert_eq!(parsed.lookup(12), Lookup::Offsets(all.clone()));
-        assert_eq!(parsed.lookup(11), Lookup::Offsets(all[..20].to_vec()));
-        assert_eq!(parsed.lookup(13), Lookup::Offsets(vec![1200]));
+        let parsed = parsed(p);
+        let run = |from: u64, n: u64| Span {
+            start: from * 60,
+            end: (from + n) * 60,
+            packets: n,
+        };
+        assert_eq!(
+            parsed.lookup(12),
+            Lookup::Spans(vec![run(0, 10), run(10, 11)])
+        );
+        assert_eq!(
+            parsed.lookup(11),
+            Lookup::Spans(vec![run(0, 10), run(10, 10)])
+        );
+        assert_eq!(parsed.lookup(13), points([1200]));
+        assert_eq!(
+            parsed.lookup(proto_key(17)),
+            Lookup::Spans(vec![run(0, 10), run(10, 11)])
+        );
+    }
+
+    #[test]
+    fn test_a_block_between_packets_ends_the_run() {
+        // Packets at 0, 60, then a 40-byte block (an interface statistics block, say), then
+        // packets at 160 and 220: two spans, the block in neither.
+        let mut p = PostingsBuilder::default();
+        let mut r = vec![];
+        for off in [0, 60, 160, 220] {
+            add(&mut p, off, 60, &[5, 5], &[], &mut r);
+        }
+        p.next_region(&mut r);
+        assert_eq!(r, [5]);
+        let span = |start, end| Span {
+            start,
+            end,
+            packets: 2,
+        };
+        assert_eq!(
+            parsed(p).lookup(5),
+            Lookup::Spans(vec![span(0, 120), span(160, 280)])
+        );
+    }
+
+    #[test]
+    fn test_interleaved_flows_merge_into_each_keys_own_spans() {
+        // A and B alternate; host 1 is in both, so its list is one span of every packet.
+        let mut p = PostingsBuilder::default();
+        let mut r = vec![];
+        for i in 0..6u64 {
+            let keys: &[u64] = if i % 2 == 0 { &[1, 2] } else { &[1, 3] };
+            add(&mut p, 100 + i * 10, 10, keys, &[6], &mut r);
+        }
+        p.next_region(&mut r);
+        let parsed = parsed(p);
+        assert_eq!(
+            parsed.lookup(1),
+            Lookup::Spans(vec![Span {
+                start: 100,
+                end: 160,
+                packets: 6
+            }])
+        );
+        assert_eq!(parsed.lookup(2), points([100, 120, 140]));
+        assert_eq!(parsed.lookup(3), points([110, 130, 150]));
+    }
+
+    #[test]
+    fn test_intersect_and_union_are_those_of_packet_sets() {
+        // Packets of 10 bytes at 0, 10, .., 190. Sets of them as spans, against the same
+        // sets as offsets.
+        let sets: Vec<Vec<Span>> = vec![
+            vec![Span {
+                start: 0,
+                end: 100,
+                packets: 10,
+            }],
+            vec![Span::packet(50), Span::packet(100), Span::packet(150)],
+            vec![
+                Span {
+                    start: 30,
+                    end: 70,
+                    packets: 4,
+                },
+                Span {
+                    start: 140,
+                    end: 200,
+                    packets: 6,
+                },
+            ],
+            vec![],
+        ];
+        let offsets = |v: &[Span]| -> Vec<u64> {
+            (0..200)
+                .step_by(10)
+                .filter(|o| v.iter().any(|s| s.start <= *o && *o < s.end))
+                .collect()
+        };
+        for a in &sets {
+            for b in &sets {
+                let (oa, ob) = (offsets(a), offsets(b));
+                let i = intersect(a, b);
+                let u = union(a, b);
+                let want_i: Vec<u64> = oa.iter().copied().filter(|o| ob.contains(o)).collect();
+                let mut want_u: Vec<u64> = oa.iter().chain(&ob).copied().collect();
+                want_u.sort_unstable();
+                want_u.dedup();
+                assert_eq!(offsets(&i), want_i, "{a:?} and {b:?}");
+                assert_eq!(offsets(&u), want_u, "{a:?} or {b:?}");
+                assert!(i.iter().map(|s| s.packets).sum::<u64>() >= want_i.len() as u64);
+                assert!(u.iter().map(|s| s.packets).sum::<u64>() >= want_u.len() as u64);
+                assert!(i.windows(2).all(|w| w[0].end <= w[1].start));
+                assert!(u.windows(2).all(|w| w[0].end <= w[1].start));
+            }
+        }
     }
 }

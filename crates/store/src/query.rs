@@ -28,7 +28,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use corecap_index::{sidecar_path, Index, Predicate};
+use corecap_index::{sidecar_path, Index, Predicate, Span};
 use corecap_wire::{CaptureReader, Compression, Decompress, Epb, InterfaceDesc, PcapngWriter};
 use serde::Serialize;
 
@@ -270,12 +270,12 @@ pub enum Segment {
     },
     /// The whole file from its start.
     Scan,
-    /// The packets at these offsets (from the postings), in file order, each read with the
+    /// The packets of these spans (from the postings), in file order, each read with the
     /// aligned 4 KiB blocks that hold it, parsed after the index's file header.
-    Packets(Vec<u64>),
+    Packets(Vec<Span>),
 }
 
-/// Offsets of one [`Segment::Packets`] at most (a bounded buffer per segment).
+/// Spans of one [`Segment::Packets`] at most (a bounded buffer per segment).
 const PACKETS_PER_SEGMENT: usize = 4096;
 /// The unit of a packet read.
 const PACKET_READ: u64 = 4096;
@@ -539,14 +539,14 @@ fn usable_index(
     index.random_access().then_some(index)
 }
 
-/// The offsets of the packets that can match `p`, from the postings: None where the
-/// postings cannot tell (a dense key, or a test they do not hold), which reads regions.
-fn postings_of(p: &Predicate, post: &corecap_index::Postings) -> Option<Vec<u64>> {
+/// The packets that can match `p`, from the postings: None where the postings cannot tell
+/// (a dense key, or a test they do not hold), which reads regions.
+fn postings_of(p: &Predicate, post: &corecap_index::Postings) -> Option<Vec<Span>> {
     use corecap_index::key::{port_key, proto_key, v4_key, v6_key, vlan_key};
     let look = |k: u64| match post.lookup(k) {
         corecap_index::Lookup::Absent => Some(Vec::new()),
         corecap_index::Lookup::Dense => None,
-        corecap_index::Lookup::Offsets(v) => Some(v),
+        corecap_index::Lookup::Spans(v) => Some(v),
     };
     match p {
         Predicate::Any => None,
@@ -556,23 +556,17 @@ fn postings_of(p: &Predicate, post: &corecap_index::Postings) -> Option<Vec<u64>
         Predicate::Proto(n) => look(proto_key(*n)),
         Predicate::Vlan(v) => look(vlan_key(*v)),
         Predicate::And(v) => {
-            let mut sets: Vec<Vec<u64>> = v.iter().filter_map(|c| postings_of(c, post)).collect();
+            let mut sets: Vec<Vec<Span>> = v.iter().filter_map(|c| postings_of(c, post)).collect();
             sets.sort_by_key(Vec::len);
             let mut it = sets.into_iter();
             let first = it.next()?;
-            Some(it.fold(first, |acc, s| {
-                acc.into_iter()
-                    .filter(|o| s.binary_search(o).is_ok())
-                    .collect()
-            }))
+            Some(it.fold(first, |acc, s| corecap_index::intersect(&acc, &s)))
         }
         Predicate::Or(v) => {
             let mut all = Vec::new();
             for c in v {
-                all.extend(postings_of(c, post)?);
+                all = corecap_index::union(&all, &postings_of(c, post)?);
             }
-            all.sort_unstable();
-            all.dedup();
             Some(all)
         }
     }
@@ -603,22 +597,31 @@ impl FilePlan {
         let picked = pick(&index, from, to, pred, self.opener.is_none());
         let first = index.regions.first().map_or(0, |r| r.at.start);
         let mut segs: Vec<Segment> = Vec::new();
-        let mut group: Vec<u64> = Vec::new();
+        let mut group: Vec<Span> = Vec::new();
+        let mut group_bytes = 0u64;
         let mut start_ts = u64::MAX;
         for (i, packets) in &picked.regions {
             let r = &index.regions[*i];
             start_ts = start_ts.min(r.ts_min);
             if let (Some(all), Some(range)) = (&picked.offsets, packets) {
                 for o in &all[range.clone()] {
-                    group.push(*o);
-                    if group.len() == PACKETS_PER_SEGMENT {
+                    // A span never crosses its region's end (the builder ends runs there).
+                    let span = Span {
+                        end: o.end.min(r.at.end),
+                        ..*o
+                    };
+                    group_bytes += span.end - span.start;
+                    group.push(span);
+                    if group.len() == PACKETS_PER_SEGMENT || group_bytes >= MAX_READ {
                         segs.push(Segment::Packets(std::mem::take(&mut group)));
+                        group_bytes = 0;
                     }
                 }
                 continue;
             }
             if !group.is_empty() {
                 segs.push(Segment::Packets(std::mem::take(&mut group)));
+                group_bytes = 0;
             }
             if let Some(Segment::Range { at, .. }) = segs.last_mut() {
                 if at.end == r.at.start && r.at.end - at.start <= MAX_READ {
@@ -666,7 +669,7 @@ impl FilePlan {
 /// the postings answer the filter, only its listed packets.
 struct Picked {
     /// The packets the postings name (None: they cannot answer the filter).
-    offsets: Option<Vec<u64>>,
+    offsets: Option<Vec<Span>>,
     /// Regions read, in file order, with the range of `offsets` in each (None: whole).
     regions: Vec<(usize, Option<Range<usize>>)>,
 }
@@ -683,8 +686,8 @@ fn pick(index: &Index, from: u64, to: u64, pred: &Predicate, postings: bool) -> 
     let mut next = 0;
     for (i, r) in index.regions.iter().enumerate() {
         let listed = offsets.as_ref().map(|o| {
-            let lo = next + o[next..].partition_point(|x| *x < r.at.start);
-            next = lo + o[lo..].partition_point(|x| *x < r.at.end);
+            let lo = next + o[next..].partition_point(|x| x.start < r.at.start);
+            next = lo + o[lo..].partition_point(|x| x.start < r.at.end);
             lo..next
         });
         if !r.overlaps(from, to) {
@@ -814,6 +817,60 @@ impl Framing {
             Framing::Pcap { be, head } => Some(head + u32_at(8, be)? as usize),
             Framing::Pcapng { be } => Some(u32_at(4, be)? as usize).filter(|l| *l >= 12),
             Framing::Unknown => None,
+        }
+    }
+}
+
+/// The bytes of a file last read for packets: aligned 4 KiB blocks from `at`.
+struct Window<'f> {
+    framing: Framing,
+    f: &'f File,
+    bytes: Vec<u8>,
+    at: u64,
+}
+
+impl Window<'_> {
+    /// Appends the packet block at `off` to `out`, reading the blocks that hold it (and
+    /// `ahead` bytes from `off`, for the packets after it) unless they are here; its
+    /// length, or None where there is no whole block.
+    fn packet(
+        &mut self,
+        off: u64,
+        ahead: u64,
+        out: &mut Vec<u8>,
+        stats: &mut QueryStats,
+    ) -> io::Result<Option<usize>> {
+        let mut need = ahead.max(24);
+        loop {
+            let have = off >= self.at && off + need <= self.at + self.bytes.len() as u64;
+            if !have {
+                let start = off / PACKET_READ * PACKET_READ;
+                let end = (off + need).div_ceil(PACKET_READ) * PACKET_READ;
+                self.bytes.resize((end - start) as usize, 0);
+                let got = read_full(&mut ReadAt(self.f, start), &mut self.bytes)?;
+                self.bytes.truncate(got);
+                self.at = start;
+                stats.bytes_read += got as u64;
+            }
+            let rel = (off - self.at) as usize;
+            // A length past any block corecap reads (16 MiB) is no packet: skip it (the
+            // reader after it says the file is damaged if the rest is).
+            let Some(len) = self
+                .framing
+                .block_len(&self.bytes[rel.min(self.bytes.len())..])
+                .filter(|l| *l <= 16 << 20)
+            else {
+                return Ok(None);
+            };
+            if rel + len <= self.bytes.len() {
+                out.extend_from_slice(&self.bytes[rel..rel + len]);
+                return Ok(Some(len));
+            }
+            if len as u64 <= need {
+                // The file ends inside it.
+                return Ok(None);
+            }
+            need = len as u64;
         }
     }
 }
@@ -988,12 +1045,12 @@ impl FileStream {
         }
     }
 
-    /// The packets at `offsets`, each read with the aligned 4 KiB blocks that hold it (one
-    /// read per packet, none where the previous read holds it), after the index's file
-    /// header.
+    /// The packets of `spans`, each read with the aligned 4 KiB blocks that hold it (one
+    /// read per packet or run of packets, none where the previous read holds it), after the
+    /// index's file header.
     fn open_packets(
         &mut self,
-        offsets: &[u64],
+        spans: &[Span],
         stats: &mut QueryStats,
     ) -> Result<Box<dyn Read + Send>, QueryError> {
         let path = self.plan.path.clone();
@@ -1001,46 +1058,33 @@ impl FileStream {
         corecap_linux::direct::advise_random(&f);
         // Every block is asked for first, so the device serves them together.
         let mut last = u64::MAX;
-        for &off in offsets {
-            let block = off / PACKET_READ * PACKET_READ;
-            if block != last {
-                corecap_linux::direct::advise_willneed(&f, block, PACKET_READ);
-                last = block;
+        for s in spans {
+            let block = (s.start / PACKET_READ * PACKET_READ).max(last);
+            let end = s.end.max(s.start + 1).div_ceil(PACKET_READ) * PACKET_READ;
+            if block < end {
+                corecap_linux::direct::advise_willneed(&f, block, end - block);
+                last = end;
             }
         }
-        let framing = Framing::of(&self.plan.header);
+        let mut win = Window {
+            framing: Framing::of(&self.plan.header),
+            f: &f,
+            bytes: Vec::new(),
+            at: 0,
+        };
         let mut out = self.plan.header.clone();
-        let mut win: Vec<u8> = Vec::new();
-        let mut win_at = 0u64;
-        for &off in offsets {
-            let mut need = 24u64;
-            loop {
-                let have = off >= win_at && off + need <= win_at + win.len() as u64;
-                if !have {
-                    let start = off / PACKET_READ * PACKET_READ;
-                    let end = (off + need).div_ceil(PACKET_READ) * PACKET_READ;
-                    win.resize((end - start) as usize, 0);
-                    let got = read_full(&mut ReadAt(&f, start), &mut win).map_err(io_at(&path))?;
-                    win.truncate(got);
-                    win_at = start;
-                    stats.bytes_read += got as u64;
-                }
-                let rel = (off - win_at) as usize;
-                // A length past any block corecap reads (16 MiB) is no packet: skip it (the
-                // reader after it says the file is damaged if the rest is).
-                let Some(len) = framing
-                    .block_len(&win[rel.min(win.len())..])
-                    .filter(|l| *l <= 16 << 20)
+        for s in spans {
+            let mut off = s.start;
+            while off < s.end {
+                // Read through the span's end at once (a run's packets are in a row).
+                let ahead = (s.end - off).min(MAX_READ);
+                let Some(len) = win
+                    .packet(off, ahead, &mut out, stats)
+                    .map_err(io_at(&path))?
                 else {
                     break;
                 };
-                if (len as u64) <= need || rel + len <= win.len() {
-                    if rel + len <= win.len() {
-                        out.extend_from_slice(&win[rel..rel + len]);
-                    }
-                    break;
-                }
-                need = len as u64;
+                off += len as u64;
             }
         }
         Ok(Box::new(Cursor::new(out)))
@@ -1578,7 +1622,9 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
             .regions
             .iter()
             .map(|(i, listed)| match listed {
-                Some(range) => range.len() as u64,
+                Some(range) => picked.offsets.as_ref().map_or(0, |o| {
+                    o[range.clone()].iter().map(|s| s.packets).sum::<u64>()
+                }),
                 None => u64::from(index.regions[*i].packets),
             })
             .sum::<u64>();
