@@ -54,7 +54,7 @@ def main():
                           if f.endswith(".idx"))
                 cap = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
                           if f.endswith(".pcapng"))
-                runs[index].append((cpu, pk, summary["drops"], idx, cap))
+                runs[index].append((cpu, pk, summary["drops"], idx, cap, summary["cpu_user"]))
                 print(f"round {r} {'index' if index else 'plain'}: {cpu:.3f} s CPU, "
                       f"{pk} packets, {1e6 * cpu / pk:.3f} s per million, drops {summary['drops']}",
                       file=sys.stderr)
@@ -65,6 +65,8 @@ def main():
     per = {k: [1e6 * c / p for c, p, *_ in v] for k, v in runs.items()}
     med = {k: statistics.median(v) for k, v in per.items()}
     pairs = [100.0 * (i - p) / p for i, p in zip(per[True], per[False])]
+    user = {k: [1e6 * x[5] / x[1] for x in v] for k, v in runs.items()}
+    umed = {k: statistics.median(v) for k, v in user.items()}
     cmd = "bench/index_cost.py " + " ".join(sys.argv[1:])
     lines = [
         "# What the index costs the recorder",
@@ -75,16 +77,19 @@ def main():
         f"bursts of {a.burst}; about {a.gib} GiB a run; {a.rounds} rounds, with and without "
         "the index interleaved. CPU: every thread of the capture process (getrusage).",
         "",
-        "| round | with index, s/Mpkt | without, s/Mpkt | cost |",
-        "|---|---|---|---|",
+        "| round | with index, s/Mpkt | without, s/Mpkt | cost | user only, with | without |",
+        "|---|---|---|---|---|---|",
     ]
-    for r, (i, p, c) in enumerate(zip(per[True], per[False], pairs)):
-        lines.append(f"| {r} | {i:.3f} | {p:.3f} | {c:+.1f}% |")
+    for r, (i, p, c, ui, up) in enumerate(zip(per[True], per[False], pairs, user[True], user[False])):
+        lines.append(f"| {r} | {i:.3f} | {p:.3f} | {c:+.1f}% | {ui:.3f} | {up:.3f} |")
     idx_pct = [100.0 * x[3] / x[4] for x in runs[True] if x[4]]
     lines += [
         "",
         f"Median: {med[True]:.3f} against {med[False]:.3f} s per million packets: "
         f"**{100.0 * (med[True] - med[False]) / med[False]:+.1f}%**. "
+        f"User time alone: {umed[True]:.3f} against {umed[False]:.3f} "
+        f"({1e3 * (umed[True] - umed[False]):+.0f} ns a packet, "
+        f"{100.0 * (umed[True] - umed[False]) / med[False]:+.1f}% of the total without the index). "
         f"Index size {statistics.median(idx_pct):.2f}% of the capture. "
         f"Drops with the index: {[x[2] for x in runs[True]]}; without: {[x[2] for x in runs[False]]}.",
         "",
