@@ -35,12 +35,22 @@ fn pass(n: u32, burst: u32, mut index: Option<&mut IndexBuilder>) -> (f64, u64) 
         }
         let h = (i / 2000) as u8;
         f[26..30].copy_from_slice(&[10, 0, 0, 1 + (x % 3) as u8]);
-        f[30..34].copy_from_slice(&[10, 1, h.wrapping_add((x >> 8) as u8 % 4), 1 + (x >> 16) as u8 % 60]);
+        f[30..34].copy_from_slice(&[
+            10,
+            1,
+            h.wrapping_add((x >> 8) as u8 % 4),
+            1 + (x >> 16) as u8 % 60,
+        ]);
         f[34..36].copy_from_slice(&(1024 + (x % 2000) as u16).to_be_bytes());
-        f[36..38].copy_from_slice(&(5001 + (i / burst & 1) as u16).to_be_bytes());
+        f[36..38].copy_from_slice(&(5001 + ((i / burst) & 1) as u16).to_be_bytes());
         let ts = 1_700_000_000_000_000_000u64 + u64::from(i) * 10_000;
         let at = buf.len();
-        for v in [(ts / 1_000_000_000) as u32, (ts % 1_000_000_000) as u32, 512, 512] {
+        for v in [
+            (ts / 1_000_000_000) as u32,
+            (ts % 1_000_000_000) as u32,
+            512,
+            512,
+        ] {
             buf.extend_from_slice(&v.to_le_bytes());
         }
         buf.extend_from_slice(&f);

@@ -89,7 +89,12 @@ impl Sets {
             self.protos[usize::from(p / 64)] |= 1 << (p % 64);
         }
         if let Some(p) = self.postings.as_mut() {
-            p.add_packet(self.offset, self.len, Some(&mut self.packet), &mut self.keys);
+            p.add_packet(
+                self.offset,
+                self.len,
+                Some(&mut self.packet),
+                &mut self.keys,
+            );
             return;
         }
         for &k in &self.packet.keys {
@@ -648,10 +653,10 @@ fn u64_le_be(v: &[u8], be: bool) -> u64 {
 mod tests {
     use super::*;
     use crate::format::{Index, IndexError};
+    use crate::key;
     use crate::key::tests::udp4;
     use crate::key::{port_key, v4_key, vlan_key};
     use crate::Predicate;
-    use crate::key;
     use corecap_wire::{Epb, InterfaceDesc, PcapWriter, PcapngWriter};
 
     /// A pcap file of `n` UDP packets from 10.0.0.1 to 10.1.0.i, one per second from t0.

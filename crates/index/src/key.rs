@@ -146,7 +146,10 @@ pub(crate) fn flow_tuple(linktype: u16, d: &[u8]) -> Option<u128> {
     let (sp, dp) = if ported {
         let at = 14 + usize::from(d[14] & 0x0f) * 4;
         let p = d.get(at..at + 4)?;
-        (u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]]))
+        (
+            u16::from_be_bytes([p[0], p[1]]),
+            u16::from_be_bytes([p[2], p[3]]),
+        )
     } else {
         (0, 0)
     };
