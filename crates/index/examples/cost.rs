@@ -1,14 +1,102 @@
 //! The index builder's cost and size as the recorder pays it: 512-byte UDP frames from
 //! hosts that come and go, formatted into 1 MiB buffers, each packet indexed right after
 //! it is written (while it is in cache), as the recorder's front end does.
-//! `cargo run --release -p corecap-index --example cost [PACKETS [BURST]]`: BURST packets
-//! in a row share a flow (1: every packet draws a new one). It prints ns per packet
-//! (formatting with the index, less formatting alone; best of 5) and the index's share of
-//! the capture.
+//! `cargo run --release -p corecap-index --example cost [PACKETS [BURST [pcap|pcapng]]]`:
+//! BURST packets in a row share a flow (1: every packet draws a new one); the file is
+//! pcapng with the recorder's options (`epb_hash`, `epb_queue`) unless `pcap` is given. It
+//! prints ns per packet (formatting with the index, less formatting alone; best of 5) and
+//! the index's share of the capture.
 
+use std::cell::RefCell;
+use std::io::Write;
+use std::rc::Rc;
 use std::time::Instant;
 
 use corecap_index::{Index, IndexBuilder, REGION_SIZE};
+use corecap_wire::{Epb, InterfaceDesc, PcapngWriter};
+
+/// The buffer being filled, shared with the pcapng writer that fills it.
+#[derive(Clone)]
+struct Shared(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One pass as [`pass`], in pcapng as the recorder writes it.
+fn pass_pcapng(n: u32, burst: u32, mut index: Option<&mut IndexBuilder>) -> (f64, u64) {
+    let shared = Shared(Rc::new(RefCell::new(Vec::with_capacity(
+        REGION_SIZE + 4096,
+    ))));
+    let mut w = PcapngWriter::new(
+        shared.clone(),
+        "cost",
+        &[InterfaceDesc::ethernet("eth0", 0)],
+    )
+    .expect("in memory");
+    if let Some(ix) = index.as_deref_mut() {
+        ix.add_blocks(0, &shared.0.borrow());
+    }
+    let (mut off, mut region_start) = (0u64, 0u64);
+    let mut x = 0x9e37_79b9_u32;
+    let mut f = [0xabu8; 512];
+    f[..12].fill(2);
+    f[12..26].copy_from_slice(&[0x08, 0x00, 0x45, 0, 1, 0xf2, 0, 0, 0, 0, 64, 17, 0, 0]);
+    let t = Instant::now();
+    for i in 0..n {
+        if i % burst == 0 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+        }
+        fill(&mut f, i, burst, x);
+        let at = shared.0.borrow().len();
+        w.write_epb(&Epb {
+            ts_ns: 1_700_000_000_000_000_000u64 + u64::from(i) * 10_000,
+            data: &f,
+            orig_len: 512,
+            queue: Some(0),
+            hash: Some(x),
+            ..Epb::default()
+        })
+        .expect("in memory");
+        let mut buf = shared.0.borrow_mut();
+        if let Some(ix) = index.as_deref_mut() {
+            ix.add_blocks(off + at as u64, &buf[at..]);
+        }
+        if buf.len() >= REGION_SIZE || i + 1 == n {
+            let end = off + buf.len() as u64;
+            if let Some(ix) = index.as_deref_mut() {
+                ix.end_region(region_start..end);
+            }
+            region_start = end;
+            off = end;
+            std::hint::black_box(&*buf);
+            buf.clear();
+        }
+    }
+    (t.elapsed().as_secs_f64(), off)
+}
+
+/// Packet `i`'s addresses and ports, from the flow's draw `x`.
+fn fill(f: &mut [u8; 512], i: u32, burst: u32, x: u32) {
+    let h = (i / 2000) as u8;
+    f[26..30].copy_from_slice(&[10, 0, 0, 1 + (x % 3) as u8]);
+    f[30..34].copy_from_slice(&[
+        10,
+        1,
+        h.wrapping_add((x >> 8) as u8 % 4),
+        1 + (x >> 16) as u8 % 60,
+    ]);
+    f[34..36].copy_from_slice(&(1024 + (x % 2000) as u16).to_be_bytes());
+    f[36..38].copy_from_slice(&(5001 + ((i / burst) & 1) as u16).to_be_bytes());
+}
 
 /// One pass over `n` packets: formats them into a reused 1 MiB buffer and, with `index`,
 /// feeds each to it as it is written. Returns (seconds, file bytes).
@@ -79,6 +167,8 @@ fn main() {
             .unwrap_or(d)
     };
     let (n, burst) = (arg(1, 400_000), arg(2, 1).max(1));
+    let pcapng = std::env::args().nth(3).is_none_or(|f| f != "pcap");
+    let pass = if pcapng { pass_pcapng } else { pass };
     let (mut plain, mut with) = (f64::MAX, f64::MAX);
     let (mut size, mut bytes, mut regions) = (0, 0, 0);
     for _ in 0..5 {
@@ -91,8 +181,9 @@ fn main() {
         (size, bytes) = (idx.len(), file);
     }
     println!(
-        "{n} packets of 512 B, bursts of {burst}, {regions} regions: index {:.1} ns/packet \
+        "{n} packets of 512 B ({}), bursts of {burst}, {regions} regions: index {:.1} ns/packet \
          (formatting alone {:.1}); index {size} bytes = {:.3}% of the capture",
+        if pcapng { "pcapng" } else { "pcap" },
         (with - plain) * 1e9 / f64::from(n),
         plain * 1e9 / f64::from(n),
         100.0 * size as f64 / bytes as f64
