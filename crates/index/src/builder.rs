@@ -628,11 +628,18 @@ impl IndexBuilder {
         out.extend_from_slice(&self.header);
         out.resize(out.len() + hpad, 0);
         out.extend_from_slice(&self.regions);
+        let mut area = Vec::new();
         match (flags & FLAG_POSTINGS != 0, self.sets.postings) {
-            (true, Some(p)) => p.finish(&mut out),
-            _ => PostingsBuilder::default().finish(&mut out),
+            (true, Some(p)) => p.finish(&mut out, &mut area),
+            _ => PostingsBuilder::default().finish(&mut out, &mut area),
         }
+        // The head (all but the lists) is checked as one; each list by its own CRC, so a
+        // query reads the head and only the lists it looks up.
+        let head_end = out.len() as u64;
         let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&area);
+        out.resize(out.len() + (8 - area.len() % 8) % 8, 0);
+        out.extend_from_slice(&head_end.to_le_bytes());
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(TRAILER);
         out
@@ -1010,7 +1017,7 @@ mod tests {
                     assert!(offsets.len() as u64 * 16 > 6000, "{key:x} listed dense");
                     continue;
                 }
-                crate::Lookup::Absent => panic!("{key:x} absent"),
+                other => panic!("{key:x}: {other:?}"),
             };
             runs += got.iter().filter(|s| s.packets > 1).count();
             let listed: Vec<u64> = at[..frames.len()]
@@ -1028,6 +1035,45 @@ mod tests {
             }
         }
         assert!(runs > 100 && dense > 0, "runs {runs}, dense {dense}");
+    }
+
+    #[test]
+    fn test_the_head_alone_answers_as_the_whole_sidecar_reading_only_its_lists() {
+        let mut w = PcapWriter::new(Vec::new(), 1, 65535).unwrap();
+        for i in 0..5000u32 {
+            let f = mixed_frame(i, (i / 4).wrapping_mul(2_654_435_761));
+            w.write_packet(u64::from(i), &f, f.len() as u32, None)
+                .unwrap();
+        }
+        let file = w.into_inner();
+        let mut b = IndexBuilder::new();
+        b.add_region(0..file.len() as u64, &file);
+        let side = b.finish();
+        let whole = Index::parse(&side).unwrap();
+        let trailer = &side[side.len() - crate::format::TRAILER_LEN..];
+        let head_len = Index::head_len(trailer).unwrap() as usize;
+        let head = Index::parse_head(&side[..head_len], trailer).unwrap();
+        assert_eq!(head.regions, whole.regions);
+        let mut read = 0;
+        let mut listed = 0;
+        for k in whole.postings.keys() {
+            listed += usize::from(matches!(whole.postings.lookup(k), crate::Lookup::Spans(_)));
+            let got = head.postings.lookup_with(k, |at, len| {
+                read += len;
+                side.get(at as usize..at as usize + len).map(<[u8]>::to_vec)
+            });
+            assert_eq!(got, whole.postings.lookup(k), "key {k:x}");
+        }
+        assert!(listed > 10, "{listed} keys listed");
+        assert_eq!(
+            read,
+            side.len() - head_len - crate::format::TRAILER_LEN - (8 - read % 8) % 8
+        );
+        // A head that is not the trailer's, or damaged, is refused.
+        assert!(Index::parse_head(&side[..head_len - 8], trailer).is_err());
+        let mut bad = side[..head_len].to_vec();
+        bad[60] ^= 1;
+        assert!(Index::parse_head(&bad, trailer).is_err());
     }
 
     #[test]

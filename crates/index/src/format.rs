@@ -15,8 +15,12 @@ pub const HEAD_LEN: usize = 48;
 pub const IDENTITY_SPAN: u64 = 4096;
 /// Bytes of a region entry before its Bloom filter.
 pub const REGION_LEN: usize = 80;
-/// Trailer: CRC-32 of everything before it, then `XEND`.
+/// The sidecar's last 4 bytes. Version 3 ends with [`TRAILER_LEN`] bytes: where the lists
+/// start (the head's length), the head's CRC-32, then `XEND`; version 2 with the CRC-32 of
+/// everything before it, then `XEND`.
 pub const TRAILER: &[u8; 4] = b"XEND";
+/// Bytes of a version 3 trailer.
+pub const TRAILER_LEN: usize = 16;
 /// Largest capture file header (pcapng SHB and IDBs) the sidecar keeps.
 pub const MAX_HEADER: usize = 1 << 20;
 /// Largest Bloom filter of one region, in bits (16 MiB).
@@ -195,101 +199,67 @@ impl Cur<'_> {
 }
 
 impl Index {
-    /// Parses and checks a sidecar.
+    /// Parses and checks a whole sidecar (its lists too).
     pub fn parse(b: &[u8]) -> Result<Index, IndexError> {
-        if b.len() < 8 || &b[..8] != MAGIC {
-            return Err(IndexError::Magic);
+        if version_of(b)? == 2 {
+            return parse_v2(b);
         }
-        if b.len() < HEAD_LEN + 8 {
-            return Err(IndexError::Malformed("cut short"));
+        let t = b
+            .len()
+            .checked_sub(TRAILER_LEN)
+            .ok_or(IndexError::Malformed("cut short"))?;
+        let head_end = usize::try_from(Index::head_len(&b[t..])?)
+            .ok()
+            .filter(|&e| e <= t)
+            .ok_or(IndexError::Malformed("lists past the end"))?;
+        let (mut ix, area_len) = parse_head(&b[..head_end], &b[t..])?;
+        let area_end = usize::try_from(area_len)
+            .ok()
+            .and_then(|a| head_end.checked_add(a))
+            .filter(|&e| e <= t)
+            .ok_or(IndexError::Malformed("lists past the end"))?;
+        if area_end + (8 - (area_end - head_end) % 8) % 8 != t {
+            return Err(IndexError::Malformed("bytes after the lists"));
         }
-        let version = u16::from_le_bytes([b[8], b[9]]);
-        if !(OLDEST_VERSION..=VERSION).contains(&version) {
-            return Err(IndexError::Version(version));
+        if b[area_end..t].iter().any(|&z| z != 0) {
+            return Err(IndexError::Malformed("padding after the lists"));
         }
-        let body = b.len() - 8;
-        if &b[body + 4..] != TRAILER {
+        // Read whole, every list is checked now: a damaged sidecar is refused as one.
+        let area = &b[head_end..area_end];
+        for e in &ix.postings.keys {
+            let list = &area[e.start as usize..(e.start + u64::from(e.len)) as usize];
+            if e.count != crate::postings::DENSE && crc32fast::hash(list) != e.crc {
+                return Err(IndexError::Checksum);
+            }
+        }
+        ix.postings.area = area.to_vec();
+        ix.postings.loaded = true;
+        Ok(ix)
+    }
+
+    /// Where a version 3 sidecar's lists start, from its last [`TRAILER_LEN`] bytes: the
+    /// bytes before are its head ([`Index::parse_head`]).
+    pub fn head_len(trailer: &[u8]) -> Result<u64, IndexError> {
+        if trailer.len() != TRAILER_LEN || &trailer[12..] != TRAILER {
             return Err(IndexError::Malformed("no trailer (cut short)"));
         }
-        let crc = u32::from_le_bytes([b[body], b[body + 1], b[body + 2], b[body + 3]]);
-        if crc32fast::hash(&b[..body]) != crc {
-            return Err(IndexError::Checksum);
-        }
-        let format = match b[10] {
-            0 => CaptureFormat::Unknown,
-            1 => CaptureFormat::Pcap,
-            2 => CaptureFormat::Pcapng,
-            _ => return Err(IndexError::Malformed("unknown capture format")),
-        };
-        let flags = b[11];
-        let mut c = Cur {
-            b: &b[..body],
-            at: 12,
-        };
-        let count = c.u32()? as usize;
-        let covered = c.u64()?;
-        let hlen = c.u32()? as usize;
-        let _hashes = c.u32()?;
-        let identity = Identity {
-            first: c.u64()?,
-            last: c.u64()?,
-        };
-        if hlen > MAX_HEADER {
-            return Err(IndexError::Malformed("file header too long"));
-        }
-        let header = c.take(hlen)?.to_vec();
-        c.take((8 - hlen % 8) % 8)?;
-        // Each region takes at least REGION_LEN bytes: bound the count before allocating.
-        if count > (body - c.at) / REGION_LEN {
-            return Err(IndexError::Malformed("region count larger than the index"));
-        }
-        let mut regions = Vec::with_capacity(count);
-        for _ in 0..count {
-            let start = c.u64()?;
-            let end = c.u64()?;
-            let ts_min = c.u64()?;
-            let ts_max = c.u64()?;
-            let packets = c.u32()?;
-            let flags = c.u32()?;
-            let bits = c.u32()?;
-            let keys = c.u32()?;
-            let mut protos = [0u64; 4];
-            for p in &mut protos {
-                *p = c.u64()?;
-            }
-            if bits % 64 != 0 || bits > MAX_BLOOM_BITS || end < start {
-                return Err(IndexError::Malformed("bad region entry"));
-            }
-            let words = c.take(bits as usize / 8)?;
-            let bloom = words
-                .chunks_exact(8)
-                .map(|w| {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(w);
-                    u64::from_le_bytes(a)
-                })
-                .collect();
-            regions.push(Region {
-                at: start..end,
-                ts_min,
-                ts_max,
-                packets,
-                flags,
-                keys,
-                protos,
-                bloom,
-            });
-        }
-        let postings = parse_postings(&c.b[c.at..], version >= 3)?;
-        Ok(Index {
-            format,
-            flags,
-            covered,
-            header,
-            regions,
-            identity: (flags & FLAG_IDENTIFIED != 0).then_some(identity),
-            postings,
-        })
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&trailer[..8]);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// Parses and checks a version 3 sidecar's head (its first [`Index::head_len`] bytes)
+    /// against its `trailer`, leaving the lists in the sidecar: its postings read each
+    /// list as it is looked up ([`crate::Postings::lookup_with`]), checked by the list's
+    /// own CRC. A query reads the head and the lists of its keys, not the whole sidecar.
+    pub fn parse_head(head: &[u8], trailer: &[u8]) -> Result<Index, IndexError> {
+        parse_head(head, trailer).map(|(ix, _)| ix)
+    }
+
+    /// The format version of the sidecar that starts with `b` (its first 10 bytes), if it
+    /// is one this reader reads.
+    pub fn version(b: &[u8]) -> Result<u16, IndexError> {
+        version_of(b)
     }
 
     /// Whether a bad or cut block ended indexing.
@@ -320,6 +290,185 @@ impl Index {
     pub fn packets(&self) -> u64 {
         self.regions.iter().map(|r| u64::from(r.packets)).sum()
     }
+}
+
+/// Checks the magic and the version.
+fn version_of(b: &[u8]) -> Result<u16, IndexError> {
+    if b.len() < 8 || &b[..8] != MAGIC {
+        return Err(IndexError::Magic);
+    }
+    if b.len() < 10 {
+        return Err(IndexError::Malformed("cut short"));
+    }
+    let version = u16::from_le_bytes([b[8], b[9]]);
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
+        return Err(IndexError::Version(version));
+    }
+    Ok(version)
+}
+
+/// A version 2 sidecar: one CRC over all of it, lists with their lengths inline.
+fn parse_v2(b: &[u8]) -> Result<Index, IndexError> {
+    if b.len() < HEAD_LEN + 8 {
+        return Err(IndexError::Malformed("cut short"));
+    }
+    let body = b.len() - 8;
+    if &b[body + 4..] != TRAILER {
+        return Err(IndexError::Malformed("no trailer (cut short)"));
+    }
+    let crc = u32::from_le_bytes([b[body], b[body + 1], b[body + 2], b[body + 3]]);
+    if crc32fast::hash(&b[..body]) != crc {
+        return Err(IndexError::Checksum);
+    }
+    let (mut ix, at) = parse_fixed(&b[..body])?;
+    ix.postings = parse_postings(&b[at..body], false)?;
+    Ok(ix)
+}
+
+/// A version 3 head, checked against its trailer; the index (its lists not loaded) and
+/// the length of the list area.
+fn parse_head(head: &[u8], trailer: &[u8]) -> Result<(Index, u64), IndexError> {
+    if version_of(head)? != VERSION {
+        return Err(IndexError::Malformed("not a version 3 head"));
+    }
+    if Index::head_len(trailer)? != head.len() as u64 {
+        return Err(IndexError::Malformed("head and trailer disagree"));
+    }
+    let crc = u32::from_le_bytes([trailer[8], trailer[9], trailer[10], trailer[11]]);
+    if crc32fast::hash(head) != crc {
+        return Err(IndexError::Checksum);
+    }
+    let (mut ix, at) = parse_fixed(head)?;
+    let (postings, area_len) = parse_table(&head[at..])?;
+    ix.postings = postings;
+    ix.postings.area_at = head.len() as u64;
+    Ok((ix, area_len))
+}
+
+/// The header and the regions, from checked bytes; the index (no postings yet) and where
+/// the postings start.
+fn parse_fixed(b: &[u8]) -> Result<(Index, usize), IndexError> {
+    if b.len() < HEAD_LEN {
+        return Err(IndexError::Malformed("cut short"));
+    }
+    let format = match b[10] {
+        0 => CaptureFormat::Unknown,
+        1 => CaptureFormat::Pcap,
+        2 => CaptureFormat::Pcapng,
+        _ => return Err(IndexError::Malformed("unknown capture format")),
+    };
+    let flags = b[11];
+    let mut c = Cur { b, at: 12 };
+    let count = c.u32()? as usize;
+    let covered = c.u64()?;
+    let hlen = c.u32()? as usize;
+    let _hashes = c.u32()?;
+    let identity = Identity {
+        first: c.u64()?,
+        last: c.u64()?,
+    };
+    if hlen > MAX_HEADER {
+        return Err(IndexError::Malformed("file header too long"));
+    }
+    let header = c.take(hlen)?.to_vec();
+    c.take((8 - hlen % 8) % 8)?;
+    // Each region takes at least REGION_LEN bytes: bound the count before allocating.
+    if count > (b.len() - c.at) / REGION_LEN {
+        return Err(IndexError::Malformed("region count larger than the index"));
+    }
+    let mut regions = Vec::with_capacity(count);
+    for _ in 0..count {
+        let start = c.u64()?;
+        let end = c.u64()?;
+        let ts_min = c.u64()?;
+        let ts_max = c.u64()?;
+        let packets = c.u32()?;
+        let flags = c.u32()?;
+        let bits = c.u32()?;
+        let keys = c.u32()?;
+        let mut protos = [0u64; 4];
+        for p in &mut protos {
+            *p = c.u64()?;
+        }
+        if bits % 64 != 0 || bits > MAX_BLOOM_BITS || end < start {
+            return Err(IndexError::Malformed("bad region entry"));
+        }
+        let words = c.take(bits as usize / 8)?;
+        let bloom = words
+            .chunks_exact(8)
+            .map(|w| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(w);
+                u64::from_le_bytes(a)
+            })
+            .collect();
+        regions.push(Region {
+            at: start..end,
+            ts_min,
+            ts_max,
+            packets,
+            flags,
+            keys,
+            protos,
+            bloom,
+        });
+    }
+    let ix = Index {
+        format,
+        flags,
+        covered,
+        header,
+        regions,
+        identity: (flags & FLAG_IDENTIFIED != 0).then_some(identity),
+        postings: crate::postings::Postings::default(),
+    };
+    Ok((ix, c.at))
+}
+
+/// A version 3 postings table (the rest of the head): the postings, lists not loaded, and
+/// the length of the list area.
+pub(crate) fn parse_table(b: &[u8]) -> Result<(crate::postings::Postings, u64), IndexError> {
+    use crate::postings::{Entry, DENSE};
+    let mut c = Cur { b, at: 0 };
+    let n = c.u64()?;
+    // Each entry takes 20 bytes: bound the count before allocating.
+    if n > (b.len() as u64).saturating_sub(16) / 20 {
+        return Err(IndexError::Malformed("key count larger than the index"));
+    }
+    let mut keys = Vec::with_capacity(n as usize);
+    let mut start = 0u64;
+    for _ in 0..n {
+        let key = c.u64()?;
+        let count = c.u32()?;
+        let len = c.u32()?;
+        let crc = c.u32()?;
+        if keys.last().is_some_and(|p: &Entry| p.key >= key) {
+            return Err(IndexError::Malformed("postings keys out of order"));
+        }
+        let len = if count == DENSE { 0 } else { len };
+        keys.push(Entry {
+            key,
+            count,
+            len,
+            start,
+            crc,
+        });
+        start += u64::from(len);
+    }
+    c.take((8 - c.at % 8) % 8)?;
+    let area_len = c.u64()?;
+    if c.at != b.len() {
+        return Err(IndexError::Malformed("bytes after the postings table"));
+    }
+    if area_len != start {
+        return Err(IndexError::Malformed("lists and table disagree"));
+    }
+    let postings = crate::postings::Postings {
+        keys,
+        runs: true,
+        ..Default::default()
+    };
+    Ok((postings, area_len))
 }
 
 /// Parses the postings section (everything between the last region and the trailer).
@@ -358,7 +507,13 @@ pub(crate) fn parse_postings(
     let mut at = 0usize;
     for (key, count) in entries {
         if count == DENSE {
-            keys.push((key, count, 0, 0));
+            keys.push(crate::postings::Entry {
+                key,
+                count,
+                len: 0,
+                start: 0,
+                crc: 0,
+            });
             continue;
         }
         let len = get_varint(&area, &mut at)
@@ -367,8 +522,20 @@ pub(crate) fn parse_postings(
             .ok_or(IndexError::Malformed("a postings list past the end"))?;
         let len32 =
             u32::try_from(len).map_err(|_| IndexError::Malformed("a postings list too long"))?;
-        keys.push((key, count, len32, at as u64));
+        keys.push(crate::postings::Entry {
+            key,
+            count,
+            len: len32,
+            start: at as u64,
+            crc: 0,
+        });
         at += len;
     }
-    Ok(crate::postings::Postings { keys, area, runs })
+    Ok(crate::postings::Postings {
+        keys,
+        area,
+        loaded: true,
+        area_at: 0,
+        runs,
+    })
 }

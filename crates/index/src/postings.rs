@@ -169,6 +169,7 @@ impl Default for PostingsBuilder {
     }
 }
 
+#[cfg(test)]
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -390,8 +391,9 @@ impl PostingsBuilder {
         }
     }
 
-    /// The postings section of the sidecar (see `docs/index-format.md`).
-    pub(crate) fn finish(mut self, out: &mut Vec<u8>) {
+    /// The postings table of the sidecar into `out`, and the lists into `area` (see
+    /// `docs/index-format.md`).
+    pub(crate) fn finish(mut self, out: &mut Vec<u8>, area: &mut Vec<u8>) {
         self.end_run(&mut Vec::new());
         for i in 0..self.lists.len() {
             if self.lists[i].open_n > 0 {
@@ -402,23 +404,24 @@ impl PostingsBuilder {
         let mut keys: Vec<(u64, u32)> = self.index.iter().map(|(k, i)| (*k, *i)).collect();
         keys.sort_unstable_by_key(|k| k.0);
         out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
-        let mut area = Vec::new();
         for (key, i) in &keys {
             let l = &self.lists[*i as usize];
             let dense = l.dense || l.count * DENSE_SHARE > packets.max(DENSE_MIN * DENSE_SHARE);
             out.extend_from_slice(&key.to_le_bytes());
             if dense {
                 out.extend_from_slice(&DENSE.to_le_bytes());
+                out.extend_from_slice(&[0; 8]);
             } else {
+                let start = area.len();
+                self.copy_list(l, area);
+                let list = &area[start..];
                 out.extend_from_slice(&(l.spans.min(u64::from(DENSE - 1)) as u32).to_le_bytes());
-                put_varint(&mut area, u64::from(l.len));
-                self.copy_list(l, &mut area);
+                out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+                out.extend_from_slice(&crc32fast::hash(list).to_le_bytes());
             }
         }
         out.resize(out.len() + (8 - out.len() % 8) % 8, 0);
         out.extend_from_slice(&(area.len() as u64).to_le_bytes());
-        out.extend_from_slice(&area);
-        out.resize(out.len() + (8 - area.len() % 8) % 8, 0);
     }
 }
 
@@ -514,15 +517,35 @@ pub enum Lookup {
     Dense,
     /// The packets that carry it, in file order.
     Spans(Vec<Span>),
+    /// Its list cannot be read, fails its CRC or does not decode: as for a dense key,
+    /// read the regions that may hold it (and say the index is damaged).
+    Damaged,
 }
 
-/// The postings of a parsed sidecar.
+/// One key of the postings table: its spans (or [`DENSE`]), and where its list is in the
+/// list area, with the list's CRC-32 (version 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) key: u64,
+    pub(crate) count: u32,
+    pub(crate) len: u32,
+    pub(crate) start: u64,
+    pub(crate) crc: u32,
+}
+
+/// The postings of a parsed sidecar: the table, and the lists when they were read with it
+/// (else [`Postings::lookup_with`] reads each list from the sidecar as it is looked up).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Postings {
-    /// (key, spans or DENSE, list bytes, list start in `area`), sorted by key.
-    pub(crate) keys: Vec<(u64, u32, u32, u64)>,
+    /// Sorted by key.
+    pub(crate) keys: Vec<Entry>,
+    /// The list area, when it was read (`loaded`).
     pub(crate) area: Vec<u8>,
-    /// Lists of spans (version 3); version 2 lists one offset a packet.
+    pub(crate) loaded: bool,
+    /// Offset of the list area in the sidecar.
+    pub(crate) area_at: u64,
+    /// Version 3 lists: spans, each list with its CRC. Version 2 lists hold one offset a
+    /// packet, and the whole sidecar's CRC covers them.
     pub(crate) runs: bool,
 }
 
@@ -539,34 +562,65 @@ impl Postings {
 
     /// The keys listed, in order.
     pub fn keys(&self) -> impl Iterator<Item = u64> + '_ {
-        self.keys.iter().map(|k| k.0)
+        self.keys.iter().map(|k| k.key)
     }
 
-    /// Looks `key` up. A list that does not decode to its count of spans, or whose spans
-    /// overlap or fall out of order, reads as dense (never as fewer packets than there are,
-    /// nor as one packet twice).
+    /// Looks `key` up in lists read with the table (an index parsed whole); an index
+    /// whose lists were left in the sidecar answers [`Lookup::Damaged`] for a listed key:
+    /// use [`Postings::lookup_with`].
     pub fn lookup(&self, key: u64) -> Lookup {
-        let Ok(i) = self.keys.binary_search_by_key(&key, |k| k.0) else {
+        self.lookup_with(key, |_, _| None)
+    }
+
+    /// Looks `key` up; a list not read with the table is read by `read(at, len)`: `len`
+    /// bytes at offset `at` of the sidecar (None: unreadable). A list that cannot be read,
+    /// fails its CRC, does not decode to its count of spans, or whose spans overlap or fall
+    /// out of order, is [`Lookup::Damaged`] (never fewer packets than there are, nor one
+    /// packet twice).
+    pub fn lookup_with(
+        &self,
+        key: u64,
+        read: impl FnOnce(u64, usize) -> Option<Vec<u8>>,
+    ) -> Lookup {
+        let Ok(i) = self.keys.binary_search_by_key(&key, |k| k.key) else {
             return Lookup::Absent;
         };
-        let (_, count, len, start) = self.keys[i];
-        if count == DENSE {
+        let e = self.keys[i];
+        if e.count == DENSE {
             return Lookup::Dense;
         }
-        let Some(list) = usize::try_from(start)
-            .ok()
-            .and_then(|s| self.area.get(s..s.checked_add(len as usize)?))
-        else {
-            return Lookup::Dense;
-        };
         // Each span takes at least a byte: a count larger than its list cannot decode, and
         // must not size an allocation (the count is the file's word, the list is there).
-        if count as usize > list.len() {
-            return Lookup::Dense;
+        if e.count > e.len {
+            return Lookup::Damaged;
         }
-        match self.decode(list, count as usize) {
+        let fetched;
+        let list = if self.loaded {
+            let Some(list) = usize::try_from(e.start)
+                .ok()
+                .and_then(|s| self.area.get(s..s.checked_add(e.len as usize)?))
+            else {
+                return Lookup::Damaged;
+            };
+            list
+        } else {
+            let Some(b) = self
+                .area_at
+                .checked_add(e.start)
+                .and_then(|at| read(at, e.len as usize))
+                .filter(|b| b.len() == e.len as usize)
+            else {
+                return Lookup::Damaged;
+            };
+            fetched = b;
+            &fetched[..]
+        };
+        if self.runs && crc32fast::hash(list) != e.crc {
+            return Lookup::Damaged;
+        }
+        match self.decode(list, e.count as usize) {
             Some(out) => Lookup::Spans(out),
-            None => Lookup::Dense,
+            None => Lookup::Damaged,
         }
     }
 
@@ -628,9 +682,30 @@ mod tests {
     }
 
     fn parsed(p: PostingsBuilder) -> Postings {
-        let mut out = Vec::new();
-        p.finish(&mut out);
-        crate::format::parse_postings(&out, true).expect("parse")
+        let (mut out, mut area) = (Vec::new(), Vec::new());
+        p.finish(&mut out, &mut area);
+        let (mut p, len) = crate::format::parse_table(&out).expect("parse");
+        assert_eq!(len, area.len() as u64);
+        p.area = area;
+        p.loaded = true;
+        p
+    }
+
+    /// Postings of one key (7) whose list is `bytes`, claiming `count` spans.
+    fn one_list(bytes: &[u8], count: u32) -> Postings {
+        Postings {
+            keys: vec![Entry {
+                key: 7,
+                count,
+                len: bytes.len() as u32,
+                start: 0,
+                crc: crc32fast::hash(bytes),
+            }],
+            area: bytes.to_vec(),
+            loaded: true,
+            area_at: 0,
+            runs: true,
+        }
     }
 
     fn points(offsets: impl IntoIterator<Item = u64>) -> Lookup {
@@ -687,25 +762,16 @@ mod tests {
     }
 
     #[test]
-    fn test_a_count_larger_than_its_list_allocates_nothing_and_reads_dense() {
+    fn test_a_count_larger_than_its_list_allocates_nothing_and_reads_damaged() {
         // A damaged count (4 G spans for a 1-byte list) is the file's word, not a size.
-        let p = Postings {
-            keys: vec![(7, DENSE - 1, 1, 0)],
-            area: vec![5],
-            runs: true,
-        };
-        assert_eq!(p.lookup(7), Lookup::Dense);
+        assert_eq!(one_list(&[5], DENSE - 1).lookup(7), Lookup::Damaged);
     }
 
     #[test]
-    fn test_damaged_spans_read_dense() {
-        let list = |bytes: &[u8], count: u32| Postings {
-            keys: vec![(7, count, bytes.len() as u32, 0)],
-            area: bytes.to_vec(),
-            runs: true,
-        };
+    fn test_damaged_spans_read_as_damaged() {
+        let list = one_list;
         // A run at 10 of 50 bytes, then a packet at 40: inside the run (one packet twice).
-        assert_eq!(list(&[21, 50, 0, 60], 2).lookup(7), Lookup::Dense);
+        assert_eq!(list(&[21, 50, 0, 60], 2).lookup(7), Lookup::Damaged);
         // The same with the packet at 60, where the run ends: two spans.
         assert_eq!(
             list(&[21, 50, 0, 100], 2).lookup(7),
@@ -719,13 +785,51 @@ mod tests {
             ])
         );
         // A run of no bytes, a run cut short, a count that does not match.
-        assert_eq!(list(&[21, 0, 0], 1).lookup(7), Lookup::Dense);
-        assert_eq!(list(&[21, 50], 1).lookup(7), Lookup::Dense);
-        assert_eq!(list(&[20, 20], 3).lookup(7), Lookup::Dense);
-        // Version 2: one offset a packet, no flag bit.
+        assert_eq!(list(&[21, 0, 0], 1).lookup(7), Lookup::Damaged);
+        assert_eq!(list(&[21, 50], 1).lookup(7), Lookup::Damaged);
+        assert_eq!(list(&[20, 20], 3).lookup(7), Lookup::Damaged);
+        // A list whose CRC does not match it.
+        let mut bad = list(&[21, 50, 0, 100], 2);
+        bad.area[3] = 101;
+        assert_eq!(bad.lookup(7), Lookup::Damaged);
+        // Version 2: one offset a packet, no flag bit, no CRC of its own.
         let mut v2 = list(&[21, 50], 2);
         v2.runs = false;
+        v2.keys[0].crc = 0;
         assert_eq!(v2.lookup(7), points([21, 71]));
+    }
+
+    #[test]
+    fn test_lists_left_in_the_sidecar_are_read_as_looked_up() {
+        let mut p = one_list(&[21, 50, 0, 100], 2);
+        let area = std::mem::take(&mut p.area);
+        (p.loaded, p.area_at) = (false, 1000);
+        let want = Lookup::Spans(vec![
+            Span {
+                start: 10,
+                end: 60,
+                packets: 2,
+            },
+            Span::packet(60),
+        ]);
+        let read = |at: u64, len: usize| {
+            assert_eq!((at, len), (1000, 4));
+            Some(area.clone())
+        };
+        assert_eq!(p.lookup_with(7, read), want);
+        assert_eq!(
+            p.lookup_with(8, |_, _| panic!("no list to read")),
+            Lookup::Absent
+        );
+        // Unreadable, cut short, or damaged (another sidecar now under the name).
+        assert_eq!(p.lookup_with(7, |_, _| None), Lookup::Damaged);
+        assert_eq!(p.lookup_with(7, |_, _| Some(vec![21, 50])), Lookup::Damaged);
+        assert_eq!(
+            p.lookup_with(7, |_, _| Some(vec![21, 50, 0, 102])),
+            Lookup::Damaged
+        );
+        // Not read at all: a listed key is never absent.
+        assert_eq!(p.lookup(7), Lookup::Damaged);
     }
 
     #[test]

@@ -327,13 +327,73 @@ fn whole_name(part: &Path) -> Option<PathBuf> {
     Some(part.with_file_name(own))
 }
 
-fn load_index(path: &Path, kek: Option<&KeyFile>) -> Result<Option<(Index, u64)>, String> {
+/// Where a query reads an index's postings lists: the sidecar, still open, when only its
+/// head was read ([`Index::parse_head`]); else the lists came with the index.
+#[derive(Debug, Default)]
+struct Lists {
+    sidecar: Option<(File, u64)>,
+    /// Bytes of lists read.
+    bytes: u64,
+    /// Some list looked up was damaged (its regions were read instead).
+    damaged: bool,
+}
+
+impl Lists {
+    /// What the postings say of `key`, reading its list from the sidecar if need be.
+    fn lookup(&mut self, post: &corecap_index::Postings, key: u64) -> corecap_index::Lookup {
+        use std::os::unix::fs::FileExt;
+        let (sidecar, bytes) = (self.sidecar.as_ref(), &mut self.bytes);
+        post.lookup_with(key, |at, len| {
+            let (f, size) = sidecar?;
+            // A length is the sidecar's word: never allocate past what the file holds.
+            if at.checked_add(len as u64)? > *size {
+                return None;
+            }
+            let mut b = vec![0u8; len];
+            f.read_exact_at(&mut b, at).ok()?;
+            *bytes += len as u64;
+            Some(b)
+        })
+    }
+}
+
+/// The sidecar of `path`: the index, the bytes read, and where its lists are. A plain
+/// sidecar of version 3 is read in part: its trailer and head (regions, key table), and
+/// each list only when a query looks its key up; a sealed one is unsealed whole.
+fn load_index(path: &Path, kek: Option<&KeyFile>) -> Result<Option<(Index, u64, Lists)>, String> {
+    use std::os::unix::fs::FileExt;
     let side = sidecar_path(path);
-    let bytes = match std::fs::read(&side) {
-        Ok(b) => b,
+    let at = |e: io::Error| format!("{}: {e}", side.display());
+    let f = match File::open(&side) {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", side.display())),
+        Err(e) => return Err(at(e)),
     };
+    let size = f.metadata().map_err(at)?.len();
+    let tail = corecap_index::format::TRAILER_LEN as u64;
+    let mut first = [0u8; 10];
+    if size >= corecap_index::format::HEAD_LEN as u64 + tail {
+        f.read_exact_at(&mut first, 0).map_err(at)?;
+    }
+    if Index::version(&first) == Ok(corecap_index::format::VERSION) {
+        let mut trailer = [0u8; corecap_index::format::TRAILER_LEN];
+        f.read_exact_at(&mut trailer, size - tail).map_err(at)?;
+        let head_len = Index::head_len(&trailer)
+            .ok()
+            .filter(|&h| h <= size - tail)
+            .ok_or_else(|| format!("{}: index is malformed: no trailer", side.display()))?;
+        let mut head = vec![0u8; head_len as usize];
+        f.read_exact_at(&mut head, 0).map_err(at)?;
+        let ix =
+            Index::parse_head(&head, &trailer).map_err(|e| format!("{}: {e}", side.display()))?;
+        let lists = Lists {
+            sidecar: Some((f, size)),
+            ..Lists::default()
+        };
+        return Ok(Some((ix, head_len + tail, lists)));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    (&f).read_to_end(&mut bytes).map_err(at)?;
     let n = bytes.len() as u64;
     let plain = if bytes.starts_with(MAGIC) {
         let Some(kek) = kek else {
@@ -350,7 +410,7 @@ fn load_index(path: &Path, kek: Option<&KeyFile>) -> Result<Option<(Index, u64)>
         bytes
     };
     Index::parse(&plain)
-        .map(|ix| Some((ix, n)))
+        .map(|ix| Some((ix, n, Lists::default())))
         .map_err(|e| format!("{}: {e}", side.display()))
 }
 
@@ -448,10 +508,18 @@ pub fn plan_file(
         ));
         return Ok(plan);
     }
-    if let Some(index) = usable_index(&mut plan, kek, stats) {
+    if let Some((index, mut lists)) = usable_index(&mut plan, kek, stats) {
         let links = corecap_index::header_linktypes(&index.header);
         let pred = pruning.for_links(links.as_deref());
-        plan.choose_regions(index, from, to, &pred);
+        plan.choose_regions(index, &mut lists, from, to, &pred);
+        stats.index_bytes += lists.bytes;
+        if lists.damaged {
+            plan.note = Some(format!(
+                "{}: a postings list of its index is damaged; the regions that may hold its \
+                 packets were read instead (`corecap index` rewrites the index)",
+                plan.path.display()
+            ));
+        }
     }
     Ok(plan)
 }
@@ -497,11 +565,11 @@ fn usable_index(
     plan: &mut FilePlan,
     kek: Option<&Arc<KeyFile>>,
     stats: &mut QueryStats,
-) -> Option<Index> {
-    let index = match load_index(&plan.path, kek.map(|k| &**k)) {
-        Ok(Some((ix, n))) => {
+) -> Option<(Index, Lists)> {
+    let (index, lists) = match load_index(&plan.path, kek.map(|k| &**k)) {
+        Ok(Some((ix, n, lists))) => {
             stats.index_bytes += n;
-            ix
+            (ix, lists)
         }
         Ok(None) => return None,
         Err(e) => {
@@ -536,16 +604,24 @@ fn usable_index(
         ));
         return None;
     }
-    index.random_access().then_some(index)
+    index.random_access().then_some((index, lists))
 }
 
 /// The packets that can match `p`, from the postings: None where the postings cannot tell
 /// (a dense key, or a test they do not hold), which reads regions.
-fn postings_of(p: &Predicate, post: &corecap_index::Postings) -> Option<Vec<Span>> {
+fn postings_of(
+    p: &Predicate,
+    post: &corecap_index::Postings,
+    lists: &mut Lists,
+) -> Option<Vec<Span>> {
     use corecap_index::key::{port_key, proto_key, v4_key, v6_key, vlan_key};
-    let look = |k: u64| match post.lookup(k) {
+    let mut look = |k: u64| match lists.lookup(post, k) {
         corecap_index::Lookup::Absent => Some(Vec::new()),
         corecap_index::Lookup::Dense => None,
+        corecap_index::Lookup::Damaged => {
+            lists.damaged = true;
+            None
+        }
         corecap_index::Lookup::Spans(v) => Some(v),
     };
     match p {
@@ -556,7 +632,10 @@ fn postings_of(p: &Predicate, post: &corecap_index::Postings) -> Option<Vec<Span
         Predicate::Proto(n) => look(proto_key(*n)),
         Predicate::Vlan(v) => look(vlan_key(*v)),
         Predicate::And(v) => {
-            let mut sets: Vec<Vec<Span>> = v.iter().filter_map(|c| postings_of(c, post)).collect();
+            let mut sets: Vec<Vec<Span>> = v
+                .iter()
+                .filter_map(|c| postings_of(c, post, lists))
+                .collect();
             sets.sort_by_key(Vec::len);
             let mut it = sets.into_iter();
             let first = it.next()?;
@@ -565,7 +644,7 @@ fn postings_of(p: &Predicate, post: &corecap_index::Postings) -> Option<Vec<Span
         Predicate::Or(v) => {
             let mut all = Vec::new();
             for c in v {
-                all = corecap_index::union(&all, &postings_of(c, post)?);
+                all = corecap_index::union(&all, &postings_of(c, post, lists)?);
             }
             Some(all)
         }
@@ -593,8 +672,15 @@ impl FilePlan {
     /// Reads what [`pick`] chooses: the packets the postings name (opaque regions whole),
     /// or else the regions that may match, adjacent ones merged up to `MAX_READ`; plus the
     /// bytes written after the index.
-    fn choose_regions(&mut self, index: Index, from: u64, to: u64, pred: &Predicate) {
-        let picked = pick(&index, from, to, pred, self.opener.is_none());
+    fn choose_regions(
+        &mut self,
+        index: Index,
+        lists: &mut Lists,
+        from: u64,
+        to: u64,
+        pred: &Predicate,
+    ) {
+        let picked = pick(&index, lists, from, to, pred, self.opener.is_none());
         let first = index.regions.first().map_or(0, |r| r.at.start);
         let mut segs: Vec<Segment> = Vec::new();
         let mut group: Vec<Span> = Vec::new();
@@ -678,9 +764,16 @@ struct Picked {
 /// file's offsets are its own, not a sealed file's), a region is read for its listed
 /// packets, or whole when opaque (its packets' keys may be missing); without, every region
 /// that may match is read whole.
-fn pick(index: &Index, from: u64, to: u64, pred: &Predicate, postings: bool) -> Picked {
+fn pick(
+    index: &Index,
+    lists: &mut Lists,
+    from: u64,
+    to: u64,
+    pred: &Predicate,
+    postings: bool,
+) -> Picked {
     let offsets = (postings && index.has_postings())
-        .then(|| postings_of(pred, &index.postings))
+        .then(|| postings_of(pred, &index.postings, lists))
         .flatten();
     let mut regions = Vec::new();
     let mut next = 0;
@@ -1610,14 +1703,16 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
         };
         c.index_bytes += st.index_bytes;
         c.notes.extend(plan.note);
-        let Some(index) = index else {
+        let Some((index, mut lists)) = index else {
             c.files_unindexed += 1;
             continue;
         };
         c.files_indexed += 1;
         let links = corecap_index::header_linktypes(&index.header);
         let pred = pruning.for_links(links.as_deref());
-        let picked = pick(&index, spec.from, spec.to, &pred, plan.opener.is_none());
+        let opened = plan.opener.is_none();
+        let picked = pick(&index, &mut lists, spec.from, spec.to, &pred, opened);
+        c.index_bytes += lists.bytes;
         c.packets_at_most += picked
             .regions
             .iter()

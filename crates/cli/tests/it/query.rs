@@ -281,11 +281,20 @@ fn issue13_unindexed_damaged_index_and_cut_short() {
     synthetic_pcap(&b, 6000, T0 + 6_000_000_000);
     synthetic_pcap(&c, 6000, T0 + 3_000_000_000);
     index(&[&a, &b], &[]);
-    // b's index is damaged: the file is scanned, with a note, and the answer is the same.
+    // b's index is damaged in its head (regions, key table): the file is scanned, with a
+    // note, and the answer is the same.
     let side = corecap_index::sidecar_path(&b);
     let mut bytes = std::fs::read(&side).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0xff;
+    bytes[100] ^= 0xff;
+    std::fs::write(&side, bytes).unwrap();
+    // a's lists are all damaged (a query reads only the lists it looks up, each checked by
+    // its own CRC): the regions are read instead, with a note, and the answer is the same.
+    let side = corecap_index::sidecar_path(&a);
+    let mut bytes = std::fs::read(&side).unwrap();
+    let t = bytes.len() - corecap_index::format::TRAILER_LEN;
+    let head = corecap_index::Index::head_len(&bytes[t..]).unwrap() as usize;
+    assert!(t - head > 1000, "a has lists");
+    bytes[head..t].iter_mut().for_each(|b| *b ^= 0x55);
     std::fs::write(&side, bytes).unwrap();
     // c has no index. Query the directory (with a hidden file being written, skipped).
     std::fs::write(s.path("rec/.d.pcap.part"), b"garbage").unwrap();
@@ -295,6 +304,12 @@ fn issue13_unindexed_damaged_index_and_cut_short() {
     assert_eq!(u(&v, "files"), 3, "{v}");
     assert_eq!(u(&v, "files_scanned"), 2, "{v}");
     assert!(v["notes"].to_string().contains("checksum"), "{v}");
+    assert!(
+        v["notes"]
+            .to_string()
+            .contains("list of its index is damaged"),
+        "{v}"
+    );
     check(
         &files,
         &[&dir],
