@@ -103,18 +103,19 @@ impl std::ops::IndexMut<usize> for Arena {
 /// copied, and its table entries were large enough to miss the cache). Its last span is
 /// kept open, not yet encoded, so a span that follows it in the file extends it.
 #[derive(Debug)]
+#[repr(align(64))]
 struct List {
     /// Start of the last span encoded (the base of the next gap).
     last: u64,
-    /// Packets listed (the dense rule counts packets).
-    count: u64,
-    /// Spans encoded.
-    spans: u64,
     /// The open span: the packets that start in `open_start..open_end`, `open_n` of them
     /// (0: none open).
     open_start: u64,
     open_end: u64,
-    open_n: u64,
+    open_n: u32,
+    /// Packets listed (the dense rule counts packets); saturates.
+    count: u32,
+    /// Spans encoded; saturates.
+    spans: u32,
     /// Bytes of the list.
     len: u32,
     head: u32,
@@ -123,6 +124,9 @@ struct List {
     region: u32,
     dense: bool,
 }
+
+// A list is one cache line: a packet of a new flow touches one line per key.
+const _: () = assert!(std::mem::size_of::<List>() == 64);
 
 /// Postings being built: a table from key to list number, the lists, and the arena of
 /// their chunks (with the chunks of lists that turned dense on a free list).
@@ -272,7 +276,8 @@ impl PostingsBuilder {
         if self.run_n == 0 {
             return;
         }
-        let (start, end, n) = (self.run_start, self.run_end, self.run_n);
+        let (start, end) = (self.run_start, self.run_end);
+        let n = u32::try_from(self.run_n).unwrap_or(u32::MAX);
         for j in 0..self.last_lists.len() {
             let i = self.last_lists[j] as usize;
             // The protocols' keys are not in the Bloom set (the region has a protocol map).
@@ -287,7 +292,7 @@ impl PostingsBuilder {
     /// file order; a key twice in one packet comes twice). Returns whether the list is new
     /// to the region.
     #[inline]
-    fn push(&mut self, i: usize, start: u64, end: u64, n: u64) -> bool {
+    fn push(&mut self, i: usize, start: u64, end: u64, n: u32) -> bool {
         let region = self.region;
         let l = &mut self.lists[i];
         let new = l.region != region;
@@ -298,7 +303,7 @@ impl PostingsBuilder {
         if l.open_n > 0 && !new && l.open_end == start {
             // Right after the open span, in the same region: one span.
             l.open_end = end;
-            l.open_n += n;
+            l.open_n = l.open_n.saturating_add(n);
         } else {
             if l.open_n > 0 {
                 self.close(i);
@@ -308,8 +313,9 @@ impl PostingsBuilder {
         }
         let packets = self.packets;
         let l = &mut self.lists[i];
-        l.count += n;
-        if l.count > DENSE_MIN && l.count * DENSE_SHARE > packets {
+        l.count = l.count.saturating_add(n);
+        let count = u64::from(l.count);
+        if count > DENSE_MIN && count * DENSE_SHARE > packets {
             l.dense = true;
             l.open_n = 0;
             let (head, tail) = (l.head, l.tail);
@@ -329,9 +335,9 @@ impl PostingsBuilder {
     fn close(&mut self, i: usize) {
         let l = &mut self.lists[i];
         let gap = l.open_start - l.last;
-        let (span, n) = (l.open_end - l.open_start, l.open_n);
+        let (span, n) = (l.open_end - l.open_start, u64::from(l.open_n));
         l.last = l.open_start;
-        l.spans += 1;
+        l.spans = l.spans.saturating_add(1);
         l.open_n = 0;
         let mut v = [0u8; 30];
         let mut k = varint_into(&mut v, (gap << 1) | u64::from(n > 1));
@@ -406,7 +412,8 @@ impl PostingsBuilder {
         out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
         for (key, i) in &keys {
             let l = &self.lists[*i as usize];
-            let dense = l.dense || l.count * DENSE_SHARE > packets.max(DENSE_MIN * DENSE_SHARE);
+            let dense =
+                l.dense || u64::from(l.count) * DENSE_SHARE > packets.max(DENSE_MIN * DENSE_SHARE);
             out.extend_from_slice(&key.to_le_bytes());
             if dense {
                 out.extend_from_slice(&DENSE.to_le_bytes());
@@ -415,7 +422,7 @@ impl PostingsBuilder {
                 let start = area.len();
                 self.copy_list(l, area);
                 let list = &area[start..];
-                out.extend_from_slice(&(l.spans.min(u64::from(DENSE - 1)) as u32).to_le_bytes());
+                out.extend_from_slice(&l.spans.min(DENSE - 1).to_le_bytes());
                 out.extend_from_slice(&(list.len() as u32).to_le_bytes());
                 out.extend_from_slice(&crc32fast::hash(list).to_le_bytes());
             }
