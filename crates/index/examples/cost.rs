@@ -29,17 +29,24 @@ impl Write for Shared {
     }
 }
 
-/// One pass as [`pass`], in pcapng as the recorder writes it.
-fn pass_pcapng(n: u32, burst: u32, mut index: Option<&mut IndexBuilder>) -> (f64, u64) {
+/// One pass over `n` packets: formats them into a reused 1 MiB buffer, in pcapng as the
+/// recorder writes it (or pcap), and, with `index`, feeds each to it as it is written.
+/// Returns (seconds, file bytes).
+fn pass(n: u32, burst: u32, pcapng: bool, mut index: Option<&mut IndexBuilder>) -> (f64, u64) {
     let shared = Shared(Rc::new(RefCell::new(Vec::with_capacity(
         REGION_SIZE + 4096,
     ))));
-    let mut w = PcapngWriter::new(
-        shared.clone(),
-        "cost",
-        &[InterfaceDesc::ethernet("eth0", 0)],
-    )
-    .expect("in memory");
+    let mut ng = if pcapng {
+        let iface = [InterfaceDesc::ethernet("eth0", 0)];
+        Some(PcapngWriter::new(shared.clone(), "cost", &iface).expect("in memory"))
+    } else {
+        let mut b = shared.0.borrow_mut();
+        b.extend_from_slice(&[0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0]);
+        b.extend_from_slice(&[0; 8]);
+        b.extend_from_slice(&65535u32.to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        None
+    };
     if let Some(ix) = index.as_deref_mut() {
         ix.add_blocks(0, &shared.0.borrow());
     }
@@ -56,16 +63,28 @@ fn pass_pcapng(n: u32, burst: u32, mut index: Option<&mut IndexBuilder>) -> (f64
             x ^= x << 5;
         }
         fill(&mut f, i, burst, x);
+        let ts = 1_700_000_000_000_000_000u64 + u64::from(i) * 10_000;
         let at = shared.0.borrow().len();
-        w.write_epb(&Epb {
-            ts_ns: 1_700_000_000_000_000_000u64 + u64::from(i) * 10_000,
-            data: &f,
-            orig_len: 512,
-            queue: Some(0),
-            hash: Some(x),
-            ..Epb::default()
-        })
-        .expect("in memory");
+        match ng.as_mut() {
+            Some(w) => w
+                .write_epb(&Epb {
+                    ts_ns: ts,
+                    data: &f,
+                    orig_len: 512,
+                    queue: Some(0),
+                    hash: Some(x),
+                    ..Epb::default()
+                })
+                .expect("in memory"),
+            None => {
+                let mut b = shared.0.borrow_mut();
+                let (secs, nanos) = ((ts / 1_000_000_000) as u32, (ts % 1_000_000_000) as u32);
+                for v in [secs, nanos, 512, 512] {
+                    b.extend_from_slice(&v.to_le_bytes());
+                }
+                b.extend_from_slice(&f);
+            }
+        }
         let mut buf = shared.0.borrow_mut();
         if let Some(ix) = index.as_deref_mut() {
             ix.add_blocks(off + at as u64, &buf[at..]);
@@ -88,75 +107,15 @@ fn pass_pcapng(n: u32, burst: u32, mut index: Option<&mut IndexBuilder>) -> (f64
 fn fill(f: &mut [u8; 512], i: u32, burst: u32, x: u32) {
     let h = (i / 2000) as u8;
     f[26..30].copy_from_slice(&[10, 0, 0, 1 + (x % 3) as u8]);
-    f[30..34].copy_from_slice(&[
+    let dst = [
         10,
         1,
         h.wrapping_add((x >> 8) as u8 % 4),
         1 + (x >> 16) as u8 % 60,
-    ]);
+    ];
+    f[30..34].copy_from_slice(&dst);
     f[34..36].copy_from_slice(&(1024 + (x % 2000) as u16).to_be_bytes());
     f[36..38].copy_from_slice(&(5001 + ((i / burst) & 1) as u16).to_be_bytes());
-}
-
-/// One pass over `n` packets: formats them into a reused 1 MiB buffer and, with `index`,
-/// feeds each to it as it is written. Returns (seconds, file bytes).
-fn pass(n: u32, burst: u32, mut index: Option<&mut IndexBuilder>) -> (f64, u64) {
-    let mut buf: Vec<u8> = Vec::with_capacity(REGION_SIZE + 4096);
-    buf.extend_from_slice(&[0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0]);
-    buf.extend_from_slice(&[0; 8]);
-    buf.extend_from_slice(&65535u32.to_le_bytes());
-    buf.extend_from_slice(&1u32.to_le_bytes());
-    if let Some(ix) = index.as_deref_mut() {
-        ix.add_blocks(0, &buf);
-    }
-    let (mut off, mut region_start) = (0u64, 0u64);
-    let mut x = 0x9e37_79b9_u32;
-    let mut f = [0xabu8; 512];
-    f[..12].fill(2);
-    f[12..26].copy_from_slice(&[0x08, 0x00, 0x45, 0, 1, 0xf2, 0, 0, 0, 0, 64, 17, 0, 0]);
-    let t = Instant::now();
-    for i in 0..n {
-        if i % burst == 0 {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-        }
-        let h = (i / 2000) as u8;
-        f[26..30].copy_from_slice(&[10, 0, 0, 1 + (x % 3) as u8]);
-        f[30..34].copy_from_slice(&[
-            10,
-            1,
-            h.wrapping_add((x >> 8) as u8 % 4),
-            1 + (x >> 16) as u8 % 60,
-        ]);
-        f[34..36].copy_from_slice(&(1024 + (x % 2000) as u16).to_be_bytes());
-        f[36..38].copy_from_slice(&(5001 + ((i / burst) & 1) as u16).to_be_bytes());
-        let ts = 1_700_000_000_000_000_000u64 + u64::from(i) * 10_000;
-        let at = buf.len();
-        for v in [
-            (ts / 1_000_000_000) as u32,
-            (ts % 1_000_000_000) as u32,
-            512,
-            512,
-        ] {
-            buf.extend_from_slice(&v.to_le_bytes());
-        }
-        buf.extend_from_slice(&f);
-        if let Some(ix) = index.as_deref_mut() {
-            ix.add_blocks(off + at as u64, &buf[at..]);
-        }
-        if buf.len() >= REGION_SIZE || i + 1 == n {
-            let end = off + buf.len() as u64;
-            if let Some(ix) = index.as_deref_mut() {
-                ix.end_region(region_start..end);
-            }
-            region_start = end;
-            off = end;
-            std::hint::black_box(&buf);
-            buf.clear();
-        }
-    }
-    (t.elapsed().as_secs_f64(), off)
 }
 
 fn main() {
@@ -168,13 +127,12 @@ fn main() {
     };
     let (n, burst) = (arg(1, 400_000), arg(2, 1).max(1));
     let pcapng = std::env::args().nth(3).is_none_or(|f| f != "pcap");
-    let pass = if pcapng { pass_pcapng } else { pass };
     let (mut plain, mut with) = (f64::MAX, f64::MAX);
     let (mut size, mut bytes, mut regions) = (0, 0, 0);
     for _ in 0..5 {
-        plain = plain.min(pass(n, burst, None).0);
+        plain = plain.min(pass(n, burst, pcapng, None).0);
         let mut b = IndexBuilder::new();
-        let (t, file) = pass(n, burst, Some(&mut b));
+        let (t, file) = pass(n, burst, pcapng, Some(&mut b));
         let idx = b.finish();
         with = with.min(t);
         regions = Index::parse(&idx).expect("parses").regions.len();
