@@ -201,7 +201,7 @@ impl Cur<'_> {
 impl Index {
     /// Parses and checks a whole sidecar (its lists too).
     pub fn parse(b: &[u8]) -> Result<Index, IndexError> {
-        if version_of(b)? == 2 {
+        if Index::version(b)? == 2 {
             return parse_v2(b);
         }
         let t = b
@@ -212,8 +212,8 @@ impl Index {
             .ok()
             .filter(|&e| e <= t)
             .ok_or(IndexError::Malformed("lists past the end"))?;
-        let (mut ix, area_len) = parse_head(&b[..head_end], &b[t..])?;
-        let area_end = usize::try_from(area_len)
+        let mut ix = Index::parse_head(&b[..head_end], &b[t..])?;
+        let area_end = usize::try_from(ix.postings.area_len())
             .ok()
             .and_then(|a| head_end.checked_add(a))
             .filter(|&e| e <= t)
@@ -226,14 +226,14 @@ impl Index {
         }
         // Read whole, every list is checked now: a damaged sidecar is refused as one.
         let area = &b[head_end..area_end];
-        for e in &ix.postings.keys {
+        let p = &ix.postings;
+        if !p.keys.iter().all(|e| {
             let list = &area[e.start as usize..(e.start + u64::from(e.len)) as usize];
-            if e.count != crate::postings::DENSE && crc32fast::hash(list) != e.crc {
-                return Err(IndexError::Checksum);
-            }
+            p.intact(e, list)
+        }) {
+            return Err(IndexError::Checksum);
         }
-        ix.postings.area = area.to_vec();
-        ix.postings.loaded = true;
+        ix.postings.area = Some(area.to_vec());
         Ok(ix)
     }
 
@@ -253,13 +253,36 @@ impl Index {
     /// list as it is looked up ([`crate::Postings::lookup_with`]), checked by the list's
     /// own CRC. A query reads the head and the lists of its keys, not the whole sidecar.
     pub fn parse_head(head: &[u8], trailer: &[u8]) -> Result<Index, IndexError> {
-        parse_head(head, trailer).map(|(ix, _)| ix)
+        if Index::version(head)? != VERSION {
+            return Err(IndexError::Malformed("not a version 3 head"));
+        }
+        if Index::head_len(trailer)? != head.len() as u64 {
+            return Err(IndexError::Malformed("head and trailer disagree"));
+        }
+        let crc = u32::from_le_bytes([trailer[8], trailer[9], trailer[10], trailer[11]]);
+        if crc32fast::hash(head) != crc {
+            return Err(IndexError::Checksum);
+        }
+        let (mut ix, at) = parse_fixed(head)?;
+        ix.postings = parse_table(&head[at..])?;
+        ix.postings.area_at = head.len() as u64;
+        Ok(ix)
     }
 
     /// The format version of the sidecar that starts with `b` (its first 10 bytes), if it
-    /// is one this reader reads.
+    /// is one this reader reads; else why not (its magic, or its version).
     pub fn version(b: &[u8]) -> Result<u16, IndexError> {
-        version_of(b)
+        if b.len() < 8 || &b[..8] != MAGIC {
+            return Err(IndexError::Magic);
+        }
+        if b.len() < 10 {
+            return Err(IndexError::Malformed("cut short"));
+        }
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
+            return Err(IndexError::Version(version));
+        }
+        Ok(version)
     }
 
     /// Whether a bad or cut block ended indexing.
@@ -292,21 +315,6 @@ impl Index {
     }
 }
 
-/// Checks the magic and the version.
-fn version_of(b: &[u8]) -> Result<u16, IndexError> {
-    if b.len() < 8 || &b[..8] != MAGIC {
-        return Err(IndexError::Magic);
-    }
-    if b.len() < 10 {
-        return Err(IndexError::Malformed("cut short"));
-    }
-    let version = u16::from_le_bytes([b[8], b[9]]);
-    if !(OLDEST_VERSION..=VERSION).contains(&version) {
-        return Err(IndexError::Version(version));
-    }
-    Ok(version)
-}
-
 /// A version 2 sidecar: one CRC over all of it, lists with their lengths inline.
 fn parse_v2(b: &[u8]) -> Result<Index, IndexError> {
     if b.len() < HEAD_LEN + 8 {
@@ -321,28 +329,8 @@ fn parse_v2(b: &[u8]) -> Result<Index, IndexError> {
         return Err(IndexError::Checksum);
     }
     let (mut ix, at) = parse_fixed(&b[..body])?;
-    ix.postings = parse_postings(&b[at..body], false)?;
+    ix.postings = parse_postings_v2(&b[at..body])?;
     Ok(ix)
-}
-
-/// A version 3 head, checked against its trailer; the index (its lists not loaded) and
-/// the length of the list area.
-fn parse_head(head: &[u8], trailer: &[u8]) -> Result<(Index, u64), IndexError> {
-    if version_of(head)? != VERSION {
-        return Err(IndexError::Malformed("not a version 3 head"));
-    }
-    if Index::head_len(trailer)? != head.len() as u64 {
-        return Err(IndexError::Malformed("head and trailer disagree"));
-    }
-    let crc = u32::from_le_bytes([trailer[8], trailer[9], trailer[10], trailer[11]]);
-    if crc32fast::hash(head) != crc {
-        return Err(IndexError::Checksum);
-    }
-    let (mut ix, at) = parse_fixed(head)?;
-    let (postings, area_len) = parse_table(&head[at..])?;
-    ix.postings = postings;
-    ix.postings.area_at = head.len() as u64;
-    Ok((ix, area_len))
 }
 
 /// The header and the regions, from checked bytes; the index (no postings yet) and where
@@ -425,9 +413,8 @@ fn parse_fixed(b: &[u8]) -> Result<(Index, usize), IndexError> {
     Ok((ix, c.at))
 }
 
-/// A version 3 postings table (the rest of the head): the postings, lists not loaded, and
-/// the length of the list area.
-pub(crate) fn parse_table(b: &[u8]) -> Result<(crate::postings::Postings, u64), IndexError> {
+/// A version 3 postings table (the rest of the head): the postings, their lists not read.
+pub(crate) fn parse_table(b: &[u8]) -> Result<crate::postings::Postings, IndexError> {
     use crate::postings::{Entry, DENSE};
     let mut c = Cur { b, at: 0 };
     let n = c.u64()?;
@@ -463,19 +450,16 @@ pub(crate) fn parse_table(b: &[u8]) -> Result<(crate::postings::Postings, u64), 
     if area_len != start {
         return Err(IndexError::Malformed("lists and table disagree"));
     }
-    let postings = crate::postings::Postings {
+    Ok(crate::postings::Postings {
         keys,
         runs: true,
         ..Default::default()
-    };
-    Ok((postings, area_len))
+    })
 }
 
-/// Parses the postings section (everything between the last region and the trailer).
-pub(crate) fn parse_postings(
-    b: &[u8],
-    runs: bool,
-) -> Result<crate::postings::Postings, IndexError> {
+/// Parses a version 2 postings section (everything between the last region and the
+/// trailer): one offset a packet, each list's length before it.
+fn parse_postings_v2(b: &[u8]) -> Result<crate::postings::Postings, IndexError> {
     use crate::postings::{get_varint, DENSE};
     let mut c = Cur { b, at: 0 };
     let n = c.u64()?;
@@ -533,9 +517,8 @@ pub(crate) fn parse_postings(
     }
     Ok(crate::postings::Postings {
         keys,
-        area,
-        loaded: true,
+        area: Some(area),
         area_at: 0,
-        runs,
+        runs: false,
     })
 }

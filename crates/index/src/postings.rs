@@ -173,15 +173,6 @@ impl Default for PostingsBuilder {
     }
 }
 
-#[cfg(test)]
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// Reads a varint at `*at`; None when it runs off the end or past 64 bits.
 pub(crate) fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
     let mut v = 0u64;
@@ -433,7 +424,7 @@ impl PostingsBuilder {
 }
 
 /// Writes `v` as a varint into `buf`; returns its length.
-#[inline(always)]
+#[inline]
 fn varint_into(buf: &mut [u8], mut v: u64) -> usize {
     let mut n = 0;
     while v >= 0x80 {
@@ -546,9 +537,9 @@ pub(crate) struct Entry {
 pub struct Postings {
     /// Sorted by key.
     pub(crate) keys: Vec<Entry>,
-    /// The list area, when it was read (`loaded`).
-    pub(crate) area: Vec<u8>,
-    pub(crate) loaded: bool,
+    /// The list area, when it was read with the table (None: the lists are in the sidecar,
+    /// from `area_at`).
+    pub(crate) area: Option<Vec<u8>>,
     /// Offset of the list area in the sidecar.
     pub(crate) area_at: u64,
     /// Version 3 lists: spans, each list with its CRC. Version 2 lists hold one offset a
@@ -602,10 +593,10 @@ impl Postings {
             return Lookup::Damaged;
         }
         let fetched;
-        let list = if self.loaded {
+        let list = if let Some(area) = &self.area {
             let Some(list) = usize::try_from(e.start)
                 .ok()
-                .and_then(|s| self.area.get(s..s.checked_add(e.len as usize)?))
+                .and_then(|s| area.get(s..s.checked_add(e.len as usize)?))
             else {
                 return Lookup::Damaged;
             };
@@ -622,13 +613,24 @@ impl Postings {
             fetched = b;
             &fetched[..]
         };
-        if self.runs && crc32fast::hash(list) != e.crc {
+        if !self.intact(&e, list) {
             return Lookup::Damaged;
         }
         match self.decode(list, e.count as usize) {
             Some(out) => Lookup::Spans(out),
             None => Lookup::Damaged,
         }
+    }
+
+    /// Whether `list` is the one `e` describes: its CRC matches (version 3; a version 2
+    /// list is covered by the sidecar's own CRC).
+    pub(crate) fn intact(&self, e: &Entry, list: &[u8]) -> bool {
+        !self.runs || e.count == DENSE || crc32fast::hash(list) == e.crc
+    }
+
+    /// Bytes of the list area: the lists the table describes, back to back.
+    pub(crate) fn area_len(&self) -> u64 {
+        self.keys.last().map_or(0, |e| e.start + u64::from(e.len))
     }
 
     /// The spans of one list; None when it is damaged.
@@ -691,10 +693,9 @@ mod tests {
     fn parsed(p: PostingsBuilder) -> Postings {
         let (mut out, mut area) = (Vec::new(), Vec::new());
         p.finish(&mut out, &mut area);
-        let (mut p, len) = crate::format::parse_table(&out).expect("parse");
-        assert_eq!(len, area.len() as u64);
-        p.area = area;
-        p.loaded = true;
+        let mut p = crate::format::parse_table(&out).expect("parse");
+        assert_eq!(p.area_len(), area.len() as u64);
+        p.area = Some(area);
         p
     }
 
@@ -708,8 +709,7 @@ mod tests {
                 start: 0,
                 crc: crc32fast::hash(bytes),
             }],
-            area: bytes.to_vec(),
-            loaded: true,
+            area: Some(bytes.to_vec()),
             area_at: 0,
             runs: true,
         }
@@ -721,12 +721,12 @@ mod tests {
 
     #[test]
     fn test_varint_round_trip() {
-        let mut b = Vec::new();
         for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
-            b.clear();
-            put_varint(&mut b, v);
+            let mut b = [0u8; 10];
+            let n = varint_into(&mut b, v);
+            let b = &b[..n];
             let mut at = 0;
-            assert_eq!(get_varint(&b, &mut at), Some(v));
+            assert_eq!(get_varint(b, &mut at), Some(v));
             assert_eq!(at, b.len());
         }
         assert_eq!(get_varint(&[0x80, 0x80], &mut 0), None);
@@ -797,7 +797,7 @@ mod tests {
         assert_eq!(list(&[20, 20], 3).lookup(7), Lookup::Damaged);
         // A list whose CRC does not match it.
         let mut bad = list(&[21, 50, 0, 100], 2);
-        bad.area[3] = 101;
+        bad.area.as_mut().expect("read")[3] = 101;
         assert_eq!(bad.lookup(7), Lookup::Damaged);
         // Version 2: one offset a packet, no flag bit, no CRC of its own.
         let mut v2 = list(&[21, 50], 2);
@@ -809,8 +809,8 @@ mod tests {
     #[test]
     fn test_lists_left_in_the_sidecar_are_read_as_looked_up() {
         let mut p = one_list(&[21, 50, 0, 100], 2);
-        let area = std::mem::take(&mut p.area);
-        (p.loaded, p.area_at) = (false, 1000);
+        let area = p.area.take().expect("read");
+        p.area_at = 1000;
         let want = Lookup::Spans(vec![
             Span {
                 start: 10,

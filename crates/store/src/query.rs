@@ -306,6 +306,9 @@ pub struct FilePlan {
     /// A file still being written (its hidden part): read up to its last whole block,
     /// which the writer's flush interval put on disk.
     pub live: bool,
+    /// Every listed packet's blocks were announced to the device before the first read
+    /// ([`prefetch`]): its reads do not announce them again.
+    announced: bool,
 }
 
 /// Whether `path` is the hidden part of a capture file being written (`.NAME.part`, not an
@@ -339,6 +342,18 @@ struct Lists {
 }
 
 impl Lists {
+    /// Done with the lists of `plan`'s index: notes a damaged list on it; the bytes read.
+    fn settle(self, plan: &mut FilePlan) -> u64 {
+        if self.damaged {
+            plan.note = Some(format!(
+                "{}: a postings list of its index is damaged; the regions that may hold its \
+                 packets were read instead (`corecap index` rewrites the index)",
+                plan.path.display()
+            ));
+        }
+        self.bytes
+    }
+
     /// What the postings say of `key`, reading its list from the sidecar if need be.
     fn lookup(&mut self, post: &corecap_index::Postings, key: u64) -> corecap_index::Lookup {
         use std::os::unix::fs::FileExt;
@@ -512,14 +527,7 @@ pub fn plan_file(
         let links = corecap_index::header_linktypes(&index.header);
         let pred = pruning.for_links(links.as_deref());
         plan.choose_regions(index, &mut lists, from, to, &pred);
-        stats.index_bytes += lists.bytes;
-        if lists.damaged {
-            plan.note = Some(format!(
-                "{}: a postings list of its index is damaged; the regions that may hold its \
-                 packets were read instead (`corecap index` rewrites the index)",
-                plan.path.display()
-            ));
-        }
+        stats.index_bytes += lists.settle(&mut plan);
     }
     Ok(plan)
 }
@@ -666,6 +674,7 @@ impl FilePlan {
             indexed: false,
             note: None,
             live: false,
+            announced: false,
         }
     }
 
@@ -1150,14 +1159,8 @@ impl FileStream {
         let f = File::open(&path).map_err(io_at(&path))?;
         corecap_linux::direct::advise_random(&f);
         // Every block is asked for first, so the device serves them together.
-        let mut last = u64::MAX;
-        for s in spans {
-            let block = (s.start / PACKET_READ * PACKET_READ).max(last);
-            let end = s.end.max(s.start + 1).div_ceil(PACKET_READ) * PACKET_READ;
-            if block < end {
-                corecap_linux::direct::advise_willneed(&f, block, end - block);
-                last = end;
-            }
+        if !self.plan.announced {
+            announce(&f, spans, u64::MAX);
         }
         let mut win = Window {
             framing: Framing::of(&self.plan.header),
@@ -1377,7 +1380,7 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
         ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET, false)?;
     }
     let planned = plans.len() as u64;
-    prefetch(&plans);
+    prefetch(&mut plans);
     merge(plans, &mut ctx)?;
     ctx.out.flush().map_err(QueryError::Output)?;
     // A filter that applies to none of the files is an error, never an empty answer.
@@ -1390,40 +1393,61 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
 /// Bytes of listed packets announced to the device before the first read, at most.
 const PREFETCH: u64 = 256 << 20;
 
-/// Announces the blocks of every file's listed packets to the device at once
-/// (`FADV_WILLNEED`), so their reads are in flight together across files rather than file
-/// by file as each is opened; up to [`PREFETCH`] bytes. A file that cannot be opened is
-/// left to its read, which reports it.
-fn prefetch(plans: &[FilePlan]) {
+/// Asks the device for the aligned blocks of `spans` (`FADV_WILLNEED`), up to `budget`
+/// bytes; the bytes asked for, or None where the budget ran out first.
+fn announce(f: &File, spans: &[Span], budget: u64) -> Option<u64> {
+    let (mut asked, mut last) = (0u64, 0u64);
+    for s in spans {
+        let block = (s.start / PACKET_READ * PACKET_READ).max(last);
+        let end = s.end.max(s.start + 1).div_ceil(PACKET_READ) * PACKET_READ;
+        if block >= end {
+            continue;
+        }
+        asked += end - block;
+        if asked > budget {
+            return None;
+        }
+        corecap_linux::direct::advise_willneed(f, block, end - block);
+        last = end;
+    }
+    Some(asked)
+}
+
+/// Announces the blocks of every file's listed packets to the device at once, so their
+/// reads are in flight together across files rather than file by file as each is opened;
+/// up to [`PREFETCH`] bytes. A file whose packets all fit is marked announced. A file that
+/// cannot be opened is left to its read, which reports it.
+fn prefetch(plans: &mut [FilePlan]) {
     let mut budget = PREFETCH;
     for plan in plans {
-        let spans = plan.segments.iter().filter_map(|s| match s {
-            Segment::Packets(spans) => Some(spans),
-            _ => None,
-        });
-        let mut file = None;
-        let mut last = 0u64;
-        for s in spans.flatten() {
-            let block = (s.start / PACKET_READ * PACKET_READ).max(last);
-            let end = s.end.max(s.start + 1).div_ceil(PACKET_READ) * PACKET_READ;
-            if block >= end {
+        if !plan
+            .segments
+            .iter()
+            .any(|s| matches!(s, Segment::Packets(_)))
+        {
+            continue;
+        }
+        let Ok(f) = File::open(&plan.path) else {
+            continue;
+        };
+        corecap_linux::direct::advise_random(&f);
+        let mut all = true;
+        for seg in &plan.segments {
+            let Segment::Packets(spans) = seg else {
                 continue;
-            }
-            if budget < end - block {
-                return;
-            }
-            if file.is_none() {
-                let Ok(f) = File::open(&plan.path) else {
+            };
+            match announce(&f, spans, budget) {
+                Some(asked) => budget -= asked,
+                None => {
+                    all = false;
+                    budget = 0;
                     break;
-                };
-                corecap_linux::direct::advise_random(&f);
-                file = Some(f);
+                }
             }
-            if let Some(f) = &file {
-                corecap_linux::direct::advise_willneed(f, block, end - block);
-            }
-            budget -= end - block;
-            last = end;
+        }
+        plan.announced = all;
+        if !all {
+            return;
         }
     }
 }
@@ -1744,7 +1768,7 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
             usable_index(&mut plan, spec.kek.as_ref(), &mut st)
         };
         c.index_bytes += st.index_bytes;
-        c.notes.extend(plan.note);
+        c.notes.extend(plan.note.take());
         let Some((index, mut lists)) = index else {
             c.files_unindexed += 1;
             continue;
@@ -1754,7 +1778,8 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
         let pred = pruning.for_links(links.as_deref());
         let opened = plan.opener.is_none();
         let picked = pick(&index, &mut lists, spec.from, spec.to, &pred, opened);
-        c.index_bytes += lists.bytes;
+        c.index_bytes += lists.settle(&mut plan);
+        c.notes.extend(plan.note.take());
         c.packets_at_most += picked
             .regions
             .iter()
