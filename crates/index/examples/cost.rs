@@ -1,11 +1,13 @@
 //! The index builder's cost and size as the recorder pays it: 512-byte UDP frames from
 //! hosts that come and go, formatted into 1 MiB buffers, each packet indexed right after
 //! it is written (while it is in cache), as the recorder's front end does.
-//! `cargo run --release -p corecap-index --example cost [PACKETS [BURST [pcap|pcapng]]]`:
+//! `cargo run --release -p corecap-index --example cost [PACKETS [BURST [pcap|pcapng [read]]]]`:
 //! BURST packets in a row share a flow (1: every packet draws a new one); the file is
-//! pcapng with the recorder's options (`epb_hash`, `epb_queue`) unless `pcap` is given. It
-//! prints ns per packet (formatting with the index, less formatting alone; best of 5) and
-//! the index's share of the capture.
+//! pcapng with the recorder's options (`epb_hash`, `epb_queue`) unless `pcap` is given.
+//! Each packet is told to the index as the recorder tells it (`add_packet`), or with `read`
+//! read back from its block (`add_blocks`, what the recorder does for a packet whose VLAN
+//! tag it put back). It prints ns per packet (formatting with the index, less formatting
+//! alone; best of 5) and the index's share of the capture.
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -32,7 +34,13 @@ impl Write for Shared {
 /// One pass over `n` packets: formats them into a reused 1 MiB buffer, in pcapng as the
 /// recorder writes it (or pcap), and, with `index`, feeds each to it as it is written.
 /// Returns (seconds, file bytes).
-fn pass(n: u32, burst: u32, pcapng: bool, mut index: Option<&mut IndexBuilder>) -> (f64, u64) {
+fn pass(
+    n: u32,
+    burst: u32,
+    pcapng: bool,
+    read: bool,
+    mut index: Option<&mut IndexBuilder>,
+) -> (f64, u64) {
     let shared = Shared(Rc::new(RefCell::new(Vec::with_capacity(
         REGION_SIZE + 4096,
     ))));
@@ -87,7 +95,11 @@ fn pass(n: u32, burst: u32, pcapng: bool, mut index: Option<&mut IndexBuilder>) 
         }
         let mut buf = shared.0.borrow_mut();
         if let Some(ix) = index.as_deref_mut() {
-            ix.add_blocks(off + at as u64, &buf[at..]);
+            if read {
+                ix.add_blocks(off + at as u64, &buf[at..]);
+            } else {
+                ix.add_packet(off + at as u64..off + buf.len() as u64, ts, 1, &f);
+            }
         }
         if buf.len() >= REGION_SIZE || i + 1 == n {
             let end = off + buf.len() as u64;
@@ -127,12 +139,13 @@ fn main() {
     };
     let (n, burst) = (arg(1, 400_000), arg(2, 1).max(1));
     let pcapng = std::env::args().nth(3).is_none_or(|f| f != "pcap");
+    let read = std::env::args().nth(4).is_some_and(|m| m == "read");
     let (mut plain, mut with) = (f64::MAX, f64::MAX);
     let (mut size, mut bytes, mut regions) = (0, 0, 0);
     for _ in 0..5 {
-        plain = plain.min(pass(n, burst, pcapng, None).0);
+        plain = plain.min(pass(n, burst, pcapng, read, None).0);
         let mut b = IndexBuilder::new();
-        let (t, file) = pass(n, burst, pcapng, Some(&mut b));
+        let (t, file) = pass(n, burst, pcapng, read, Some(&mut b));
         let idx = b.finish();
         with = with.min(t);
         regions = Index::parse(&idx).expect("parses").regions.len();
@@ -140,9 +153,10 @@ fn main() {
     }
     println!(
         "{n} packets of 512 B ({}), bursts of {burst}, {regions} regions: index {:.1} ns/packet \
-         (formatting alone {:.1}); index {size} bytes = {:.3}% of the capture",
+         ({}; formatting alone {:.1}); index {size} bytes = {:.3}% of the capture",
         if pcapng { "pcapng" } else { "pcap" },
         (with - plain) * 1e9 / f64::from(n),
+        if read { "read back" } else { "told" },
         plain * 1e9 / f64::from(n),
         100.0 * size as f64 / bytes as f64
     );

@@ -18,7 +18,7 @@ use corecap_wire::pcap::PcapWriter;
 use corecap_wire::pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
 
 use super::disk::{Disk, DiskConfig, DiskReport, Stream};
-use super::output::{Output, Refused};
+use super::output::{Output, Refused, Written};
 use crate::packet::Packet;
 use corecap_store::names::{next_rotation, rotated_path};
 use corecap_store::retention::Retention;
@@ -76,6 +76,41 @@ pub struct FileConfig {
     /// Hand whole blocks to the disk within about this long of their packet's arrival
     /// (`--flush-interval`; zero: at every batch); None: only as buffers fill.
     pub flush: Option<Duration>,
+}
+
+impl FileConfig {
+    /// What the block written for `p` holds, as the index reads it (see [`Written`]), when
+    /// that is simple to know: a frame the writer kept as it came (no VLAN tag put back),
+    /// cut to the snap length, at a time pcap's 32-bit seconds can hold. None: the index
+    /// reads the block back.
+    #[inline]
+    fn as_written<'a>(&self, p: &Packet<'a>) -> Option<Written<'a>> {
+        if p.vlan.is_some() {
+            return None;
+        }
+        let (iface, snaplen) = match self.format {
+            Format::Pcapng => {
+                let i = self.interfaces.get(p.iface as usize)?;
+                (i, i.snaplen)
+            }
+            Format::Pcap => {
+                if p.ts_ns / 1_000_000_000 > u64::from(u32::MAX) {
+                    return None;
+                }
+                (self.interfaces.first()?, self.snaplen)
+            }
+        };
+        let keep = if snaplen == 0 {
+            p.data.len()
+        } else {
+            p.data.len().min(snaplen as usize)
+        };
+        Some(Written {
+            ts_ns: p.ts_ns,
+            linktype: iface.linktype,
+            frame: &p.data[..keep],
+        })
+    }
 }
 
 /// How much before the flush interval the timer fires: the caller looks at it once per
@@ -320,7 +355,10 @@ impl FileSink {
             let _ = w.out().end_block(false);
             return Err(Refused::Disk);
         }
-        w.out().end_block(true)?;
+        match self.cfg.as_written(p) {
+            Some(written) => w.out().end_packet(&written)?,
+            None => w.out().end_block(true)?,
+        }
         self.first_ts.get_or_insert(p.ts_ns);
         self.last_ts = p.ts_ns;
         if let Some(d) = self.delivered.get_mut(p.iface as usize) {
@@ -441,6 +479,9 @@ mod tests {
         // Flushes (buffers handed over early, their tails written again) and rotation: each
         // file's sidecar, built by the front end block by block, lists the same packets as
         // an index built from the file's bytes, and its regions cover the file in order.
+        // Packets with a VLAN tag put back, interfaces of other snap lengths and link types
+        // (pcapng), and times pcap's seconds cannot hold: what the front end tells the index
+        // of a block is what reading the block finds.
         let dir = std::env::temp_dir().join(format!("corecap-front-index-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("test folder");
@@ -456,6 +497,15 @@ mod tests {
                 },
                 direct: false,
                 flush: Some(Duration::ZERO),
+                interfaces: vec![
+                    InterfaceDesc::ethernet("eth0", 262144),
+                    InterfaceDesc::ethernet("eth1", 36),
+                    InterfaceDesc {
+                        linktype: 101,
+                        ..InterfaceDesc::ethernet("tun0", 0)
+                    },
+                ],
+                snaplen: 150,
                 ..config(base, format)
             })
             .expect("create the file");
@@ -465,14 +515,23 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let host = (seed >> 33) as u16 % 500;
-                let f = udp_frame(host, 1000 + (i % 7) as u16, 1024 + host, 53);
+                let mut f = udp_frame(host, 1000 + (i % 7) as u16, 1024 + host, 53);
+                if seed.is_multiple_of(3) {
+                    // As a raw IP packet (read so on tun0, garbage on the others).
+                    f.drain(..14);
+                }
+                let late = seed.is_multiple_of(101);
                 let p = Packet {
-                    ts_ns: 1_700_000_000_000_000_000 + i * 1000,
+                    ts_ns: if late {
+                        (u64::from(u32::MAX) + 1 + i) * 1_000_000_000
+                    } else {
+                        1_700_000_000_000_000_000 + i * 1000
+                    },
                     data: &f,
                     wire_len: f.len() as u32,
-                    iface: 0,
+                    iface: (seed >> 40) as u32 % 3,
                     queue: Some(0),
-                    vlan: None,
+                    vlan: (seed % 5 == 1).then_some(100 + host % 7),
                     link: corecap_wire::Link::Ethernet,
                 };
                 // The disk writer may be behind the flushes: wait for a buffer.
@@ -503,6 +562,8 @@ mod tests {
                 assert_eq!(got.packets(), want.packets(), "{}", path.display());
                 assert_eq!(got.time_range(), want.time_range());
                 assert_eq!(got.postings, want.postings, "{}", path.display());
+                assert_eq!(got.regions, want.regions, "{}", path.display());
+                assert_eq!(got.header, want.header);
                 assert!(got.regions.len() > 2, "one region per buffer handed over");
                 let mut end = got.regions[0].at.start;
                 for r in &got.regions {

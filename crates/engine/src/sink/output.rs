@@ -45,6 +45,18 @@ pub enum Refused {
     Failed,
 }
 
+/// What the writer of a packet block knows of it, for the index: what reading the block
+/// back would find (see [`IndexBuilder::add_packet`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Written<'a> {
+    /// The packet's time as the file holds it, in nanoseconds.
+    pub ts_ns: u64,
+    /// Its interface's link type.
+    pub linktype: u16,
+    /// Its bytes as the block holds them.
+    pub frame: &'a [u8],
+}
+
 /// A buffer handed to the disk writer.
 #[derive(Debug)]
 pub(crate) struct Filled {
@@ -139,14 +151,18 @@ impl Output {
     }
 
     /// Takes the block just formatted, `buf[mark..len]`, into the file: indexed while it
-    /// is in cache, counted, and marked whole.
+    /// is in cache (from what its writer says of it, or else read back), counted, and
+    /// marked whole.
     #[inline]
-    fn take_block(&mut self) {
+    fn take_block(&mut self, written: Option<&Written<'_>>) {
         if let (Some(ix), Some(buf)) = (self.index.as_mut(), self.buf.as_ref()) {
-            ix.add_blocks(
-                self.off + self.mark as u64,
-                &buf.bytes()[self.mark..self.len],
-            );
+            let at = self.off + self.mark as u64;
+            match written {
+                Some(w) => {
+                    ix.add_packet(at..self.off + self.len as u64, w.ts_ns, w.linktype, w.frame)
+                }
+                None => ix.add_blocks(at, &buf.bytes()[self.mark..self.len]),
+            }
         }
         self.bytes += (self.len - self.mark) as u64;
         self.mark = self.len;
@@ -202,13 +218,23 @@ impl Output {
 
     /// Marks the end of the file header (written right after the file is started).
     pub fn header_done(&mut self) {
-        self.take_block();
+        self.take_block(None);
         self.header = self.len - self.start;
     }
 
     /// Ends a whole block (`packet`: an EPB or a pcap record). Hands the buffer over when
     /// it is full. An error means the block was rolled back (count the packet dropped).
     pub fn end_block(&mut self, packet: bool) -> Result<(), Refused> {
+        self.end(packet, None)
+    }
+
+    /// Ends a whole packet block as [`Output::end_block`] does, with what its writer knows
+    /// of it, so that the index need not read the block back.
+    pub fn end_packet(&mut self, written: &Written<'_>) -> Result<(), Refused> {
+        self.end(true, Some(written))
+    }
+
+    fn end(&mut self, packet: bool, written: Option<&Written<'_>>) -> Result<(), Refused> {
         if self.overflow || self.buf.is_none() {
             self.overflow = false;
             self.len = self.mark;
@@ -218,7 +244,7 @@ impl Output {
                 Refused::Disk
             });
         }
-        self.take_block();
+        self.take_block(written);
         self.packets += u64::from(packet);
         self.unflushed = true;
         if self.len - self.start >= BUFFER_BYTES {
