@@ -50,8 +50,9 @@ def packet_sockets():
     return max(0, len(r.stdout.splitlines()) - 1)
 
 
-def record(outdir, a, index):
-    """Records every phase into outdir; returns (phase windows, capture CPU s, summary)."""
+def record(outdir, a, index, started=None, stopping=None):
+    """Records every phase into outdir; returns (phase windows, capture CPU s, summary).
+    started(pid) is called once the capture is up, stopping() before it is stopped."""
     os.makedirs(outdir, exist_ok=True)
     cmd = [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--workers", "1", "--cpus", "1",
            "--json", "--stats-interval", "0", "-w", os.path.join(outdir, "rec.pcapng"),
@@ -67,6 +68,8 @@ def record(outdir, a, index):
             sys.exit("capture did not start")
         time.sleep(0.05)
     time.sleep(0.5)
+    if started:
+        started(p.pid)
     windows = []
     for ph in range(a.phases):
         t0 = time.time()
@@ -76,6 +79,8 @@ def record(outdir, a, index):
         windows.append((t0, time.time()))
         time.sleep(0.05)
     time.sleep(0.5)
+    if stopping:
+        stopping()
     p.send_signal(signal.SIGINT)
     _, status, ru = os.wait4(p.pid, 0)
     so.seek(0)

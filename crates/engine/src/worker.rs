@@ -163,6 +163,17 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// For a source that can wait (files): while the file's disk writer is behind, waits
+    /// for it rather than dropping, as `tcpdump -r -w` does, until the capture is stopped
+    /// or the file fails (then the packet is counted as a `disk` drop by `deliver`).
+    fn wait_for_disk(&mut self) {
+        if let App::File(f) = &mut self.app {
+            while !f.wait_ready(Duration::from_millis(50)) && !f.failed() && !self.ctl.stopped()
+            {
+            }
+        }
+    }
+
     /// Delivers one packet to the app. Returns false if the app refused it.
     fn deliver(&mut self, p: &Packet<'_>) {
         let ok = match &mut self.app {
@@ -532,6 +543,7 @@ fn files_loop(run: &mut Run<'_>, files: &[FileSpec], me: usize, n: usize) -> Opt
                 run.s.stop_drops += 1;
                 return false;
             }
+            run.wait_for_disk();
             run.deliver(&p);
             since += 1;
             if since >= 256 {

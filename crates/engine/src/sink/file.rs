@@ -309,6 +309,13 @@ impl FileSink {
         }
     }
 
+    /// Waits up to `limit` for the disk to take a packet, for a source that can wait (a
+    /// file read with `-r`); whether [`FileSink::write`] can take one now. False when the
+    /// file failed, or the disk is still behind.
+    pub fn wait_ready(&mut self, limit: Duration) -> bool {
+        !self.failed() && self.writer.as_mut().is_some_and(|w| w.out().wait_ready(limit))
+    }
+
     /// Writes one packet; a refusal says why it was not taken (count it as a drop).
     pub fn write(&mut self, p: &Packet<'_>) -> Result<(), Refused> {
         let Some(w) = self.writer.as_mut() else {

@@ -216,6 +216,23 @@ impl Output {
         Ok(())
     }
 
+    /// Waits up to `limit` for a free buffer when none is at hand (the disk is behind);
+    /// whether a packet can be taken now. For sources that can wait (files): a live
+    /// source never waits, it counts the packet as a `disk` drop.
+    pub fn wait_ready(&mut self, limit: std::time::Duration) -> bool {
+        if self.buf.is_none() && !self.dead {
+            match self.free.recv_timeout(limit) {
+                Ok(fresh) => match self.parked.take() {
+                    Some(full) => self.send_full(full, fresh),
+                    None => self.buf = Some(fresh),
+                },
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => self.dead = true,
+            }
+        }
+        self.ready().is_ok()
+    }
+
     /// Marks the end of the file header (written right after the file is started).
     pub fn header_done(&mut self) {
         self.take_block(None);
