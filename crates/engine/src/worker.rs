@@ -168,9 +168,7 @@ impl Run<'_> {
     /// or the file fails (then the packet is counted as a `disk` drop by `deliver`).
     fn wait_for_disk(&mut self) {
         if let App::File(f) = &mut self.app {
-            while !f.wait_ready(Duration::from_millis(50)) && !f.failed() && !self.ctl.stopped()
-            {
-            }
+            while !f.wait_ready(Duration::from_millis(50)) && !f.failed() && !self.ctl.stopped() {}
         }
     }
 

@@ -313,7 +313,11 @@ impl FileSink {
     /// file read with `-r`); whether [`FileSink::write`] can take one now. False when the
     /// file failed, or the disk is still behind.
     pub fn wait_ready(&mut self, limit: Duration) -> bool {
-        !self.failed() && self.writer.as_mut().is_some_and(|w| w.out().wait_ready(limit))
+        !self.failed()
+            && self
+                .writer
+                .as_mut()
+                .is_some_and(|w| w.out().wait_ready(limit))
     }
 
     /// Writes one packet; a refusal says why it was not taken (count it as a drop).
