@@ -95,6 +95,9 @@ impl Sets {
                 Some(&mut self.packet),
                 &mut self.keys,
             );
+            if let Some(t) = self.last_tuple {
+                p.remember_flow(t);
+            }
             return;
         }
         for &k in &self.packet.keys {
@@ -553,7 +556,10 @@ impl IndexBuilder {
         Some(())
     }
 
-    #[inline]
+    /// One packet. The next packet of a burst (its flow's, right after the one before)
+    /// only extends the postings' run: that path is kept small and inline, and the rest
+    /// (a packet of another flow, or after another block) is a call.
+    #[inline(always)]
     fn packet(&mut self, acc: &mut Acc, ts: u64, linktype: u16, data: &[u8]) {
         acc.packets = acc.packets.saturating_add(1);
         acc.ts_min = acc.ts_min.min(ts);
@@ -561,10 +567,30 @@ impl IndexBuilder {
         self.packets += 1;
         let tuple = flow_tuple(linktype, data);
         if tuple.is_some() && tuple == self.sets.last_tuple {
+            if let Some(p) = self.sets.postings.as_mut() {
+                if p.extend_run(self.sets.offset, self.sets.len) {
+                    return;
+                }
+            }
             self.sets.same_packet();
             return;
         }
+        self.other_packet(acc, tuple, linktype, data);
+    }
+
+    /// A packet that does not extend the run: its keys are parsed (unless its flow tuple
+    /// is the last packet's) and go into the region's sets and the postings.
+    #[inline(never)]
+    fn other_packet(&mut self, acc: &mut Acc, tuple: Option<u128>, linktype: u16, data: &[u8]) {
         self.sets.last_tuple = tuple;
+        let sets = &mut self.sets;
+        if let (Some(t), Some(p)) = (tuple, sets.postings.as_mut()) {
+            // A flow seen lately: its lists are known, and its protocol is its only one.
+            if let Some(proto) = p.add_flow_packet(t, sets.offset, sets.len, &mut sets.keys) {
+                sets.protos[usize::from(proto / 64)] |= 1 << (proto % 64);
+                return;
+            }
+        }
         self.sets.packet.clear();
         if !frame_keys(linktype, data, &mut self.sets.packet) {
             acc.opaque = true;
@@ -981,11 +1007,20 @@ mod tests {
 
     #[test]
     fn test_every_keys_spans_are_the_packets_whose_parse_has_it() {
-        // Bursts of 1 to 9 packets of a flow; regions end every 37 packets (mid-burst); enough
-        // packets for common keys to turn dense.
-        let mut w = PcapWriter::new(Vec::new(), 1, 65535).unwrap();
+        // Bursts of 1 to 9 packets of a flow, flows that come back (the flow cache), some
+        // packets on a raw-IP interface (the same keys, no flow tuple); regions end every
+        // 37 packets (mid-burst); enough packets for common keys to turn dense.
+        let ifaces = [
+            InterfaceDesc::ethernet("eth0", 0),
+            InterfaceDesc {
+                linktype: 101,
+                ..InterfaceDesc::ethernet("tun0", 0)
+            },
+        ];
+        let mut w = PcapngWriter::new(Vec::new(), "test", &ifaces).unwrap();
         let (mut x, mut left) = (0x1234_5678u32, 0);
         let mut frames = Vec::new();
+        let mut at = vec![w.get_ref().len() as u64];
         for i in 0..6000u32 {
             if left == 0 {
                 x ^= x << 13;
@@ -994,33 +1029,47 @@ mod tests {
                 left = 1 + x % 9;
             }
             left -= 1;
-            let f = mixed_frame(i, x);
-            w.write_packet(u64::from(i) * 1000, &f, f.len() as u32, None)
-                .unwrap();
-            frames.push(f);
+            // First flows A, B, A (from the flow cache), then B's packet on the raw-IP
+            // interface: parsed, with B's keys, so it must not keep A's lists.
+            let (a, b) = (([10, 9, 0, 1], 4001), ([10, 9, 0, 2], 4002));
+            let mut f = match i {
+                0 | 2 => udp4(a.0, [10, 9, 9, 9], a.1, 53, None),
+                1 | 3 => udp4(b.0, [10, 9, 9, 9], b.1, 53, None),
+                _ => mixed_frame(i, x),
+            };
+            // One packet in 11 on the raw-IP interface: its IP packet alone.
+            let raw = i % 11 == 3 && f.len() > 14 && f[12..14] == [0x08, 0x00];
+            if raw {
+                f.drain(..14);
+            }
+            w.write_epb(&Epb {
+                if_id: u32::from(raw),
+                ts_ns: u64::from(i) * 1000,
+                data: &f,
+                orig_len: f.len() as u32,
+                ..Epb::default()
+            })
+            .unwrap();
+            at.push(w.get_ref().len() as u64);
+            frames.push((if raw { 101 } else { 1 }, f));
         }
         let file = w.into_inner();
-        let mut at = vec![24u64];
-        for f in &frames {
-            at.push(at[at.len() - 1] + 16 + f.len() as u64);
-        }
         let mut b = IndexBuilder::new();
-        b.add_blocks(0, &file[..24]);
+        b.add_blocks(0, &file[..at[0] as usize]);
         let mut region_start = 0;
-        for (i, f) in frames.iter().enumerate() {
+        for i in 0..frames.len() {
             b.add_blocks(at[i], &file[at[i] as usize..at[i + 1] as usize]);
             if i % 37 == 36 || i + 1 == frames.len() {
                 b.end_region(region_start..at[i + 1]);
                 region_start = at[i + 1];
             }
-            assert_eq!(f.len() as u64 + 16, at[i + 1] - at[i]);
         }
         let ix = Index::parse(&b.finish()).unwrap();
         // Every key and protocol, by a parse of each packet alone.
         let mut want: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
-        for (i, f) in frames.iter().enumerate() {
+        for (i, (linktype, f)) in frames.iter().enumerate() {
             let mut k = key::tests::Keys::default();
-            frame_keys(1, f, &mut k);
+            frame_keys(*linktype, f, &mut k);
             let mut all: Vec<u64> = k.keys.clone();
             all.extend(k.protos.iter().map(|p| key::proto_key(*p)));
             all.sort_unstable();

@@ -105,6 +105,8 @@ impl std::ops::IndexMut<usize> for Arena {
 #[derive(Debug)]
 #[repr(align(64))]
 struct List {
+    /// The key (what the region's Bloom set gets when the list is new to a region).
+    key: u64,
     /// Start of the last span encoded (the base of the next gap).
     last: u64,
     /// The open span: the packets that start in `open_start..open_end`, `open_n` of them
@@ -123,10 +125,28 @@ struct List {
     /// The last region in which the key was seen (its region's Bloom set has it).
     region: u32,
     dense: bool,
+    /// A protocol's list (protocols go into the region's protocol set, not its Bloom set).
+    proto: bool,
 }
 
 // A list is one cache line: a packet of a new flow touches one line per key.
 const _: () = assert!(std::mem::size_of::<List>() == 64);
+
+/// Slots of the flow cache (a power of two; 48 KiB).
+const FLOWS: usize = 1024;
+/// Lists a cached flow has at most: its two addresses, two ports and protocol.
+const FLOW_LISTS: usize = 5;
+
+/// A flow seen lately: its [`crate::key::flow_tuple`], and the lists of the keys and the
+/// protocol its packets carry (the keys of such a packet follow from its tuple), so its
+/// next burst finds them without parsing the packet or looking a key up.
+#[derive(Clone, Copy)]
+struct Flow {
+    tuple: u128,
+    lists: [u32; FLOW_LISTS],
+    n: u8,
+    proto: u8,
+}
 
 /// Postings being built: a table from key to list number, the lists, and the arena of
 /// their chunks (with the chunks of lists that turned dense on a free list).
@@ -142,9 +162,14 @@ pub(crate) struct PostingsBuilder {
     packets: u64,
     /// The region being built (see [`PostingsBuilder::next_region`]).
     region: u32,
+    /// Flows seen lately, direct-mapped by tuple.
+    flows: Box<[Flow; FLOWS]>,
     /// The last packet's keys and protocols, and their lists (keys' first). At the start
-    /// they are no keys and no lists, which is true of a packet without keys too.
+    /// they are no keys and no lists, which is true of a packet without keys too. When
+    /// the last packet's lists came from the flow cache, `last` is not its keys and
+    /// `last_known` is false.
     last: PacketKeys,
+    last_known: bool,
     last_lists: Vec<u32>,
     /// The run: packets in a row, with no other block between them, that carry the keys of
     /// `last`, starting in `run_start..run_end`; `run_n` of them (0: no run). It goes into
@@ -164,7 +189,16 @@ impl Default for PostingsBuilder {
             free: NONE,
             packets: 0,
             region: 0,
+            flows: Box::new(
+                [Flow {
+                    tuple: 0,
+                    lists: [NONE; FLOW_LISTS],
+                    n: 0,
+                    proto: 0,
+                }; FLOWS],
+            ),
             last: PacketKeys::default(),
+            last_known: true,
             last_lists: Vec::new(),
             run_start: 0,
             run_end: 0,
@@ -195,9 +229,9 @@ impl PostingsBuilder {
         self.region = self.region.wrapping_add(1);
     }
 
-    /// The list of `key`, opened if it is new.
-    #[inline]
-    fn list_of(&mut self, key: u64) -> usize {
+    /// The list of `key` (`proto`: a protocol's), opened if it is new.
+    #[inline(always)]
+    fn list_of(&mut self, key: u64, proto: bool) -> usize {
         let slot = &self.recent[(key as usize) & (RECENT - 1)];
         if slot.0 == key && slot.1 != NONE {
             return slot.1 as usize;
@@ -207,6 +241,8 @@ impl PostingsBuilder {
         self.recent[(key as usize) & (RECENT - 1)] = (key, i);
         if i == next {
             self.lists.push(List {
+                key,
+                proto,
                 last: 0,
                 count: 0,
                 spans: 0,
@@ -221,6 +257,21 @@ impl PostingsBuilder {
             });
         }
         i as usize
+    }
+
+    /// The packet whose block is `offset..offset + len` carries the keys of the packet
+    /// before it: when it follows that packet with no block between, it extends the run
+    /// and true is returned; else nothing changes ([`PostingsBuilder::add_packet`] then
+    /// takes it). What the next packet of a burst costs.
+    #[inline(always)]
+    pub(crate) fn extend_run(&mut self, offset: u64, len: u64) -> bool {
+        if self.run_n == 0 || offset != self.run_end {
+            return false;
+        }
+        self.packets += 1;
+        self.run_end = offset + len;
+        self.run_n += 1;
+        true
     }
 
     /// The packet whose block is `offset..offset + len` (blocks rise from packet to
@@ -239,27 +290,79 @@ impl PostingsBuilder {
         pk: Option<&mut PacketKeys>,
         region_keys: &mut Vec<u64>,
     ) {
-        self.packets += 1;
-        let pk = pk.filter(|pk| **pk != self.last);
-        if pk.is_none() && self.run_n > 0 && offset == self.run_end {
-            self.run_end = offset + len;
-            self.run_n += 1;
+        let pk = pk.filter(|pk| !self.last_known || **pk != self.last);
+        if pk.is_none() && self.extend_run(offset, len) {
             return;
         }
+        self.packets += 1;
         self.end_run(region_keys);
         if let Some(pk) = pk {
             self.last_lists.clear();
             for &k in &pk.keys {
-                let i = self.list_of(k);
+                let i = self.list_of(k, false);
                 self.last_lists.push(i as u32);
             }
             for &p in &pk.protos {
-                let i = self.list_of(proto_key(p));
+                let i = self.list_of(proto_key(p), true);
                 self.last_lists.push(i as u32);
             }
             std::mem::swap(&mut self.last, pk);
+            self.last_known = true;
         }
         (self.run_start, self.run_end, self.run_n) = (offset, offset + len, 1);
+    }
+
+    /// The slot of `tuple` in the flow cache.
+    #[inline]
+    fn flow_slot(tuple: u128) -> usize {
+        (crate::key::mix((tuple >> 64) as u64 ^ tuple as u64) as usize) & (FLOWS - 1)
+    }
+
+    /// A packet of flow `tuple` that does not extend the run: when the flow is
+    /// in the cache, the run ends and one of this flow's starts with the flow's lists, and
+    /// its protocol is returned; else None, and nothing changed (the caller parses the
+    /// packet, [`PostingsBuilder::add_packet`] takes it, then
+    /// [`PostingsBuilder::remember_flow`]).
+    #[inline]
+    pub(crate) fn add_flow_packet(
+        &mut self,
+        tuple: u128,
+        offset: u64,
+        len: u64,
+        region_keys: &mut Vec<u64>,
+    ) -> Option<u8> {
+        let f = self.flows[Self::flow_slot(tuple)];
+        // An empty slot has no list (a cached flow has its protocol's at least).
+        if f.n == 0 || f.tuple != tuple {
+            return None;
+        }
+        self.packets += 1;
+        self.end_run(region_keys);
+        self.last_lists.clear();
+        self.last_lists
+            .extend_from_slice(&f.lists[..usize::from(f.n)]);
+        self.last_known = false;
+        (self.run_start, self.run_end, self.run_n) = (offset, offset + len, 1);
+        Some(f.proto)
+    }
+
+    /// Puts flow `tuple` into the cache with the lists of the packet just taken by
+    /// [`PostingsBuilder::add_packet`], when they fit (a flow tuple's packet has at most
+    /// two addresses, two ports and one protocol).
+    #[inline]
+    pub(crate) fn remember_flow(&mut self, tuple: u128) {
+        let (pk, n) = (&self.last, self.last_lists.len());
+        if !self.last_known || n > FLOW_LISTS || pk.protos.len() != 1 || pk.keys.len() + 1 != n {
+            return;
+        }
+        let mut lists = [NONE; FLOW_LISTS];
+        lists[..n].copy_from_slice(&self.last_lists);
+        self.flows[Self::flow_slot(tuple)] = Flow {
+            tuple,
+            lists,
+            n: n as u8,
+            proto: pk.protos[0],
+        };
     }
 
     /// Puts the run's span into each of its keys' lists.
@@ -271,9 +374,10 @@ impl PostingsBuilder {
         let n = u32::try_from(self.run_n).unwrap_or(u32::MAX);
         for j in 0..self.last_lists.len() {
             let i = self.last_lists[j] as usize;
-            // The protocols' keys are not in the Bloom set (the region has a protocol map).
-            if self.push(i, start, end, n) && j < self.last.keys.len() {
-                region_keys.push(self.last.keys[j]);
+            // A key new to the region goes to its Bloom set; a protocol does not (the region
+            // has a protocol map).
+            if self.push(i, start, end, n) && !self.lists[i].proto {
+                region_keys.push(self.lists[i].key);
             }
         }
         self.run_n = 0;
