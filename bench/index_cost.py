@@ -18,8 +18,11 @@ Two sources (--source):
 With --perf, one more live recording with the index runs under `perf record -e cpu-clock`,
 and the report gives the share of the recorder's samples in the index's own functions.
 
+With --instructions N, the first N packets of the file source are recorded under
+valgrind with and without the index: the instructions a packet, which no other load moves.
+
 Usage: bench/index_cost.py [--source live|file|both] [--gib 0.5] [--phases 15]
-                           [--rounds 3] [--perf] [--out FILE.md]
+                           [--rounds 3] [--perf] [--instructions N] [--out FILE.md]
 Needs root and the corecap release binary (cargo build --release).
 """
 
@@ -117,6 +120,50 @@ def table(title, runs, how):
     return lines
 
 
+def instructions(srcs, work, packets):
+    """The recorder's user-space instructions per packet with and without the index, under
+    valgrind (callgrind), over the first `packets` packets of the source: a count no other
+    load on the machine moves."""
+    if shutil.which("valgrind") is None:
+        return ["## Instructions", "", "valgrind is not installed: no count.", ""]
+    small = os.path.join(work, "slice.pcapng")
+    qs.sh(qs.CORECAP, "capture", *[x for s in srcs for x in ("-r", s)], "-c", str(packets),
+          "--workers", "1", "--no-index", "-w", small)
+    got = {}
+    for index in (True, False):
+        d = os.path.join(work, f"valgrind-{index}")
+        os.makedirs(d)
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
+               qs.CORECAP, "capture", "-r", small, "--workers", "1", "--json",
+               "--stats-interval", "0", "-w", os.path.join(d, "rec.pcapng"),
+               "-b", "filesize:256"]
+        if not index:
+            cmd.append("--no-index")
+        r = qs.sh(*cmd, check=False)
+        refs = [l for l in r.stderr.splitlines() if "refs:" in l]
+        got[index] = int(refs[-1].split(":")[1].replace(",", "").strip())
+        shutil.rmtree(d)
+    per = {k: v / packets for k, v in got.items()}
+    return [
+        "## Instructions (valgrind)",
+        "",
+        f"The recorder (`capture -r` of the first {packets} packets of the source, every "
+        "thread) under `valgrind --tool=callgrind`: user-space instructions, which no other "
+        "load on the machine moves (the kernel's share, the same with or without the index, "
+        "is not counted).",
+        "",
+        "| | instructions | per packet |",
+        "|---|---|---|",
+        f"| with the index | {got[True]:,} | {per[True]:.0f} |",
+        f"| without | {got[False]:,} | {per[False]:.0f} |",
+        "",
+        f"The index: **{per[True] - per[False]:+.0f} instructions a packet, "
+        f"{100.0 * (got[True] - got[False]) / got[False]:+.1f}%** of the recorder's "
+        "user-space instructions.",
+        "",
+    ]
+
+
 def perf_share(a, work):
     """One live recording with the index under perf: the share of the recorder's cpu-clock
     samples in the index's functions, and the top of the profile."""
@@ -170,6 +217,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--source", choices=["live", "file", "both"], default="both")
     ap.add_argument("--perf", action="store_true")
+    ap.add_argument("--instructions", type=int, default=0, metavar="PACKETS",
+                    help="count the recorder's instructions under valgrind over this many "
+                    "packets of the file source")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -206,7 +256,8 @@ def main():
 
             lines += table("Live: `capture -i` on the lab", rounds(a, work, live),
                            "The generator on CPU 0, the recorder's worker on CPU 1.")
-        if a.source in ("file", "both"):
+        srcs = []
+        if a.source in ("file", "both") or a.instructions:
             src_dir = os.path.join(work, "src")
             qs.record(src_dir, a, False)
             srcs = [os.path.join(src_dir, f) for f in sorted(os.listdir(src_dir))
@@ -217,6 +268,7 @@ def main():
                     while f.read(1 << 24):
                         pass
 
+        if a.source in ("file", "both"):
             def from_file(d, index):
                 return record_file(srcs, d, index)
 
@@ -230,6 +282,8 @@ def main():
                            f"The source: {len(srcs)} pcapng files, "
                            f"{sum(os.path.getsize(s) for s in srcs) >> 20} MiB (the lab's "
                            "traffic recorded once), read from the page cache.")
+        if a.instructions:
+            lines += instructions(srcs, work, a.instructions)
         if a.perf:
             lines += perf_share(a, work)
     finally:

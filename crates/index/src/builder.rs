@@ -310,13 +310,12 @@ impl IndexBuilder {
                 None => self.stopped = true,
             }
         }
-        let mut acc = self.acc;
         while !self.stopped && pos < blocks.len() {
             let rest = &blocks[pos..];
             self.sets.offset = start + pos as u64;
             let step = match self.fmt {
-                Fmt::Pcap { be, nanos, head } => self.pcap_record(rest, be, nanos, head, &mut acc),
-                Fmt::Pcapng { be } => self.pcapng_block(rest, be, &mut acc),
+                Fmt::Pcap { be, nanos, head } => self.pcap_record(rest, be, nanos, head),
+                Fmt::Pcapng { be } => self.pcapng_block(rest, be),
                 Fmt::Start => Step::Stop,
             };
             match step {
@@ -324,7 +323,6 @@ impl IndexBuilder {
                 Step::Stop => self.stopped = true,
             }
         }
-        self.acc = acc;
         if self.stopped {
             self.flags |= FLAG_STOPPED;
         }
@@ -351,9 +349,7 @@ impl IndexBuilder {
         self.in_header = false;
         self.sets.offset = block.start;
         self.sets.len = block.end - block.start;
-        let mut acc = self.acc;
-        self.packet(&mut acc, ts_ns, linktype, frame);
-        self.acc = acc;
+        self.packet(ts_ns, linktype, frame);
     }
 
     /// Ends the region being built: the blocks given since the last region, which `at`
@@ -416,7 +412,7 @@ impl IndexBuilder {
         Some(24)
     }
 
-    fn pcap_record(&mut self, b: &[u8], be: bool, nanos: bool, head: usize, acc: &mut Acc) -> Step {
+    fn pcap_record(&mut self, b: &[u8], be: bool, nanos: bool, head: usize) -> Step {
         if b.len() < head {
             return Step::Stop;
         }
@@ -430,11 +426,11 @@ impl IndexBuilder {
         let ts = secs.saturating_mul(1_000_000_000).saturating_add(frac_ns);
         let lt = self.ifaces.first().map_or(0, |i| i.linktype);
         self.sets.len = (head + caplen) as u64;
-        self.packet(acc, ts, lt, &b[head..head + caplen]);
+        self.packet(ts, lt, &b[head..head + caplen]);
         Step::Next(head + caplen)
     }
 
-    fn pcapng_block(&mut self, b: &[u8], be: bool, acc: &mut Acc) -> Step {
+    fn pcapng_block(&mut self, b: &[u8], be: bool) -> Step {
         let Some((btype, be, len)) = block_frame(b, be) else {
             return Step::Stop;
         };
@@ -448,8 +444,8 @@ impl IndexBuilder {
         let read = match btype {
             _ if b[..4] == SHB => self.section_header(body, be),
             1 => self.interface_description(body, be),
-            6 | 2 => self.packet_block(body, be, btype == 2, acc),
-            3 => self.simple_packet(body, be, acc),
+            6 | 2 => self.packet_block(body, be, btype == 2),
+            3 => self.simple_packet(body, be),
             _ => Some(()),
         };
         if read.is_none() {
@@ -516,7 +512,7 @@ impl IndexBuilder {
 
     /// An Enhanced Packet Block's body, or an obsolete Packet Block's (`obsolete`: a
     /// 16-bit interface id). None when it is cut or names no known interface.
-    fn packet_block(&mut self, body: &[u8], be: bool, obsolete: bool, acc: &mut Acc) -> Option<()> {
+    fn packet_block(&mut self, body: &[u8], be: bool, obsolete: bool) -> Option<()> {
         if body.len() < 20 {
             return None;
         }
@@ -532,13 +528,13 @@ impl IndexBuilder {
             return None;
         }
         let (lt, ts) = (iface.linktype, ts_to_ns(ts, iface.tsresol, iface.tsoffset));
-        self.packet(acc, ts, lt, &body[20..20 + caplen]);
+        self.packet(ts, lt, &body[20..20 + caplen]);
         Some(())
     }
 
     /// A Simple Packet Block's body: a packet on the section's first interface, with no
     /// time stamp. None when it is cut or the section has no interface.
-    fn simple_packet(&mut self, body: &[u8], be: bool, acc: &mut Acc) -> Option<()> {
+    fn simple_packet(&mut self, body: &[u8], be: bool) -> Option<()> {
         if body.len() < 4 {
             return None;
         }
@@ -552,7 +548,7 @@ impl IndexBuilder {
             return None;
         }
         let lt = iface.linktype;
-        self.packet(acc, 0, lt, &body[4..4 + caplen]);
+        self.packet(0, lt, &body[4..4 + caplen]);
         Some(())
     }
 
@@ -560,7 +556,8 @@ impl IndexBuilder {
     /// only extends the postings' run: that path is kept small and inline, and the rest
     /// (a packet of another flow, or after another block) is a call.
     #[inline(always)]
-    fn packet(&mut self, acc: &mut Acc, ts: u64, linktype: u16, data: &[u8]) {
+    fn packet(&mut self, ts: u64, linktype: u16, data: &[u8]) {
+        let acc = &mut self.acc;
         acc.packets = acc.packets.saturating_add(1);
         acc.ts_min = acc.ts_min.min(ts);
         acc.ts_max = acc.ts_max.max(ts);
@@ -575,13 +572,13 @@ impl IndexBuilder {
             self.sets.same_packet();
             return;
         }
-        self.other_packet(acc, tuple, linktype, data);
+        self.other_packet(tuple, linktype, data);
     }
 
     /// A packet that does not extend the run: its keys are parsed (unless its flow tuple
     /// is the last packet's) and go into the region's sets and the postings.
     #[inline(never)]
-    fn other_packet(&mut self, acc: &mut Acc, tuple: Option<u128>, linktype: u16, data: &[u8]) {
+    fn other_packet(&mut self, tuple: Option<u128>, linktype: u16, data: &[u8]) {
         self.sets.last_tuple = tuple;
         let sets = &mut self.sets;
         if let (Some(t), Some(p)) = (tuple, sets.postings.as_mut()) {
@@ -593,7 +590,7 @@ impl IndexBuilder {
         }
         self.sets.packet.clear();
         if !frame_keys(linktype, data, &mut self.sets.packet) {
-            acc.opaque = true;
+            self.acc.opaque = true;
         }
         self.sets.packet_done();
     }
