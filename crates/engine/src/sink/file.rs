@@ -82,10 +82,10 @@ impl FileConfig {
     /// What the block written for `p` holds, as the index reads it (see [`Written`]), when
     /// that is simple to know: a frame the writer kept as it came (no VLAN tag put back),
     /// cut to the snap length, at a time pcap's 32-bit seconds can hold. None: the index
-    /// reads the block back.
+    /// reads the block back (or, with no index, nothing reads it).
     #[inline]
     fn as_written<'a>(&self, p: &Packet<'a>) -> Option<Written<'a>> {
-        if p.vlan.is_some() {
+        if !self.index || p.vlan.is_some() {
             return None;
         }
         let (iface, snaplen) = match self.format {
