@@ -166,6 +166,7 @@ impl Run<'_> {
     /// For a source that can wait (files): while the file's disk writer is behind, waits
     /// for it rather than dropping, as `tcpdump -r -w` does, until the capture is stopped
     /// or the file fails (then the packet is counted as a `disk` drop by `deliver`).
+    #[inline]
     fn wait_for_disk(&mut self) {
         if let App::File(f) = &mut self.app {
             while !f.wait_ready(Duration::from_millis(50)) && !f.failed() && !self.ctl.stopped() {}

@@ -312,6 +312,7 @@ impl FileSink {
     /// Waits up to `limit` for the disk to take a packet, for a source that can wait (a
     /// file read with `-r`); whether [`FileSink::write`] can take one now. False when the
     /// file failed, or the disk is still behind.
+    #[inline]
     pub fn wait_ready(&mut self, limit: Duration) -> bool {
         !self.failed()
             && self

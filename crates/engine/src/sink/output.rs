@@ -219,7 +219,12 @@ impl Output {
     /// Waits up to `limit` for a free buffer when none is at hand (the disk is behind);
     /// whether a packet can be taken now. For sources that can wait (files): a live
     /// source never waits, it counts the packet as a `disk` drop.
+    #[inline]
     pub fn wait_ready(&mut self, limit: std::time::Duration) -> bool {
+        if self.buf.is_some() && !self.dead {
+            // What nearly every packet finds: a buffer at hand.
+            return true;
+        }
         if self.buf.is_none() && !self.dead {
             match self.free.recv_timeout(limit) {
                 Ok(fresh) => match self.parked.take() {
