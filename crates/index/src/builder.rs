@@ -3,10 +3,14 @@
 //! The builder parses the blocks it is given itself (pcap records, pcapng blocks), with
 //! every length checked against the bytes at hand, so garbage or a cut block ends the index
 //! there (the regions before it, and the packets of the region before the bad block, stay
-//! indexed) and never panics. Per packet it only reads: keys go into a vector that keeps its
-//! capacity from region to region, after a small direct-mapped table has dropped the
-//! repeats of busy flows, and each region's keys are sorted, deduplicated and put into the
-//! region's Bloom filter when the region ends.
+//! indexed) and never panics. A writer that formats the file can instead tell it each packet
+//! block it writes ([`IndexBuilder::add_packet`]), which saves reading the block back.
+//!
+//! Per packet it only reads. The next packet of a flow's burst (the same flow tuple as the
+//! packet before) only lengthens the postings' run; a flow seen lately finds its keys' lists
+//! in a small cache by tuple; any other packet is parsed. Keys new to a region go into a
+//! vector that keeps its capacity from region to region, and each region's keys are sorted,
+//! deduplicated and put into the region's Bloom filter when the region ends.
 
 use std::ops::Range;
 

@@ -2,8 +2,10 @@
 //! offsets of the packets that carry it, so a query for a rare key reads those packets and
 //! nothing else, however the key is spread over the file.
 //!
-//! The builder appends each packet's offset to its keys' lists as delta varints (LEB128 of
-//! the gap to the key's previous packet), so a list costs one to three bytes a packet. A key
+//! The builder appends each run of packets (packets in a row that carry the same keys) to
+//! its keys' lists as a span in delta varints (LEB128 of the gap to the key's previous span,
+//! then the run's length and packets), so a list costs a few bytes a run; see
+//! `docs/index-format.md`. A key
 //! carried by more than one packet in [`DENSE_SHARE`] of the file is *dense*: its list is
 //! dropped (a query for it reads the regions whose Bloom filter holds it, nearly all of them
 //! anyway), which keeps the index small where postings would buy nothing. The rule runs while
