@@ -749,10 +749,15 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
-    /// A manager with an empty spool of its own and no base captures.
+    /// The spool folder of the test manager `name`.
+    fn spool_dir(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("corecap-server-{}-{name}", std::process::id()))
+    }
+
+    /// A manager with an empty spool of its own and no base captures (the test removes
+    /// the folder, [`spool_dir`], when it is done).
     fn manager(name: &str) -> Arc<Manager> {
-        let dir =
-            std::env::temp_dir().join(format!("corecap-server-{}-{name}", std::process::id()));
+        let dir = spool_dir(name);
         std::fs::create_dir_all(&dir).expect("spool");
         let cfg = crate::manager::Config::new(
             crate::spool::Spool::open(&dir, None, None).expect("spool"),
@@ -774,7 +779,9 @@ mod tests {
     /// returns what came back (until the close, or 8 s), how long until the server closed
     /// or the last byte came, and whether a write failed.
     fn exchange(name: &str, s: Send<'_>) -> (String, Duration, bool) {
-        exchange_with(manager(name), s)
+        let out = exchange_with(manager(name), s);
+        let _ = std::fs::remove_dir_all(spool_dir(name));
+        out
     }
 
     fn exchange_with(m: Arc<Manager>, s: Send<'_>) -> (String, Duration, bool) {
@@ -903,6 +910,8 @@ mod tests {
         let counted = m.metrics();
         assert!(counted.contains("{code=\"431\"} 1"), "{counted}");
         assert!(counted.contains("{code=\"400\"} 1"), "{counted}");
+        drop(m);
+        let _ = std::fs::remove_dir_all(spool_dir("head"));
         // A few long headers, under hyper's count of headers but over 16 KiB.
         let mut long = b"GET / HTTP/1.1\r\n".to_vec();
         for _ in 0..3 {
@@ -1095,6 +1104,7 @@ mod tests {
             "the listener is closed"
         );
         let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_dir_all(spool_dir("spawn"));
     }
 
     #[test]
