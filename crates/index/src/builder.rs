@@ -77,15 +77,6 @@ struct Sets {
 }
 
 impl Sets {
-    /// The packet just read carries the keys of the packet before it in this region, whose
-    /// keys the region's sets already hold: only the postings hear of it.
-    #[inline]
-    fn same_packet(&mut self) {
-        if let Some(p) = self.postings.as_mut() {
-            p.add_packet(self.offset, self.len, None, &mut self.keys);
-        }
-    }
-
     /// The packet just read goes into the postings and the region's sets.
     #[inline]
     fn packet_done(&mut self) {
@@ -93,12 +84,7 @@ impl Sets {
             self.protos[usize::from(p / 64)] |= 1 << (p % 64);
         }
         if let Some(p) = self.postings.as_mut() {
-            p.add_packet(
-                self.offset,
-                self.len,
-                Some(&mut self.packet),
-                &mut self.keys,
-            );
+            p.add_packet(self.offset, self.len, &mut self.packet, &mut self.keys);
             if let Some(t) = self.last_tuple {
                 p.remember_flow(t);
             }
@@ -568,12 +554,14 @@ impl IndexBuilder {
         self.packets += 1;
         let tuple = flow_tuple(linktype, data);
         if tuple.is_some() && tuple == self.sets.last_tuple {
-            if let Some(p) = self.sets.postings.as_mut() {
-                if p.extend_run(self.sets.offset, self.sets.len) {
-                    return;
+            // The keys of the packet before, which the region's sets already hold: only the
+            // postings hear of it.
+            let sets = &mut self.sets;
+            if let Some(p) = sets.postings.as_mut() {
+                if !p.extend_run(sets.offset, sets.len) {
+                    p.next_run(sets.offset, sets.len, &mut sets.keys);
                 }
             }
-            self.sets.same_packet();
             return;
         }
         self.other_packet(tuple, linktype, data);

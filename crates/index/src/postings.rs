@@ -276,29 +276,37 @@ impl PostingsBuilder {
         true
     }
 
+    /// The packet whose block is `offset..offset + len` does not extend the run: the run
+    /// goes into its keys' lists (its keys new to the region into `region_keys`) and this
+    /// packet starts the next, with the lists the caller leaves in `last_lists`.
+    pub(crate) fn next_run(&mut self, offset: u64, len: u64, region_keys: &mut Vec<u64>) {
+        self.packets += 1;
+        self.end_run(region_keys);
+        (self.run_start, self.run_end, self.run_n) = (offset, offset + len, 1);
+    }
+
     /// The packet whose block is `offset..offset + len` (blocks rise from packet to
-    /// packet) carries `pk`'s keys and protocols (None: the keys of the packet before). A
-    /// packet that follows the last one with no block between and carries its keys (the
-    /// next packet of a burst) only extends the run, touching no list; any other ends the
-    /// run, whose span goes into each of its keys' lists, and starts one. The keys new to
-    /// the region go into `region_keys` (its Bloom set) as the run ends: each list
-    /// remembers the last region that saw it, so no table of its own is needed for that.
-    /// `pk` is left with some other packet's keys (the caller clears it).
+    /// packet) carries `pk`'s keys and protocols. A packet that follows the last one with
+    /// no block between and carries its keys (the next packet of a burst) only extends the
+    /// run, touching no list; any other ends the run, whose span goes into each of its keys'
+    /// lists, and starts one. The keys new to the region go into `region_keys` (its Bloom
+    /// set) as the run ends: each list remembers the last region that saw it, so no table
+    /// of its own is needed for that. `pk` is left with some other packet's keys (the
+    /// caller clears it).
     #[inline]
     pub(crate) fn add_packet(
         &mut self,
         offset: u64,
         len: u64,
-        pk: Option<&mut PacketKeys>,
+        pk: &mut PacketKeys,
         region_keys: &mut Vec<u64>,
     ) {
-        let pk = pk.filter(|pk| !self.last_known || **pk != self.last);
-        if pk.is_none() && self.extend_run(offset, len) {
+        let same = self.last_known && *pk == self.last;
+        if same && self.extend_run(offset, len) {
             return;
         }
-        self.packets += 1;
-        self.end_run(region_keys);
-        if let Some(pk) = pk {
+        self.next_run(offset, len, region_keys);
+        if !same {
             self.last_lists.clear();
             for &k in &pk.keys {
                 let i = self.list_of(k, false);
@@ -311,7 +319,6 @@ impl PostingsBuilder {
             std::mem::swap(&mut self.last, pk);
             self.last_known = true;
         }
-        (self.run_start, self.run_end, self.run_n) = (offset, offset + len, 1);
     }
 
     /// The slot of `tuple` in the flow cache.
@@ -338,13 +345,11 @@ impl PostingsBuilder {
         if f.n == 0 || f.tuple != tuple {
             return None;
         }
-        self.packets += 1;
-        self.end_run(region_keys);
+        self.next_run(offset, len, region_keys);
         self.last_lists.clear();
         self.last_lists
             .extend_from_slice(&f.lists[..usize::from(f.n)]);
         self.last_known = false;
-        (self.run_start, self.run_end, self.run_n) = (offset, offset + len, 1);
         Some(f.proto)
     }
 
@@ -793,7 +798,7 @@ mod tests {
             keys: keys.to_vec(),
             protos: protos.to_vec(),
         };
-        p.add_packet(off, len, Some(&mut pk), region);
+        p.add_packet(off, len, &mut pk, region);
     }
 
     fn parsed(p: PostingsBuilder) -> Postings {

@@ -94,7 +94,8 @@ impl FileConfig {
                 (i, i.snaplen)
             }
             Format::Pcap => {
-                if p.ts_ns / 1_000_000_000 > u64::from(u32::MAX) {
+                // Past pcap's 32-bit seconds the writer clamps them.
+                if p.ts_ns >= (u64::from(u32::MAX) + 1) * 1_000_000_000 {
                     return None;
                 }
                 (self.interfaces.first()?, self.snaplen)
@@ -310,15 +311,13 @@ impl FileSink {
     }
 
     /// Waits up to `limit` for the disk to take a packet, for a source that can wait (a
-    /// file read with `-r`); whether [`FileSink::write`] can take one now. False when the
-    /// file failed, or the disk is still behind.
+    /// file read with `-r`); whether a buffer is at hand for [`FileSink::write`] (which
+    /// still says whether the file failed).
     #[inline]
     pub fn wait_ready(&mut self, limit: Duration) -> bool {
-        !self.failed()
-            && self
-                .writer
-                .as_mut()
-                .is_some_and(|w| w.out().wait_ready(limit))
+        self.writer
+            .as_mut()
+            .is_some_and(|w| w.out().wait_ready(limit))
     }
 
     /// Writes one packet; a refusal says why it was not taken (count it as a drop).

@@ -208,12 +208,18 @@ impl Output {
                     Refused::Disk
                 });
             };
-            match self.parked.take() {
-                Some(full) => self.send_full(full, fresh),
-                None => self.buf = Some(fresh),
-            }
+            self.take_fresh(fresh);
         }
         Ok(())
+    }
+
+    /// A free buffer came back: the parked full one goes out first, or it is the buffer to
+    /// fill.
+    fn take_fresh(&mut self, fresh: AlignedBuf) {
+        match self.parked.take() {
+            Some(full) => self.send_full(full, fresh),
+            None => self.buf = Some(fresh),
+        }
     }
 
     /// Waits up to `limit` for a free buffer when none is at hand (the disk is behind);
@@ -221,21 +227,17 @@ impl Output {
     /// source never waits, it counts the packet as a `disk` drop.
     #[inline]
     pub fn wait_ready(&mut self, limit: std::time::Duration) -> bool {
-        if self.buf.is_some() && !self.dead {
-            // What nearly every packet finds: a buffer at hand.
-            return true;
+        if self.dead {
+            return false;
         }
-        if self.buf.is_none() && !self.dead {
+        if self.buf.is_none() {
             match self.free.recv_timeout(limit) {
-                Ok(fresh) => match self.parked.take() {
-                    Some(full) => self.send_full(full, fresh),
-                    None => self.buf = Some(fresh),
-                },
+                Ok(fresh) => self.take_fresh(fresh),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => self.dead = true,
             }
         }
-        self.ready().is_ok()
+        self.buf.is_some() && !self.dead
     }
 
     /// Marks the end of the file header (written right after the file is started).
