@@ -21,7 +21,7 @@ use crate::format::{
     CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
     HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{flow_tuple, frame_keys, PacketKeys};
+use crate::key::{flow_tuple, frame_keys, raw_flow, PacketKeys, LINKTYPE_ETHERNET};
 use crate::postings::PostingsBuilder;
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
@@ -74,6 +74,9 @@ struct Sets {
     /// The [`flow_tuple`] of the packet before, in this region (None: it had none, or the
     /// region has no packet yet): a packet with the same one carries the same keys.
     last_tuple: Option<u128>,
+    /// The [`raw_flow`] of the packet before, when it had one and `last_tuple` is its flow
+    /// tuple ([0; 3] else).
+    last_raw: [u64; 3],
 }
 
 impl Sets {
@@ -248,6 +251,7 @@ impl IndexBuilder {
                 len: 0,
                 packet: PacketKeys::default(),
                 last_tuple: None,
+                last_raw: [0; 3],
             },
             regions: Vec::new(),
             count: 0,
@@ -324,22 +328,29 @@ impl IndexBuilder {
     /// holds them (cut to the snap length, with any VLAN tag the writer put back). The
     /// index is then the one [`IndexBuilder::add_blocks`] would build from the block; the
     /// recorder's front end calls this for the packets it formats, which saves reading
-    /// each block's header back (half of what the index cost a packet).
+    /// each block's header back (half of what the index cost a packet). Inline: the next
+    /// packet of a burst costs a few compares in the writer's own code.
+    #[inline]
     pub fn add_packet(&mut self, block: Range<u64>, ts_ns: u64, linktype: u16, frame: &[u8]) {
-        if self.stopped {
-            return;
-        }
-        if self.fmt == Fmt::Start || frame.len() > MAX_CAPLEN {
-            // What reading the block would do: no file header yet, or a frame longer than
-            // any block the reader takes.
-            self.stopped = true;
-            self.flags |= FLAG_STOPPED;
+        if self.stopped || self.fmt == Fmt::Start || frame.len() > MAX_CAPLEN {
+            self.stop_told();
             return;
         }
         self.in_header = false;
         self.sets.offset = block.start;
         self.sets.len = block.end - block.start;
         self.packet(ts_ns, linktype, frame);
+    }
+
+    /// What reading a told block would do when there is no file header yet, or its frame is
+    /// longer than any block the reader takes: indexing stops.
+    #[cold]
+    #[inline(never)]
+    fn stop_told(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            self.flags |= FLAG_STOPPED;
+        }
     }
 
     /// Ends the region being built: the blocks given since the last region, which `at`
@@ -552,26 +563,42 @@ impl IndexBuilder {
         acc.ts_min = acc.ts_min.min(ts);
         acc.ts_max = acc.ts_max.max(ts);
         self.packets += 1;
-        let tuple = flow_tuple(linktype, data);
-        if tuple.is_some() && tuple == self.sets.last_tuple {
-            // The keys of the packet before, which the region's sets already hold: only the
-            // postings hear of it.
-            let sets = &mut self.sets;
-            if let Some(p) = sets.postings.as_mut() {
-                if !p.extend_run(sets.offset, sets.len) {
-                    p.next_run(sets.offset, sets.len, &mut sets.keys);
-                }
-            }
+        let raw = if linktype == LINKTYPE_ETHERNET {
+            raw_flow(data)
+        } else {
+            [0; 3]
+        };
+        if raw[0] != 0 && raw == self.sets.last_raw {
+            self.same_keys();
             return;
         }
-        self.other_packet(tuple, linktype, data);
+        let tuple = flow_tuple(linktype, data);
+        if tuple.is_some() && tuple == self.sets.last_tuple {
+            self.sets.last_raw = raw;
+            self.same_keys();
+            return;
+        }
+        self.other_packet(tuple, raw, linktype, data);
+    }
+
+    /// A packet with the keys of the packet before, which the region's sets already hold:
+    /// only the postings hear of it.
+    #[inline(always)]
+    fn same_keys(&mut self) {
+        let sets = &mut self.sets;
+        if let Some(p) = sets.postings.as_mut() {
+            if !p.extend_run(sets.offset, sets.len) {
+                p.next_run(sets.offset, sets.len, &mut sets.keys);
+            }
+        }
     }
 
     /// A packet that does not extend the run: its keys are parsed (unless its flow tuple
     /// is the last packet's) and go into the region's sets and the postings.
     #[inline(never)]
-    fn other_packet(&mut self, tuple: Option<u128>, linktype: u16, data: &[u8]) {
+    fn other_packet(&mut self, tuple: Option<u128>, raw: [u64; 3], linktype: u16, data: &[u8]) {
         self.sets.last_tuple = tuple;
+        self.sets.last_raw = raw;
         let sets = &mut self.sets;
         if let (Some(t), Some(p)) = (tuple, sets.postings.as_mut()) {
             // A flow seen lately: its lists are known, and its protocol is its only one.
@@ -632,6 +659,7 @@ impl IndexBuilder {
         }
         // The next region's sets start empty: its first packet is parsed.
         self.sets.last_tuple = None;
+        self.sets.last_raw = [0; 3];
         self.sets.protos = [0; 4];
         self.count += 1;
         self.covered = self.covered.max(at.end);
