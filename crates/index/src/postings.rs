@@ -46,15 +46,19 @@ impl Hasher for KeyHasher {
 
 type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 
-/// Bytes of list data in one chunk of the arena.
-const CHUNK: usize = 28;
+/// Bytes of list data in one chunk of the arena (a chunk is a cache line).
+const CHUNK: usize = 60;
 /// No chunk, no list.
 const NONE: u32 = u32::MAX;
+/// Bytes a span is copied in when its tail chunk has room for them (an encoded span is
+/// 1 to 25 bytes, and nearly always at most this).
+const FAST: usize = 16;
 /// Slots of the recent keys' cache (16 KiB).
 const RECENT: usize = 1024;
 
 /// A piece of a list's bytes in the arena, and the next piece.
 #[derive(Clone, Copy)]
+#[repr(align(64))]
 struct Chunk {
     bytes: [u8; CHUNK],
     next: u32,
@@ -69,7 +73,9 @@ struct Arena {
 }
 
 /// Chunks a slab (128 KiB).
-const SLAB: usize = 4096;
+const SLAB: usize = 2048;
+
+const _: () = assert!(std::mem::size_of::<Chunk>() == 64);
 
 impl Arena {
     /// A new chunk, empty; its number.
@@ -134,8 +140,10 @@ struct List {
 // A list is one cache line: a packet of a new flow touches one line per key.
 const _: () = assert!(std::mem::size_of::<List>() == 64);
 
-/// Slots of the flow cache (a power of two; 48 KiB).
-const FLOWS: usize = 1024;
+/// Sets of the flow cache (a power of two), of two flows each (160 KiB): two flows whose
+/// tuples share a set are both kept. Direct-mapped (1,024 slots), two thirds of 1,000
+/// interleaved flows shared a slot with another and missed at every packet.
+const FLOW_SETS: usize = 2048;
 /// Lists a cached flow has at most: its two addresses, two ports and protocol.
 const FLOW_LISTS: usize = 5;
 
@@ -144,7 +152,8 @@ const FLOW_LISTS: usize = 5;
 /// next burst finds them without parsing the packet or looking a key up.
 #[derive(Clone, Copy)]
 struct Flow {
-    tuple: u128,
+    /// The tuple as two words (a `u128` would align the entry to 16 bytes and pad it).
+    tuple: [u64; 2],
     lists: [u32; FLOW_LISTS],
     n: u8,
     proto: u8,
@@ -164,8 +173,8 @@ pub(crate) struct PostingsBuilder {
     packets: u64,
     /// The region being built (see [`PostingsBuilder::next_region`]).
     region: u32,
-    /// Flows seen lately, direct-mapped by tuple.
-    flows: Box<[Flow; FLOWS]>,
+    /// Flows seen lately, by tuple: set `s` is entries `2s` (the newer) and `2s + 1`.
+    flows: Box<[Flow; 2 * FLOW_SETS]>,
     /// The last packet's keys and protocols, and their lists (keys' first). At the start
     /// they are no keys and no lists, which is true of a packet without keys too. When
     /// the last packet's lists came from the flow cache, `last` is not its keys and
@@ -193,11 +202,11 @@ impl Default for PostingsBuilder {
             region: 0,
             flows: Box::new(
                 [Flow {
-                    tuple: 0,
+                    tuple: [0; 2],
                     lists: [NONE; FLOW_LISTS],
                     n: 0,
                     proto: 0,
-                }; FLOWS],
+                }; 2 * FLOW_SETS],
             ),
             last: PacketKeys::default(),
             last_known: true,
@@ -323,8 +332,8 @@ impl PostingsBuilder {
 
     /// The slot of `tuple` in the flow cache.
     #[inline]
-    fn flow_slot(tuple: u128) -> usize {
-        (crate::key::mix((tuple >> 64) as u64 ^ tuple as u64) as usize) & (FLOWS - 1)
+    fn flow_slot(tuple: [u64; 2]) -> usize {
+        2 * ((crate::key::mix(tuple[0] ^ tuple[1]) as usize) & (FLOW_SETS - 1))
     }
 
     /// A packet of flow `tuple` that does not extend the run: when the flow is
@@ -340,11 +349,16 @@ impl PostingsBuilder {
         len: u64,
         region_keys: &mut Vec<u64>,
     ) -> Option<u8> {
-        let f = self.flows[Self::flow_slot(tuple)];
-        // An empty slot has no list (a cached flow has its protocol's at least).
-        if f.n == 0 || f.tuple != tuple {
+        let tuple = [(tuple >> 64) as u64, tuple as u64];
+        let at = Self::flow_slot(tuple);
+        // An empty entry has no list (a cached flow has its protocol's at least).
+        let f = if self.flows[at].tuple == tuple && self.flows[at].n != 0 {
+            self.flows[at]
+        } else if self.flows[at + 1].tuple == tuple && self.flows[at + 1].n != 0 {
+            self.flows[at + 1]
+        } else {
             return None;
-        }
+        };
         self.next_run(offset, len, region_keys);
         self.last_lists.clear();
         self.last_lists
@@ -364,7 +378,13 @@ impl PostingsBuilder {
         }
         let mut lists = [NONE; FLOW_LISTS];
         lists[..n].copy_from_slice(&self.last_lists);
-        self.flows[Self::flow_slot(tuple)] = Flow {
+        let tuple = [(tuple >> 64) as u64, tuple as u64];
+        let at = Self::flow_slot(tuple);
+        // The newer of the set's two moves over; the older goes.
+        if self.flows[at].n != 0 {
+            self.flows[at + 1] = self.flows[at];
+        }
+        self.flows[at] = Flow {
             tuple,
             lists,
             n: n as u8,
@@ -441,27 +461,29 @@ impl PostingsBuilder {
         l.last = l.open_start;
         l.spans = l.spans.saturating_add(1);
         l.open_n = 0;
-        let mut v = [0u8; 30];
+        let mut v = [0u8; 32];
         let mut k = varint_into(&mut v, (gap << 1) | u64::from(n > 1));
         if n > 1 {
             k += varint_into(&mut v[k..], span);
             k += varint_into(&mut v[k..], n - 2);
         }
         let at = l.len as usize % CHUNK;
-        if l.tail != NONE && at != 0 && at + k <= CHUNK {
-            // The common case: the span fits in the tail chunk.
+        if l.tail != NONE && at != 0 && at + FAST <= CHUNK && k <= FAST {
+            // The common case: the span fits in the tail chunk with room to spare, so a
+            // fixed-size copy (a move or two, not a call) puts it there; the bytes past it
+            // are the next span's place, and no reader reads past a list's length.
             let tail = l.tail as usize;
             l.len += k as u32;
-            self.chunks[tail].bytes[at..at + k].copy_from_slice(&v[..k]);
+            self.chunks[tail].bytes[at..at + FAST].copy_from_slice(&v[..FAST]);
         } else {
             self.append(i, &v[..k]);
         }
     }
 
     /// Appends `bytes` to list `i`, taking chunks from the free list or the arena.
-    #[inline]
-    fn append(&mut self, i: usize, bytes: &[u8]) {
-        for &b in bytes {
+    #[inline(never)]
+    fn append(&mut self, i: usize, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
             let l = &self.lists[i];
             let at = l.len as usize % CHUNK;
             if l.tail == NONE || at == 0 {
@@ -481,9 +503,11 @@ impl PostingsBuilder {
                 }
                 l.tail = c;
             }
+            let take = (CHUNK - at).min(bytes.len());
             let l = &mut self.lists[i];
-            self.chunks[l.tail as usize].bytes[at] = b;
-            l.len += 1;
+            self.chunks[l.tail as usize].bytes[at..at + take].copy_from_slice(&bytes[..take]);
+            l.len += take as u32;
+            bytes = &bytes[take..];
         }
     }
 
