@@ -87,7 +87,7 @@ impl Control {
         }
     }
 
-    fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         // Relaxed: a flag polled once per block; lateness only delays the stop.
         self.stop.load(Ordering::Relaxed)
     }

@@ -365,7 +365,8 @@ fn issue14_capture_z_refuses_a_directory_the_user_cannot_write() {
 fn issue22_a_file_source_waits_for_its_writer_and_drops_nothing() {
     // `capture -r` of a file four times the writer's buffers, into a FIFO read slowly: the
     // file source is not live, so it waits for the writer (as `tcpdump -r -w` does) where
-    // a ring would count `disk` drops, and every packet comes out, in order.
+    // a ring would count `disk` drops, and every packet comes out, in order, whether one
+    // worker writes it or the merge thread does.
     let dir = Scratch::new("file-waits");
     let src = dir.path("src.pcap");
     let n = 90_000u32;
@@ -390,47 +391,56 @@ fn issue22_a_file_source_waits_for_its_writer_and_drops_nothing() {
             .sync_all()
             .expect("sync");
     }
-    let fifo = dir.path("out.fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo");
-    assert!(made.success());
-    let copy = dir.path("out.pcapng");
-    let reader = {
-        let (fifo, copy) = (fifo.clone(), copy.clone());
-        std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            let mut from = std::fs::File::open(&fifo).expect("open the FIFO");
-            let mut to = std::fs::File::create(&copy).expect("copy");
-            let mut buf = vec![0u8; 256 << 10];
-            // At most a pipe (64 KiB) a millisecond: far slower than a file source formats.
-            loop {
-                let k = from.read(&mut buf).expect("read the FIFO");
-                if k == 0 {
-                    break;
+    // One worker writing its own file, and two merged into one by the merge thread.
+    for (name, args) in [
+        ("own", &["--workers", "1"][..]),
+        ("merged", &["--workers", "2", "--merge"][..]),
+    ] {
+        let fifo = dir.path(&format!("{name}.fifo"));
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let copy = dir.path(&format!("{name}.pcapng"));
+        let reader = {
+            let (fifo, copy) = (fifo.clone(), copy.clone());
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut from = std::fs::File::open(&fifo).expect("open the FIFO");
+                let mut to = std::fs::File::create(&copy).expect("copy");
+                let mut buf = vec![0u8; 256 << 10];
+                // At most a pipe (64 KiB) a millisecond: far slower than a file source
+                // formats.
+                loop {
+                    let k = from.read(&mut buf).expect("read the FIFO");
+                    if k == 0 {
+                        break;
+                    }
+                    to.write_all(&buf[..k]).expect("keep");
+                    std::thread::sleep(Duration::from_millis(1));
                 }
-                to.write_all(&buf[..k]).expect("keep");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        })
-    };
-    let (out, v) = util::replay(&src, &["--workers", "1", "-w", fifo.to_str().unwrap()]);
-    reader.join().expect("reader");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(u(&v, "packets"), u64::from(n), "{v}");
-    assert_eq!(v["drops"]["disk"], 0, "{v}");
-    let got = util::packets(&copy);
-    assert_eq!(got.len(), n as usize);
-    for (i, (_, data)) in got.iter().enumerate() {
-        assert_eq!(
-            data[60..64],
-            (i as u32).to_be_bytes(),
-            "packet {i} in order"
+            })
+        };
+        let mut all = args.to_vec();
+        all.extend(["-w", fifo.to_str().unwrap()]);
+        let (out, v) = util::replay(&src, &all);
+        reader.join().expect("reader");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
+        assert_eq!(u(&v, "packets"), u64::from(n), "{name}: {v}");
+        assert_eq!(v["drops"]["disk"], 0, "{name}: {v}");
+        let got = util::packets(&copy);
+        assert_eq!(got.len(), n as usize, "{name}");
+        for (i, (_, data)) in got.iter().enumerate() {
+            assert_eq!(
+                data[60..64],
+                (i as u32).to_be_bytes(),
+                "{name}: packet {i} in order"
+            );
+        }
     }
 }

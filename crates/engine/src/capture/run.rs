@@ -463,11 +463,14 @@ fn open_sinks(
                 .map(|w| App::Merge(MergeHandle::new(w, tx.clone())))
                 .collect();
             let ctl = control.clone();
+            // Files read with -r wait for the disk, as each worker's own file does; live
+            // packets do not wait (the workers' rings would fill instead).
+            let wait = cfg.inputs.is_empty();
             let merge = std::thread::Builder::new()
                 .name("corecap-merge".into())
                 .spawn(move || {
                     let _ = corecap_linux::privilege::drop_thread_capabilities();
-                    merge::run(rx, n, sink, &ctl)
+                    merge::run(rx, n, sink, &ctl, wait)
                 })
                 .map_err(|e| CaptureError::System(format!("cannot start the merge thread: {e}")))?;
             Ok((apps, Some(merge)))

@@ -77,12 +77,15 @@ impl MergeHandle {
 }
 
 /// Runs the merge until every worker is done. Returns the sink and the packets it could not
-/// write (`disk` drops). A failed file ends the merge early: the rest are counted too.
+/// write (`disk` drops). A failed file ends the merge early: the rest are counted too. With
+/// `wait` (files read with -r), a packet waits for the disk writer to take it rather than
+/// being dropped, until the capture is stopped.
 pub fn run(
     rx: Receiver<Batch>,
     workers: usize,
     mut sink: FileSink,
     ctl: &crate::worker::Control,
+    wait: bool,
 ) -> (FileSink, u64) {
     let mut queues: Vec<VecDeque<(Batch, usize)>> = (0..workers).map(|_| VecDeque::new()).collect();
     let mut wm = vec![0u64; workers];
@@ -102,7 +105,8 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => done.iter_mut().for_each(|d| *d = true),
         }
         let all_done = done.iter().all(|d| *d);
-        errors += drain(&mut queues, &wm, &done, all_done, &mut sink);
+        let wait = wait.then_some(ctl);
+        errors += drain(&mut queues, &wm, &done, all_done, &mut sink, wait);
         sink.hand_over();
         if sink.failed() {
             // A write failed: end the capture; the workers' last batches are counted.
@@ -120,6 +124,7 @@ fn drain(
     done: &[bool],
     all: bool,
     sink: &mut FileSink,
+    wait: Option<&crate::worker::Control>,
 ) -> u64 {
     let mut errors = 0;
     loop {
@@ -144,6 +149,12 @@ fn drain(
             return errors;
         };
         if let Some((p, _)) = b.packets.get(*i) {
+            if let Some(ctl) = wait {
+                while !sink.wait_ready(Duration::from_millis(50))
+                    && !sink.failed()
+                    && !ctl.stopped()
+                {}
+            }
             if sink.write(&p).is_err() {
                 errors += 1;
             }
