@@ -247,6 +247,9 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
             t.domain
         );
     }
+    if let Some(o) = &cfg.output {
+        eprintln!("corecap: {}", writing(o));
+    }
     let inputs: Vec<String> = cfg
         .inputs
         .iter()
@@ -260,6 +263,37 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
         if cap.workers.len() == 1 { "" } else { "s" },
         cfg.balance
     );
+}
+
+/// What `-w` writes, said at start: the format, rotation, sealing, and whether each file gets
+/// an index (on unless `--no-index`), so that a user knows what the folder will hold.
+fn writing(o: &corecap_engine::capture::OutputConfig) -> String {
+    let mut how = vec![format!("{:?}", o.format).to_lowercase()];
+    if o.merge {
+        how.push("one file in time order".into());
+    }
+    if let Some(b) = o.rotation.filesize {
+        how.push(format!("a new file every {} MB", b / 1_000_000));
+    }
+    if let Some(d) = o.rotation.duration {
+        how.push(format!("a new file every {} s", d.as_secs_f64()));
+    }
+    if let Some(n) = o.rotation.files {
+        how.push(format!("the newest {n} files kept"));
+    }
+    if o.seal.is_some() {
+        how.push("sealed".into());
+    }
+    let stdout = o.path.as_os_str() == "-";
+    if stdout {
+        return format!("writing to standard output: {}", how.join(", "));
+    }
+    how.push(if o.index {
+        "an index beside each file (.idx, what `corecap query` reads; --no-index for none)".into()
+    } else {
+        "no index (--no-index)".into()
+    });
+    format!("writing {}: {}", o.path.display(), how.join(", "))
 }
 
 /// Seconds between statistics lines: `--stats-interval` (0 or less: none), else 1 s on a
