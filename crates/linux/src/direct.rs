@@ -561,10 +561,27 @@ impl Drop for WriteRing {
 mod tests {
     use super::*;
 
-    fn tmpdir() -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("corecap-direct-{}", std::process::id()));
+    /// A folder of one test's own, removed when the test ends (passed or not).
+    struct TestDir(std::path::PathBuf);
+
+    impl std::ops::Deref for TestDir {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TestDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tmpdir(test: &str) -> TestDir {
+        let d = std::env::temp_dir().join(format!("corecap-direct-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        TestDir(d)
     }
 
     #[test]
@@ -581,7 +598,7 @@ mod tests {
     }
 
     fn ring_writes(uring: bool) {
-        let d = tmpdir();
+        let d = tmpdir(if uring { "uring" } else { "sync" });
         let p = d.join(format!("w{uring}"));
         let _ = std::fs::remove_file(&p);
         let f = DirectFile::create(&p, true, 0o600).unwrap();
@@ -624,7 +641,7 @@ mod tests {
 
     #[test]
     fn test_abandoned() {
-        let d = tmpdir();
+        let d = tmpdir("abandoned");
         let p = d.join("held");
         let _ = std::fs::remove_file(&p);
         let f = DirectFile::create(&p, false, 0o600).unwrap();
@@ -636,7 +653,7 @@ mod tests {
 
     #[test]
     fn test_no_follow() {
-        let d = tmpdir();
+        let d = tmpdir("no-follow");
         let link = d.join("link");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(d.join("target"), &link).unwrap();
