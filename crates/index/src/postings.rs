@@ -360,9 +360,10 @@ impl PostingsBuilder {
             return None;
         };
         self.next_run(offset, len, region_keys);
+        // All five lists copied (a fixed size: moves, not a call), then cut to the flow's.
         self.last_lists.clear();
-        self.last_lists
-            .extend_from_slice(&f.lists[..usize::from(f.n)]);
+        self.last_lists.extend_from_slice(&f.lists);
+        self.last_lists.truncate(usize::from(f.n));
         self.last_known = false;
         Some(f.proto)
     }
@@ -397,118 +398,28 @@ impl PostingsBuilder {
         if self.run_n == 0 {
             return;
         }
-        let (start, end) = (self.run_start, self.run_end);
-        let n = u32::try_from(self.run_n).unwrap_or(u32::MAX);
-        for j in 0..self.last_lists.len() {
-            let i = self.last_lists[j] as usize;
+        let span = Run {
+            start: self.run_start,
+            end: self.run_end,
+            n: u32::try_from(self.run_n).unwrap_or(u32::MAX),
+            region: self.region,
+            packets: self.packets,
+        };
+        let mut store = Store {
+            chunks: &mut self.chunks,
+            free: &mut self.free,
+        };
+        for &i in &self.last_lists {
+            let Some(l) = self.lists.get_mut(i as usize) else {
+                continue;
+            };
             // A key new to the region goes to its Bloom set; a protocol does not (the region
             // has a protocol map).
-            if self.push(i, start, end, n) && !self.lists[i].proto {
-                region_keys.push(self.lists[i].key);
+            if store.push(l, &span) && !l.proto {
+                region_keys.push(l.key);
             }
         }
         self.run_n = 0;
-    }
-
-    /// Appends the span of `n` packets starting in `start..end` to list `i` (spans come in
-    /// file order; a key twice in one packet comes twice). Returns whether the list is new
-    /// to the region.
-    #[inline]
-    fn push(&mut self, i: usize, start: u64, end: u64, n: u32) -> bool {
-        let region = self.region;
-        let l = &mut self.lists[i];
-        let new = l.region != region;
-        l.region = region;
-        if l.dense || (l.open_n > 0 && start < l.open_end) {
-            return new;
-        }
-        if l.open_n > 0 && !new && l.open_end == start {
-            // Right after the open span, in the same region: one span.
-            l.open_end = end;
-            l.open_n = l.open_n.saturating_add(n);
-        } else {
-            if l.open_n > 0 {
-                self.close(i);
-            }
-            let l = &mut self.lists[i];
-            (l.open_start, l.open_end, l.open_n) = (start, end, n);
-        }
-        let packets = self.packets;
-        let l = &mut self.lists[i];
-        l.count = l.count.saturating_add(n);
-        let count = u64::from(l.count);
-        if count > DENSE_MIN && count * DENSE_SHARE > packets {
-            l.dense = true;
-            l.open_n = 0;
-            let (head, tail) = (l.head, l.tail);
-            (l.head, l.tail, l.len) = (NONE, NONE, 0);
-            if head != NONE {
-                self.chunks[tail as usize].next = self.free;
-                self.free = head;
-            }
-        }
-        new
-    }
-
-    /// Encodes list `i`'s open span (see `docs/index-format.md`): the gap from the last
-    /// span's start (from 0 for the first), shifted left, with bit 0 set for a run of
-    /// several packets, which is followed by its length in bytes and its packets less 2.
-    #[inline]
-    fn close(&mut self, i: usize) {
-        let l = &mut self.lists[i];
-        let gap = l.open_start - l.last;
-        let (span, n) = (l.open_end - l.open_start, u64::from(l.open_n));
-        l.last = l.open_start;
-        l.spans = l.spans.saturating_add(1);
-        l.open_n = 0;
-        let mut v = [0u8; 32];
-        let mut k = varint_into(&mut v, (gap << 1) | u64::from(n > 1));
-        if n > 1 {
-            k += varint_into(&mut v[k..], span);
-            k += varint_into(&mut v[k..], n - 2);
-        }
-        let at = l.len as usize % CHUNK;
-        if l.tail != NONE && at != 0 && at + FAST <= CHUNK && k <= FAST {
-            // The common case: the span fits in the tail chunk with room to spare, so a
-            // fixed-size copy (a move or two, not a call) puts it there; the bytes past it
-            // are the next span's place, and no reader reads past a list's length.
-            let tail = l.tail as usize;
-            l.len += k as u32;
-            self.chunks[tail].bytes[at..at + FAST].copy_from_slice(&v[..FAST]);
-        } else {
-            self.append(i, &v[..k]);
-        }
-    }
-
-    /// Appends `bytes` to list `i`, taking chunks from the free list or the arena.
-    #[inline(never)]
-    fn append(&mut self, i: usize, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            let l = &self.lists[i];
-            let at = l.len as usize % CHUNK;
-            if l.tail == NONE || at == 0 {
-                let c = if self.free != NONE {
-                    let c = self.free;
-                    self.free = self.chunks[c as usize].next;
-                    self.chunks[c as usize].next = NONE;
-                    c
-                } else {
-                    self.chunks.push()
-                };
-                let l = &mut self.lists[i];
-                if l.tail == NONE {
-                    l.head = c;
-                } else {
-                    self.chunks[l.tail as usize].next = c;
-                }
-                l.tail = c;
-            }
-            let take = (CHUNK - at).min(bytes.len());
-            let l = &mut self.lists[i];
-            self.chunks[l.tail as usize].bytes[at..at + take].copy_from_slice(&bytes[..take]);
-            l.len += take as u32;
-            bytes = &bytes[take..];
-        }
     }
 
     /// The bytes of list `l`, appended to `out`.
@@ -527,10 +438,12 @@ impl PostingsBuilder {
     /// `docs/index-format.md`).
     pub(crate) fn finish(mut self, out: &mut Vec<u8>, area: &mut Vec<u8>) {
         self.end_run(&mut Vec::new());
-        for i in 0..self.lists.len() {
-            if self.lists[i].open_n > 0 {
-                self.close(i);
-            }
+        let mut store = Store {
+            chunks: &mut self.chunks,
+            free: &mut self.free,
+        };
+        for l in self.lists.iter_mut().filter(|l| l.open_n > 0) {
+            store.close(l);
         }
         let packets = self.packets;
         let mut keys: Vec<(u64, u32)> = self.index.iter().map(|(k, i)| (*k, *i)).collect();
@@ -555,6 +468,118 @@ impl PostingsBuilder {
         }
         out.resize(out.len() + (8 - out.len() % 8) % 8, 0);
         out.extend_from_slice(&(area.len() as u64).to_le_bytes());
+    }
+}
+
+/// A run as it goes into its keys' lists: packets whose blocks start in `start..end`, `n`
+/// of them, in region `region`, with `packets` packets in the file so far.
+struct Run {
+    start: u64,
+    end: u64,
+    n: u32,
+    region: u32,
+    packets: u64,
+}
+
+/// The arena and its free chunks, borrowed apart from the lists, so that a list is taken
+/// once for all a run does to it.
+struct Store<'a> {
+    chunks: &'a mut Arena,
+    free: &'a mut u32,
+}
+
+impl Store<'_> {
+    /// Appends run `r` to list `l` (runs come in file order; a key twice in one packet
+    /// comes twice). Returns whether the list is new to the region.
+    #[inline(always)]
+    fn push(&mut self, l: &mut List, r: &Run) -> bool {
+        let new = l.region != r.region;
+        l.region = r.region;
+        if l.dense || (l.open_n > 0 && r.start < l.open_end) {
+            return new;
+        }
+        if l.open_n > 0 && !new && l.open_end == r.start {
+            // Right after the open span, in the same region: one span.
+            l.open_end = r.end;
+            l.open_n = l.open_n.saturating_add(r.n);
+        } else {
+            if l.open_n > 0 {
+                self.close(l);
+            }
+            (l.open_start, l.open_end, l.open_n) = (r.start, r.end, r.n);
+        }
+        l.count = l.count.saturating_add(r.n);
+        let count = u64::from(l.count);
+        if count > DENSE_MIN && count * DENSE_SHARE > r.packets {
+            l.dense = true;
+            l.open_n = 0;
+            let (head, tail) = (l.head, l.tail);
+            (l.head, l.tail, l.len) = (NONE, NONE, 0);
+            if head != NONE {
+                self.chunks[tail as usize].next = *self.free;
+                *self.free = head;
+            }
+        }
+        new
+    }
+
+    /// Encodes list `l`'s open span (see `docs/index-format.md`): the gap from the last
+    /// span's start (from 0 for the first), shifted left, with bit 0 set for a run of
+    /// several packets, which is followed by its length in bytes and its packets less 2.
+    #[inline(always)]
+    fn close(&mut self, l: &mut List) {
+        let gap = l.open_start - l.last;
+        let (span, n) = (l.open_end - l.open_start, u64::from(l.open_n));
+        l.last = l.open_start;
+        l.spans = l.spans.saturating_add(1);
+        l.open_n = 0;
+        let mut v = [0u8; 32];
+        let mut k = varint_into(&mut v, (gap << 1) | u64::from(n > 1));
+        if n > 1 {
+            k += varint_into(&mut v[k..], span);
+            k += varint_into(&mut v[k..], n - 2);
+        }
+        let at = l.len as usize % CHUNK;
+        let tail = l.tail as usize;
+        // The common cases: the span fits in the tail chunk with room to spare, so a
+        // fixed-size copy (a move or two, not a call) puts it there; the bytes past it are
+        // the next span's place, and no reader reads past a list's length.
+        if l.tail != NONE && at != 0 && at + FAST <= CHUNK && k <= FAST {
+            l.len += k as u32;
+            self.chunks[tail].bytes[at..at + FAST].copy_from_slice(&v[..FAST]);
+        } else if l.tail != NONE && at != 0 && at + 8 <= CHUNK && k <= 8 {
+            l.len += k as u32;
+            self.chunks[tail].bytes[at..at + 8].copy_from_slice(&v[..8]);
+        } else {
+            self.append(l, &v[..k]);
+        }
+    }
+
+    /// Appends `bytes` (a span: a few bytes) to list `l`, byte by byte, taking chunks
+    /// from the free list or the arena.
+    #[inline(never)]
+    fn append(&mut self, l: &mut List, bytes: &[u8]) {
+        for &b in bytes {
+            let at = l.len as usize % CHUNK;
+            if l.tail == NONE || at == 0 {
+                let c = if *self.free != NONE {
+                    let c = *self.free;
+                    *self.free = self.chunks[c as usize].next;
+                    self.chunks[c as usize].next = NONE;
+                    c
+                } else {
+                    self.chunks.push()
+                };
+                if l.tail == NONE {
+                    l.head = c;
+                } else {
+                    self.chunks[l.tail as usize].next = c;
+                }
+                l.tail = c;
+            }
+            self.chunks[l.tail as usize].bytes[at] = b;
+            l.len += 1;
+        }
     }
 }
 
