@@ -6,11 +6,12 @@
 //! indexed) and never panics. A writer that formats the file can instead tell it each packet
 //! block it writes ([`IndexBuilder::add_packet`]), which saves reading the block back.
 //!
-//! Per packet it only reads. The next packet of a flow's burst (the same flow tuple as the
-//! packet before) only lengthens the postings' run; a flow seen lately finds its keys' lists
-//! in a small cache by tuple; any other packet is parsed. Keys new to a region go into a
-//! vector that keeps its capacity from region to region, and each region's keys are sorted,
-//! deduplicated and put into the region's Bloom filter when the region ends.
+//! Per packet it only reads. The next packet of a flow's burst (known by the raw bytes that
+//! fix its flow tuple, or by the tuple) only lengthens the postings' run; a flow seen lately
+//! finds its keys' lists in a small cache by tuple; any other packet is parsed. Keys new to
+//! a region go into a vector that keeps its capacity from region to region, and go into the
+//! region's Bloom filter when the region ends (sorted and deduplicated first when there are
+//! no postings, whose lists give each key once a region).
 
 use std::ops::Range;
 
