@@ -87,7 +87,7 @@ impl Control {
         }
     }
 
-    pub(crate) fn stopped(&self) -> bool {
+    fn stopped(&self) -> bool {
         // Relaxed: a flag polled once per block; lateness only delays the stop.
         self.stop.load(Ordering::Relaxed)
     }
@@ -165,11 +165,15 @@ struct Run<'a> {
 impl Run<'_> {
     /// For a source that can wait (files): while the file's disk writer is behind, waits
     /// for it rather than dropping, as `tcpdump -r -w` does, until the capture is stopped
-    /// or the file fails (then the packet is counted as a `disk` drop by `deliver`).
+    /// (not by `-c`'s last packet) or the file fails (then the packet is counted as a
+    /// `disk` drop by `deliver`).
     #[inline]
     fn wait_for_disk(&mut self) {
         if let App::File(f) = &mut self.app {
-            while !f.wait_ready(Duration::from_millis(50)) && !f.failed() && !self.ctl.stopped() {}
+            let ctl = self.ctl;
+            // A stop gives the wait up (the packet is counted a `disk` drop), but not the
+            // stop that this packet made by being the last one `-c` allows: it was taken.
+            f.wait_for_disk(|| ctl.stopped() && ctl.remaining.load(Ordering::Relaxed) != 0);
         }
     }
 

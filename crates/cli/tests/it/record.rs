@@ -391,10 +391,13 @@ fn issue22_a_file_source_waits_for_its_writer_and_drops_nothing() {
             .sync_all()
             .expect("sync");
     }
-    // One worker writing its own file, and two merged into one by the merge thread.
+    // One worker writing its own file; two merged into one by the merge thread (which
+    // drains what the workers read after the input's end has stopped the capture); and
+    // one worker whose last packet is the last `-c` allows (its stop does not drop it).
     for (name, args) in [
         ("own", &["--workers", "1"][..]),
         ("merged", &["--workers", "2", "--merge"][..]),
+        ("counted", &["--workers", "1", "-c", "90000"][..]),
     ] {
         let fifo = dir.path(&format!("{name}.fifo"));
         let made = std::process::Command::new("mkfifo")

@@ -310,14 +310,24 @@ impl FileSink {
         }
     }
 
-    /// Waits up to `limit` for the disk to take a packet, for a source that can wait (a
-    /// file read with `-r`); whether a buffer is at hand for [`FileSink::write`] (which
-    /// still says whether the file failed).
+    /// For a source that can wait (a file read with `-r`): while the disk writer is behind,
+    /// waits for it to take a packet, until a buffer is at hand, the file failed, the
+    /// writer is gone, or `give_up()` says so. [`FileSink::write`] then takes the packet
+    /// or says why not.
     #[inline]
-    pub fn wait_ready(&mut self, limit: Duration) -> bool {
-        self.writer
-            .as_mut()
-            .is_some_and(|w| w.out().wait_ready(limit))
+    pub fn wait_for_disk(&mut self, give_up: impl Fn() -> bool) {
+        loop {
+            let Some(w) = self.writer.as_mut() else {
+                return;
+            };
+            let out = w.out();
+            if out.wait_ready(Duration::from_millis(50)) || out.gone() {
+                return;
+            }
+            if self.failed() || give_up() {
+                return;
+            }
+        }
     }
 
     /// Writes one packet; a refusal says why it was not taken (count it as a drop).

@@ -79,7 +79,7 @@ impl MergeHandle {
 /// Runs the merge until every worker is done. Returns the sink and the packets it could not
 /// write (`disk` drops). A failed file ends the merge early: the rest are counted too. With
 /// `wait` (files read with -r), a packet waits for the disk writer to take it rather than
-/// being dropped, until the capture is stopped.
+/// being dropped, stop or not: the workers counted it as delivered.
 pub fn run(
     rx: Receiver<Batch>,
     workers: usize,
@@ -105,7 +105,6 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => done.iter_mut().for_each(|d| *d = true),
         }
         let all_done = done.iter().all(|d| *d);
-        let wait = wait.then_some(ctl);
         errors += drain(&mut queues, &wm, &done, all_done, &mut sink, wait);
         sink.hand_over();
         if sink.failed() {
@@ -124,7 +123,7 @@ fn drain(
     done: &[bool],
     all: bool,
     sink: &mut FileSink,
-    wait: Option<&crate::worker::Control>,
+    wait: bool,
 ) -> u64 {
     let mut errors = 0;
     loop {
@@ -149,11 +148,11 @@ fn drain(
             return errors;
         };
         if let Some((p, _)) = b.packets.get(*i) {
-            if let Some(ctl) = wait {
-                while !sink.wait_ready(Duration::from_millis(50))
-                    && !sink.failed()
-                    && !ctl.stopped()
-                {}
+            if wait {
+                // Not ended by a stop: what the workers handed over is written, as their
+                // own files would have (the capture stops as the input ends, while this
+                // thread may still be draining). Only a failed or gone writer ends it.
+                sink.wait_for_disk(|| false);
             }
             if sink.write(&p).is_err() {
                 errors += 1;

@@ -240,6 +240,11 @@ impl Output {
         self.buf.is_some() && !self.dead
     }
 
+    /// Whether the disk writer is gone (no buffer will ever come back).
+    pub fn gone(&self) -> bool {
+        self.dead
+    }
+
     /// Marks the end of the file header (written right after the file is started).
     pub fn header_done(&mut self) {
         self.take_block(None);
