@@ -92,6 +92,12 @@ impl Control {
         self.stop.load(Ordering::Relaxed)
     }
 
+    /// Stopped by something other than `-c` running out (a signal, the duration, an
+    /// error): what a packet already taken need not wait for.
+    fn interrupted(&self) -> bool {
+        self.stopped() && self.remaining.load(Ordering::Relaxed) != 0
+    }
+
     /// Claims up to `n` packets from the `-c` budget; stops the capture when it runs out.
     fn claim(&self, n: u64) -> u64 {
         let mut cur = self.remaining.load(Ordering::Relaxed);
@@ -173,7 +179,7 @@ impl Run<'_> {
             let ctl = self.ctl;
             // A stop gives the wait up (the packet is counted a `disk` drop), but not the
             // stop that this packet made by being the last one `-c` allows: it was taken.
-            f.wait_for_disk(|| ctl.stopped() && ctl.remaining.load(Ordering::Relaxed) != 0);
+            f.wait_for_disk(|| ctl.interrupted());
         }
     }
 

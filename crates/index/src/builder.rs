@@ -22,7 +22,7 @@ use crate::format::{
     CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
     HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{flow_tuple, frame_keys, raw_flow, PacketKeys, LINKTYPE_ETHERNET};
+use crate::key::{flow_tuple, frame_keys, raw_flow, PacketKeys};
 use crate::postings::PostingsBuilder;
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
@@ -564,11 +564,7 @@ impl IndexBuilder {
         acc.ts_min = acc.ts_min.min(ts);
         acc.ts_max = acc.ts_max.max(ts);
         self.packets += 1;
-        let raw = if linktype == LINKTYPE_ETHERNET {
-            raw_flow(data)
-        } else {
-            [0; 3]
-        };
+        let raw = raw_flow(linktype, data);
         if raw[0] != 0 && raw == self.sets.last_raw {
             self.same_keys();
             return;

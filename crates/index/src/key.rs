@@ -165,10 +165,10 @@ pub(crate) fn flow_tuple(linktype: u16, d: &[u8]) -> Option<u128> {
 /// bytes, as 3 masked words. Frames with equal words have equal flow tuples, so a packet
 /// of the flow before is known by 3 compares, not by working out its tuple. [0; 3] for
 /// every other frame (a frame of that shape never gives it: its first word holds 0x08,
-/// 0x00, 0x45).
+/// 0x00, 0x45), and for every other link type.
 #[inline]
-pub(crate) fn raw_flow(d: &[u8]) -> [u64; 3] {
-    let Some(b) = d.get(12..38) else {
+pub(crate) fn raw_flow(linktype: u16, d: &[u8]) -> [u64; 3] {
+    let Some(b) = d.get(12..38).filter(|_| linktype == LINKTYPE_ETHERNET) else {
         return [0; 3];
     };
     let le64 = |at: usize| {
@@ -489,14 +489,14 @@ pub(crate) mod tests {
     #[test]
     fn test_frames_with_equal_raw_flows_have_equal_tuples_and_keys() {
         let base = udp4([10, 0, 0, 1], [10, 0, 0, 2], 5353, 53, None);
-        let raw = raw_flow(&base);
+        let raw = raw_flow(LINKTYPE_ETHERNET, &base);
         assert_ne!(raw[0], 0, "Ethernet, IPv4, 20-byte header: a raw flow");
         // The bytes that vary within a flow (MACs, TOS, length, id, TTL, checksum, the UDP
         // length and checksum, a longer payload) leave it as it is: the burst path hits.
         for at in [0, 5, 6, 11, 15, 16, 17, 18, 19, 22, 24, 25, 38, 39, 40, 41] {
             let mut f = base.clone();
             f[at] ^= 0x5a;
-            assert_eq!(raw_flow(&f), raw, "byte {at}");
+            assert_eq!(raw_flow(LINKTYPE_ETHERNET, &f), raw, "byte {at}");
         }
         // Every byte changed alone and many changed at once: equal raw flows mean equal
         // flow tuples and equal keys; a raw flow never comes from another shape of frame.
@@ -523,7 +523,7 @@ pub(crate) mod tests {
                 }
                 f.truncate(30 + (next() % 13) as usize);
             }
-            let r = raw_flow(&f);
+            let r = raw_flow(LINKTYPE_ETHERNET, &f);
             if r[0] == 0 {
                 continue;
             }
@@ -553,7 +553,7 @@ pub(crate) mod tests {
             v6,
             base[..37].to_vec(),
         ] {
-            assert_eq!(raw_flow(&f), [0; 3], "{f:02x?}");
+            assert_eq!(raw_flow(LINKTYPE_ETHERNET, &f), [0; 3], "{f:02x?}");
         }
     }
 

@@ -320,11 +320,7 @@ impl FileSink {
             let Some(w) = self.writer.as_mut() else {
                 return;
             };
-            let out = w.out();
-            if out.wait_ready(Duration::from_millis(50)) || out.gone() {
-                return;
-            }
-            if self.failed() || give_up() {
+            if w.out().wait_ready(Duration::from_millis(50)) || self.failed() || give_up() {
                 return;
             }
         }

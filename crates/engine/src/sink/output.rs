@@ -223,26 +223,19 @@ impl Output {
     }
 
     /// Waits up to `limit` for a free buffer when none is at hand (the disk is behind);
-    /// whether a packet can be taken now. For sources that can wait (files): a live
-    /// source never waits, it counts the packet as a `disk` drop.
+    /// whether the wait is over: a buffer is at hand, or the disk writer is gone and none
+    /// will come (then [`Output::ready`] says so). For sources that can wait (files): a
+    /// live source never waits, it counts the packet as a `disk` drop.
     #[inline]
     pub fn wait_ready(&mut self, limit: std::time::Duration) -> bool {
-        if self.dead {
-            return false;
-        }
-        if self.buf.is_none() {
+        if self.buf.is_none() && !self.dead {
             match self.free.recv_timeout(limit) {
                 Ok(fresh) => self.take_fresh(fresh),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => self.dead = true,
             }
         }
-        self.buf.is_some() && !self.dead
-    }
-
-    /// Whether the disk writer is gone (no buffer will ever come back).
-    pub fn gone(&self) -> bool {
-        self.dead
+        self.buf.is_some() || self.dead
     }
 
     /// Marks the end of the file header (written right after the file is started).
