@@ -22,7 +22,7 @@ use crate::format::{
     CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
     HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{flow_tuple, frame_keys, raw_flow, PacketKeys};
+use crate::key::{flow_tuple, frame_keys, raw_flow, raw_flow_of, raw_words, PacketKeys};
 use crate::postings::PostingsBuilder;
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
@@ -34,6 +34,9 @@ const BOM: u32 = 0x1a2b_3c4d;
 const MAX_CAPLEN: usize = 256 * 1024;
 const MAX_BLOCK: usize = 16 * 1024 * 1024;
 const MAX_INTERFACES: usize = 65_536;
+/// `last_raw` when the packet before has no raw flow (or indexing stopped): no frame's
+/// [`raw_words`] are this, since their first word's top byte is 0.
+const NO_RAW: [u64; 3] = [u64::MAX; 3];
 /// Entries of the repeat filter (a power of two).
 const RECENT: usize = 4096;
 
@@ -75,8 +78,8 @@ struct Sets {
     /// The [`flow_tuple`] of the packet before, in this region (None: it had none, or the
     /// region has no packet yet): a packet with the same one carries the same keys.
     last_tuple: Option<u128>,
-    /// The [`raw_flow`] of the packet before, when it had one and `last_tuple` is its flow
-    /// tuple ([0; 3] else).
+    /// The [`raw_flow`] of the packet before, when it had one, `last_tuple` is its flow
+    /// tuple and indexing goes on; [`NO_RAW`] else.
     last_raw: [u64; 3],
 }
 
@@ -124,6 +127,8 @@ pub struct IndexBuilder {
     count: u32,
     covered: u64,
     packets: u64,
+    /// `packets` when the region being built began.
+    region_first: u64,
     identity: Option<Identity>,
     /// Earliest and latest timestamps over all regions.
     time: Option<(u64, u64)>,
@@ -252,12 +257,13 @@ impl IndexBuilder {
                 len: 0,
                 packet: PacketKeys::default(),
                 last_tuple: None,
-                last_raw: [0; 3],
+                last_raw: NO_RAW,
             },
             regions: Vec::new(),
             count: 0,
             covered: 0,
             packets: 0,
+            region_first: 0,
             identity: None,
             time: None,
         }
@@ -320,6 +326,7 @@ impl IndexBuilder {
         }
         if self.stopped {
             self.flags |= FLAG_STOPPED;
+            self.sets.last_raw = NO_RAW;
         }
     }
 
@@ -333,6 +340,39 @@ impl IndexBuilder {
     /// packet of a burst costs a few compares in the writer's own code.
     #[inline]
     pub fn add_packet(&mut self, block: Range<u64>, ts_ns: u64, linktype: u16, frame: &[u8]) {
+        // The next packet of a burst: the raw flow of the packet before (which had one, so
+        // indexing is on and that packet's keys are the region's: else `last` is
+        // [`NO_RAW`], which no frame's words are), and, with postings, its
+        // block right after that packet's. What [`IndexBuilder::packet`] would do for it,
+        // with nothing else checked or stored.
+        let (w, last) = (raw_words(linktype, frame), &self.sets.last_raw);
+        if (w[0] ^ last[0]) | (w[1] ^ last[1]) | (w[2] ^ last[2]) == 0
+            && frame.len() <= MAX_CAPLEN
+            && self
+                .sets
+                .postings
+                .as_mut()
+                .is_none_or(|p| p.extend_run(block.start, block.end))
+        {
+            self.acc.ts_min = self.acc.ts_min.min(ts_ns);
+            self.acc.ts_max = self.acc.ts_max.max(ts_ns);
+            self.packets += 1;
+            return;
+        }
+        self.told_packet(block, ts_ns, linktype, frame, raw_flow_of(w));
+    }
+
+    /// [`IndexBuilder::add_packet`] for a packet that is not the next of a burst; `raw` is
+    /// its [`raw_flow`].
+    #[inline(always)]
+    fn told_packet(
+        &mut self,
+        block: Range<u64>,
+        ts_ns: u64,
+        linktype: u16,
+        frame: &[u8],
+        raw: [u64; 3],
+    ) {
         if self.stopped || self.fmt == Fmt::Start || frame.len() > MAX_CAPLEN {
             self.stop_told();
             return;
@@ -340,7 +380,7 @@ impl IndexBuilder {
         self.in_header = false;
         self.sets.offset = block.start;
         self.sets.len = block.end - block.start;
-        self.packet(ts_ns, linktype, frame);
+        self.packet_raw(ts_ns, linktype, frame, raw);
     }
 
     /// What reading a told block would do when there is no file header yet, or its frame is
@@ -351,13 +391,17 @@ impl IndexBuilder {
         if !self.stopped {
             self.stopped = true;
             self.flags |= FLAG_STOPPED;
+            self.sets.last_raw = NO_RAW;
         }
     }
 
     /// Ends the region being built: the blocks given since the last region, which `at`
     /// holds. A region that began after a bad or cut block is not recorded.
     pub fn end_region(&mut self, at: Range<u64>) {
-        let acc = std::mem::replace(&mut self.acc, Acc::EMPTY);
+        let mut acc = std::mem::replace(&mut self.acc, Acc::EMPTY);
+        // The region's packets: those indexed since the last region ended.
+        acc.packets = u32::try_from(self.packets - self.region_first).unwrap_or(u32::MAX);
+        self.region_first = self.packets;
         if self.stopped_before {
             return;
         }
@@ -559,19 +603,23 @@ impl IndexBuilder {
     /// (a packet of another flow, or after another block) is a call.
     #[inline(always)]
     fn packet(&mut self, ts: u64, linktype: u16, data: &[u8]) {
+        self.packet_raw(ts, linktype, data, raw_flow(linktype, data));
+    }
+
+    /// [`IndexBuilder::packet`] for a frame whose [`raw_flow`] is `raw`.
+    #[inline(always)]
+    fn packet_raw(&mut self, ts: u64, linktype: u16, data: &[u8], raw: [u64; 3]) {
         let acc = &mut self.acc;
-        acc.packets = acc.packets.saturating_add(1);
         acc.ts_min = acc.ts_min.min(ts);
         acc.ts_max = acc.ts_max.max(ts);
         self.packets += 1;
-        let raw = raw_flow(linktype, data);
-        if raw[0] != 0 && raw == self.sets.last_raw {
+        if raw == self.sets.last_raw {
             self.same_keys();
             return;
         }
         let tuple = flow_tuple(linktype, data);
         if tuple.is_some() && tuple == self.sets.last_tuple {
-            self.sets.last_raw = raw;
+            self.sets.last_raw = if raw[0] != 0 { raw } else { NO_RAW };
             self.same_keys();
             return;
         }
@@ -584,7 +632,7 @@ impl IndexBuilder {
     fn same_keys(&mut self) {
         let sets = &mut self.sets;
         if let Some(p) = sets.postings.as_mut() {
-            if !p.extend_run(sets.offset, sets.len) {
+            if !p.extend_run(sets.offset, sets.offset + sets.len) {
                 p.next_run(sets.offset, sets.len, &mut sets.keys);
             }
         }
@@ -595,7 +643,7 @@ impl IndexBuilder {
     #[inline(never)]
     fn other_packet(&mut self, tuple: Option<u128>, raw: [u64; 3], linktype: u16, data: &[u8]) {
         self.sets.last_tuple = tuple;
-        self.sets.last_raw = raw;
+        self.sets.last_raw = if raw[0] != 0 { raw } else { NO_RAW };
         let sets = &mut self.sets;
         if let (Some(t), Some(p)) = (tuple, sets.postings.as_mut()) {
             // A flow seen lately: its lists are known, and its protocol is its only one.
@@ -666,7 +714,7 @@ impl IndexBuilder {
         }
         // The next region's sets start empty: its first packet is parsed.
         self.sets.last_tuple = None;
-        self.sets.last_raw = [0; 3];
+        self.sets.last_raw = NO_RAW;
         self.sets.protos = [0; 4];
         self.count += 1;
         self.covered = self.covered.max(at.end);
@@ -1078,17 +1126,25 @@ mod tests {
             frames.push((if raw { 101 } else { 1 }, f));
         }
         let file = w.into_inner();
-        let mut b = IndexBuilder::new();
+        // Read back from the blocks, and told by the writer (the header's blocks read,
+        // each packet told): the same sidecar, byte for byte.
+        let (mut b, mut told) = (IndexBuilder::new(), IndexBuilder::new());
         b.add_blocks(0, &file[..at[0] as usize]);
+        told.add_blocks(0, &file[..at[0] as usize]);
         let mut region_start = 0;
         for i in 0..frames.len() {
             b.add_blocks(at[i], &file[at[i] as usize..at[i + 1] as usize]);
+            let (linktype, f) = &frames[i];
+            told.add_packet(at[i]..at[i + 1], u64::from(i as u32) * 1000, *linktype, f);
             if i % 37 == 36 || i + 1 == frames.len() {
                 b.end_region(region_start..at[i + 1]);
+                told.end_region(region_start..at[i + 1]);
                 region_start = at[i + 1];
             }
         }
-        let ix = Index::parse(&b.finish()).unwrap();
+        let sidecar = b.finish();
+        assert!(told.finish() == sidecar, "told and read back differ");
+        let ix = Index::parse(&sidecar).unwrap();
         // Every key and protocol, by a parse of each packet alone.
         let mut want: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
         for (i, (linktype, f)) in frames.iter().enumerate() {

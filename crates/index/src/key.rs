@@ -168,25 +168,43 @@ pub(crate) fn flow_tuple(linktype: u16, d: &[u8]) -> Option<u128> {
 /// 0x00, 0x45), and for every other link type.
 #[inline]
 pub(crate) fn raw_flow(linktype: u16, d: &[u8]) -> [u64; 3] {
-    let Some(b) = d.get(12..38).filter(|_| linktype == LINKTYPE_ETHERNET) else {
+    raw_flow_of(raw_words(linktype, d))
+}
+
+/// The [`raw_flow`] of a frame whose [`raw_words`] are `w`.
+#[inline(always)]
+pub(crate) fn raw_flow_of(w: [u64; 3]) -> [u64; 3] {
+    // Bytes 12..15: EtherType, and version and header length.
+    if w[0] & 0x00ff_ffff != 0x45_00_08 {
+        return [0; 3];
+    }
+    w
+}
+
+/// The 3 masked words of [`raw_flow`] for any Ethernet frame of at least 38 bytes, whatever
+/// it carries ([0; 3] for a shorter frame or another link type). A frame whose words equal a
+/// [`raw_flow`] other than [0; 3] has that raw flow: the words hold the bytes checked.
+#[inline(always)]
+pub(crate) fn raw_words(linktype: u16, d: &[u8]) -> [u64; 3] {
+    let Some(b) = d
+        .first_chunk::<38>()
+        .filter(|_| linktype == LINKTYPE_ETHERNET)
+    else {
         return [0; 3];
     };
     let le64 = |at: usize| {
-        b.get(at..at + 8)
-            .and_then(|w| w.try_into().ok())
-            .map_or(0, u64::from_le_bytes)
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
     };
     // Bytes 12..15: EtherType and version/header length; 16..20 (length, id) vary.
-    let head = le64(0) & 0x00ff_ffff;
-    if head != 0x45_00_08 {
-        return [0; 3];
-    }
+    let head = le64(12) & 0x00ff_ffff;
     // Bytes 20, 21 (fragment), 23 (protocol), 26, 27 (source address); not the TTL (22)
     // or the checksum (24, 25).
-    let mid = le64(8) & 0xffff_0000_ff00_ffff;
+    let mid = le64(20) & 0xffff_0000_ff00_ffff;
     // Bytes 28..36: the rest of the addresses, the first port; 36, 37: the second port.
-    let ports = u64::from(u16::from_le_bytes([b[24], b[25]]));
-    [head | ports << 32, mid, le64(16)]
+    let ports = u64::from(u16::from_le_bytes([b[36], b[37]]));
+    [head | ports << 32, mid, le64(28)]
 }
 
 #[inline]

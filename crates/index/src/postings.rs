@@ -53,6 +53,8 @@ const NONE: u32 = u32::MAX;
 /// Bytes a span is copied in when its tail chunk has room for them (an encoded span is
 /// 1 to 25 bytes, and nearly always at most this).
 const FAST: usize = 16;
+/// `run_end` when there is no run: no block starts there.
+const NO_RUN: u64 = u64::MAX;
 /// Slots of the recent keys' cache (16 KiB).
 const RECENT: usize = 1024;
 
@@ -183,8 +185,9 @@ pub(crate) struct PostingsBuilder {
     last_known: bool,
     last_lists: Vec<u32>,
     /// The run: packets in a row, with no other block between them, that carry the keys of
-    /// `last`, starting in `run_start..run_end`; `run_n` of them (0: no run). It goes into
-    /// the lists when a packet with other keys comes, or the region ends.
+    /// `last`, starting in `run_start..run_end`; `run_n` of them (0: no run, and `run_end` is
+    /// [`NO_RUN`]). It goes into the lists when a packet with other keys comes, or the
+    /// region ends.
     run_start: u64,
     run_end: u64,
     run_n: u64,
@@ -212,7 +215,7 @@ impl Default for PostingsBuilder {
             last_known: true,
             last_lists: Vec::new(),
             run_start: 0,
-            run_end: 0,
+            run_end: NO_RUN,
             run_n: 0,
         }
     }
@@ -270,17 +273,18 @@ impl PostingsBuilder {
         i as usize
     }
 
-    /// The packet whose block is `offset..offset + len` carries the keys of the packet
+    /// The packet whose block is `start..end` carries the keys of the packet
     /// before it: when it follows that packet with no block between, it extends the run
     /// and true is returned; else nothing changes ([`PostingsBuilder::add_packet`] then
     /// takes it). What the next packet of a burst costs.
     #[inline(always)]
-    pub(crate) fn extend_run(&mut self, offset: u64, len: u64) -> bool {
-        if self.run_n == 0 || offset != self.run_end {
+    pub(crate) fn extend_run(&mut self, start: u64, end: u64) -> bool {
+        // With no run, `run_end` is [`NO_RUN`], which no block starts at.
+        if start != self.run_end {
             return false;
         }
         self.packets += 1;
-        self.run_end = offset + len;
+        self.run_end = end;
         self.run_n += 1;
         true
     }
@@ -311,7 +315,7 @@ impl PostingsBuilder {
         region_keys: &mut Vec<u64>,
     ) {
         let same = self.last_known && *pk == self.last;
-        if same && self.extend_run(offset, len) {
+        if same && self.extend_run(offset, offset + len) {
             return;
         }
         self.next_run(offset, len, region_keys);
@@ -417,7 +421,7 @@ impl PostingsBuilder {
                 region_keys.push(l.key);
             }
         }
-        self.run_n = 0;
+        (self.run_n, self.run_end) = (0, NO_RUN);
     }
 
     /// The bytes of list `l`, appended to `out`.

@@ -78,38 +78,66 @@ pub struct FileConfig {
     pub flush: Option<Duration>,
 }
 
-impl FileConfig {
-    /// What the block written for `p` holds, as the index reads it (see [`Written`]), when
-    /// that is simple to know: a frame the writer kept as it came (no VLAN tag put back),
-    /// cut to the snap length, at a time pcap's 32-bit seconds can hold. None: the index
-    /// reads the block back (or, with no index, nothing reads it).
+/// What the index is told of a packet written for one interface, worked out once (see
+/// [`Written`]): its link type, the bytes of its frame the block keeps, and the time from
+/// which the writer changes the packet's (pcap's 32-bit seconds clamp it).
+#[derive(Clone, Copy, Debug)]
+struct Told {
+    linktype: u16,
+    keep: usize,
+    ts_limit: u64,
+}
+
+impl Told {
+    /// One for each interface of `cfg`, when each file gets an index; none else.
+    fn for_config(cfg: &FileConfig, indexed: bool) -> Vec<Told> {
+        if !indexed {
+            return Vec::new();
+        }
+        let keep = |snaplen: u32| {
+            if snaplen == 0 {
+                usize::MAX
+            } else {
+                snaplen as usize
+            }
+        };
+        match cfg.format {
+            Format::Pcapng => cfg
+                .interfaces
+                .iter()
+                .map(|i| Told {
+                    linktype: i.linktype,
+                    keep: keep(i.snaplen),
+                    ts_limit: u64::MAX,
+                })
+                .collect(),
+            // One link type and snap length for all; past 32-bit seconds the writer clamps.
+            Format::Pcap => {
+                let linktype = cfg.interfaces.first().map_or(1, |i| i.linktype);
+                let t = Told {
+                    linktype,
+                    keep: keep(cfg.snaplen),
+                    ts_limit: (u64::from(u32::MAX) + 1) * 1_000_000_000,
+                };
+                vec![t; cfg.interfaces.len()]
+            }
+        }
+    }
+
+    /// What the block written for `p` holds, as the index reads it, when that is simple to
+    /// know: a frame the writer kept as it came (no VLAN tag put back), cut to the snap
+    /// length, at a time the file holds as it is. None: the index reads the block back (or,
+    /// with no index, nothing reads it).
     #[inline]
-    fn as_written<'a>(&self, p: &Packet<'a>) -> Option<Written<'a>> {
-        if !self.index || p.vlan.is_some() {
+    fn written<'a>(told: &[Told], p: &Packet<'a>) -> Option<Written<'a>> {
+        let t = told.get(p.iface as usize)?;
+        if p.vlan.is_some() || p.ts_ns >= t.ts_limit {
             return None;
         }
-        let (iface, snaplen) = match self.format {
-            Format::Pcapng => {
-                let i = self.interfaces.get(p.iface as usize)?;
-                (i, i.snaplen)
-            }
-            Format::Pcap => {
-                // Past pcap's 32-bit seconds the writer clamps them.
-                if p.ts_ns >= (u64::from(u32::MAX) + 1) * 1_000_000_000 {
-                    return None;
-                }
-                (self.interfaces.first()?, self.snaplen)
-            }
-        };
-        let keep = if snaplen == 0 {
-            p.data.len()
-        } else {
-            p.data.len().min(snaplen as usize)
-        };
         Some(Written {
             ts_ns: p.ts_ns,
-            linktype: iface.linktype,
-            frame: &p.data[..keep],
+            linktype: t.linktype,
+            frame: &p.data[..p.data.len().min(t.keep)],
         })
     }
 }
@@ -191,6 +219,8 @@ pub struct FileSink {
     stream: bool,
     /// When the flush timer first saw blocks not yet on their way to the disk.
     dirty_at: Option<std::time::Instant>,
+    /// What the index is told of a packet, by interface (empty: no index).
+    told: Vec<Told>,
 }
 
 impl FileSink {
@@ -273,8 +303,10 @@ impl FileSink {
         );
         let writer = Writer::start(&cfg, out)?;
         let n = cfg.interfaces.len();
+        let told = Told::for_config(&cfg, cfg.index && !stream);
         Ok(Self {
             cfg,
+            told,
             writer: Some(writer),
             disk: Some(disk),
             seq,
@@ -372,7 +404,7 @@ impl FileSink {
             let _ = w.out().end_block(false);
             return Err(Refused::Disk);
         }
-        match self.cfg.as_written(p) {
+        match Told::written(&self.told, p) {
             Some(written) => w.out().end_packet(&written)?,
             None => w.out().end_block(true)?,
         }

@@ -155,13 +155,14 @@ impl Output {
     /// marked whole.
     #[inline]
     fn take_block(&mut self, written: Option<&Written<'_>>) {
-        if let (Some(ix), Some(buf)) = (self.index.as_mut(), self.buf.as_ref()) {
+        if let Some(ix) = self.index.as_mut() {
             let at = self.off + self.mark as u64;
-            match written {
-                Some(w) => {
+            match (written, self.buf.as_ref()) {
+                (Some(w), _) => {
                     ix.add_packet(at..self.off + self.len as u64, w.ts_ns, w.linktype, w.frame)
                 }
-                None => ix.add_blocks(at, &buf.bytes()[self.mark..self.len]),
+                (None, Some(buf)) => ix.add_blocks(at, &buf.bytes()[self.mark..self.len]),
+                (None, None) => {}
             }
         }
         self.bytes += (self.len - self.mark) as u64;
