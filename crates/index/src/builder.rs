@@ -340,11 +340,11 @@ impl IndexBuilder {
     /// packet of a burst costs a few compares in the writer's own code.
     #[inline]
     pub fn add_packet(&mut self, block: Range<u64>, ts_ns: u64, linktype: u16, frame: &[u8]) {
-        // The next packet of a burst: the raw flow of the packet before (which had one, so
-        // indexing is on and that packet's keys are the region's: else `last` is
-        // [`NO_RAW`], which no frame's words are), and, with postings, its
-        // block right after that packet's. What [`IndexBuilder::packet`] would do for it,
-        // with nothing else checked or stored.
+        // The next packet of a burst: the raw flow of the packet before, and (with
+        // postings) its block right after that packet's. That packet had a raw flow, so
+        // indexing is on and its keys are the region's; else `last` is [`NO_RAW`], which
+        // no frame's words are. What [`IndexBuilder::packet`] would do for it, with
+        // nothing else checked or stored.
         let (w, last) = (raw_words(linktype, frame), &self.sets.last_raw);
         if (w[0] ^ last[0]) | (w[1] ^ last[1]) | (w[2] ^ last[2]) == 0
             && frame.len() <= MAX_CAPLEN

@@ -248,7 +248,7 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
         );
     }
     if let Some(o) = &cfg.output {
-        eprintln!("corecap: {}", writing(o));
+        eprintln!("corecap: {}", writing(o, cap.workers.len()));
     }
     let inputs: Vec<String> = cfg
         .inputs
@@ -265,9 +265,10 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
     );
 }
 
-/// What `-w` writes, said at start: the format, rotation, sealing, and whether each file gets
-/// an index (on unless `--no-index`), so that a user knows what the folder will hold.
-fn writing(o: &corecap_engine::capture::OutputConfig) -> String {
+/// What `-w` writes, said at start: the files (one per worker unless merged), the format,
+/// rotation, sealing, and whether each file gets an index (on unless `--no-index`), so that
+/// a user knows what the folder will hold.
+fn writing(o: &corecap_engine::capture::OutputConfig, workers: usize) -> String {
     let mut how = vec![format!("{:?}", o.format).to_lowercase()];
     if o.merge {
         how.push("one file in time order".into());
@@ -293,6 +294,28 @@ fn writing(o: &corecap_engine::capture::OutputConfig) -> String {
     } else {
         "no index (--no-index)".into()
     });
+    if workers > 1 && !o.merge {
+        // The engine's names: FILE.wN, numbered _NNNNN as they rotate.
+        let name = |w: usize| {
+            let p = corecap_store::names::suffixed_path(&o.path, &format!("w{w}"));
+            if !o.rotation.active() {
+                return p.display().to_string();
+            }
+            let s = corecap_store::names::rotated_path(&p, 0)
+                .display()
+                .to_string();
+            match s.rfind("_00000") {
+                Some(at) => format!("{}_NNNNN{}", &s[..at], &s[at + 6..]),
+                None => s,
+            }
+        };
+        return format!(
+            "writing a file per worker, {} to {} (--merge for one file): {}",
+            name(0),
+            name(workers - 1),
+            how.join(", ")
+        );
+    }
     format!("writing {}: {}", o.path.display(), how.join(", "))
 }
 

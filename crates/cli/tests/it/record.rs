@@ -447,3 +447,63 @@ fn issue22_a_file_source_waits_for_its_writer_and_drops_nothing() {
         }
     }
 }
+
+#[test]
+fn issue22_the_start_line_names_each_workers_files() {
+    // With several workers and no --merge, `-w FILE` writes a file per worker (FILE.wN,
+    // FILE.wN_NNNNN when rotated): the start line names them, not FILE alone, and they
+    // are the files the folder then holds.
+    let dir = Scratch::new("start-line");
+    let src = dir.path("src.pcap");
+    {
+        let f = std::fs::File::create(&src).expect("source file");
+        let mut w = corecap_wire::PcapWriter::new(std::io::BufWriter::new(f), 1, 65535)
+            .expect("pcap header");
+        for i in 0..2000u32 {
+            let host = (i % 50) as u8;
+            let frame = util::udp_frame([10, 0, 0, host], [10, 0, 1, 2], 4000, 53, 100);
+            w.write_packet(
+                1_700_000_000_000_000_000 + u64::from(i) * 1000,
+                &frame,
+                100,
+                None,
+            )
+            .expect("write");
+        }
+        w.into_inner().into_inner().expect("flush");
+    }
+    for (name, extra, files, said) in [
+        (
+            "plain",
+            &[][..],
+            ["rec.w0.pcapng", "rec.w1.pcapng"],
+            ["rec.w0.pcapng", "rec.w1.pcapng"],
+        ),
+        (
+            "rotated",
+            &["-b", "filesize:1"][..],
+            ["rec.w0_00001.pcapng", "rec.w1_00001.pcapng"],
+            ["rec.w0_NNNNN.pcapng", "rec.w1_NNNNN.pcapng"],
+        ),
+    ] {
+        let out = dir.path(name);
+        std::fs::create_dir_all(&out).expect("folder");
+        let to = out.join("rec.pcapng");
+        let mut args = vec!["--workers", "2", "-w", to.to_str().expect("utf8")];
+        args.extend_from_slice(extra);
+        let (o, v) = util::replay(&src, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{name}: {err}");
+        assert_eq!(util::u(&v, "packets"), 2000, "{name}");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("corecap: writing"))
+            .unwrap_or_else(|| panic!("{name}: no start line in {err}"));
+        for (file, shown) in files.iter().zip(said) {
+            assert!(out.join(file).is_file(), "{name}: {file} written");
+            let shown = out.join(shown).display().to_string();
+            assert!(line.contains(&shown), "{name}: {line:?} names {shown}");
+        }
+        assert!(!out.join("rec.pcapng").exists(), "{name}: no rec.pcapng");
+    }
+}
