@@ -10,6 +10,9 @@ Two sources (--source):
 - live: the lab's generator sends, `capture -i` records. What a sensor pays, but on a
   2-core VM the kernel's share of a run (the ring's lock, shared with the generator's CPU,
   and wake-ups) moves by tens of percent from run to run, whatever the index does.
+  With --rate the generator sends at that many packets a second, so every run offers the
+  recorder the same load (as a link does); without, it sends as fast as it can, and its
+  speed, and with it how the recorder batches, differs from run to run.
 - file: the lab's traffic is recorded once, then `capture -r` records that file again (a
   file source waits for the disk, so every run writes every packet). The same packets
   through the same formatting, index and disk writer, without the ring: the index's share
@@ -22,7 +25,8 @@ With --instructions N, the first N packets of the file source are recorded under
 valgrind with and without the index: the instructions a packet, which no other load moves.
 
 Usage: bench/index_cost.py [--source live|file|both] [--gib 0.5] [--phases 15]
-                           [--rounds 3] [--perf] [--instructions N] [--out FILE.md]
+                           [--rate PPS] [--rounds 3] [--perf] [--instructions N]
+                           [--out FILE.md]
 Needs root and the corecap release binary (cargo build --release).
 """
 
@@ -279,8 +283,11 @@ def main():
                 _, cpu, summary = qs.record(d, a, index)
                 return cpu, summary["cpu_user"], summary
 
+            sends = (f"at {a.rate:,} packets a second" if a.rate
+                     else "as fast as it can, which varies from run to run")
             lines += table("Live: `capture -i` on the lab", rounds(a, work, live),
-                           "The generator on CPU 0, the recorder's worker on CPU 1.")
+                           f"The generator on CPU 0, sending {sends}; the recorder's worker "
+                           "on CPU 1.")
         srcs = []
         if a.source in ("file", "both") or a.instructions:
             src_dir = os.path.join(work, "src")

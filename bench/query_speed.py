@@ -75,7 +75,8 @@ def record(outdir, a, index, started=None, stopping=None):
         t0 = time.time()
         sh(CORECAP, "gen", "--netns", NS, "-i", "gen0", "--engine", "txring", "--size", "512",
            "--flows", str(a.flows), "--flow-base", str(ph * a.step), "--burst", str(a.burst),
-           "--count", str(a.per_phase), "--cpus", "0", "--json")
+           "--count", str(a.per_phase), "--cpus", "0", "--json",
+           *(["--rate", str(a.rate)] if getattr(a, "rate", 0) else []))
         windows.append((t0, time.time()))
         time.sleep(0.05)
     time.sleep(0.5)
@@ -118,6 +119,8 @@ def traffic_args(gib, phases):
     ap.add_argument("--flows", type=int, default=200)
     ap.add_argument("--step", type=int, default=120)
     ap.add_argument("--burst", type=int, default=32)
+    ap.add_argument("--rate", type=int, default=0,
+                    help="packets a second the generator sends (0: as fast as it can)")
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--out", default=None)
     return ap
