@@ -1,6 +1,7 @@
 //! `corecap capture`.
 
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -248,7 +249,10 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
         );
     }
     if let Some(o) = &cfg.output {
-        eprintln!("corecap: {}", writing(o, cap.workers.len()));
+        eprintln!(
+            "corecap: {}",
+            writing(o, &cap.files, !cfg.groups.is_empty())
+        );
     }
     let inputs: Vec<String> = cfg
         .inputs
@@ -265,10 +269,10 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
     );
 }
 
-/// What `-w` writes, said at start: the files (one per worker unless merged), the format,
-/// rotation, sealing, and whether each file gets an index (on unless `--no-index`), so that
-/// a user knows what the folder will hold.
-fn writing(o: &corecap_engine::capture::OutputConfig, workers: usize) -> String {
+/// What `-w` writes, said at start: the files (one per worker or group member unless
+/// merged), the format, rotation, sealing, and whether each file gets an index (on unless
+/// `--no-index`), so that a user knows what the folder will hold.
+fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups: bool) -> String {
     let mut how = vec![format!("{:?}", o.format).to_lowercase()];
     if o.merge {
         how.push("one file in time order".into());
@@ -294,29 +298,35 @@ fn writing(o: &corecap_engine::capture::OutputConfig, workers: usize) -> String 
     } else {
         "no index (--no-index)".into()
     });
-    if workers > 1 && !o.merge {
-        // The engine's names: FILE.wN, numbered _NNNNN as they rotate.
-        let name = |w: usize| {
-            let p = corecap_store::names::suffixed_path(&o.path, &format!("w{w}"));
-            if !o.rotation.active() {
-                return p.display().to_string();
-            }
-            let s = corecap_store::names::rotated_path(&p, 0)
-                .display()
-                .to_string();
-            match s.rfind("_00000") {
-                Some(at) => format!("{}_NNNNN{}", &s[..at], &s[at + 6..]),
-                None => s,
-            }
-        };
-        return format!(
-            "writing a file per worker, {} to {} (--merge for one file): {}",
-            name(0),
-            name(workers - 1),
+    // The engine's names, numbered _NNNNN as they rotate.
+    let name = |p: &Path| {
+        if !o.rotation.active() {
+            return p.display().to_string();
+        }
+        let s = corecap_store::names::rotated_path(p, 0)
+            .display()
+            .to_string();
+        match s.rfind("_00000") {
+            Some(at) => format!("{}_NNNNN{}", &s[..at], &s[at + 6..]),
+            None => s,
+        }
+    };
+    match files {
+        [first, .., last] => format!(
+            "writing {} files, {} to {}{}: {}",
+            files.len(),
+            name(first),
+            name(last),
+            if groups {
+                ""
+            } else {
+                " (--merge for one file)"
+            },
             how.join(", ")
-        );
+        ),
+        [one] => format!("writing {}: {}", name(one), how.join(", ")),
+        [] => format!("writing {}: {}", o.path.display(), how.join(", ")),
     }
-    format!("writing {}: {}", o.path.display(), how.join(", "))
 }
 
 /// Seconds between statistics lines: `--stats-interval` (0 or less: none), else 1 s on a

@@ -449,10 +449,11 @@ fn issue22_a_file_source_waits_for_its_writer_and_drops_nothing() {
 }
 
 #[test]
-fn issue22_the_start_line_names_each_workers_files() {
+fn issue22_the_start_line_names_the_files_written() {
     // With several workers and no --merge, `-w FILE` writes a file per worker (FILE.wN,
-    // FILE.wN_NNNNN when rotated): the start line names them, not FILE alone, and they
-    // are the files the folder then holds.
+    // FILE.wN_NNNNN when rotated), and with groups a file per member (FILE.gGmI): the
+    // start line names them, not FILE alone, and they are the files the folder then
+    // holds. One worker rotating writes FILE_NNNNN.
     let dir = Scratch::new("start-line");
     let src = dir.path("src.pcap");
     {
@@ -475,21 +476,33 @@ fn issue22_the_start_line_names_each_workers_files() {
     for (name, extra, files, said) in [
         (
             "plain",
-            &[][..],
+            &["--workers", "2"][..],
             ["rec.w0.pcapng", "rec.w1.pcapng"],
             ["rec.w0.pcapng", "rec.w1.pcapng"],
         ),
         (
             "rotated",
-            &["-b", "filesize:1"][..],
+            &["--workers", "2", "-b", "filesize:1"][..],
             ["rec.w0_00001.pcapng", "rec.w1_00001.pcapng"],
             ["rec.w0_NNNNN.pcapng", "rec.w1_NNNNN.pcapng"],
+        ),
+        (
+            "groups",
+            &["--workers", "2", "--groups", "balance:2"][..],
+            ["rec.g0m0.pcapng", "rec.g0m1.pcapng"],
+            ["rec.g0m0.pcapng", "rec.g0m1.pcapng"],
+        ),
+        (
+            "one",
+            &["--workers", "1", "-b", "filesize:1"][..],
+            ["rec_00001.pcapng", "rec_00001.pcapng"],
+            ["rec_NNNNN.pcapng", "rec_NNNNN.pcapng"],
         ),
     ] {
         let out = dir.path(name);
         std::fs::create_dir_all(&out).expect("folder");
         let to = out.join("rec.pcapng");
-        let mut args = vec!["--workers", "2", "-w", to.to_str().expect("utf8")];
+        let mut args = vec!["-w", to.to_str().expect("utf8")];
         args.extend_from_slice(extra);
         let (o, v) = util::replay(&src, &args);
         let err = String::from_utf8_lossy(&o.stderr);

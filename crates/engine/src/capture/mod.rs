@@ -312,6 +312,9 @@ pub struct Capture {
     pub workers: Vec<WorkerInfo>,
     /// What the capture wants the user to know (XDP modes, fallbacks).
     pub notes: Vec<String>,
+    /// The capture files it writes as it starts (`-w`'s path, or one per worker or group
+    /// member: FILE.wN, FILE.gGmI), before rotation numbers them.
+    pub files: Vec<std::path::PathBuf>,
     pub(crate) handles: Vec<JoinHandle<Outcome>>,
     merge: Option<JoinHandle<(FileSink, u64)>>,
     pub(crate) stages: Vec<Stage>,

@@ -538,6 +538,19 @@ impl Plan {
         }
     }
 
+    /// The capture files the plan writes (before rotation numbers them): each group
+    /// member's, or the sink's.
+    pub(crate) fn file_paths(&self) -> Vec<PathBuf> {
+        if let Some(p) = &self.pipeline {
+            return p.members.iter().filter_map(|m| m.file.clone()).collect();
+        }
+        match &self.sink {
+            SinkPlan::Count | SinkPlan::Steer => Vec::new(),
+            SinkPlan::Single(p) | SinkPlan::Merged(p) => vec![p.clone()],
+            SinkPlan::PerWorker(files) => files.iter().map(|f| f.path.clone()).collect(),
+        }
+    }
+
     /// Without groups: counting with no `-w`; one file for one worker; one merged file
     /// with `--merge` or `-w -`; else a file per worker (`FILE.wN`) with its own interface
     /// (numbered 0 in it), or every file's for a `-r` worker.

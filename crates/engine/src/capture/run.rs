@@ -98,6 +98,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
     let cap = Capture {
         control,
         counters,
+        files: plan.file_paths(),
         workers: plan.workers.into_iter().map(|w| w.info).collect(),
         notes: Vec::new(),
         handles,
