@@ -274,6 +274,13 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
 /// `--no-index`), so that a user knows what the folder will hold.
 fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups: bool) -> String {
     let mut how = vec![format!("{:?}", o.format).to_lowercase()];
+    // tcpdump writes classic pcap, whatever the name; corecap writes pcapng, as dumpcap
+    // does, unless asked: a name ending in .pcap gets the hint.
+    if o.format == corecap_engine::sink::file::Format::Pcapng
+        && o.path.extension().is_some_and(|e| e == "pcap")
+    {
+        how[0] = "pcapng, though the name says .pcap (--pcap writes classic pcap)".into();
+    }
     if o.merge {
         how.push("one file in time order".into());
     }

@@ -518,5 +518,32 @@ fn issue22_the_start_line_names_the_files_written() {
             assert!(line.contains(&shown), "{name}: {line:?} names {shown}");
         }
         assert!(!out.join("rec.pcapng").exists(), "{name}: no rec.pcapng");
+        assert!(!line.contains("--pcap writes"), "{name}: {line:?}");
+    }
+    // A name ending in .pcap: pcapng unless --pcap (as dumpcap), and the line says so.
+    for (name, extra, magic, hint) in [
+        ("named-pcap", &[][..], [0x0a, 0x0d, 0x0d, 0x0a], true),
+        ("pcap", &["--pcap"][..], [0x4d, 0x3c, 0xb2, 0xa1], false),
+    ] {
+        let out = dir.path(name);
+        std::fs::create_dir_all(&out).expect("folder");
+        let to = out.join("rec.pcap");
+        let mut args = vec!["--workers", "1", "-w", to.to_str().expect("utf8")];
+        args.extend_from_slice(extra);
+        let (o, v) = util::replay(&src, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{name}: {err}");
+        assert_eq!(util::u(&v, "packets"), 2000, "{name}");
+        let head = std::fs::read(&to).expect("written");
+        assert_eq!(head[..4], magic, "{name}: the file's format");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("corecap: writing"))
+            .unwrap_or_else(|| panic!("{name}: no start line in {err}"));
+        assert_eq!(
+            line.contains("--pcap writes classic pcap"),
+            hint,
+            "{name}: {line:?}"
+        );
     }
 }
