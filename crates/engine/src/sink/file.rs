@@ -596,7 +596,7 @@ mod tests {
             assert!(done.error.is_none(), "{:?}", done.error);
             assert!(done.files.len() >= 3, "rotated: {:?}", done.files);
             let mut packets = 0;
-            for path in &done.files {
+            for (n, path) in done.files.iter().enumerate() {
                 let file = std::fs::read(path).expect("read the file");
                 let side = std::fs::read(corecap_index::sidecar_path(path)).expect("sidecar");
                 let got = corecap_index::Index::parse(&side).expect("sidecar parses");
@@ -613,7 +613,12 @@ mod tests {
                 assert_eq!(got.postings, want.postings, "{}", path.display());
                 assert_eq!(got.regions, want.regions, "{}", path.display());
                 assert_eq!(got.header, want.header);
-                assert!(got.regions.len() > 2, "one region per buffer handed over");
+                // A file cut at 3 MiB holds at least 3 buffers, each a region; the last file
+                // may be short, and the flushes add regions only when the disk writer has a
+                // buffer free (never on a slow machine, say).
+                if n + 1 < done.files.len() {
+                    assert!(got.regions.len() > 2, "one region per buffer handed over");
+                }
                 let mut end = got.regions[0].at.start;
                 for r in &got.regions {
                     assert_eq!(r.at.start, end, "regions follow each other");
