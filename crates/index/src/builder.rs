@@ -84,6 +84,13 @@ struct Sets {
 }
 
 impl Sets {
+    /// The packet just read, whose [`raw_flow`] is `raw`, is the one the next compares
+    /// with ([`NO_RAW`] when it has none).
+    #[inline(always)]
+    fn remember_raw(&mut self, raw: [u64; 3]) {
+        self.last_raw = if raw[0] != 0 { raw } else { NO_RAW };
+    }
+
     /// The packet just read goes into the postings and the region's sets.
     #[inline]
     fn packet_done(&mut self) {
@@ -354,9 +361,7 @@ impl IndexBuilder {
                 .as_mut()
                 .is_none_or(|p| p.extend_run(block.start, block.end))
         {
-            self.acc.ts_min = self.acc.ts_min.min(ts_ns);
-            self.acc.ts_max = self.acc.ts_max.max(ts_ns);
-            self.packets += 1;
+            self.count(ts_ns);
             return;
         }
         self.told_packet(block, ts_ns, linktype, frame, raw_flow_of(w));
@@ -609,21 +614,26 @@ impl IndexBuilder {
     /// [`IndexBuilder::packet`] for a frame whose [`raw_flow`] is `raw`.
     #[inline(always)]
     fn packet_raw(&mut self, ts: u64, linktype: u16, data: &[u8], raw: [u64; 3]) {
-        let acc = &mut self.acc;
-        acc.ts_min = acc.ts_min.min(ts);
-        acc.ts_max = acc.ts_max.max(ts);
-        self.packets += 1;
+        self.count(ts);
         if raw == self.sets.last_raw {
             self.same_keys();
             return;
         }
         let tuple = flow_tuple(linktype, data);
         if tuple.is_some() && tuple == self.sets.last_tuple {
-            self.sets.last_raw = if raw[0] != 0 { raw } else { NO_RAW };
+            self.sets.remember_raw(raw);
             self.same_keys();
             return;
         }
         self.other_packet(tuple, raw, linktype, data);
+    }
+
+    /// Counts a packet at time `ts` into the file and the region's time range.
+    #[inline(always)]
+    fn count(&mut self, ts: u64) {
+        self.acc.ts_min = self.acc.ts_min.min(ts);
+        self.acc.ts_max = self.acc.ts_max.max(ts);
+        self.packets += 1;
     }
 
     /// A packet with the keys of the packet before, which the region's sets already hold:
@@ -643,7 +653,7 @@ impl IndexBuilder {
     #[inline(never)]
     fn other_packet(&mut self, tuple: Option<u128>, raw: [u64; 3], linktype: u16, data: &[u8]) {
         self.sets.last_tuple = tuple;
-        self.sets.last_raw = if raw[0] != 0 { raw } else { NO_RAW };
+        self.sets.remember_raw(raw);
         let sets = &mut self.sets;
         if let (Some(t), Some(p)) = (tuple, sets.postings.as_mut()) {
             // A flow seen lately: its lists are known, and its protocol is its only one.

@@ -7,13 +7,22 @@ use std::path::{Path, PathBuf};
 
 /// The path of rotated file number `seq` for `base`.
 pub fn rotated_path(base: &Path, seq: u32) -> PathBuf {
+    rotated_with(base, &format!("{seq:05}"))
+}
+
+/// The names rotated files of `base` take, as a user is told them (`STEM_NNNNN.EXT`).
+pub fn rotated_pattern(base: &Path) -> PathBuf {
+    rotated_with(base, "NNNNN")
+}
+
+fn rotated_with(base: &Path, seq: &str) -> PathBuf {
     let stem = base
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let name = match base.extension() {
-        Some(ext) => format!("{stem}_{seq:05}.{}", ext.to_string_lossy()),
-        None => format!("{stem}_{seq:05}"),
+        Some(ext) => format!("{stem}_{seq}.{}", ext.to_string_lossy()),
+        None => format!("{stem}_{seq}"),
     };
     base.with_file_name(name)
 }

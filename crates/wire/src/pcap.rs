@@ -13,6 +13,9 @@ use crate::vlan;
 pub const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
 /// Magic of a pcap file with nanosecond timestamps.
 pub const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
+/// The first time (nanoseconds since the epoch) a record cannot hold: its seconds are 32
+/// bits, and [`PcapWriter`] clamps later times to their largest value.
+pub const TS_LIMIT_NS: u64 = (u32::MAX as u64 + 1) * 1_000_000_000;
 /// Magic of Alexey Kuznetzov's modified pcap (libpcap's `KUZNETZOV_TCPDUMP_MAGIC`):
 /// microsecond timestamps, and 8 more bytes after each record header (ifindex u32,
 /// protocol u16, pkt_type u8, pad u8).

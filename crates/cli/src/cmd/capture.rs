@@ -307,15 +307,12 @@ fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups:
     });
     // The engine's names, numbered _NNNNN as they rotate.
     let name = |p: &Path| {
-        if !o.rotation.active() {
-            return p.display().to_string();
-        }
-        let s = corecap_store::names::rotated_path(p, 0)
-            .display()
-            .to_string();
-        match s.rfind("_00000") {
-            Some(at) => format!("{}_NNNNN{}", &s[..at], &s[at + 6..]),
-            None => s,
+        if o.rotation.active() {
+            corecap_store::names::rotated_pattern(p)
+                .display()
+                .to_string()
+        } else {
+            p.display().to_string()
         }
     };
     match files {

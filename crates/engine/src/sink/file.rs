@@ -117,7 +117,7 @@ impl Told {
                 let t = Told {
                     linktype,
                     keep: keep(cfg.snaplen),
-                    ts_limit: (u64::from(u32::MAX) + 1) * 1_000_000_000,
+                    ts_limit: corecap_wire::pcap::TS_LIMIT_NS,
                 };
                 vec![t; cfg.interfaces.len()]
             }
