@@ -12,6 +12,9 @@
 
 use std::process::Command;
 
+use corecap_linux::ethtool::{Ethtool, Offload};
+use corecap_linux::netdev;
+
 /// Name of the generator's end.
 pub const GEN_IF: &str = "gen0";
 /// Name of the capture end.
@@ -85,10 +88,19 @@ pub fn up(cfg: &LabConfig) -> Result<(), LabError> {
     let q = cfg.queues.max(1).to_string();
     run(&["ip", "netns", "add", ns])?;
     let r = (|| {
-        for conf in ["all", "default"] {
-            let sysctl = format!("net.ipv6.conf.{conf}.disable_ipv6=1");
-            run(&["ip", "netns", "exec", ns, "sysctl", "-qw", &sysctl])?;
-        }
+        in_lab(ns, || {
+            for conf in ["all", "default"] {
+                let knob = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
+                // A kernel without IPv6 has no such file, and nothing to turn off.
+                match std::fs::write(&knob, "1") {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(corecap_linux::Error::from_io(knob, e));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        })?;
         run(&[
             "ip",
             "-n",
@@ -111,12 +123,15 @@ pub fn up(cfg: &LabConfig) -> Result<(), LabError> {
             &q,
         ])?;
         if cfg.queues > 1 || cfg.threaded_napi_cpu.is_some() {
-            run(&[
-                "ip", "netns", "exec", ns, "ethtool", "-K", CAP_IF, "gro", "on",
-            ])?;
-            run(&[
-                "ip", "netns", "exec", ns, "ethtool", "-K", GEN_IF, "tso", "off", "gso", "off",
-            ])?;
+            // As `ethtool -K cap0 gro on` and `ethtool -K gen0 tso off gso off` would, by
+            // the ioctl itself: the lab needs no ethtool program. (The legacy TSO command
+            // leaves the AccECN segmentation offload on; the lab sends no AccECN traffic.)
+            in_lab(ns, || {
+                Ethtool::open(CAP_IF)?.set_offload(Offload::Gro, true)?;
+                let gen = Ethtool::open(GEN_IF)?;
+                gen.set_offload(Offload::Tso, false)?;
+                gen.set_offload(Offload::Gso, false)
+            })?;
         }
         for dev in ["lo", GEN_IF, CAP_IF] {
             run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
@@ -146,6 +161,15 @@ pub fn up(cfg: &LabConfig) -> Result<(), LabError> {
         let _ = down(ns);
     }
     r
+}
+
+/// Runs `f` in the lab's namespace (a thread of its own; see [`netdev::in_netns`]).
+fn in_lab<T: Send>(
+    ns: &str,
+    f: impl FnOnce() -> corecap_linux::Result<T> + Send,
+) -> Result<T, LabError> {
+    netdev::in_netns(ns, f)
+        .map_err(|e| LabError(format!("in lab {ns}: {}", corecap_linux::error_chain(&e))))
 }
 
 /// Pins the `napi/cap0-*` kernel threads to `cpu`.

@@ -1,6 +1,8 @@
 //! The SIOCETHTOOL ioctls that placement tuning reads and writes: channel counts
 //! (`ETHTOOL_GCHANNELS`/`SCHANNELS`), ring sizes (`ETHTOOL_GRINGPARAM`/`SRINGPARAM`),
-//! pause frames (`ETHTOOL_GPAUSEPARAM`/`SPAUSEPARAM`) and the driver name (`ETHTOOL_GDRVINFO`).
+//! pause frames (`ETHTOOL_GPAUSEPARAM`/`SPAUSEPARAM`), the driver name (`ETHTOOL_GDRVINFO`),
+//! and the offloads the veth lab sets (`ETHTOOL_SGRO`, `ETHTOOL_STSO`, `ETHTOOL_SGSO`), so
+//! that neither needs the `ethtool` program.
 //!
 //! A driver that does not implement an operation answers `EOPNOTSUPP`; the getters turn
 //! that into `Ok(None)` so callers can report "not supported by the driver" instead of an
@@ -17,6 +19,9 @@ const ETHTOOL_GRINGPARAM: u32 = 0x10;
 const ETHTOOL_SRINGPARAM: u32 = 0x11;
 const ETHTOOL_GPAUSEPARAM: u32 = 0x12;
 const ETHTOOL_SPAUSEPARAM: u32 = 0x13;
+const ETHTOOL_STSO: u32 = 0x1f;
+const ETHTOOL_SGSO: u32 = 0x24;
+const ETHTOOL_SGRO: u32 = 0x2c;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_SCHANNELS: u32 = 0x3d;
 
@@ -75,6 +80,34 @@ pub struct Pause {
     pub tx: u32,
 }
 
+/// An offload that [`Ethtool::set_offload`] turns on or off (`ethtool -K IFACE gro on`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offload {
+    /// Generic receive offload: on a veth, it gives each RX queue its own NAPI instance.
+    Gro,
+    /// TCP segmentation offload.
+    Tso,
+    /// Generic segmentation offload.
+    Gso,
+}
+
+impl Offload {
+    fn set_cmd(self) -> u32 {
+        match self {
+            Offload::Gro => ETHTOOL_SGRO,
+            Offload::Tso => ETHTOOL_STSO,
+            Offload::Gso => ETHTOOL_SGSO,
+        }
+    }
+}
+
+/// `struct ethtool_value`: one word for the one-value commands.
+#[repr(C)]
+struct Value {
+    cmd: u32,
+    data: u32,
+}
+
 #[repr(C)]
 struct DrvInfo {
     cmd: u32,
@@ -103,6 +136,7 @@ const _: () = assert!(size_of::<Channels>() == 36);
 const _: () = assert!(size_of::<Ring>() == 36);
 const _: () = assert!(size_of::<Pause>() == 16);
 const _: () = assert!(size_of::<DrvInfo>() == 196);
+const _: () = assert!(size_of::<Value>() == 8);
 const _: () = assert!(size_of::<IfreqData>() == 40);
 
 /// An ethtool handle on one interface (a datagram socket used only for ioctls).
@@ -216,6 +250,16 @@ impl Ethtool {
             tx: tx as u32,
         };
         self.supported(self.ioctl(&mut p, "set pause parameters")?, "setting pause")
+    }
+
+    /// Turns an offload on or off, as `ethtool -K IFACE gro on` does.
+    pub fn set_offload(&self, offload: Offload, on: bool) -> Result<()> {
+        let mut v = Value {
+            cmd: offload.set_cmd(),
+            data: on as u32,
+        };
+        let what = format!("setting {offload:?} {}", if on { "on" } else { "off" });
+        self.supported(self.ioctl(&mut v, &what)?, &what)
     }
 
     /// The driver's name (`veth`, `ixgbe`, `virtio_net`), or `None`.

@@ -95,17 +95,49 @@ pub fn linktype(name: &str) -> Result<u16> {
     }
 }
 
+/// Runs `f` on a thread of its own that has entered the named network namespace (`ip
+/// netns` name or a path), and returns what it returns. A network namespace is a property
+/// of a thread, so the rest of the process stays where it is: what `f` opens (a socket, a
+/// file under `/proc/sys/net`) belongs to the namespace. The mount namespace is not
+/// changed, so `/sys/class/net` still shows the caller's interfaces.
+pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    let path = netns_path(name);
+    let ns = std::fs::File::open(&path)
+        .map_err(|e| Error::from_io(format!("cannot open network namespace {path}"), e))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: `ns` is an open namespace file for the duration of the call; setns
+            // with CLONE_NEWNET moves only this thread, which ends with the scope.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+                return Err(Error::last(format!("setns into {path}")));
+            }
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorKind::Sys,
+                format!("the thread in network namespace {path} panicked"),
+            ))
+        })
+    })
+}
+
+fn netns_path(name: &str) -> String {
+    if name.contains('/') {
+        name.to_owned()
+    } else {
+        format!("/run/netns/{name}")
+    }
+}
+
 /// Moves the process into the named network namespace (`ip netns` name or a path), as
 /// `ip netns exec` does: it also enters a private mount namespace and mounts a fresh sysfs,
 /// so /sys/class/net shows the namespace's interfaces. Call it before starting any thread
 /// (unshare of the mount namespace needs a single-threaded process); threads started
 /// afterwards inherit both namespaces.
 pub fn enter_netns(name: &str) -> Result<()> {
-    let path = if name.contains('/') {
-        name.to_owned()
-    } else {
-        format!("/run/netns/{name}")
-    };
+    let path = netns_path(name);
     let f = std::fs::File::open(&path)
         .map_err(|e| Error::from_io(format!("cannot open network namespace {path}"), e))?;
     // SAFETY: `f` is an open namespace file for the duration of the call.

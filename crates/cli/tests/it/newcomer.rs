@@ -93,6 +93,46 @@ fn issue23_demo_records_queries_and_cleans_up() {
     assert!(text.contains("(kept)"), "{text}");
 }
 
+/// The demo on a machine with Rust, the base system and iproute2 only: `PATH` holds `ip`
+/// and nothing else (no ethtool, tshark, tcpdump, sysctl), libpcap cannot be loaded, and the
+/// lab is multi-queue, so the offloads it sets go through the kernel's ethtool ioctl.
+#[test]
+#[ignore = "needs root"]
+fn issue39_demo_runs_without_ethtool_or_libpcap() {
+    let s = Scratch::new("demo-bare");
+    let bin = s.path("bin");
+    std::fs::create_dir(&bin).expect("bin folder");
+    let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("iproute2's ip");
+    std::os::unix::fs::symlink(ip, bin.join("ip")).expect("link ip");
+    let dir = s.path("gone");
+    let ns = format!("cc-bare{}", std::process::id());
+    let out = Command::new(util::bin())
+        .env("PATH", &bin)
+        .env("CORECAP_LIBPCAP", s.path("no-such-libpcap.so"))
+        .args(["demo", "--packets", "5000", "--queues", "2", "--netns", &ns])
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .expect("run the demo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}{err}");
+    assert!(!err.contains("ethtool"), "{err}");
+    assert!(text.contains("libpcap is not installed"), "{text}");
+    assert!(
+        text.contains("5000 packets delivered of 5000 counted"),
+        "{text}"
+    );
+    assert!(text.contains("accounting exact"), "{text}");
+    assert!(
+        !Path::new("/run/netns").join(&ns).exists(),
+        "the demo removed its lab"
+    );
+}
+
 #[test]
 fn issue23_corecap_does_not_link_libpcap() {
     let o = Command::new("readelf")
