@@ -91,36 +91,77 @@ pub fn dir_of(path: &Path) -> &Path {
     }
 }
 
-/// The whole files of the capture `base` already in its directory, written by any run:
-/// rotated (`STEM_NNNNN`), per worker or member (`STEM.w0...`) and recovered
-/// (`STEM.recovered-...`), oldest first, each with its bytes and its index's.
-pub fn files_of(base: &Path) -> Vec<(PathBuf, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let dir = dir_of(base);
-    let stem = capture_stem(base);
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
+/// Whether `name` is one of the names the files of the capture `base` take, built by the
+/// same functions that name them when they are written: `base` itself, per worker or member
+/// (`STEM.w0.EXT`, `STEM.g0m1.EXT`), rotated (`STEM_NNNNN.EXT`, `STEM.w0_NNNNN.EXT`), and
+/// each of those recovered (`STEM_NNNNN.recovered-TIME[-N].EXT`). A name that only begins
+/// with the stem (`rec.notes.txt`, `rec_rotate.sh`) is not one.
+pub fn is_file_of(base: &Path, name: &str) -> bool {
+    let Some(base_name) = base.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return false;
     };
-    let mut files: Vec<(i64, PathBuf, u64)> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let rest = name.strip_prefix(&stem)?;
-            let ours = rest.is_empty() || rest.starts_with('_') || rest.starts_with('.');
-            let path = e.path();
-            if !ours || corecap_index::is_sidecar(&path) {
-                return None;
+    let plain = match recovered_tag(name) {
+        Some(tag) => name.replacen(&format!(".{tag}"), "", 1),
+        None => name.to_owned(),
+    };
+    let bare = Path::new(&base_name);
+    let members = std::iter::once(None).chain(member_tags(&plain).into_iter().map(Some));
+    for member in members {
+        let named = match &member {
+            Some(tag) => suffixed_path(bare, tag),
+            None => bare.to_owned(),
+        };
+        if named.as_os_str() == plain.as_str() {
+            return true;
+        }
+        if let Some(seq) = rotation_number(&plain) {
+            if rotated_path(&named, seq).as_os_str() == plain.as_str() {
+                return true;
             }
-            let m = std::fs::symlink_metadata(&path)
-                .ok()
-                .filter(|m| m.is_file())?;
-            let index =
-                std::fs::metadata(corecap_index::sidecar_path(&path)).map_or(0, |m| m.len());
-            Some((m.mtime(), path, m.len() + index))
+        }
+    }
+    false
+}
+
+/// The `recovered-TIME[-N]` tag of a recovered file's name (see `recover`), if it has one.
+fn recovered_tag(name: &str) -> Option<&str> {
+    let at = name.find(".recovered-")? + 1;
+    let tag = &name[at..];
+    let tag = &tag[..tag.find('.').unwrap_or(tag.len())];
+    let stamp = &tag["recovered-".len()..];
+    let (time, copy) = match stamp.split_once('-') {
+        Some((t, n)) => (t, Some(n)),
+        None => (stamp, None),
+    };
+    let b = time.as_bytes();
+    let time_ok = b.len() == 16
+        && b[8] == b'T'
+        && b[15] == b'Z'
+        && b[..8].iter().chain(&b[9..15]).all(u8::is_ascii_digit);
+    let copy_ok = copy.is_none_or(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+    (time_ok && copy_ok).then_some(tag)
+}
+
+/// The worker and member tags (`w3`, `g0m1`) that `name` holds between dots.
+fn member_tags(name: &str) -> Vec<String> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    name.split(['.', '_'])
+        .filter(|part| {
+            part.strip_prefix('w').is_some_and(digits)
+                || part
+                    .strip_prefix('g')
+                    .and_then(|r| r.split_once('m'))
+                    .is_some_and(|(g, m)| digits(g) && digits(m))
         })
-        .collect();
-    files.sort();
-    files.into_iter().map(|(_, p, b)| (p, b)).collect()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The number after the last `_` in `name`, when it has at least 5 digits.
+fn rotation_number(name: &str) -> Option<u32> {
+    let rest = &name[name.rfind('_')? + 1..];
+    let digits: &str = &rest[..rest.bytes().take_while(u8::is_ascii_digit).count()];
+    (digits.len() >= 5).then(|| digits.parse().ok()).flatten()
 }
 
 /// `out.pcapng` with suffix `w1` becomes `out.w1.pcapng`.
@@ -192,5 +233,43 @@ mod tests {
             PathBuf::from("/d/out.w0_00003.pcap")
         );
         assert_eq!(suffixed_path(Path::new("-"), "w0"), PathBuf::from("-"));
+    }
+
+    #[test]
+    fn test_issue40_only_the_names_a_capture_writes_are_its_files() {
+        let base = Path::new("/d/rec.pcapng");
+        for ours in [
+            "rec.pcapng",
+            "rec_00001.pcapng",
+            "rec_123456.pcapng",
+            "rec.w0.pcapng",
+            "rec.w12_00007.pcapng",
+            "rec.g0m1.pcapng",
+            "rec.g2m3_00010.pcapng",
+            "rec_00003.recovered-20261125T080102Z.pcapng",
+            "rec_00003.recovered-20261125T080102Z-2.pcapng",
+            "rec.w1.recovered-20261125T080102Z.pcapng",
+        ] {
+            assert!(is_file_of(base, ours), "{ours}");
+        }
+        for theirs in [
+            "rec.notes.txt",
+            "rec_rotate.sh",
+            "rec.pcapng.bak",
+            "rec_1.pcapng",
+            "rec_00001.pcap",
+            "rec.old.pcapng",
+            "rec.w.pcapng",
+            "record.pcapng",
+            "rec_00001.recovered-yesterday.pcapng",
+            "rec.pcapng.idx",
+            ".rec_00001.pcapng.part",
+        ] {
+            assert!(!is_file_of(base, theirs), "{theirs}");
+        }
+        let sealed = Path::new("c.pcapng.sealed");
+        assert!(is_file_of(sealed, "c.pcapng_00002.sealed"));
+        assert!(is_file_of(sealed, "c.w1.pcapng.sealed"));
+        assert!(!is_file_of(sealed, "c.pcapng"));
     }
 }

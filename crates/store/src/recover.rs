@@ -11,8 +11,13 @@
 //! `NAME.recovered-<UTC time of its last write>.EXT`, which no later run writes to. Its index
 //! is then rebuilt from its data, so queries prune it like any other file.
 //!
-//! The only files removed are those that cannot hold a packet: a part shorter than its own
-//! file header, and the temporary file of an index (indexes are rebuilt from the data).
+//! A part is recovered only when its first bytes are a capture file's (pcapng, pcap, or a
+//! sealed file): a hidden `.NAME.part` of another program (a browser's half-downloaded
+//! file) is left as it is, with a note that says why. The only files removed are those that
+//! are ours and cannot hold a packet: a part that begins as a capture file but ends before
+//! its file header is whole, a part with a capture file's name that holds nothing yet (no
+//! bytes, or only the zeros of space reserved ahead), and the temporary file of an index
+//! (indexes are rebuilt from the data).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read};
@@ -109,7 +114,7 @@ pub fn recover_dir(dir: &Path, kek: Option<&Arc<KeyFile>>) -> io::Result<Recover
             continue;
         }
         match recover_part(&part, &dir.join(&name), kek) {
-            Ok(Some(r)) => {
+            Ok(Outcome::Recovered(r)) => {
                 if !r.indexed {
                     out.notes.push(format!(
                         "{}: recovered without an index (queries scan it)",
@@ -118,10 +123,13 @@ pub fn recover_dir(dir: &Path, kek: Option<&Arc<KeyFile>>) -> io::Result<Recover
                 }
                 out.files.push(r);
             }
-            Ok(None) => out.notes.push(format!(
-                "removed {}: it ended before its file header, so it held no packet",
-                part.display()
-            )),
+            Ok(Outcome::Removed(why)) => {
+                out.notes.push(format!("removed {}: {why}", part.display()));
+            }
+            Ok(Outcome::LeftAlone(why)) => {
+                out.notes
+                    .push(format!("left {} as it is: {why}", part.display()));
+            }
             Err(e) => out.notes.push(format!(
                 "could not recover {}: {e} (left as it is)",
                 part.display()
@@ -138,22 +146,99 @@ fn own_name(part: &Path) -> Option<String> {
     (!inner.is_empty()).then(|| inner.to_owned())
 }
 
-/// Recovers one part whose own name is `path`. `Ok(None)`: it held no whole file header and
-/// was removed.
-fn recover_part(
-    part: &Path,
-    path: &Path,
-    kek: Option<&Arc<KeyFile>>,
-) -> io::Result<Option<Recovered>> {
+/// What became of one part.
+enum Outcome {
+    /// Recovered under a name of its own.
+    Recovered(Recovered),
+    /// Ours, and it held no packet: removed, for this reason.
+    Removed(&'static str),
+    /// Not recognised as a capture file corecap writes: not touched, for this reason.
+    LeftAlone(&'static str),
+}
+
+/// What a part's first bytes say it is.
+#[derive(Debug, PartialEq, Eq)]
+enum Head {
+    /// A capture file's magic: pcapng, pcap or sealed.
+    Capture,
+    /// Nothing yet: no bytes, the start of a magic, or the zeros of space reserved ahead.
+    Nothing,
+    /// Something else.
+    Foreign,
+}
+
+/// The magics a capture file corecap writes begins with.
+const MAGICS: [&[u8]; 8] = [
+    &[0x0a, 0x0d, 0x0d, 0x0a],
+    &[0xd4, 0xc3, 0xb2, 0xa1],
+    &[0xa1, 0xb2, 0xc3, 0xd4],
+    &[0x4d, 0x3c, 0xb2, 0xa1],
+    &[0xa1, 0xb2, 0x3c, 0x4d],
+    &[0x34, 0xcd, 0xb2, 0xa1],
+    &[0xa1, 0xb2, 0xcd, 0x34],
+    crate::sealed::MAGIC,
+];
+
+/// Tells a part's first bytes (up to 4 KiB: a direct write's first unit).
+fn head_of(file: &File) -> io::Result<Head> {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 4096];
+    let n = file.read_at(&mut b, 0)?;
+    let b = &b[..n];
+    if MAGICS.iter().any(|m| b.starts_with(m)) {
+        return Ok(Head::Capture);
+    }
+    let started = |m: &&[u8]| b.len() < m.len() && m.starts_with(b);
+    if b.iter().all(|&x| x == 0) || MAGICS.iter().any(started) {
+        return Ok(Head::Nothing);
+    }
+    Ok(Head::Foreign)
+}
+
+/// Whether `name` ends as the files corecap writes do (`.pcapng`, `.pcap`, `.sealed`).
+fn capture_name(name: &str) -> bool {
+    [".pcapng", ".pcap", ".sealed"]
+        .iter()
+        .any(|ext| name.ends_with(ext))
+}
+
+/// Removes a part that held no packet, and syncs its folder.
+fn remove_part(part: &Path) -> io::Result<()> {
+    fs::remove_file(part)?;
+    corecap_linux::direct::sync_parent(part)
+}
+
+/// Recovers one part whose own name is `path`, removes it when it is ours and held no
+/// packet, or leaves it alone when it is not recognised (see the module doc).
+fn recover_part(part: &Path, path: &Path, kek: Option<&Arc<KeyFile>>) -> io::Result<Outcome> {
     let file = OpenOptions::new().read(true).write(true).open(part)?;
     let meta = file.metadata()?;
     let size = meta.len();
+    let own_name = path
+        .file_name()
+        .is_some_and(|n| capture_name(&n.to_string_lossy()));
+    match head_of(&file)? {
+        Head::Capture => {}
+        Head::Nothing if own_name => {
+            drop(file);
+            remove_part(part)?;
+            return Ok(Outcome::Removed(
+                "a capture file's part that holds nothing yet",
+            ));
+        }
+        Head::Nothing | Head::Foreign => {
+            return Ok(Outcome::LeftAlone(
+                "it does not begin as a capture file corecap writes",
+            ))
+        }
+    }
     let whole = whole_prefix(&file, kek)?;
     let Some(whole) = whole else {
         drop(file);
-        fs::remove_file(part)?;
-        corecap_linux::direct::sync_parent(part)?;
-        return Ok(None);
+        remove_part(part)?;
+        return Ok(Outcome::Removed(
+            "it ended before its file header, so it held no packet",
+        ));
     };
     file.set_len(whole.bytes)?;
     file.sync_all()?;
@@ -174,7 +259,7 @@ fn recover_part(
             let _ = crate::catalog_update::record(&e, crate::names::dir_of(&new));
         }
     }
-    Ok(Some(Recovered {
+    Ok(Outcome::Recovered(Recovered {
         part: part.to_owned(),
         path: new,
         packets: whole.packets,
@@ -455,6 +540,43 @@ mod tests {
             .expect("epb");
         }
         w.into_inner()
+    }
+
+    /// Issue 40: a hidden part that is not a capture file (another program's download) is
+    /// left as it is, whatever its name; a capture part that holds nothing yet is removed.
+    #[test]
+    fn test_issue40_a_part_that_is_not_a_capture_is_left_alone() {
+        let d = scratch("foreign");
+        let text = b"PK\x03\x04 a half-downloaded archive".to_vec();
+        let cases: [(&str, Vec<u8>, bool); 6] = [
+            (".report.zip.part", text.clone(), true),
+            (".rec_00001.pcapng.part", text.clone(), true),
+            (".notes.part", Vec::new(), true),
+            (".short.pcapng.part", vec![0x0a, 0x0d], false),
+            (".empty.pcap.part", Vec::new(), false),
+            (".reserved.pcapng.part", vec![0; 8192], false),
+        ];
+        for (name, body, _) in &cases {
+            fs::write(d.join(name), body).expect("write");
+        }
+        let r = recover_dir(&d, None).expect("recover");
+        assert!(r.files.is_empty(), "{:?}", r.files);
+        for (name, body, kept) in &cases {
+            let p = d.join(name);
+            assert_eq!(p.exists(), *kept, "{name}: {:?}", r.notes);
+            if *kept {
+                assert_eq!(&fs::read(&p).expect("read"), body, "{name} untouched");
+            }
+            let verb = if *kept { "left" } else { "removed" };
+            assert!(
+                r.notes
+                    .iter()
+                    .any(|n| n.starts_with(verb) && n.contains(name)),
+                "{name}: {:?}",
+                r.notes
+            );
+        }
+        fs::remove_dir_all(&d).expect("clean");
     }
 
     #[test]

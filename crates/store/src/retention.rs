@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::names::{dir_of, remove_with_index};
+use crate::names::{capture_stem, dir_of, is_file_of, remove_with_index};
 
 /// Whole files kept under a byte budget (`--retain`), shared by every file sink of a
 /// capture (or by the daemon's captures): once a file is whole, the oldest are deleted
@@ -125,4 +125,71 @@ impl Retention {
         crate::catalog_update::forget(&gone);
         gone
     }
+}
+
+/// A capture's files already on disk, as a start finds them ([`on_disk`]).
+#[derive(Debug, Default)]
+pub struct OnDisk {
+    /// Its whole files, oldest packets first, each with its bytes and its index's.
+    pub files: Vec<(PathBuf, u64)>,
+    /// Files whose names begin as the capture's but that are not its files, each with why:
+    /// retention never counts or deletes them.
+    pub left_alone: Vec<(PathBuf, &'static str)>,
+}
+
+/// The whole files of the capture `base` already in its directory, written by any run (see
+/// [`is_file_of`] for the names), each checked to begin as a capture file, in the order of
+/// their first packet's time: a clock that stepped back, or a file copied in later, does not
+/// make the newest recording look the oldest. A file whose first packet cannot be read (a
+/// sealed file, whose key retention does not hold) takes its modification time.
+pub fn on_disk(base: &Path) -> OnDisk {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = OnDisk::default();
+    let stem = capture_stem(base);
+    let Ok(entries) = std::fs::read_dir(dir_of(base)) else {
+        return out;
+    };
+    let mut files: Vec<(u64, PathBuf, u64)> = Vec::new();
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = e.path();
+        if !name.starts_with(&stem) || corecap_index::is_sidecar(&path) {
+            continue;
+        }
+        let Some(m) = std::fs::symlink_metadata(&path)
+            .ok()
+            .filter(|m| m.is_file())
+        else {
+            continue;
+        };
+        if !is_file_of(base, &name) {
+            out.left_alone
+                .push((path, "not a name the files of this capture take"));
+            continue;
+        }
+        let kind = crate::query::file_kind(&path).unwrap_or(crate::query::FileKind::Other);
+        if !matches!(
+            kind,
+            crate::query::FileKind::Plain | crate::query::FileKind::Sealed
+        ) {
+            out.left_alone
+                .push((path, "it does not begin as a capture file corecap writes"));
+            continue;
+        }
+        let mtime_ns = u64::try_from(m.mtime()).unwrap_or(0) * 1_000_000_000
+            + u64::try_from(m.mtime_nsec()).unwrap_or(0);
+        let first = first_packet_ns(&path).unwrap_or(mtime_ns);
+        let index = std::fs::metadata(corecap_index::sidecar_path(&path)).map_or(0, |m| m.len());
+        files.push((first, path, m.len() + index));
+    }
+    files.sort();
+    out.files = files.into_iter().map(|(_, p, b)| (p, b)).collect();
+    out.left_alone.sort();
+    out
+}
+
+/// The time of a plain capture file's first packet.
+fn first_packet_ns(path: &Path) -> Option<u64> {
+    let mut r = corecap_wire::read::CaptureReader::open(path).ok()?;
+    r.next_packet().ok().flatten().map(|p| p.ts_ns)
 }

@@ -547,3 +547,121 @@ fn issue22_the_start_line_names_the_files_written() {
         );
     }
 }
+
+/// A pcapng file of `n` frames of 1000 bytes, one a millisecond from `t0_ns`.
+fn earlier_run_file(path: &Path, t0_ns: u64, n: u64) {
+    use corecap_wire::{Epb, InterfaceDesc, PcapngWriter};
+    let mut w = PcapngWriter::new(Vec::new(), "t", &[InterfaceDesc::ethernet("e", 262144)])
+        .expect("writer");
+    let frame = util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 1000);
+    for i in 0..n {
+        w.write_epb(&Epb {
+            if_id: 0,
+            ts_ns: t0_ns + i * 1_000_000,
+            data: &frame,
+            orig_len: frame.len() as u32,
+            vlan_tci: None,
+            queue: None,
+            hash: None,
+            dropcount: None,
+        })
+        .expect("epb");
+    }
+    std::fs::write(path, w.into_inner()).expect("write");
+}
+
+/// Sets a file's modification time to `secs` after the epoch.
+fn set_mtime(path: &Path, secs: u64) {
+    let f = std::fs::File::options()
+        .write(true)
+        .open(path)
+        .expect("open");
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+        .expect("set mtime");
+}
+
+/// Issue 40: retention deletes only the capture's own files (not `rec.notes.txt` or
+/// `rec_rotate.sh`), oldest packets first even when the clock stepped back (mtimes in the
+/// other order), and a start that fails deletes nothing.
+#[test]
+fn issue40_retention_deletes_only_its_own_files_oldest_packets_first_after_a_good_start() {
+    let s = Scratch::new("retain-own");
+    let rec = s.path("rec.pcapng");
+    let t0 = 1_780_000_000u64;
+    for (i, name) in ["rec_00001.pcapng", "rec_00002.pcapng", "rec_00003.pcapng"]
+        .into_iter()
+        .enumerate()
+    {
+        let p = s.path(name);
+        earlier_run_file(&p, (t0 + 3600 * i as u64) * 1_000_000_000, 100);
+        // The clock stepped back between runs: the newest packets have the oldest mtime.
+        set_mtime(&p, t0 - 3600 * i as u64);
+    }
+    for name in ["rec.notes.txt", "rec_rotate.sh"] {
+        std::fs::write(s.path(name), "the user's own file\n").expect("write");
+        set_mtime(&s.path(name), t0 - 86_400);
+    }
+    let input = s.path("in.pcapng");
+    earlier_run_file(&input, (t0 + 3 * 3600) * 1_000_000_000, 10);
+    let rec_s = rec.to_str().expect("utf8");
+    let args = [
+        "-w",
+        rec_s,
+        "-b",
+        "filesize:1000",
+        "--retain",
+        "250K",
+        "--workers",
+        "1",
+    ];
+    let before = names(&s.0);
+
+    // Starts that fail (a filter typo, an input that is not there) delete nothing.
+    let input_s = input.to_str().expect("utf8");
+    for (from, filter) in [(input_s, "tcp port 80 and ((("), ("missing.pcapng", "udp")] {
+        let mut a = vec!["capture", "-r", from];
+        a.extend(args);
+        a.push(filter);
+        let o = util::corecap(&a);
+        assert!(!o.status.success(), "the start fails");
+        assert_eq!(
+            names(&s.0),
+            before,
+            "a failed start deleted files: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    let (o, v) = util::replay(&input, &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(u(&v, "packets"), 10, "{v}");
+    let after = names(&s.0);
+    for kept in [
+        "rec.notes.txt",
+        "rec_rotate.sh",
+        "rec_00002.pcapng",
+        "rec_00003.pcapng",
+        "rec_00004.pcapng",
+    ] {
+        assert!(
+            after.iter().any(|n| n == kept),
+            "{kept} gone: {after:?}\n{err}"
+        );
+    }
+    assert!(
+        !after.iter().any(|n| n == "rec_00001.pcapng"),
+        "the oldest packets are deleted: {after:?}\n{err}"
+    );
+    for left in ["rec.notes.txt", "rec_rotate.sh"] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains("leaves") && l.contains(left) && l.contains("alone")),
+            "{left}: {err}"
+        );
+    }
+    assert!(
+        err.contains("rec_00001.pcapng"),
+        "the deletion is named: {err}"
+    );
+}

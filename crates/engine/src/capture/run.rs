@@ -116,12 +116,16 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         started: Instant::now(),
         duration: cfg.duration,
     };
-    cap.wait_ready(notes)
+    let mut cap = cap.wait_ready(notes)?;
+    if let Some(o) = &cfg.output {
+        cap.notes.extend(trim_earlier_runs(o));
+    }
+    Ok(cap)
 }
 
 /// Before any file of the output is opened: recovers what a crash left in its directory
-/// (one note per file), and counts the files already there against the byte budget, so a
-/// restart keeps the budget over every run's files.
+/// (one note per file). The files already there count against the byte budget once the
+/// start has succeeded ([`trim_earlier_runs`]).
 fn prepare_output(
     o: &super::OutputConfig,
     notes: &mut Vec<String>,
@@ -139,18 +143,38 @@ fn prepare_output(
     })?;
     notes.extend(r.files.iter().map(|f| f.describe()));
     notes.extend(r.notes);
-    if let Some(ret) = &o.retention {
-        ret.adopt(corecap_store::names::files_of(&o.path));
-        let gone = ret.trim();
-        if !gone.is_empty() {
-            let _ = corecap_linux::direct::sync_parent(&o.path);
-            notes.push(format!(
-                "--retain deleted {} files written by earlier runs to fit the budget",
-                gone.len()
-            ));
-        }
-    }
     Ok(r.files)
+}
+
+/// Once a start has succeeded (never before: a start that fails deletes nothing): counts
+/// the capture's files that earlier runs left against the byte budget and deletes the
+/// oldest over it. One note for what it deleted, and one for each file whose name begins as
+/// the capture's but that retention leaves alone, with why.
+fn trim_earlier_runs(o: &super::OutputConfig) -> Vec<String> {
+    let Some(ret) = &o.retention else {
+        return Vec::new();
+    };
+    if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) {
+        return Vec::new();
+    }
+    let found = corecap_store::retention::on_disk(&o.path);
+    let mut notes: Vec<String> = found
+        .left_alone
+        .iter()
+        .map(|(p, why)| format!("--retain leaves {} alone: {why}", p.display()))
+        .collect();
+    ret.adopt(found.files);
+    let gone = ret.trim();
+    if !gone.is_empty() {
+        let _ = corecap_linux::direct::sync_parent(&o.path);
+        let names: Vec<String> = gone.iter().map(|p| p.display().to_string()).collect();
+        notes.push(format!(
+            "--retain deleted {} files written by earlier runs to fit the budget, oldest packets first: {}",
+            gone.len(),
+            names.join(", ")
+        ));
+    }
+    notes
 }
 
 /// A live input made ready for its workers.
