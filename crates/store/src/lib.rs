@@ -10,6 +10,7 @@
 //! - [`sidecar`]: writing a file's index beside it.
 //! - [`retention`]: whole files kept under a byte budget.
 //! - [`recover`]: a killed writer's parts made whole files, never deleted.
+//! - [`lock`]: one live writer per capture name and per spool.
 //! - [`Catalog`]: one small SQLite database per recording folder (`.corecap-catalog`),
 //!   naming every capture file with its state (being written, whole, recovered), its time
 //!   range, packet and byte counts and its index's bytes, so a query over a window opens
@@ -26,6 +27,7 @@
 
 mod catalog;
 pub mod catalog_update;
+pub mod lock;
 pub mod names;
 pub mod query;
 pub mod recover;

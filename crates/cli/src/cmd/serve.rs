@@ -25,6 +25,9 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
     let mut c = config::serve(&a)?;
+    // One daemon per spool: a second is refused before it recovers or writes anything.
+    let spool = c.manager.spool.dir().to_owned();
+    let _claim = corecap_store::lock::WriterLock::spool(&spool)?;
     recover_spool(&mut c.manager)?;
     if c.run_as.is_some() {
         // Before any thread starts: they keep what the switch needs until it is done.

@@ -665,3 +665,53 @@ fn issue40_retention_deletes_only_its_own_files_oldest_packets_first_after_a_goo
         "the deletion is named: {err}"
     );
 }
+
+/// Issue 40: a second writer on a name that a live writer holds is refused at start, with a
+/// message that names the holder, and leaves the first one's files alone; a second daemon
+/// on a spool is refused the same way.
+#[test]
+#[ignore = "needs root"]
+fn issue40_a_second_writer_on_a_live_name_is_refused_and_names_the_holder() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("two-writers");
+    let rec = s.path("rec.pcapng");
+    let first = lab.capture_to(&rec, &["-b", "filesize:1"]);
+    let o = lab
+        .capture_command()
+        .arg("-w")
+        .arg(&rec)
+        // Bounded: a second writer that is not refused stops by itself.
+        .args([
+            "-b",
+            "filesize:1",
+            "--stats-interval",
+            "0",
+            "--duration",
+            "5",
+        ])
+        .output()
+        .expect("run the second capture");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("pid {}", first.pid())), "{err}");
+    assert!(err.contains("rec.pcapng"), "{err}");
+    let sent = lab.gen(2000, &["--size", "1000"]);
+    let v = first.stop();
+    assert_eq!(u(&v, "packets"), sent, "the first writer kept every packet");
+    // Once the first has stopped, the name is free again.
+    let again = lab.capture_to(&rec, &["-b", "filesize:1"]);
+    again.stop();
+
+    let d = util::Daemon::start(&lab, &s, &[]);
+    let o = Command::new(util::bin())
+        .args(["serve", "--netns", &lab.netns, "--socket"])
+        .arg(s.path("second.sock"))
+        .arg("--spool")
+        .arg(s.path("spool"))
+        .output()
+        .expect("run a second daemon");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&format!("pid {}", d.pid())), "{err}");
+    assert!(err.contains("spool"), "{err}");
+}

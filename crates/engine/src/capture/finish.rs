@@ -65,6 +65,8 @@ impl Capture {
         if let Some(m) = self.merge {
             t.join_merge(m);
         }
+        // Every file is closed and named: the output's name is free for the next writer.
+        drop(self.claim);
         t.notes.dedup();
         Summary {
             total: t.total,

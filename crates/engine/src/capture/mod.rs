@@ -332,6 +332,9 @@ pub struct Capture {
     pub recovered: Vec<corecap_store::recover::Recovered>,
     /// The output folder, when it had no catalog before this start.
     pub(crate) new_catalog: Option<std::path::PathBuf>,
+    /// The claim on the output's name, held while the capture runs (released when it is
+    /// dropped, after its files are closed).
+    pub(crate) claim: Option<corecap_store::lock::WriterLock>,
     started: Instant,
     duration: Option<Duration>,
 }

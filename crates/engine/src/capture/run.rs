@@ -66,6 +66,8 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         .filter(|o| o.path.as_os_str() != "-")
         .map(|o| corecap_store::names::dir_of(&o.path).to_owned())
         .filter(|d| d.is_dir() && !d.join(corecap_store::CATALOG).exists());
+    // One live writer per name: a second start on it is refused before it touches a file.
+    let claim = cfg.output.as_ref().map(claim_output).transpose()?.flatten();
     let recovered = match &cfg.output {
         Some(o) => prepare_output(o, &mut notes)?,
         None => Vec::new(),
@@ -113,6 +115,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         retention: cfg.output.as_ref().and_then(|o| o.retention.clone()),
         recovered,
         new_catalog,
+        claim,
         started: Instant::now(),
         duration: cfg.duration,
     };
@@ -121,6 +124,20 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         cap.notes.extend(trim_earlier_runs(o));
     }
     Ok(cap)
+}
+
+/// Claims the output's name for this writer (see `corecap_store::lock`); none for standard
+/// output, a FIFO, or a folder that is not there (opening the output then says so).
+fn claim_output(
+    o: &super::OutputConfig,
+) -> Result<Option<corecap_store::lock::WriterLock>, CaptureError> {
+    let dir = corecap_store::names::dir_of(&o.path);
+    if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) || !dir.is_dir() {
+        return Ok(None);
+    }
+    corecap_store::lock::WriterLock::capture(&o.path)
+        .map(Some)
+        .map_err(|e| CaptureError::Output(e.to_string()))
 }
 
 /// Before any file of the output is opened: recovers what a crash left in its directory
