@@ -685,8 +685,8 @@ pub(crate) struct RequestArgs {
     /// (exit 0, the failures still named).
     #[arg(long, global = true)]
     pub(crate) partial: bool,
-    /// With several sensors: seconds a sensor may take to connect and to send each part
-    /// of its answer.
+    /// Seconds a daemon (each sensor) may take to connect, and to send each part of its
+    /// answer; one silent that long fails the request, named.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0, global = true)]
     pub(crate) timeout: f64,
     /// The CA that the daemon's certificate must chain to (PEM), for https:// URLs.

@@ -715,7 +715,7 @@ pub(crate) struct RequestConfig {
     pub(crate) sensors: Vec<Sensor>,
     /// Accept what answered when some sensors fail.
     pub(crate) partial: bool,
-    /// How long a sensor may take to connect, and to send each part of its answer.
+    /// How long a daemon may take to connect, and to send each part of its answer.
     pub(crate) timeout: Duration,
     /// Print the API's JSON.
     pub(crate) json: bool,
@@ -736,6 +736,16 @@ pub(crate) enum Endpoint {
         token: Option<String>,
         tls: Option<Tls>,
     },
+}
+
+impl Endpoint {
+    /// How messages name it: its URL, or its socket's path.
+    pub(crate) fn label(&self) -> String {
+        match self {
+            Endpoint::Tcp { url, .. } => url.clone(),
+            Endpoint::Unix(socket) => socket.display().to_string(),
+        }
+    }
 }
 
 /// TLS to one daemon: the client's config and the name its certificate must carry.

@@ -25,6 +25,7 @@
 //!   there (renamed by the recovery step, left whole by its writer, or still the hidden
 //!   part the writer left), `failed` with the reason when it is not.
 
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -272,11 +273,40 @@ fn name_id(name: &str) -> Option<u64> {
 
 /// The highest `N` of the spool's file names that start with an id `cN`.
 pub fn highest_id_in(dir: &Path) -> Option<u64> {
-    fs::read_dir(dir)
-        .ok()?
-        .filter_map(Result::ok)
+    ids_in(dir).last().copied()
+}
+
+/// Every `N` of the spool's file names that start with an id `cN`.
+pub fn ids_in(dir: &Path) -> BTreeSet<u64> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return BTreeSet::new();
+    };
+    rd.filter_map(Result::ok)
         .filter_map(|e| name_id(&e.file_name().to_string_lossy()))
-        .max()
+        .collect()
+}
+
+/// The lowest id number, from 1, that `taken` does not hold.
+pub fn lowest_free(taken: &BTreeSet<u64>) -> u64 {
+    let mut n = 1u64;
+    for &t in taken.range(1..) {
+        if t != n {
+            break;
+        }
+        n = n.saturating_add(1);
+    }
+    n
+}
+
+/// Whether a file name a request gives has the shape of the names the daemon gives its
+/// unnamed captures: `c` and digits before the first `.` (`c7.pcapng`, `c12`,
+/// `c18446744073709551615.pcap`). Those names are the daemon's own: ids continue past
+/// every `cN` in the spool's names, so a request taking one could push the ids to their
+/// end, or take an id's name before the id comes.
+pub fn is_id_name(name: &str) -> bool {
+    let stem = name.split('.').next().unwrap_or_default();
+    stem.strip_prefix('c')
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `NAME` of a hidden part name `.NAME.part`.

@@ -20,7 +20,7 @@
 //! running, and gives unnamed captures ids past every id that run gave.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -714,6 +714,9 @@ impl Manager {
     /// Checks a request before anything is started or locked: the interface, numbers,
     /// filter, key, cores and collector. Every refusal is an [`ApiError`] with its status.
     fn validate(&self, r: &StartRequest) -> Result<Valid, ApiError> {
+        if let Some(name) = &r.name {
+            self.check_name(name)?;
+        }
         let input = Input::parse(&r.interface).map_err(|e| err(400, e))?;
         if input.xdp {
             return Err(err(
@@ -822,7 +825,6 @@ impl Manager {
             Mode::Attach => self.start_attach(g, base, launch)?,
             Mode::Spawn => self.start_spawn(g, launch, &mut notes)?,
         };
-        g.next_id += 1;
         g.generation += 1;
         let view = CaptureView {
             id,
@@ -860,6 +862,8 @@ impl Manager {
             lag_observed: false,
             name: r.name.clone(),
         });
+        // After the push: past the top, the next id is one that no listed capture holds.
+        g.next_id = self.id_after(g, g.next_id);
         let e = g.entries.last_mut().expect("just pushed");
         refresh(e);
         let view = e.view.clone();
@@ -869,9 +873,10 @@ impl Manager {
         Ok(view)
     }
 
-    /// The id of a new capture and its file in the spool. An unnamed capture passes over
-    /// the ids whose default name is in use (a request named a file `c9.pcapng`), so it
-    /// never gets 409.
+    /// The id of a new capture and its file in the spool. Ids pass over one a listed
+    /// capture holds (possible past the top, see [`Manager::id_after`]), and an unnamed
+    /// capture passes over the ids whose default name is in use (a file left by hand, or
+    /// by a daemon that let a request name it `c9.pcapng`), so it never gets 409.
     fn fresh_id(
         &self,
         g: &mut Inner,
@@ -880,9 +885,13 @@ impl Manager {
     ) -> Result<(String, Option<PathBuf>), ApiError> {
         for _ in 0..1000 {
             let id = format!("c{}", g.next_id);
+            if g.entries.iter().any(|e| e.view.id == id) {
+                g.next_id = self.id_after(g, g.next_id);
+                continue;
+            }
             match self.spool_path(&id, r, sealed) {
                 Err(e) if e.status == 409 && r.name.is_none() => {
-                    g.next_id = g.next_id.saturating_add(1);
+                    g.next_id = self.id_after(g, g.next_id);
                 }
                 p => return p.map(|p| (id, p)),
             }
@@ -894,6 +903,22 @@ impl Manager {
                 g.next_id
             ),
         ))
+    }
+
+    /// The id number to try after `n`: `n + 1`, or past the top (ids continue past every
+    /// `cN` in the spool's names, and a name may say c18446744073709551615) the lowest
+    /// that no listed capture and no file name in the spool holds. Never one in use, and
+    /// the ids never run out.
+    fn id_after(&self, g: &Inner, n: u64) -> u64 {
+        n.checked_add(1).unwrap_or_else(|| {
+            let mut taken = catalog::ids_in(self.cfg.spool.dir());
+            taken.extend(
+                g.entries
+                    .iter()
+                    .filter_map(|e| catalog::id_number(&e.view.id)),
+            );
+            catalog::lowest_free(&taken)
+        })
     }
 
     /// Whether one more capture may start now: not while shutting down, not past
@@ -930,8 +955,28 @@ impl Manager {
         Ok(())
     }
 
+    /// Refuses (400) a file name no request may give: one that is not a plain name in the
+    /// spool (see [`Spool::resolve`]), one of the daemon's own form `cN...` (see
+    /// [`catalog::is_id_name`]), or an index's (`.idx`).
+    fn check_name(&self, name: &str) -> Result<(), ApiError> {
+        let p = self.cfg.spool.resolve(name).map_err(|e| err(400, e))?;
+        if catalog::is_id_name(name) {
+            return Err(err(
+                400,
+                format!(
+                    "'{name}' has the form of the daemon's own names (cN..., as c7.pcapng), which unnamed captures get; choose another name"
+                ),
+            ));
+        }
+        if let Some(why) = corecap_index::capture_name_error(&p) {
+            return Err(err(400, why));
+        }
+        Ok(())
+    }
+
     /// The file a capture `id` writes in the spool (none for a count), refused with 409
-    /// when that name, its hidden name while written, or its flows member's is in use.
+    /// when that name, its hidden name while written, its index or its flows member's is
+    /// in use (a link too, dangling or not: files are never written through one).
     fn spool_path(
         &self,
         id: &str,
@@ -952,9 +997,11 @@ impl Manager {
         // A file being written has only its hidden name until it is whole; a spawned
         // flows capture writes its one member's file, NAME.g0m0.
         let flows_member = suffixed_path(&p, "g0m0");
-        if p.exists()
-            || corecap_store::names::part_path(&p).exists()
-            || (r.output == OutputKind::Flows && flows_member.exists())
+        let taken = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+        if taken(&p)
+            || taken(&corecap_store::names::part_path(&p))
+            || taken(&corecap_index::sidecar_path(&p))
+            || (r.output == OutputKind::Flows && taken(&flows_member))
         {
             return Err(err(
                 409,
@@ -2028,6 +2075,96 @@ mod tests {
         assert!(m.notes().is_empty(), "{:?}", m.notes());
         assert_eq!(states(&m).len(), 3);
         assert_eq!(m.lock().next_id, 11);
+        std::fs::remove_dir_all(dir).expect("clean");
+    }
+
+    /// Issue 40: a request naming a file of the daemon's own form
+    /// (`c18446744073709551615.pcapng`) pushed the ids to their end, so that after a
+    /// restart every unnamed capture got 409, and the ids then wrapped onto ones in use.
+    /// Such names are refused now (400, like an index's name), and a spool that holds one
+    /// already (from a daemon before this check) neither stops unnamed captures nor makes
+    /// an id come twice.
+    #[test]
+    fn issue40_ids_are_never_exhausted_nor_given_twice() {
+        use crate::catalog::{Catalog, Record};
+        let dir =
+            std::env::temp_dir().join(format!("corecap-manager-issue40-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("spool");
+        let req = |body: &str| -> StartRequest { serde_json::from_str(body).expect("request") };
+        let record = |id: &str| Record {
+            id: id.into(),
+            name: Some(format!("{id}-named.pcapng")),
+            interface: "eth0".into(),
+            mode: Mode::Attach,
+            filter: None,
+            output: OutputKind::Pcapng,
+            count: None,
+            duration: None,
+            requested_at: 1_700_000_000.0,
+            ended_at: Some(1_700_000_001.0),
+            state: State::Done,
+            reason: None,
+            files: vec![format!("{id}-named.pcapng")],
+            packets: 5,
+            bytes: 500,
+            drops: Drops::default(),
+            lag_us: None,
+            setup_us: 10.0,
+            cores: vec![],
+            earlier_run: false,
+        };
+        let earlier = Catalog {
+            version: catalog::VERSION,
+            next_id: 3,
+            captures: vec![record("c1"), record("c2")],
+        };
+        catalog::write(&dir, &earlier).expect("catalog");
+        for f in ["c18446744073709551615.pcapng", "c3.pcapng"] {
+            std::fs::write(dir.join(f), b"x").expect("file");
+        }
+        let cfg = Config {
+            max_captures: 4,
+            ..Config::new(Spool::open(&dir, None, None).expect("spool"))
+        };
+        let m = Manager::new(cfg, vec![]);
+        // Names of the daemon's own form and an index's name: 400 before anything starts.
+        for bad in [
+            "c18446744073709551615.pcapng",
+            "c18446744073709551615",
+            "c7.pcapng",
+            "c99999999999999999999999.pcap",
+            "x.pcapng.idx",
+        ] {
+            let r = req(&format!(r#"{{"interface":"lo","name":"{bad}"}}"#));
+            let e = m
+                .validate(&r)
+                .err()
+                .unwrap_or_else(|| panic!("{bad} taken"));
+            assert_eq!(e.status, 400, "{bad}: {e:?}");
+        }
+        for good in ["c.pcapng", "cap7.pcapng", "dns-c7.pcapng", "C7.pcapng"] {
+            let r = req(&format!(r#"{{"interface":"lo","name":"{good}"}}"#));
+            assert!(m.validate(&r).is_ok(), "{good}");
+        }
+        // The highest id in the spool is the last there is, and its default name is taken:
+        // an unnamed capture gets the lowest id that no capture listed and no file holds.
+        let unnamed = req(r#"{"interface":"lo"}"#);
+        let (id, path) = m
+            .fresh_id(&mut m.lock(), &unnamed, false)
+            .expect("an id is left");
+        assert_eq!((id.as_str(), path), ("c4", Some(dir.join("c4.pcapng"))));
+        // Past the top, never onto an id in use: the next after c18446744073709551615 is
+        // again the lowest free one, and the one after it follows.
+        {
+            let mut g = m.lock();
+            g.next_id = u64::MAX;
+            let count = req(r#"{"interface":"lo","output":"count"}"#);
+            let (top, _) = m.fresh_id(&mut g, &count, false).expect("the top id");
+            assert_eq!(top, "c18446744073709551615");
+            assert_eq!(m.id_after(&g, u64::MAX), 4);
+            assert_eq!(m.id_after(&g, 4), 5);
+        }
         std::fs::remove_dir_all(dir).expect("clean");
     }
 

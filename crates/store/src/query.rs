@@ -1855,7 +1855,65 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (also a space or `t` for the `T`).
+/// The days of month `m` (1 to 12) of year `y` (proleptic Gregorian).
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// Why a date and time of day that parsed as numbers does not exist, if it does not: a
+/// time is never carried into the next day, month or minute (`2026-02-31` is no March 3).
+/// Second 60 is refused too: Unix time, and so every packet's time, has no leap second.
+fn impossible(y: i64, mo: i64, d: i64, h: i64, mi: i64, sec: i64) -> Option<String> {
+    if !(1..=12).contains(&mo) {
+        return Some(format!("month {mo:02} does not exist (01 to 12)"));
+    }
+    let days = days_in_month(y, mo);
+    if !(1..=days).contains(&d) {
+        let month = MONTHS[(mo - 1) as usize];
+        return Some(format!(
+            "day {d:02} does not exist: {month} {y:04} has {days} days"
+        ));
+    }
+    if h > 23 {
+        return Some(format!("hour {h:02} does not exist (00 to 23)"));
+    }
+    if mi > 59 {
+        return Some(format!("minute {mi:02} does not exist (00 to 59)"));
+    }
+    if sec == 60 {
+        return Some(
+            "second 60 is a leap second, which Unix time and packet times do not have (00 to 59)"
+                .into(),
+        );
+    }
+    if sec > 59 {
+        return Some(format!("second {sec:02} does not exist (00 to 59)"));
+    }
+    None
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (also a space or `t` for the `T`). A date or
+/// time of day that does not exist is an error that says which part.
 fn rfc3339(s: &str) -> Result<u64, String> {
     let bad = || "not Unix seconds, RFC 3339 (2026-11-23T10:00:00Z) or relative (-15m)".to_string();
     let b = s.as_bytes();
@@ -1876,8 +1934,8 @@ fn rfc3339(s: &str) -> Result<u64, String> {
     };
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return Err(bad());
+    if let Some(why) = impossible(y, mo, d, h, mi, sec) {
+        return Err(why);
     }
     let mut rest = &s[19..];
     let mut frac_ns = 0;
@@ -1896,7 +1954,10 @@ fn rfc3339(s: &str) -> Result<u64, String> {
             let digit = |c: &u8| i64::from(c - b'0');
             let (oh, om) = (digit(h1) * 10 + digit(h2), digit(m1) * 10 + digit(m2));
             if oh > 23 || om > 59 {
-                return Err(bad());
+                return Err(format!(
+                    "offset {}{oh:02}:{om:02} does not exist (hours 00 to 23, minutes 00 to 59)",
+                    char::from(*sign)
+                ));
             }
             let v = oh * 3600 + om * 60;
             if *sign == b'-' {
@@ -1949,6 +2010,43 @@ mod time_tests {
             "-5x",
         ] {
             assert!(parse_time(bad, now).is_err(), "{bad}");
+        }
+    }
+
+    /// Issue 40: `2026-02-31` was taken as March 3. A date or time of day that does not
+    /// exist is refused, with one line that says which part is wrong.
+    #[test]
+    fn issue40_impossible_dates_are_refused() {
+        let now = 1_800_000_000_000_000_000;
+        for (bad, says) in [
+            ("2026-02-31T00:00:00Z", "February 2026 has 28 days"),
+            ("2026-02-29T12:00:00Z", "February 2026 has 28 days"),
+            ("2100-02-29T12:00:00Z", "February 2100 has 28 days"),
+            ("2026-04-31T00:00:00Z", "April 2026 has 30 days"),
+            ("2026-01-32T00:00:00Z", "January 2026 has 31 days"),
+            ("2026-01-00T00:00:00Z", "day 00"),
+            ("2026-13-01T00:00:00Z", "month 13"),
+            ("2026-00-01T00:00:00Z", "month 00"),
+            ("2026-01-01T24:00:00Z", "hour 24"),
+            ("2026-01-01T23:60:00Z", "minute 60"),
+            ("2026-01-01T23:59:61Z", "second 61"),
+            ("2026-01-01T10:00:60Z", "second 60"),
+            ("2026-01-01T10:00:00+24:00", "offset +24:00"),
+            ("2026-01-01T10:00:00+05:60", "offset +05:60"),
+        ] {
+            let e = parse_time(bad, now).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: one line: {e}");
+        }
+        // The days that do exist, leap days among them.
+        for (good, secs) in [
+            ("2024-02-29T00:00:00Z", 1_709_164_800u64),
+            ("2000-02-29T00:00:00Z", 951_782_400),
+            ("2026-02-28T23:59:59Z", 1_772_323_199),
+            ("2026-12-31T23:59:59.5Z", 1_798_761_599),
+        ] {
+            let got = parse_time(good, now).unwrap_or_else(|e| panic!("{good}: {e}"));
+            assert_eq!(got / 1_000_000_000, secs, "{good}");
         }
     }
 

@@ -22,7 +22,7 @@ use corecap_manager::http;
 use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapngWriter};
 use serde::Serialize;
 
-use super::request::{connect, error_message, refused};
+use super::request::{connect, error_message, is_timeout, refused, timed_out};
 use crate::config::Sensor;
 
 /// Bytes a sensor's reader thread hands over at once.
@@ -122,7 +122,7 @@ fn ask(s: &Sensor, body: Arc<Vec<u8>>, timeout: Duration, tx: SyncSender<Msg>) {
                 buf: Vec::with_capacity(CHUNK),
             };
             let end = (|| -> Result<()> {
-                let (c, token) = connect(&endpoint, Some(timeout))?;
+                let (c, token) = connect(&endpoint, timeout)?;
                 let (status, _, err) =
                     http::call_streaming(c, "POST", "/queries", token, Some(&body), &mut w)
                         .map_err(refused)?;
@@ -132,7 +132,15 @@ fn ask(s: &Sensor, body: Arc<Vec<u8>>, timeout: Duration, tx: SyncSender<Msg>) {
                 w.flush()?;
                 Ok(())
             })();
-            let _ = tx.send(Msg::End(end.map_err(|e| format!("{e:#}"))));
+            // The sensor's line names it: the error says what happened.
+            let end = end.map_err(|e| {
+                if is_timeout(&e) {
+                    timed_out(timeout)
+                } else {
+                    format!("{e:#}")
+                }
+            });
+            let _ = tx.send(Msg::End(end));
         });
 }
 
@@ -378,7 +386,7 @@ pub(crate) fn get(
             .map(|s| {
                 sc.spawn(move || {
                     let r = (|| -> Result<Option<Vec<u8>>> {
-                        let (c, token) = connect(&s.endpoint, Some(timeout))?;
+                        let (c, token) = connect(&s.endpoint, timeout)?;
                         let (status, body) =
                             http::call(c, "GET", path, token, None).map_err(refused)?;
                         // An id is a sensor's own: the others do not have it.
@@ -390,6 +398,14 @@ pub(crate) fn get(
                         }
                         Ok(Some(body))
                     })();
+                    // Printed after the sensor's name.
+                    let r = r.map_err(|e| {
+                        if is_timeout(&e) {
+                            anyhow::anyhow!(timed_out(timeout))
+                        } else {
+                            e
+                        }
+                    });
                     (s.name.clone(), r)
                 })
             })

@@ -1,8 +1,9 @@
 //! `corecap request`: the client of `corecap serve`.
 
 use std::path::Path;
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use corecap_manager::api::{CaptureView, StartRequest, State};
 use corecap_manager::http;
 use serde_json::Value;
@@ -14,12 +15,12 @@ use crate::config::{self, Call, Endpoint};
 pub(crate) trait Conn: std::io::Read + std::io::Write + Send {}
 impl<T: std::io::Read + std::io::Write + Send> Conn for T {}
 
-/// Connects to the daemon; returns the connection and the token to send on it. With a
-/// `timeout`, connecting and each read or write may take that long at most.
-pub(crate) fn connect(
-    e: &Endpoint,
-    timeout: Option<std::time::Duration>,
-) -> Result<(Box<dyn Conn>, Option<&str>)> {
+/// Connects to the daemon; returns the connection and the token to send on it.
+/// Connecting and each read or write may take `timeout` (`--timeout`) at most, so a daemon
+/// that takes the connection and never answers fails the request (see [`is_timeout`]).
+pub(crate) fn connect(e: &Endpoint, timeout: Duration) -> Result<(Box<dyn Conn>, Option<&str>)> {
+    // `--timeout` is above 0, but may round to a zero Duration, which sockets refuse.
+    let timeout = timeout.max(Duration::from_millis(1));
     match e {
         Endpoint::Tcp {
             url,
@@ -44,20 +45,17 @@ pub(crate) fn connect(
                     socket.display()
                 )
             })?;
+            s.set_read_timeout(Some(timeout))?;
+            s.set_write_timeout(Some(timeout))?;
             Ok((Box::new(s), None))
         }
     }
 }
 
-/// A TCP connection to `host` (HOST:PORT), within `timeout` when given, which then bounds
-/// each read and write too.
-fn tcp(host: &str, timeout: Option<std::time::Duration>) -> std::io::Result<std::net::TcpStream> {
+/// A TCP connection to `host` (HOST:PORT), within `t`, which then bounds each read and
+/// write too.
+fn tcp(host: &str, t: Duration) -> std::io::Result<std::net::TcpStream> {
     use std::net::ToSocketAddrs;
-    let Some(t) = timeout else {
-        let s = std::net::TcpStream::connect(host)?;
-        s.set_nodelay(true)?;
-        return Ok(s);
-    };
     let mut last = std::io::Error::other(format!("{host}: no address"));
     for addr in host.to_socket_addrs()? {
         match std::net::TcpStream::connect_timeout(&addr, t) {
@@ -85,16 +83,57 @@ pub(crate) fn refused(e: std::io::Error) -> anyhow::Error {
     }
 }
 
-/// Sends one request to the daemon; returns the status and the body.
-fn call(e: &Endpoint, method: &str, path: &str, body: Option<&[u8]>) -> Result<(u16, Vec<u8>)> {
-    let (s, token) = connect(e, None)?;
-    http::call(s, method, path, token, body).map_err(refused)
+/// Whether `e` comes from a socket's timeout: a read or write that waited `--timeout`
+/// (EAGAIN, which the OS words as "Resource temporarily unavailable") or a connect that did.
+pub(crate) fn is_timeout(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )
+        })
+}
+
+/// What a timeout of `t` says.
+pub(crate) fn timed_out(t: Duration) -> String {
+    format!("timed out after {} s", t.as_secs_f64())
+}
+
+/// `e` as it is, or for a timeout `DAEMON: timed out after N s`, naming the daemon by its
+/// URL or socket.
+fn named(e: anyhow::Error, daemon: &Endpoint, t: Duration) -> anyhow::Error {
+    if is_timeout(&e) {
+        anyhow!("{}: {}", daemon.label(), timed_out(t))
+    } else {
+        e
+    }
+}
+
+/// Sends one request to the daemon, waiting at most `t` for each step; returns the status
+/// and the body.
+fn call(
+    e: &Endpoint,
+    t: Duration,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<(u16, Vec<u8>)> {
+    let sent = connect(e, t)
+        .and_then(|(s, token)| http::call(s, method, path, token, body).map_err(refused));
+    sent.map_err(|x| named(x, e, t))
 }
 
 /// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout).
-fn query(e: &Endpoint, body: &Value, out: &Path) -> Result<i32> {
+fn query(e: &Endpoint, t: Duration, body: &Value, out: &Path) -> Result<i32> {
+    query_to(e, t, body, out).map_err(|x| named(x, e, t))
+}
+
+/// [`query`], its errors as they come.
+fn query_to(e: &Endpoint, t: Duration, body: &Value, out: &Path) -> Result<i32> {
     let body = serde_json::to_vec(body)?;
-    let (s, token) = connect(e, None)?;
+    let (s, token) = connect(e, t)?;
     let to_stdout = out == Path::new("-");
     let (status, n, err) = if to_stdout {
         let mut w = std::io::stdout().lock();
@@ -126,8 +165,14 @@ pub(crate) fn error_message(body: &[u8]) -> String {
 }
 
 /// Calls and turns an error status into an error with the daemon's message.
-fn call_ok(e: &Endpoint, method: &str, path: &str, body: Option<&[u8]>) -> Result<Vec<u8>> {
-    let (status, body) = call(e, method, path, body)?;
+fn call_ok(
+    e: &Endpoint,
+    t: Duration,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<Vec<u8>> {
+    let (status, body) = call(e, t, method, path, body)?;
     if status >= 300 {
         bail!("{} (HTTP {status})", error_message(&body));
     }
@@ -184,7 +229,7 @@ fn describe(v: &CaptureView) -> String {
 }
 
 /// Polls a capture until it ends; SIGINT or SIGTERM stops it first. Returns its final view.
-fn wait(e: &Endpoint, id: &str) -> Result<CaptureView> {
+fn wait(e: &Endpoint, t: Duration, id: &str) -> Result<CaptureView> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -193,9 +238,9 @@ fn wait(e: &Endpoint, id: &str) -> Result<CaptureView> {
     loop {
         // Relaxed: a flag set by the signal handler, polled here.
         if stop.load(Ordering::Relaxed) {
-            return view(&call_ok(e, "DELETE", &format!("/captures/{id}"), None)?);
+            return view(&call_ok(e, t, "DELETE", &format!("/captures/{id}"), None)?);
         }
-        let v = view(&call_ok(e, "GET", &format!("/captures/{id}"), None)?)?;
+        let v = view(&call_ok(e, t, "GET", &format!("/captures/{id}"), None)?)?;
         if v.state != State::Running {
             return Ok(v);
         }
@@ -213,26 +258,26 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
     if !c.sensors.is_empty() {
         return fleet(&c);
     }
-    let e = &c.endpoint;
+    let (e, t) = (&c.endpoint, c.timeout);
     match &c.call {
-        Call::Start { request, wait } => return start(e, request, *wait, c.json),
+        Call::Start { request, wait } => return start(e, t, request, *wait, c.json),
         Call::Query {
             from,
             to,
             filter,
             out,
-        } => return query(e, &query_body(from, to, filter), out),
-        Call::List => list(&call_ok(e, "GET", "/captures", None)?, c.json)?,
+        } => return query(e, t, &query_body(from, to, filter), out),
+        Call::List => list(&call_ok(e, t, "GET", "/captures", None)?, c.json)?,
         Call::Show(id) => show(
-            &call_ok(e, "GET", &format!("/captures/{id}"), None)?,
+            &call_ok(e, t, "GET", &format!("/captures/{id}"), None)?,
             c.json,
         )?,
         Call::Stop(id) => show(
-            &call_ok(e, "DELETE", &format!("/captures/{id}"), None)?,
+            &call_ok(e, t, "DELETE", &format!("/captures/{id}"), None)?,
             c.json,
         )?,
-        Call::Metrics => raw(&call_ok(e, "GET", "/metrics", None)?),
-        Call::Cores => cores(&call_ok(e, "GET", "/cores", None)?, c.json)?,
+        Call::Metrics => raw(&call_ok(e, t, "GET", "/metrics", None)?),
+        Call::Cores => cores(&call_ok(e, t, "GET", "/cores", None)?, c.json)?,
     }
     Ok(0)
 }
@@ -278,11 +323,17 @@ fn raw(b: &[u8]) {
 
 /// `request start`: prints the new capture's id, or with `wait` its final state; exits 1
 /// when it failed.
-fn start(e: &Endpoint, request: &StartRequest, wait_end: bool, json: bool) -> Result<i32> {
+fn start(
+    e: &Endpoint,
+    t: Duration,
+    request: &StartRequest,
+    wait_end: bool,
+    json: bool,
+) -> Result<i32> {
     let body = serde_json::to_vec(request)?;
-    let b = call_ok(e, "POST", "/captures", Some(&body))?;
+    let b = call_ok(e, t, "POST", "/captures", Some(&body))?;
     if wait_end {
-        let v = wait(e, &view(&b)?.id)?;
+        let v = wait(e, t, &view(&b)?.id)?;
         if json {
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {

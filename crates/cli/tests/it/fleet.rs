@@ -4,8 +4,8 @@
 //! three answers what `tcpdump -r` finds in the union of their recordings, in time order.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::query::tcpdump;
 use crate::util::{bin, corecap, packets, recording_daemon_args, Daemon, Lab, Scratch};
@@ -314,4 +314,117 @@ fn issue24_one_query_over_three_tls_sensors_equals_their_recordings() {
         p.len(),
         two.len()
     );
+}
+
+/// Runs `corecap ARGS` for at most 30 s (killed then); returns its exit code (none when it
+/// had to be killed) and its stderr.
+fn run_bounded(args: &[&str]) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = Command::new(bin())
+        .args(args)
+        .env_remove("CORECAP_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run corecap");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let code = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    (code, err)
+}
+
+/// Issue 40: a daemon that takes the connection and never answers. With `--url` the client
+/// waited for it forever (`--timeout` was only for several sensors), and a sensor of
+/// several was reported as "Resource temporarily unavailable (os error 11)". Every
+/// connection has a timeout now, and running out of it says so, naming the daemon.
+#[test]
+fn issue40_a_silent_daemon_times_out_and_is_named() {
+    let s = Scratch::new("silent");
+    // The kernel completes the handshakes into the backlog; nothing ever accepts or answers.
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!(
+        "http://127.0.0.1:{}",
+        tcp.local_addr().expect("address").port()
+    );
+    let socket = s.path("silent.sock");
+    let _unix = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let socket = socket.to_str().expect("utf8");
+    let sensor = format!("s1={url}");
+    let out = s.path("out.pcapng");
+    let out = out.to_str().expect("utf8");
+    for (args, who) in [
+        (
+            vec!["request", "--url", &url, "--timeout", "2", "list"],
+            url.as_str(),
+        ),
+        (
+            vec![
+                "request",
+                "--url",
+                &url,
+                "--timeout",
+                "2",
+                "query",
+                "-w",
+                out,
+            ],
+            &url,
+        ),
+        (
+            vec![
+                "request",
+                "--socket",
+                socket,
+                "--timeout",
+                "2",
+                "show",
+                "c1",
+            ],
+            socket,
+        ),
+        (
+            vec!["request", "--sensor", &sensor, "--timeout", "2", "list"],
+            "s1",
+        ),
+    ] {
+        let (code, err) = run_bounded(&args);
+        assert!(code.is_some(), "{args:?} still waited after 30 s: {err}");
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{who}: timed out after 2 s")),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("os error 11"), "{args:?}: {err}");
+    }
+    // A query to several sensors names the silent one on its line and in the failure.
+    let (code, err) = run_bounded(&[
+        "request",
+        "--sensor",
+        &sensor,
+        "--timeout",
+        "2",
+        "query",
+        "-w",
+        out,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("s1 ") && l.contains("timed out after 2 s")),
+        "{err}"
+    );
+    assert!(err.contains("1 of 1 sensors failed: s1"), "{err}");
 }

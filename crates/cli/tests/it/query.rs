@@ -960,3 +960,42 @@ fn issue22_an_unreadable_file_is_an_error_not_a_smaller_answer() {
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("locked.pcap"), "{err}");
 }
+
+/// Issue 40: `--from 2026-02-31T00:00:00Z` was taken as March 3. A date or a time of day
+/// that does not exist is refused with one line that names it and says what is wrong, and
+/// nothing is written.
+#[test]
+fn issue40_an_impossible_date_is_refused() {
+    let s = Scratch::new("query-dates");
+    let src = s.path("src.pcap");
+    synthetic_pcap(&src, 10, T0);
+    let out = s.path("out.pcapng");
+    for (flag, time, says) in [
+        (
+            "--from",
+            "2026-02-31T00:00:00Z",
+            "February 2026 has 28 days",
+        ),
+        ("--to", "2026-02-29T00:00:00Z", "February 2026 has 28 days"),
+        ("--from", "2026-13-01T00:00:00Z", "month 13"),
+        ("--to", "2026-01-01T24:00:00Z", "hour 24"),
+        ("--from", "2026-01-01T10:60:00Z", "minute 60"),
+    ] {
+        let o = corecap(&[
+            "query",
+            src.to_str().unwrap(),
+            flag,
+            time,
+            "-w",
+            out.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{time}: {err}");
+        assert!(
+            err.contains(&format!("{flag} {time}")) && err.contains(says),
+            "{time}: wanted '{says}' in {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(!out.exists(), "{time}");
+    }
+}

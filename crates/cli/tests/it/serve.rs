@@ -1193,3 +1193,71 @@ fn issue24_serve_z_accepts_folders_the_user_owns_and_records() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("belongs to uid 4242"), "{err}");
 }
+
+/// Issue 40: a request that named its file `c18446744073709551615.pcapng` pushed the ids to
+/// their end, so that after a restart every unnamed capture got 409 (and, one id below,
+/// the ids wrapped onto ones in use, which could not be stopped); an index's name or a
+/// dangling link got 500. Now a name of the daemon's own form `cN...` and an index's name
+/// are 400, a name in use (a dangling link too) is 409, and a spool that holds such a name
+/// already (from a daemon before this check) neither stops unnamed captures nor gives an
+/// id twice.
+#[test]
+#[ignore = "needs root"]
+fn issue40_no_request_exhausts_or_duplicates_capture_ids() {
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-ids");
+    let spool = dir.path("spool");
+    let fails = |d: &Daemon, name: &str, status: u16, words: &str| {
+        let o = d.request(&["start", "-i", "cap0", "-w", name]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(&format!("HTTP {status}")) && err.contains(words),
+            "{name}: wanted HTTP {status} and '{words}' in {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{name}: one line: {err}");
+    };
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0"]);
+    fails(&d, "c18446744073709551615.pcapng", 400, "the daemon's own");
+    fails(&d, "c7", 400, "the daemon's own");
+    fails(&d, "x.pcapng.idx", 400, ".idx");
+    let named = d.start_capture(&["-w", "named.pcapng"]);
+    fails(&d, "named.pcapng", 409, "exists");
+    std::os::unix::fs::symlink(dir.path("nowhere"), spool.join("dangling.pcapng")).expect("link");
+    fails(&d, "dangling.pcapng", 409, "exists");
+    assert!(!spool.join("c18446744073709551615.pcapng").exists());
+    assert!(!dir.path("nowhere").exists());
+    assert_eq!(d.json(&["stop", &named])["state"], "stopped");
+    let (ok, _) = d.stop();
+    assert!(ok);
+
+    // The name as a daemon before this check let a request give it: the highest id there
+    // is, whose default name is taken.
+    std::fs::write(spool.join("c18446744073709551615.pcapng"), b"").expect("plant");
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0"]);
+    let ids: Vec<String> = (0..3).map(|_| d.start_capture(&[])).collect();
+    let list = d.json(&["list"]);
+    let listed: Vec<&str> = list
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    let mut unique = listed.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), listed.len(), "an id listed twice: {list}");
+    assert!(!ids.contains(&named), "{ids:?} after {named}");
+    for id in &ids {
+        assert_eq!(
+            listed.iter().filter(|l| *l == id).count(),
+            1,
+            "{id}: {list}"
+        );
+        let v = d.json(&["stop", id]);
+        assert_eq!(v["state"], "stopped", "{v}");
+        assert!(spool.join(format!("{id}.pcapng")).exists(), "{v}");
+    }
+    let (ok, _) = d.stop();
+    assert!(ok);
+}

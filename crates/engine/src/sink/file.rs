@@ -37,7 +37,8 @@ pub enum Format {
 pub struct Rotation {
     /// Start a new file after this many bytes.
     pub filesize: Option<u64>,
-    /// Start a new file after this long.
+    /// Start a new file once this long has passed, on the monotonic clock, since the
+    /// file's first packet (never by the packets' times: see [`FileSink::hand_over`]).
     pub duration: Option<Duration>,
     /// Keep at most this many files.
     pub files: Option<usize>,
@@ -219,6 +220,10 @@ pub struct FileSink {
     stream: bool,
     /// When the flush timer first saw blocks not yet on their way to the disk.
     dirty_at: Option<std::time::Instant>,
+    /// With `-b duration:`, when the current file's first packet was written (monotonic).
+    first_at: Option<std::time::Instant>,
+    /// The current file has lasted its `-b duration:`: the next packet starts a new one.
+    time_due: bool,
     /// What the index is told of a packet, by interface (empty: no index).
     told: Vec<Told>,
 }
@@ -315,6 +320,8 @@ impl FileSink {
             delivered: vec![0; n],
             stream,
             dirty_at: None,
+            first_at: None,
+            time_due: false,
         })
     }
 
@@ -322,7 +329,19 @@ impl FileSink {
     /// hands the blocks formatted so far to the writer now rather than when a buffer is
     /// full, so that a live reader sees packets as they come; on a file, runs the flush
     /// timer, so that a packet older than the flush interval is on disk. Never waits.
+    ///
+    /// It also reads the clock for `-b duration:`, here once a batch rather than once a
+    /// packet: a file is due once that long has passed on the monotonic clock since its
+    /// first packet, and the next packet starts a new file. Packet times would follow the
+    /// system clock, which steps (back an hour: a file an hour too long; forward: a file cut
+    /// at once), and a replay's packet times are the file's own. A file read with `-r` is
+    /// cut by the time the run took too, as dumpcap cuts by its own running time: as fast
+    /// as the file is read, `duration:60` gives fewer files than the packets' times span
+    /// (`editcap -i` splits a file by packet time).
     pub fn hand_over(&mut self) {
+        if let (Some(d), Some(t)) = (self.cfg.rotation.duration, self.first_at) {
+            self.time_due |= t.elapsed() >= d;
+        }
         let Some(w) = self.writer.as_mut() else {
             return;
         };
@@ -374,12 +393,8 @@ impl FileSink {
         let rot = self.cfg.rotation;
         if rot.active() {
             let size_due = rot.filesize.is_some_and(|s| w.out().len() >= s);
-            // Packet time, not the clock: no system call per packet.
-            let time_due = rot.duration.is_some_and(|d| {
-                self.first_ts
-                    .is_some_and(|f| p.ts_ns.saturating_sub(f) >= d.as_nanos() as u64)
-            });
-            if size_due || time_due {
+            // `time_due` is set by the clock, once a batch (`hand_over`).
+            if size_due || self.time_due {
                 self.rotate().map_err(|_| Refused::Failed)?;
             }
         }
@@ -408,6 +423,10 @@ impl FileSink {
             Some(written) => w.out().end_packet(&written)?,
             None => w.out().end_block(true)?,
         }
+        if self.first_ts.is_none() && rot.duration.is_some() {
+            // Once a file: the clock its duration is counted on.
+            self.first_at = Some(std::time::Instant::now());
+        }
         self.first_ts.get_or_insert(p.ts_ns);
         self.last_ts = p.ts_ns;
         if let Some(d) = self.delivered.get_mut(p.iface as usize) {
@@ -433,6 +452,8 @@ impl FileSink {
         let mut out = w.into_out();
         out.close_file(Some(next));
         self.first_ts = None;
+        self.first_at = None;
+        self.time_due = false;
         self.delivered.iter_mut().for_each(|d| *d = 0);
         self.writer = Some(Writer::start(&self.cfg, out)?);
         Ok(())
@@ -728,6 +749,70 @@ mod tests {
             done.notes
         );
         assert!(done.files.is_empty(), "a stream is no file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 40: `-b duration:` cut files by packet time, so a clock stepped back an hour
+    /// made one file of an hour, and one stepped forward cut a file at once. A file is cut
+    /// once the time that passed since its first packet, on the monotonic clock, reaches
+    /// the duration, whatever the packets' times say.
+    #[test]
+    fn issue40_time_rotation_follows_the_monotonic_clock() {
+        let dir = std::env::temp_dir().join(format!("corecap-rotate-clock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("test folder");
+        const T: u64 = 1_700_000_000_000_000_000;
+        const HOUR: u64 = 3_600_000_000_000;
+        let frame = udp_frame(1, 2, 1024, 53);
+        let at = |ts_ns: u64| Packet {
+            ts_ns,
+            data: &frame,
+            wire_len: frame.len() as u32,
+            iface: 0,
+            queue: Some(0),
+            vlan: None,
+            link: corecap_wire::Link::Ethernet,
+        };
+        let every = |d: Duration, name: &str| {
+            FileSink::create(FileConfig {
+                rotation: Rotation {
+                    duration: Some(d),
+                    ..Rotation::default()
+                },
+                direct: false,
+                ..config(dir.join(name), Format::Pcapng)
+            })
+            .expect("create the file")
+        };
+        let packets_per_file = |files: &[PathBuf]| -> Vec<usize> {
+            files
+                .iter()
+                .map(|f| epbs(&std::fs::read(f).expect("read the file")))
+                .collect()
+        };
+        // A file an hour: packets stamped hours ahead and then back, all within a moment of
+        // the monotonic clock, go into one file.
+        let mut sink = every(Duration::from_secs(3600), "hour.pcapng");
+        for ts in [T, T + 2 * HOUR, T + 5 * HOUR, T - HOUR] {
+            sink.write(&at(ts)).expect("taken");
+            sink.hand_over();
+        }
+        let done = sink.finish(&[]);
+        assert!(done.error.is_none(), "{:?}", done.error);
+        assert_eq!(packets_per_file(&done.files), [4], "{:?}", done.files);
+        // A file every 200 ms: once more than that has passed (a sleep lasts at least as
+        // long as asked), the next packet starts a new file, though it is stamped an hour
+        // before the last one. The clock is read at the end of a batch (`hand_over`).
+        let mut sink = every(Duration::from_millis(200), "step.pcapng");
+        sink.write(&at(T)).expect("taken");
+        sink.hand_over();
+        std::thread::sleep(Duration::from_millis(300));
+        sink.hand_over();
+        sink.write(&at(T - HOUR)).expect("taken");
+        sink.write(&at(T - HOUR + 1000)).expect("taken");
+        let done = sink.finish(&[]);
+        assert!(done.error.is_none(), "{:?}", done.error);
+        assert_eq!(packets_per_file(&done.files), [1, 2], "{:?}", done.files);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
