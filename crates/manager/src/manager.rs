@@ -47,6 +47,7 @@ use crate::cores::Cores;
 use crate::metrics::LagHistogram;
 use crate::opener::Opener;
 use crate::spool::Spool;
+use crate::stats::{BaseCounters, Deleted, Stats};
 
 /// How the daemon runs.
 #[derive(Debug)]
@@ -115,6 +116,15 @@ impl Config {
             record: None,
         }
     }
+}
+
+/// What the daemon did, once stopped.
+#[derive(Debug)]
+pub struct Ended {
+    /// Every capture's final view.
+    pub captures: Vec<CaptureView>,
+    /// The base captures and their recording, to the end.
+    pub stats: Stats,
 }
 
 /// An error for the client: an HTTP status and a message.
@@ -1326,8 +1336,8 @@ impl Manager {
     }
 
     /// Stops every capture (files closed validly), then the base captures. Returns the
-    /// final views.
-    pub fn shutdown(&self) -> Vec<CaptureView> {
+    /// final views and what the base captures and their recording did, to the end.
+    pub fn shutdown(&self) -> Ended {
         let (endings, bases) = {
             let mut g = self.lock();
             g.closing = true;
@@ -1338,10 +1348,54 @@ impl Manager {
             (endings, std::mem::take(&mut g.bases))
         };
         self.end_all(endings);
+        // Their counters outlive them: read once every thread that writes them has ended.
+        let counters: Vec<BaseCounters> = bases.iter().map(base_counters).collect();
         for b in bases {
             let _ = b.cap.finish();
         }
-        self.lock().entries.iter().map(|e| e.view.clone()).collect()
+        let mut stats = self.read_stats(&counters);
+        let g = self.lock();
+        stats.captures_running = 0;
+        Ended {
+            captures: g.entries.iter().map(|e| e.view.clone()).collect(),
+            stats,
+        }
+    }
+
+    /// What the base captures and their recording did so far, and the captures running.
+    /// The counters are summed outside the manager's lock (the recording's reach is read
+    /// from its folder's catalog).
+    pub fn stats(&self) -> Stats {
+        let (counters, running) = {
+            let g = self.lock();
+            let running = g
+                .entries
+                .iter()
+                .filter(|e| e.view.state == State::Running && !e.view.earlier_run)
+                .count() as u64;
+            (
+                g.bases.iter().map(base_counters).collect::<Vec<_>>(),
+                running,
+            )
+        };
+        Stats {
+            captures_running: running,
+            ..self.read_stats(&counters)
+        }
+    }
+
+    fn read_stats(&self, counters: &[BaseCounters]) -> Stats {
+        Stats {
+            bases: counters
+                .iter()
+                .map(|c| c.read(self.cfg.record.as_deref()))
+                .collect(),
+            captures_running: 0,
+            retention: self.cfg.retention.as_ref().map(|r| {
+                let (files, bytes) = r.deleted();
+                Deleted { files, bytes }
+            }),
+        }
     }
 
     /// CPUs capture uses now: the base captures' workers and the cores of running
@@ -1410,21 +1464,11 @@ impl Manager {
 
     /// `GET /metrics`, in Prometheus text format.
     pub fn metrics(&self) -> String {
+        let bases = self.stats().bases;
         let mut g = self.lock();
         for e in g.entries.iter_mut() {
             refresh(e);
         }
-        let bases: Vec<(String, corecap_engine::stats::ledger::Snapshot)> = g
-            .bases
-            .iter()
-            .map(|b| {
-                let mut t = corecap_engine::stats::ledger::Snapshot::default();
-                for s in b.cap.snapshot() {
-                    t += s;
-                }
-                (b.iface.clone(), t)
-            })
-            .collect();
         // Counters are this run's: the earlier run's captures are only counted by state.
         let views: Vec<CaptureView> = g
             .entries
@@ -1573,6 +1617,15 @@ impl Inner {
                 .or_default()
                 .observe(lag / 1e6);
         }
+    }
+}
+
+/// The counters of a base capture and of its own stage members (the recording's).
+fn base_counters(b: &Base) -> BaseCounters {
+    BaseCounters {
+        interface: b.iface.clone(),
+        workers: b.cap.counters.clone(),
+        members: b.cap.members().into_iter().map(|(_, l)| l).collect(),
     }
 }
 
@@ -1796,7 +1849,7 @@ mod tests {
     #[test]
     fn test_no_capture_starts_once_shutdown_began() {
         let (m, dir) = manager();
-        assert!(m.shutdown().is_empty());
+        assert!(m.shutdown().captures.is_empty());
         let r: StartRequest =
             serde_json::from_str(r#"{"interface":"lo","output":"count"}"#).expect("request");
         let e = m

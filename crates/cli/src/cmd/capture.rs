@@ -1,6 +1,6 @@
 //! `corecap capture`.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -141,7 +141,7 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         announce(&cfg, &cap);
     }
     let mut stats = Stats {
-        interval: stats_interval(&a)?,
+        interval: report::stats_interval(a.stats_interval, a.json, a.quiet)?,
         json: a.json.then_some(json_out),
         before: cap.snapshot(),
         last: Instant::now(),
@@ -331,22 +331,6 @@ fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups:
         [one] => format!("writing {}: {}", name(one), how.join(", ")),
         [] => format!("writing {}: {}", o.path.display(), how.join(", ")),
     }
-}
-
-/// Seconds between statistics lines: `--stats-interval` (0 or less: none), else 1 s on a
-/// terminal or with `--json`.
-fn stats_interval(a: &CaptureArgs) -> Result<Option<Duration>> {
-    Ok(match a.stats_interval {
-        // 0 (or less) turns the interval lines off.
-        Some(s) if s > 0.0 || s.is_nan() => {
-            Some(corecap_engine::limits::seconds(s, "--stats-interval")?)
-        }
-        Some(_) => None,
-        None if a.json || (std::io::stderr().is_terminal() && !a.quiet) => {
-            Some(Duration::from_secs(1))
-        }
-        None => None,
-    })
 }
 
 /// The statistics lines printed while the capture runs: a table on stderr, or JSON lines
