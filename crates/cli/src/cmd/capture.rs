@@ -344,10 +344,11 @@ struct Stats {
 }
 
 impl Stats {
-    /// The counters since the last line, as a table on stderr (SIGUSR1); the interval
-    /// lines go on from where they were.
-    fn print_now(&self, cap: &Capture) {
+    /// The counters now, as a table on stderr (SIGUSR1), with the rates since the
+    /// previous line or table; the next line's rates are from this one.
+    fn print_now(&mut self, cap: &Capture) {
         let now = cap.snapshot();
+        let dt = self.last.elapsed().as_secs_f64();
         eprint!(
             "{}",
             report::interval_table(
@@ -355,9 +356,11 @@ impl Stats {
                 &cap.workers,
                 &now,
                 &self.before,
-                0.0
+                dt
             )
         );
+        self.before = now;
+        self.last = Instant::now();
     }
 
     /// Prints a line when the interval has passed.

@@ -1,5 +1,5 @@
-//! Issue 40, item 7: nothing hidden. The daemon's recording shows in its metrics, and
-//! `serve` reports what it recorded while it runs and when it stops.
+//! Issue 40, item 7: nothing hidden. The daemon's recording shows in its metrics, `serve`
+//! reports what it recorded while it runs and when it stops, and SIGUSR1 gives real rates.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -70,6 +70,19 @@ fn number_after(line: &str, before: &str) -> u64 {
         .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no number after {before:?} in: {line}"))
+}
+
+/// `1.2k`, `3.40M`, `17` as the statistics tables print rates.
+fn human(s: &str) -> f64 {
+    let (n, m) = match s.chars().last() {
+        Some('k') => (&s[..s.len() - 1], 1e3),
+        Some('M') => (&s[..s.len() - 1], 1e6),
+        Some('G') => (&s[..s.len() - 1], 1e9),
+        _ => (s, 1.0),
+    };
+    n.parse::<f64>()
+        .unwrap_or_else(|_| panic!("not a rate: {s}"))
+        * m
 }
 
 /// `serve` recording cap0 shows the recording in its metrics: exactly the packets sent,
@@ -210,4 +223,75 @@ fn issue40_serve_logs_statistics_and_a_summary_at_stop() {
     };
     assert!(st.success(), "{}", seen.join("\n"));
     assert_eq!(recorded(&rec).len(), 700);
+}
+
+/// The total row of a statistics table: (elapsed seconds of its header, packets, pps,
+/// bps), read from the lines after `seen[from..]`.
+fn total_row(rx: &Receiver<String>, seen: &mut Vec<String>) -> (f64, u64, f64, f64) {
+    let header = line_where(rx, seen, |l| l.starts_with('[') && l.contains("worker"));
+    let t: f64 = header[1..]
+        .split('s')
+        .next()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no time in {header}"));
+    let row = line_where(rx, seen, |l| l.trim_start().starts_with("total"));
+    let f: Vec<&str> = row.split_whitespace().collect();
+    // total, packets, bytes, pps, bps, kdrops, freezes, appdrop, diskdrop
+    assert_eq!(f.len(), 9, "{row}");
+    (t, f[1].parse().expect("packets"), human(f[3]), human(f[4]))
+}
+
+/// SIGUSR1 to `capture` prints the counters with real rates, over the time since the
+/// previous report: known traffic, then the signal; the rate is above 0 and within what
+/// the count and the times around the signal allow.
+#[test]
+#[ignore = "needs root"]
+fn issue40_capture_sigusr1_prints_real_rates() {
+    let lab = Lab::new(1);
+    let mut child = lab
+        .capture_command()
+        .args(["--stats-interval", "0", "--duration", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start capture");
+    let rx = lines_of(child.stderr.take().expect("stderr"));
+    let mut seen = Vec::new();
+    line_where(&rx, &mut seen, |l| l.contains("capturing on"));
+    let ready = Instant::now();
+    assert_eq!(lab.gen(300, &["--rate", "1000"]), 300);
+    std::thread::sleep(Duration::from_millis(700));
+    let kill1 = Instant::now();
+    signal("USR1", child.id());
+    let (t1, n1, pps1, bps1) = total_row(&rx, &mut seen);
+    let read1 = Instant::now();
+    assert_eq!(n1, 300, "{}", seen.join("\n"));
+    assert!(pps1 > 0.0 && bps1 > 0.0, "{}", seen.join("\n"));
+    // The report covers the time since the capture started: at most t1, at least the
+    // time from its ready line to the signal.
+    let gap = kill1.duration_since(ready).as_secs_f64();
+    assert!(
+        pps1 + 1.0 >= 300.0 / t1 && pps1 <= 300.0 / gap + 1.0,
+        "{pps1} pps for 300 packets over {t1} s (at least {gap} s)"
+    );
+
+    assert_eq!(lab.gen(200, &["--rate", "1000"]), 200);
+    std::thread::sleep(Duration::from_millis(700));
+    let kill2 = Instant::now();
+    signal("USR1", child.id());
+    let (_, n2, pps2, _) = total_row(&rx, &mut seen);
+    let read2 = Instant::now();
+    assert_eq!(n2, 500, "{}", seen.join("\n"));
+    // Over the time since the first report: 200 packets, between read1 and kill2 at
+    // least, between kill1 and read2 at most.
+    let (least, most) = (
+        kill2.duration_since(read1).as_secs_f64(),
+        read2.duration_since(kill1).as_secs_f64(),
+    );
+    assert!(
+        pps2 + 1.0 >= 200.0 / most && pps2 <= 200.0 / least + 1.0,
+        "{pps2} pps for 200 packets over {least}..{most} s"
+    );
+    signal("TERM", child.id());
+    let _ = child.wait();
 }
