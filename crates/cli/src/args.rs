@@ -719,7 +719,8 @@ pub(crate) enum RequestCmd {
     Start(RequestStartArgs),
     /// List captures.
     List,
-    /// Show one capture: state, packets, thread lag, output.
+    /// Show one capture: state, packets, setup, time armed, time to the first packet,
+    /// output.
     Show {
         /// Capture id.
         id: String,

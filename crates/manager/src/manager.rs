@@ -10,7 +10,9 @@
 //!   a spare socket; the refill thread ([`Manager::refill_loop`]) remakes them.
 //!
 //! Either way the request's arrival time is the capture's start: packets stamped earlier
-//! are not taken, and the thread lag is the first taken packet's timestamp minus it.
+//! are not taken. A capture tells its setup (from the request to being armed), its time
+//! armed before the first packet (the wait for traffic), and the time from the request to
+//! the first packet, both together (paper 004's thread lag, under steady traffic).
 //! The manager's state sits behind one mutex: it is the control plane, never touched by
 //! the data path.
 //!
@@ -848,6 +850,8 @@ impl Manager {
             requested_at: secs(since_ns),
             ended_at: None,
             setup_us: t0.elapsed().as_secs_f64() * 1e6,
+            armed_us: None,
+            first_packet_us: None,
             lag_us: None,
             packets: 0,
             bytes: 0,
@@ -1575,7 +1579,7 @@ impl Inner {
                 e.view.drops.disk = o.disk_drops;
                 e.view.drops.stage_full = stage_full;
                 if o.first_ts_ns != 0 && e.view.since.is_none() {
-                    e.view.lag_us = Some(lag_us(o.first_ts_ns, e.since_ns));
+                    e.view.set_first_packet(us_since(o.first_ts_ns, e.since_ns));
                 }
                 if e.view.since.is_some() {
                     e.view.recorded = Some(o.recorded);
@@ -1608,7 +1612,11 @@ impl Inner {
         e.view.path = e.view.files.first().cloned();
         e.view.state = state;
         e.view.reason = Some(reason);
-        e.view.ended_at = Some(secs(wall_ns(SystemTime::now())));
+        let end_ns = wall_ns(SystemTime::now());
+        e.view.ended_at = Some(secs(end_ns));
+        if e.view.since.is_none() {
+            e.view.set_armed_until(us_since(end_ns, e.since_ns));
+        }
         self.generation += 1;
         if let Some(lag) = e.view.lag_us.filter(|_| !e.lag_observed) {
             e.lag_observed = true;
@@ -1697,6 +1705,8 @@ fn earlier_entry(dir: &std::path::Path, r: &Record) -> Entry {
         requested_at: r.requested_at,
         ended_at: r.ended_at,
         setup_us: r.setup_us,
+        armed_us: r.lag_us.map(|l| (l - r.setup_us).max(0.0)),
+        first_packet_us: r.lag_us,
         lag_us: r.lag_us,
         packets: r.packets,
         bytes: r.bytes,
@@ -1736,8 +1746,9 @@ fn refresh_earlier(e: &mut Entry, dir: &std::path::Path) -> bool {
     true
 }
 
-fn lag_us(first_ns: u64, since_ns: u64) -> f64 {
-    (first_ns as i128 - since_ns as i128) as f64 / 1e3
+/// Microseconds from `since_ns` to `ns` (ns since the epoch; negative when earlier).
+fn us_since(ns: u64, since_ns: u64) -> f64 {
+    (ns as i128 - since_ns as i128) as f64 / 1e3
 }
 
 fn file_bytes(files: &[PathBuf]) -> u64 {
@@ -1755,7 +1766,7 @@ fn set_from_snapshot(e: &mut Entry, s: &corecap_engine::stats::ledger::Snapshot)
     e.view.drops.app = s.app_drops;
     e.view.drops.disk = s.disk_drops;
     if s.first_ts_ns != 0 {
-        e.view.lag_us = Some(lag_us(s.first_ts_ns, e.since_ns));
+        e.view.set_first_packet(us_since(s.first_ts_ns, e.since_ns));
     }
 }
 
@@ -1772,7 +1783,7 @@ fn refresh(e: &mut Entry) {
             let first = live.first_ts_ns.load(Ordering::Relaxed);
             // A capture that starts in the past has no lag: its first packet is older.
             if first != 0 && e.view.since.is_none() {
-                e.view.lag_us = Some(lag_us(first, e.since_ns));
+                e.view.set_first_packet(us_since(first, e.since_ns));
             }
             if e.view.since.is_some() {
                 let recorded = live.recorded.load(Ordering::Relaxed);
@@ -1788,6 +1799,10 @@ fn refresh(e: &mut Entry) {
             set_from_snapshot(e, &t);
         }
         Runner::Ending | Runner::Ended => return,
+    }
+    if e.view.since.is_none() {
+        e.view
+            .set_armed_until(us_since(wall_ns(SystemTime::now()), e.since_ns));
     }
     e.view.file_bytes = file_bytes(&e.files);
 }

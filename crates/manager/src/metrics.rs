@@ -175,13 +175,29 @@ fn captures(o: &mut String, i: &Input<'_>) {
     }
 }
 
-/// Thread lag: per capture, and the histogram by mode.
+/// A capture's start: per capture its setup and its time to the first packet, and the
+/// histogram of the latter by mode.
 fn lag(o: &mut String, i: &Input<'_>) {
+    head(
+        o,
+        "corecap_capture_setup_seconds",
+        "gauge",
+        "Setup: from the request to the capture being armed (in place to take packets).",
+    );
+    for c in i.captures {
+        let _ = writeln!(
+            o,
+            "corecap_capture_setup_seconds{{id=\"{}\",mode=\"{}\"}} {}",
+            esc(&c.id),
+            c.mode.name(),
+            c.setup_us / 1e6
+        );
+    }
     head(
         o,
         "corecap_capture_lag_seconds",
         "gauge",
-        "Thread lag: from the request to the first captured packet.",
+        "Time from the request to the first captured packet: the setup, then the time armed waiting for traffic.",
     );
     for c in i.captures {
         if let Some(l) = c.lag_us {
@@ -198,7 +214,7 @@ fn lag(o: &mut String, i: &Input<'_>) {
         o,
         "corecap_thread_lag_seconds",
         "histogram",
-        "Thread lag of every capture that captured a packet, by mode.",
+        "Time from the request to the first captured packet (setup and wait for traffic) of every capture that captured one, by mode.",
     );
     for (mode, h) in i.lag {
         for (b, n) in BUCKETS.iter().zip(h.counts) {

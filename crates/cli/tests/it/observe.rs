@@ -1,5 +1,6 @@
 //! Issue 40, item 7: nothing hidden. The daemon's recording shows in its metrics, `serve`
-//! reports what it recorded while it runs and when it stops, and SIGUSR1 gives real rates.
+//! reports what it recorded while it runs and when it stops, SIGUSR1 gives real rates,
+//! and a capture's start is told as setup, time armed and time to its first packet.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -294,4 +295,39 @@ fn issue40_capture_sigusr1_prints_real_rates() {
     );
     signal("TERM", child.id());
     let _ = child.wait();
+}
+
+/// A capture asked for while no traffic flows, then given one packet: `request show`
+/// (text and JSON) tells its setup (request to armed), the time it was armed waiting for
+/// traffic, and the time to its first packet, as three named figures; the wait shows in
+/// the time armed, not in the setup.
+#[test]
+#[ignore = "needs root"]
+fn issue40_request_show_tells_setup_armed_and_first_packet_apart() {
+    let lab = Lab::new(1);
+    let dir = Scratch::new("obs-lag");
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0"]);
+    let id = d.start_capture(&["-c", "1", "--format", "count"]);
+    let armed = Instant::now();
+    let waiting = d.json(&["show", &id]);
+    assert!(waiting["first_packet_us"].is_null(), "{waiting}");
+    assert!(waiting["armed_us"].as_f64().is_some(), "{waiting}");
+    std::thread::sleep(Duration::from_millis(500));
+    let waited = armed.elapsed().as_secs_f64() * 1e6;
+    assert_eq!(lab.gen(1, &[]), 1);
+    let v = d.wait_for(&id, |v| v["state"] == "done");
+    let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
+    let (setup, armed_us, first) = (f("setup_us"), f("armed_us"), f("first_packet_us"));
+    assert!(
+        armed_us >= waited - 1000.0,
+        "armed {armed_us} us, waited {waited} us: {v}"
+    );
+    assert!(setup < armed_us, "{v}");
+    assert!((setup + armed_us - first).abs() < 1.0, "{v}");
+    let o = d.request_ok(&["show", &id]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    for name in ["setup:", "armed:", "first packet:"] {
+        assert!(text.contains(name), "{name} in:\n{text}");
+    }
+    assert!(!text.contains("thread lag"), "{text}");
 }
