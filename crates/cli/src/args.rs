@@ -655,9 +655,14 @@ pub(crate) struct ServeArgs {
     /// giving way.
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub(crate) spare_idle: f64,
-    /// At exit, print each capture's final state as JSON lines on stdout.
+    /// Print the statistics lines as JSON lines on stdout, and at exit each capture's
+    /// final state and the summary.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Seconds between statistics lines (0 = only the summary at the stop). Default: 1 on
+    /// a terminal or with --json. SIGUSR1 asks for one at once.
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) stats_interval: Option<f64>,
 }
 
 #[derive(Args, Debug)]
@@ -714,7 +719,8 @@ pub(crate) enum RequestCmd {
     Start(RequestStartArgs),
     /// List captures.
     List,
-    /// Show one capture: state, packets, thread lag, output.
+    /// Show one capture: state, packets, setup, time armed, time to the first packet,
+    /// output.
     Show {
         /// Capture id.
         id: String,

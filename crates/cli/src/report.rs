@@ -5,6 +5,27 @@ use corecap_engine::capture::{GroupSummary, Summary, WorkerInfo};
 use corecap_engine::stats::ledger::Snapshot;
 use serde_json::{json, Value};
 
+/// Seconds between statistics lines (`capture` and `serve`): `--stats-interval` (0 or
+/// less: none, only the summary), else 1 s on a terminal (unless quiet) or with `--json`.
+pub(crate) fn stats_interval(
+    given: Option<f64>,
+    json: bool,
+    quiet: bool,
+) -> anyhow::Result<Option<std::time::Duration>> {
+    use std::io::IsTerminal;
+    Ok(match given {
+        // 0 (or less) turns the interval lines off.
+        Some(s) if s > 0.0 || s.is_nan() => {
+            Some(corecap_engine::limits::seconds(s, "--stats-interval")?)
+        }
+        Some(_) => None,
+        None if json || (std::io::stderr().is_terminal() && !quiet) => {
+            Some(std::time::Duration::from_secs(1))
+        }
+        None => None,
+    })
+}
+
 /// Rates between two snapshots `dt` seconds apart.
 fn rates(now: &Snapshot, before: &Snapshot, dt: f64) -> (f64, f64) {
     if dt <= 0.0 {
@@ -65,7 +86,8 @@ pub(crate) fn interval_json(
     .to_string()
 }
 
-fn human(v: f64) -> String {
+/// `1.2k`, `3.40M`: a rate for people.
+pub(crate) fn human(v: f64) -> String {
     match v {
         v if v >= 1e9 => format!("{:.2}G", v / 1e9),
         v if v >= 1e6 => format!("{:.2}M", v / 1e6),

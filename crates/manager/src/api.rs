@@ -162,11 +162,21 @@ pub struct CaptureView {
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<f64>,
-    /// Microseconds from the request to the capture being in place (attach: the
-    /// consumer published to the workers; spawn: the socket open and bound).
+    /// Setup: microseconds from the request to the capture being armed, in place to take
+    /// packets (attach: the consumer published to the workers; spawn: the socket open
+    /// and bound).
     pub setup_us: f64,
-    /// Thread lag: microseconds from the request to the first captured packet (by its
-    /// kernel timestamp); none before the first packet.
+    /// Time armed: microseconds from being armed to the first captured packet, the wait
+    /// for traffic (0 when a packet was there first); before the first packet, the time
+    /// armed so far (to the end, for a capture that ended without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub armed_us: Option<f64>,
+    /// Time to the first packet: microseconds from the request to the first captured
+    /// packet (by its kernel timestamp), setup and time armed together; none before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_packet_us: Option<f64>,
+    /// The same as `first_packet_us`, under its older name (paper 004's thread lag, which
+    /// is the setup only when traffic is steady); kept for the scripts that read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_us: Option<f64>,
     /// Packets captured.
@@ -200,4 +210,21 @@ pub struct CaptureView {
     /// Of its packets, those that came live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<u64>,
+}
+
+impl CaptureView {
+    /// The first packet came `us` microseconds after the request: the time to it, and the
+    /// time armed before it.
+    pub fn set_first_packet(&mut self, us: f64) {
+        self.first_packet_us = Some(us);
+        self.lag_us = Some(us);
+        self.armed_us = Some((us - self.setup_us).max(0.0));
+    }
+
+    /// No packet yet, `us` microseconds after the request: the time armed so far.
+    pub fn set_armed_until(&mut self, us: f64) {
+        if self.first_packet_us.is_none() {
+            self.armed_us = Some((us - self.setup_us).max(0.0));
+        }
+    }
 }

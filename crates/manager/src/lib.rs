@@ -12,6 +12,8 @@
 //!   remembers of its captures across restarts, in a small file in the spool;
 //! - [`query`]: `POST /queries`, recorded packets streamed back as pcapng, off the capture
 //!   cores and at idle I/O priority;
+//! - [`stats`]: what the base captures and their recording did, read while the daemon
+//!   runs and after it stopped;
 //! - [`api`]: the JSON; [`metrics`]: the Prometheus text.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -27,6 +29,7 @@ pub mod opener;
 pub mod query;
 pub mod server;
 pub mod spool;
+pub mod stats;
 pub mod tls;
 
 /// A random bearer token: 32 bytes as hex.

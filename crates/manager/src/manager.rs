@@ -10,7 +10,9 @@
 //!   a spare socket; the refill thread ([`Manager::refill_loop`]) remakes them.
 //!
 //! Either way the request's arrival time is the capture's start: packets stamped earlier
-//! are not taken, and the thread lag is the first taken packet's timestamp minus it.
+//! are not taken. A capture tells its setup (from the request to being armed), its time
+//! armed before the first packet (the wait for traffic), and the time from the request to
+//! the first packet, both together (paper 004's thread lag, under steady traffic).
 //! The manager's state sits behind one mutex: it is the control plane, never touched by
 //! the data path.
 //!
@@ -47,6 +49,7 @@ use crate::cores::Cores;
 use crate::metrics::LagHistogram;
 use crate::opener::Opener;
 use crate::spool::Spool;
+use crate::stats::{BaseCounters, Deleted, Stats};
 
 /// How the daemon runs.
 #[derive(Debug)]
@@ -115,6 +118,15 @@ impl Config {
             record: None,
         }
     }
+}
+
+/// What the daemon did, once stopped.
+#[derive(Debug)]
+pub struct Ended {
+    /// Every capture's final view.
+    pub captures: Vec<CaptureView>,
+    /// The base captures and their recording, to the end.
+    pub stats: Stats,
 }
 
 /// An error for the client: an HTTP status and a message.
@@ -840,6 +852,8 @@ impl Manager {
             requested_at: secs(since_ns),
             ended_at: None,
             setup_us: t0.elapsed().as_secs_f64() * 1e6,
+            armed_us: None,
+            first_packet_us: None,
             lag_us: None,
             packets: 0,
             bytes: 0,
@@ -1373,8 +1387,8 @@ impl Manager {
     }
 
     /// Stops every capture (files closed validly), then the base captures. Returns the
-    /// final views.
-    pub fn shutdown(&self) -> Vec<CaptureView> {
+    /// final views and what the base captures and their recording did, to the end.
+    pub fn shutdown(&self) -> Ended {
         let (endings, bases) = {
             let mut g = self.lock();
             g.closing = true;
@@ -1385,10 +1399,54 @@ impl Manager {
             (endings, std::mem::take(&mut g.bases))
         };
         self.end_all(endings);
+        // Their counters outlive them: read once every thread that writes them has ended.
+        let counters: Vec<BaseCounters> = bases.iter().map(base_counters).collect();
         for b in bases {
             let _ = b.cap.finish();
         }
-        self.lock().entries.iter().map(|e| e.view.clone()).collect()
+        let mut stats = self.read_stats(&counters);
+        let g = self.lock();
+        stats.captures_running = 0;
+        Ended {
+            captures: g.entries.iter().map(|e| e.view.clone()).collect(),
+            stats,
+        }
+    }
+
+    /// What the base captures and their recording did so far, and the captures running.
+    /// The counters are summed outside the manager's lock (the recording's reach is read
+    /// from its folder's catalog).
+    pub fn stats(&self) -> Stats {
+        let (counters, running) = {
+            let g = self.lock();
+            let running = g
+                .entries
+                .iter()
+                .filter(|e| e.view.state == State::Running && !e.view.earlier_run)
+                .count() as u64;
+            (
+                g.bases.iter().map(base_counters).collect::<Vec<_>>(),
+                running,
+            )
+        };
+        Stats {
+            captures_running: running,
+            ..self.read_stats(&counters)
+        }
+    }
+
+    fn read_stats(&self, counters: &[BaseCounters]) -> Stats {
+        Stats {
+            bases: counters
+                .iter()
+                .map(|c| c.read(self.cfg.record.as_deref()))
+                .collect(),
+            captures_running: 0,
+            retention: self.cfg.retention.as_ref().map(|r| {
+                let (files, bytes) = r.deleted();
+                Deleted { files, bytes }
+            }),
+        }
     }
 
     /// CPUs capture uses now: the base captures' workers and the cores of running
@@ -1457,21 +1515,11 @@ impl Manager {
 
     /// `GET /metrics`, in Prometheus text format.
     pub fn metrics(&self) -> String {
+        let bases = self.stats().bases;
         let mut g = self.lock();
         for e in g.entries.iter_mut() {
             refresh(e);
         }
-        let bases: Vec<(String, corecap_engine::stats::ledger::Snapshot)> = g
-            .bases
-            .iter()
-            .map(|b| {
-                let mut t = corecap_engine::stats::ledger::Snapshot::default();
-                for s in b.cap.snapshot() {
-                    t += s;
-                }
-                (b.iface.clone(), t)
-            })
-            .collect();
         // Counters are this run's: the earlier run's captures are only counted by state.
         let views: Vec<CaptureView> = g
             .entries
@@ -1578,7 +1626,7 @@ impl Inner {
                 e.view.drops.disk = o.disk_drops;
                 e.view.drops.stage_full = stage_full;
                 if o.first_ts_ns != 0 && e.view.since.is_none() {
-                    e.view.lag_us = Some(lag_us(o.first_ts_ns, e.since_ns));
+                    e.view.set_first_packet(us_since(o.first_ts_ns, e.since_ns));
                 }
                 if e.view.since.is_some() {
                     e.view.recorded = Some(o.recorded);
@@ -1611,7 +1659,11 @@ impl Inner {
         e.view.path = e.view.files.first().cloned();
         e.view.state = state;
         e.view.reason = Some(reason);
-        e.view.ended_at = Some(secs(wall_ns(SystemTime::now())));
+        let end_ns = wall_ns(SystemTime::now());
+        e.view.ended_at = Some(secs(end_ns));
+        if e.view.since.is_none() {
+            e.view.set_armed_until(us_since(end_ns, e.since_ns));
+        }
         self.generation += 1;
         if let Some(lag) = e.view.lag_us.filter(|_| !e.lag_observed) {
             e.lag_observed = true;
@@ -1620,6 +1672,15 @@ impl Inner {
                 .or_default()
                 .observe(lag / 1e6);
         }
+    }
+}
+
+/// The counters of a base capture and of its own stage members (the recording's).
+fn base_counters(b: &Base) -> BaseCounters {
+    BaseCounters {
+        interface: b.iface.clone(),
+        workers: b.cap.counters.clone(),
+        members: b.cap.members().into_iter().map(|(_, l)| l).collect(),
     }
 }
 
@@ -1691,6 +1752,8 @@ fn earlier_entry(dir: &std::path::Path, r: &Record) -> Entry {
         requested_at: r.requested_at,
         ended_at: r.ended_at,
         setup_us: r.setup_us,
+        armed_us: r.lag_us.map(|l| (l - r.setup_us).max(0.0)),
+        first_packet_us: r.lag_us,
         lag_us: r.lag_us,
         packets: r.packets,
         bytes: r.bytes,
@@ -1730,8 +1793,9 @@ fn refresh_earlier(e: &mut Entry, dir: &std::path::Path) -> bool {
     true
 }
 
-fn lag_us(first_ns: u64, since_ns: u64) -> f64 {
-    (first_ns as i128 - since_ns as i128) as f64 / 1e3
+/// Microseconds from `since_ns` to `ns` (ns since the epoch; negative when earlier).
+fn us_since(ns: u64, since_ns: u64) -> f64 {
+    (ns as i128 - since_ns as i128) as f64 / 1e3
 }
 
 fn file_bytes(files: &[PathBuf]) -> u64 {
@@ -1749,7 +1813,7 @@ fn set_from_snapshot(e: &mut Entry, s: &corecap_engine::stats::ledger::Snapshot)
     e.view.drops.app = s.app_drops;
     e.view.drops.disk = s.disk_drops;
     if s.first_ts_ns != 0 {
-        e.view.lag_us = Some(lag_us(s.first_ts_ns, e.since_ns));
+        e.view.set_first_packet(us_since(s.first_ts_ns, e.since_ns));
     }
 }
 
@@ -1766,7 +1830,7 @@ fn refresh(e: &mut Entry) {
             let first = live.first_ts_ns.load(Ordering::Relaxed);
             // A capture that starts in the past has no lag: its first packet is older.
             if first != 0 && e.view.since.is_none() {
-                e.view.lag_us = Some(lag_us(first, e.since_ns));
+                e.view.set_first_packet(us_since(first, e.since_ns));
             }
             if e.view.since.is_some() {
                 let recorded = live.recorded.load(Ordering::Relaxed);
@@ -1782,6 +1846,10 @@ fn refresh(e: &mut Entry) {
             set_from_snapshot(e, &t);
         }
         Runner::Ending | Runner::Ended => return,
+    }
+    if e.view.since.is_none() {
+        e.view
+            .set_armed_until(us_since(wall_ns(SystemTime::now()), e.since_ns));
     }
     e.view.file_bytes = file_bytes(&e.files);
 }
@@ -1843,7 +1911,7 @@ mod tests {
     #[test]
     fn test_no_capture_starts_once_shutdown_began() {
         let (m, dir) = manager();
-        assert!(m.shutdown().is_empty());
+        assert!(m.shutdown().captures.is_empty());
         let r: StartRequest =
             serde_json::from_str(r#"{"interface":"lo","output":"count"}"#).expect("request");
         let e = m

@@ -1,12 +1,11 @@
-//! `GET /metrics`: Prometheus text exposition of the daemon's captures, base captures,
-//! responses and thread lag.
+//! `GET /metrics`: Prometheus text exposition of the daemon's captures, base captures and
+//! their recording, responses and thread lag.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use corecap_engine::stats::ledger::Snapshot;
-
 use crate::api::{CaptureView, State};
+use crate::stats::BaseStats;
 
 /// Upper bounds (seconds) of the thread-lag histogram's buckets: 10 µs to 1 s.
 const BUCKETS: [f64; 11] = [
@@ -39,8 +38,8 @@ impl LagHistogram {
 pub struct Input<'a> {
     /// Every capture this run of the daemon started that it remembers.
     pub captures: &'a [CaptureView],
-    /// Base captures: interface and totals.
-    pub bases: &'a [(String, Snapshot)],
+    /// Base captures: their workers' totals and their recording.
+    pub bases: &'a [BaseStats],
     /// Responses by status.
     pub responses: &'a BTreeMap<u16, u64>,
     /// TLS connections closed in their handshake.
@@ -79,6 +78,7 @@ pub fn render(i: &Input<'_>) -> String {
     captures(&mut o, i);
     lag(&mut o, i);
     bases(&mut o, i);
+    recording(&mut o, i);
     spool(&mut o, i);
     responses(&mut o, i);
     o
@@ -175,13 +175,29 @@ fn captures(o: &mut String, i: &Input<'_>) {
     }
 }
 
-/// Thread lag: per capture, and the histogram by mode.
+/// A capture's start: per capture its setup and its time to the first packet, and the
+/// histogram of the latter by mode.
 fn lag(o: &mut String, i: &Input<'_>) {
+    head(
+        o,
+        "corecap_capture_setup_seconds",
+        "gauge",
+        "Setup: from the request to the capture being armed (in place to take packets).",
+    );
+    for c in i.captures {
+        let _ = writeln!(
+            o,
+            "corecap_capture_setup_seconds{{id=\"{}\",mode=\"{}\"}} {}",
+            esc(&c.id),
+            c.mode.name(),
+            c.setup_us / 1e6
+        );
+    }
     head(
         o,
         "corecap_capture_lag_seconds",
         "gauge",
-        "Thread lag: from the request to the first captured packet.",
+        "Time from the request to the first captured packet: the setup, then the time armed waiting for traffic.",
     );
     for c in i.captures {
         if let Some(l) = c.lag_us {
@@ -198,7 +214,7 @@ fn lag(o: &mut String, i: &Input<'_>) {
         o,
         "corecap_thread_lag_seconds",
         "histogram",
-        "Thread lag of every capture that captured a packet, by mode.",
+        "Time from the request to the first captured packet (setup and wait for traffic) of every capture that captured one, by mode.",
     );
     for (mode, h) in i.lag {
         for (b, n) in BUCKETS.iter().zip(h.counts) {
@@ -232,14 +248,14 @@ fn bases(o: &mut String, i: &Input<'_>) {
         ("corecap_base_packets_total", "counter"),
         "Packets the base capture's workers took, per interface.",
         "",
-        i.bases.iter().map(|(iface, s)| (iface, s.packets)),
+        i.bases.iter().map(|b| (&b.interface, b.packets)),
     );
     per_interface(
         o,
         ("corecap_base_drops_total", "counter"),
         "Packets the kernel dropped before the base capture's workers, per interface.",
         ",at=\"kernel\"",
-        i.bases.iter().map(|(iface, s)| (iface, s.kernel_drops)),
+        i.bases.iter().map(|b| (&b.interface, b.kernel_drops)),
     );
     per_interface(
         o,
@@ -248,6 +264,86 @@ fn bases(o: &mut String, i: &Input<'_>) {
         "",
         i.spares.iter().map(|(iface, n)| (iface, *n as u64)),
     );
+}
+
+/// The recording of each base capture (`serve --record`): what it wrote, what it lost
+/// and where, its files, and the time span it keeps.
+fn recording(o: &mut String, i: &Input<'_>) {
+    let rec: Vec<(&String, &crate::stats::RecordingStats)> = i
+        .bases
+        .iter()
+        .filter_map(|b| Some((&b.interface, b.recording.as_ref()?)))
+        .collect();
+    if rec.is_empty() {
+        return;
+    }
+    per_interface(
+        o,
+        ("corecap_recording_packets_total", "counter"),
+        "Packets written to the recording (serve --record), per interface.",
+        "",
+        rec.iter().map(|(iface, r)| (*iface, r.packets)),
+    );
+    per_interface(
+        o,
+        ("corecap_recording_bytes_total", "counter"),
+        "Wire bytes of the packets written to the recording, per interface.",
+        "",
+        rec.iter().map(|(iface, r)| (*iface, r.bytes)),
+    );
+    head(
+        o,
+        "corecap_recording_drops_total",
+        "counter",
+        "Packets that never reached the recording, by place: kernel (the ring was full), \
+         stage_full (the pipe to the recording's stage thread was full), app (not taken by \
+         the workers or the writer), disk (the disk writer was behind, or a write failed).",
+    );
+    for (iface, r) in &rec {
+        for (at, n) in [
+            ("kernel", r.drops.kernel),
+            ("stage_full", r.drops.stage_full),
+            ("app", r.drops.app),
+            ("disk", r.drops.disk),
+        ] {
+            let _ = writeln!(
+                o,
+                "corecap_recording_drops_total{{interface=\"{}\",at=\"{at}\"}} {n}",
+                esc(iface)
+            );
+        }
+    }
+    per_interface(
+        o,
+        ("corecap_recording_files_total", "counter"),
+        "Files the recording began in this run of the daemon (the first, then one per rotation).",
+        "",
+        rec.iter().map(|(iface, r)| (*iface, r.files)),
+    );
+    for (name, help, pick) in [
+        (
+            "corecap_recording_oldest_packet_timestamp_seconds",
+            "Time of the oldest packet the recording keeps on disk (Unix seconds), per interface.",
+            (|r| r.oldest_ns) as fn(&crate::stats::RecordingStats) -> Option<u64>,
+        ),
+        (
+            "corecap_recording_newest_packet_timestamp_seconds",
+            "Time of the newest packet written to the recording (Unix seconds), per interface.",
+            |r| r.newest_ns,
+        ),
+    ] {
+        head(o, name, "gauge", help);
+        for (iface, r) in &rec {
+            if let Some(ns) = pick(r) {
+                let _ = writeln!(
+                    o,
+                    "{name}{{interface=\"{}\"}} {}",
+                    esc(iface),
+                    ns as f64 / 1e9
+                );
+            }
+        }
+    }
 }
 
 /// One metric, one line per interface: `name{interface="IF"<labels>} value`.

@@ -1,6 +1,6 @@
 //! `corecap capture`.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -141,7 +141,7 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         announce(&cfg, &cap);
     }
     let mut stats = Stats {
-        interval: stats_interval(&a)?,
+        interval: report::stats_interval(a.stats_interval, a.json, a.quiet)?,
         json: a.json.then_some(json_out),
         before: cap.snapshot(),
         last: Instant::now(),
@@ -333,22 +333,6 @@ fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups:
     }
 }
 
-/// Seconds between statistics lines: `--stats-interval` (0 or less: none), else 1 s on a
-/// terminal or with `--json`.
-fn stats_interval(a: &CaptureArgs) -> Result<Option<Duration>> {
-    Ok(match a.stats_interval {
-        // 0 (or less) turns the interval lines off.
-        Some(s) if s > 0.0 || s.is_nan() => {
-            Some(corecap_engine::limits::seconds(s, "--stats-interval")?)
-        }
-        Some(_) => None,
-        None if a.json || (std::io::stderr().is_terminal() && !a.quiet) => {
-            Some(Duration::from_secs(1))
-        }
-        None => None,
-    })
-}
-
 /// The statistics lines printed while the capture runs: a table on stderr, or JSON lines
 /// (on stdout, or stderr when the packets go to stdout).
 struct Stats {
@@ -360,10 +344,11 @@ struct Stats {
 }
 
 impl Stats {
-    /// The counters since the last line, as a table on stderr (SIGUSR1); the interval
-    /// lines go on from where they were.
-    fn print_now(&self, cap: &Capture) {
+    /// The counters now, as a table on stderr (SIGUSR1), with the rates since the
+    /// previous line or table; the next line's rates are from this one.
+    fn print_now(&mut self, cap: &Capture) {
         let now = cap.snapshot();
+        let dt = self.last.elapsed().as_secs_f64();
         eprint!(
             "{}",
             report::interval_table(
@@ -371,9 +356,11 @@ impl Stats {
                 &cap.workers,
                 &now,
                 &self.before,
-                0.0
+                dt
             )
         );
+        self.before = now;
+        self.last = Instant::now();
     }
 
     /// Prints a line when the interval has passed.

@@ -198,13 +198,7 @@ fn describe(v: &CaptureView) -> String {
     if let (Some(since), Some(rec), Some(live)) = (v.since, v.recorded, v.live) {
         o += &format!("  since {since:.3}: {rec} from the recording, {live} live\n");
     }
-    o += &match v.lag_us {
-        Some(l) => format!("  thread lag: {l:.0} us (set up in {:.0} us)\n", v.setup_us),
-        None => format!(
-            "  thread lag: no packet yet (set up in {:.0} us)\n",
-            v.setup_us
-        ),
-    };
+    o += &start_figures(v);
     if let Some(p) = &v.path {
         o += &format!("  output: {p} ({} bytes)\n", v.file_bytes);
     }
@@ -224,6 +218,29 @@ fn describe(v: &CaptureView) -> String {
     }
     for n in &v.notes {
         o += &format!("  note: {n}\n");
+    }
+    o
+}
+
+/// How the capture started, as three figures: setup (request to armed), time armed
+/// (the wait for traffic), and time to the first packet (both together).
+fn start_figures(v: &CaptureView) -> String {
+    let mut o = format!("  setup: {:.0} us (request to armed)\n", v.setup_us);
+    match (v.first_packet_us.or(v.lag_us), v.armed_us) {
+        (Some(first), armed) => {
+            o += &format!(
+                "  armed: {:.0} us before the first packet (waiting for traffic)\n",
+                armed.unwrap_or((first - v.setup_us).max(0.0))
+            );
+            o += &format!("  first packet: {first:.0} us after the request\n");
+        }
+        (None, Some(armed)) => {
+            o += &format!("  armed: {armed:.0} us, no packet yet\n");
+            o += "  first packet: none yet\n";
+        }
+        // A capture that starts in the past: its first packet is older than the request.
+        (None, None) if v.since.is_some() => o += "  first packet: from the recording\n",
+        (None, None) => o += "  first packet: none yet\n",
     }
     o
 }
@@ -363,7 +380,7 @@ fn list(b: &[u8], json: bool) -> Result<()> {
         serde_json::from_slice(b).context("the daemon's answer is not a list")?;
     println!(
         "{:<6} {:<9} {:<7} {:<12} {:>10} {:>10}  {:<24} filter",
-        "id", "state", "mode", "interface", "packets", "lag us", "output"
+        "id", "state", "mode", "interface", "packets", "1st pkt us", "output"
     );
     for v in vs {
         println!(
@@ -373,7 +390,9 @@ fn list(b: &[u8], json: bool) -> Result<()> {
             v.mode.name(),
             v.interface,
             v.packets,
-            v.lag_us.map_or("-".into(), |l| format!("{l:.0}")),
+            v.first_packet_us
+                .or(v.lag_us)
+                .map_or("-".into(), |l| format!("{l:.0}")),
             v.path.as_deref().unwrap_or("-"),
             v.filter.as_deref().unwrap_or("")
         );

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use corecap_engine::capture::{Capture, CaptureConfig};
@@ -24,6 +24,10 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    let usr1 = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone())
+        .context("installing signal handlers")?;
+    let interval = crate::report::stats_interval(a.stats_interval, a.json, false)?;
     let mut c = config::serve(&a)?;
     // One daemon per spool: a second is refused before it recovers or writes anything.
     let spool = c.manager.spool.dir().to_owned();
@@ -89,20 +93,200 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         )),
         c.spool.display(),
     );
-    // Relaxed: a flag set by the signal handler, polled here.
+    let mut stats = Report::new(interval, c.json);
+    // Relaxed: flags set by the signal handlers, polled here.
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(5));
         m.tick();
+        stats.tick(&m, usr1.swap(false, Ordering::Relaxed));
     }
     // The listeners go first, so no new client connects; a request already in flight is
     // refused (503) once shutdown has begun, or started before it and ended by it.
     api.stop();
     let _ = refill.join();
     let _ = std::fs::remove_file(&c.socket);
-    let views = m.shutdown();
-    report_end(&views, c.json);
+    let ended = m.shutdown();
+    report_end(&ended.captures, c.json);
+    stats.summary(&ended);
     eprintln!("corecap: stopped");
     Ok(0)
+}
+
+/// `serve`'s statistics: a line every `--stats-interval` and on SIGUSR1, with rates over
+/// the time since the previous line, and the summary at the stop; text on stderr, or JSON
+/// lines on stdout with `--json`.
+struct Report {
+    interval: Option<Duration>,
+    json: bool,
+    started: Instant,
+    /// When the previous line was printed (or the daemon started).
+    last: Instant,
+    /// Per base capture: (packets, bytes) its workers had taken at the previous line.
+    before: Vec<(u64, u64)>,
+}
+
+impl Report {
+    fn new(interval: Option<Duration>, json: bool) -> Self {
+        let now = Instant::now();
+        Self {
+            interval,
+            json,
+            started: now,
+            last: now,
+            before: Vec::new(),
+        }
+    }
+
+    /// Prints a line when the interval has passed, or at once when `now` (SIGUSR1).
+    fn tick(&mut self, m: &Manager, now: bool) {
+        let due = self.interval.is_some_and(|iv| self.last.elapsed() >= iv);
+        if !due && !now {
+            return;
+        }
+        let s = m.stats();
+        let dt = self.last.elapsed().as_secs_f64();
+        let t = self.started.elapsed().as_secs_f64();
+        let rates: Vec<(f64, f64)> = s
+            .bases
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (p, by) = self.before.get(i).copied().unwrap_or_default();
+                if dt <= 0.0 {
+                    return (0.0, 0.0);
+                }
+                (
+                    b.packets.saturating_sub(p) as f64 / dt,
+                    b.bytes.saturating_sub(by) as f64 * 8.0 / dt,
+                )
+            })
+            .collect();
+        if self.json {
+            let mut v = serde_json::to_value(&s).unwrap_or_default();
+            v["type"] = "stats".into();
+            v["t"] = ((t * 1000.0).round() / 1000.0).into();
+            for (b, (pps, bps)) in v["bases"].as_array_mut().into_iter().flatten().zip(&rates) {
+                b["pps"] = pps.round().into();
+                b["bps"] = bps.round().into();
+            }
+            out_line(&v);
+        } else {
+            let bases: Vec<String> = s
+                .bases
+                .iter()
+                .zip(&rates)
+                .map(|(b, (pps, bps))| {
+                    format!(
+                        "{}: {} packets ({} pps, {} bps), {} kernel drops{}",
+                        b.interface,
+                        b.packets,
+                        crate::report::human(*pps),
+                        crate::report::human(*bps),
+                        b.kernel_drops,
+                        b.recording.as_ref().map_or(String::new(), recording_text)
+                    )
+                })
+                .collect();
+            eprintln!(
+                "corecap: stats [{t:.1}s] {}{}; {} captures running{}",
+                bases.join("; "),
+                if bases.is_empty() {
+                    "no base capture"
+                } else {
+                    ""
+                },
+                s.captures_running,
+                retention_text(&s)
+            );
+        }
+        self.before = s.bases.iter().map(|b| (b.packets, b.bytes)).collect();
+        self.last = Instant::now();
+    }
+
+    /// The summary at the stop: what the base captures and their recording did, to the
+    /// end, and how the captures ended.
+    fn summary(&self, ended: &corecap_manager::manager::Ended) {
+        let t = self.started.elapsed().as_secs_f64();
+        let s = &ended.stats;
+        let mut by_state: std::collections::BTreeMap<&str, u64> = Default::default();
+        for v in ended.captures.iter().filter(|v| !v.earlier_run) {
+            *by_state.entry(v.state.name()).or_default() += 1;
+        }
+        if self.json {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            v["type"] = "summary".into();
+            v["seconds"] = ((t * 1000.0).round() / 1000.0).into();
+            v["captures"] = serde_json::to_value(&by_state).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("captures_running");
+            }
+            out_line(&v);
+            return;
+        }
+        let bases: Vec<String> = s
+            .bases
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}: {} packets, {} kernel drops{}",
+                    b.interface,
+                    b.packets,
+                    b.kernel_drops,
+                    b.recording.as_ref().map_or(String::new(), recording_text)
+                )
+            })
+            .collect();
+        let states: Vec<String> = by_state.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        eprintln!(
+            "corecap: summary after {t:.1} s: {}{}; captures: {}{}",
+            bases.join("; "),
+            if bases.is_empty() {
+                "no base capture"
+            } else {
+                ""
+            },
+            if states.is_empty() {
+                "none".into()
+            } else {
+                states.join(", ")
+            },
+            retention_text(s)
+        );
+    }
+}
+
+/// One JSON line on stdout; a reader that went away costs the line, not the daemon.
+fn out_line(v: &serde_json::Value) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{v}");
+    let _ = o.flush();
+}
+
+/// `; recording: N packets, B bytes, F files, drops: ..., reach A to B` (Unix seconds).
+fn recording_text(r: &corecap_manager::stats::RecordingStats) -> String {
+    let reach = match (r.oldest_ns, r.newest_ns) {
+        (Some(a), Some(b)) => format!(", reach {:.3} to {:.3}", a as f64 / 1e9, b as f64 / 1e9),
+        _ => String::new(),
+    };
+    format!(
+        "; recording: {} packets, {} bytes, {} file{}, drops: kernel {}, stage full {}, app {}, disk {}{reach}",
+        r.packets,
+        r.bytes,
+        r.files,
+        if r.files == 1 { "" } else { "s" },
+        r.drops.kernel,
+        r.drops.stage_full,
+        r.drops.app,
+        r.drops.disk
+    )
+}
+
+/// `; --retain deleted N files (B bytes)`, with `--retain`.
+fn retention_text(s: &corecap_manager::stats::Stats) -> String {
+    s.retention.map_or(String::new(), |d| {
+        format!("; --retain deleted {} files ({} bytes)", d.files, d.bytes)
+    })
 }
 
 /// Recovers what a crash of the last daemon left in the spool (each file cut to its whole

@@ -14,6 +14,7 @@ mod ipfix;
 mod lookback;
 mod net;
 mod newcomer;
+mod observe;
 mod parity;
 mod query;
 mod record;

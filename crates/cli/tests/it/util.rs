@@ -575,6 +575,8 @@ pub struct Daemon {
     /// The API socket.
     pub socket: PathBuf,
     stderr: std::sync::mpsc::Receiver<String>,
+    /// Its stdout, read as it comes (statistics lines come once a second with --json).
+    stdout: std::sync::mpsc::Receiver<String>,
 }
 
 impl Daemon {
@@ -601,6 +603,7 @@ impl Daemon {
             .spawn()
             .expect("start corecap serve");
         let rx = lines_of(child.stderr.take().expect("stderr"));
+        let stdout = lines_of(child.stdout.take().expect("stdout"));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
@@ -618,6 +621,7 @@ impl Daemon {
             child,
             socket,
             stderr: rx,
+            stdout,
         }
     }
 
@@ -690,8 +694,20 @@ impl Daemon {
         (status, body)
     }
 
-    /// SIGTERM; waits for the exit and returns (success, stdout lines as JSON).
-    pub fn stop(mut self) -> (bool, Vec<Value>) {
+    /// SIGTERM; waits for the exit and returns (success, the final views of the captures
+    /// it printed on stdout; statistics lines left out).
+    pub fn stop(self) -> (bool, Vec<Value>) {
+        let (ok, lines) = self.stop_lines();
+        let views = lines
+            .into_iter()
+            .filter(|v| v.get("type").is_none())
+            .collect();
+        (ok, views)
+    }
+
+    /// SIGTERM; waits for the exit and returns (success, every stdout line as JSON: the
+    /// statistics lines, the captures' final views and the summary).
+    pub fn stop_lines(mut self) -> (bool, Vec<Value>) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -703,15 +719,12 @@ impl Daemon {
             assert!(Instant::now() < deadline, "serve did not stop in 30 s");
             std::thread::sleep(Duration::from_millis(20));
         };
-        let mut out = String::new();
-        if let Some(mut o) = self.child.stdout.take() {
-            let _ = o.read_to_string(&mut out);
+        // The reader ends with the process's stdout.
+        let mut lines = Vec::new();
+        while let Ok(l) = self.stdout.recv_timeout(Duration::from_secs(5)) {
+            lines.extend(serde_json::from_str::<Value>(&l).ok());
         }
-        let views = out
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        (status.success(), views)
+        (status.success(), lines)
     }
 }
 

@@ -107,6 +107,7 @@ impl Tally {
             member: m,
             cpu,
             handle: h,
+            ..
         } in stages
         {
             let outcome = h.join().unwrap_or_else(|_| MemberOutcome {

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::sink::file::{FileConfig, FileSink, Format, Rotation};
 use crate::source::afxdp::XdpSetup;
-use crate::stage::member::MemberOutcome;
+use crate::stage::member::{MemberLive, MemberOutcome};
 use crate::stage::pipe;
 use crate::stage::spawn::{Stage, StageCtx};
 use crate::stats::ledger::{Snapshot, WorkerCounters};
@@ -405,6 +405,16 @@ impl Capture {
     /// Current per-worker counters.
     pub fn snapshot(&self) -> Vec<Snapshot> {
         self.counters.iter().map(|c| c.read()).collect()
+    }
+
+    /// The running counters of the members of the capture's own groups (not of attached
+    /// consumers), each with its group: readable while the capture runs, and final once
+    /// [`Capture::finish`] has joined them (keep the `Arc`s to read them then).
+    pub fn members(&self) -> Vec<(usize, Arc<MemberLive>)> {
+        self.stages
+            .iter()
+            .filter_map(|s| Some((s.group, s.live.clone()?)))
+            .collect()
     }
 
     /// Whether the capture has ended by itself (count, duration, end of files, error).

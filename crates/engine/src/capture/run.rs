@@ -22,7 +22,7 @@ use crate::sink::merge::{self, MergeHandle};
 use crate::source::afpacket::{FanoutGroup, LiveSpec};
 use crate::source::afxdp::XdpSetup;
 use crate::source::replay::FileSpec;
-use crate::stage::spawn::{member_pipes, Stage, StageCtx};
+use crate::stage::spawn::{counted_member_pipes, Stage, StageCtx};
 use crate::stats::ledger::WorkerCounters;
 use crate::steer::filter::{compile_filter, Program};
 use crate::steer::group::{Control as SteerControl, Group, GroupKind, Matrix, Steer};
@@ -408,11 +408,11 @@ fn start_pipeline(
     let mut txs: Vec<Vec<_>> = (0..p.pipes.workers).map(|_| Vec::new()).collect();
     let mut rxs = Vec::new();
     for _ in &p.members {
-        let (t, r) = member_pipes(p.pipes.transport, p.pipes.workers);
+        let (t, r, live) = counted_member_pipes(p.pipes.transport, p.pipes.workers);
         for (w, tx) in t.into_iter().enumerate() {
             txs[w].push(tx);
         }
-        rxs.push(r);
+        rxs.push((r, live));
     }
     let ctx = StageCtx {
         output: cfg.output.clone(),
@@ -424,8 +424,8 @@ fn start_pipeline(
         transport: p.pipes.transport,
     };
     let mut stages = Vec::with_capacity(p.members.len());
-    for (m, rx) in p.members.iter().zip(rxs) {
-        stages.push(ctx.spawn(m, rx)?);
+    for (m, (rx, live)) in p.members.iter().zip(rxs) {
+        stages.push(ctx.spawn(m, rx, live)?);
     }
     let shared = Arc::new(ArcSwap::from_pointee(Matrix { groups }));
     let mut apps = Vec::with_capacity(txs.len());

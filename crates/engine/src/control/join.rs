@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::capture::Capture;
-use crate::stage::spawn::member_pipes;
+use crate::stage::spawn::counted_member_pipes;
 use crate::steer::group::{Control, GroupKind};
 
 impl Capture {
@@ -21,9 +21,9 @@ impl Capture {
         }
         let m = self.free_member_id();
         let i = self.next_index[g];
-        let (txs, rxs) = member_pipes(ctx.transport, self.controls.len());
+        let (txs, rxs, live) = counted_member_pipes(ctx.transport, self.controls.len());
         let stage = ctx
-            .spawn(&ctx.member(g, i, m), rxs)
+            .spawn(&ctx.member(g, i, m), rxs, live)
             .map_err(|e| e.to_string())?;
         self.epoch += 1;
         let epoch = self.epoch;

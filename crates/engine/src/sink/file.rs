@@ -212,6 +212,8 @@ pub struct FileSink {
     writer: Option<Writer>,
     disk: Option<Disk>,
     seq: u32,
+    /// Files begun: the first, then one per rotation.
+    begun: u64,
     first_ts: Option<u64>,
     last_ts: u64,
     /// Packets written per interface in the current file.
@@ -315,6 +317,7 @@ impl FileSink {
             writer: Some(writer),
             disk: Some(disk),
             seq,
+            begun: 1,
             first_ts: None,
             last_ts: 0,
             delivered: vec![0; n],
@@ -442,8 +445,14 @@ impl FileSink {
             .is_none_or(|d| d.failed.load(Ordering::Relaxed))
     }
 
+    /// Files begun so far: the first, then one per rotation (kept or since deleted).
+    pub fn files_begun(&self) -> u64 {
+        self.begun
+    }
+
     fn rotate(&mut self) -> io::Result<()> {
         self.seq += 1;
+        self.begun += 1;
         let next = rotated_path(&self.cfg.path, self.seq);
         self.write_isbs(&[]);
         let Some(w) = self.writer.take() else {

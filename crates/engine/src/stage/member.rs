@@ -40,6 +40,9 @@ pub struct MemberOutcome {
     /// Timestamp of the first delivered packet (ns since the epoch), 0 if none.
     #[serde(skip_serializing_if = "is_zero")]
     pub first_ts_ns: u64,
+    /// The latest timestamp of a delivered packet (ns since the epoch), 0 if none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub last_ts_ns: u64,
     /// Packets delivered from the recording (a capture that starts in the past).
     #[serde(skip_serializing_if = "is_zero")]
     pub recorded: u64,
@@ -67,6 +70,10 @@ pub struct MemberLive {
     pub bytes: AtomicU64,
     /// Timestamp of the first delivered packet (ns since the epoch), 0 before it.
     pub first_ts_ns: AtomicU64,
+    /// The latest timestamp of a delivered packet (ns since the epoch), 0 before the first.
+    pub last_ts_ns: AtomicU64,
+    /// Files its file sink has begun (the first, then one per rotation); 0 without one.
+    pub files: AtomicU64,
     /// Packets lost because the member's pipe was full.
     pub stage_full: Arc<AtomicU64>,
     /// Packets the app could not take.
@@ -261,19 +268,25 @@ fn deliver(
         Ok(()) => {
             o.delivered += 1;
             o.bytes += u64::from(p.wire_len);
+            // The workers' batches interleave: the latest, not the last one seen.
+            o.last_ts_ns = o.last_ts_ns.max(p.ts_ns);
         }
         Err(_) => o.disk_drops += 1,
     }
 }
 
 impl MemberOutcome {
-    /// Publishes the running counters.
-    fn publish(&self, lim: &MemberLimits) {
+    /// Publishes the running counters, with the files `sink` has begun.
+    fn publish(&self, lim: &MemberLimits, sink: Option<&FileSink>) {
         if let Some(l) = &lim.live {
             // Relaxed: statistics, read for display; only this thread writes them.
             l.packets.store(self.delivered, Ordering::Relaxed);
             l.bytes.store(self.bytes, Ordering::Relaxed);
             l.first_ts_ns.store(self.first_ts_ns, Ordering::Relaxed);
+            l.last_ts_ns.store(self.last_ts_ns, Ordering::Relaxed);
+            if let Some(s) = sink {
+                l.files.store(s.files_begun(), Ordering::Relaxed);
+            }
             l.app_drops.store(self.app_drops, Ordering::Relaxed);
             l.disk_drops.store(self.disk_drops, Ordering::Relaxed);
             l.recorded.store(self.recorded, Ordering::Relaxed);
@@ -305,6 +318,8 @@ pub fn run(
     }
     let _ = corecap_linux::privilege::drop_thread_capabilities();
     let mut o = MemberOutcome::default();
+    // Its first file is begun before its first packet.
+    o.publish(&lim, sink.as_ref());
     let mut idle = 0u32;
     loop {
         let mut got = false;
@@ -339,7 +354,7 @@ pub fn run(
                     l.failed.store(true, Ordering::Relaxed);
                 }
             }
-            o.publish(&lim);
+            o.publish(&lim, sink.as_ref());
             idle = 0;
             continue;
         }
@@ -385,6 +400,7 @@ pub fn run(
             Err(e) => o.error = Some(format!("writing flow records: {e}")),
         }
     }
+    let files = sink.as_ref().map(FileSink::files_begun);
     if let Some(s) = sink {
         let done = s.finish(&[]);
         o.files = done.files;
@@ -395,6 +411,10 @@ pub fn run(
         }
         o.notes = done.notes;
     }
-    o.publish(&lim);
+    o.publish(&lim, None);
+    if let (Some(l), Some(n)) = (&lim.live, files) {
+        // Relaxed: as in `publish`.
+        l.files.store(n, Ordering::Relaxed);
+    }
     o
 }

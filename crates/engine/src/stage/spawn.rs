@@ -2,6 +2,7 @@
 //! and the thread itself, at the capture's start (from the plan) and when a member joins
 //! or a consumer attaches later.
 
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use corecap_wire::pcapng::InterfaceDesc;
@@ -10,7 +11,7 @@ use crate::capture::plan::MemberPlan;
 use crate::capture::{CaptureError, OutputConfig};
 use crate::sink::file::FileSink;
 use crate::stage::flows::{FlowConfig, FlowOutput, FlowTable};
-use crate::stage::member::{self, MemberLimits, MemberOutcome};
+use crate::stage::member::{self, MemberLimits, MemberLive, MemberOutcome};
 use crate::stage::pipe;
 
 /// A member's stage thread.
@@ -21,6 +22,9 @@ pub(crate) struct Stage {
     pub(crate) member: usize,
     pub(crate) cpu: Option<u32>,
     pub(crate) handle: JoinHandle<MemberOutcome>,
+    /// Its running counters, for a member of the capture's own groups (an attached
+    /// consumer's are its owner's).
+    pub(crate) live: Option<Arc<MemberLive>>,
 }
 
 /// What it takes to start a member's stage thread.
@@ -50,6 +54,21 @@ pub(crate) fn member_pipes(
     }
 }
 
+/// The pipes of one of the capture's own members, as [`member_pipes`], with the counters
+/// it publishes while it runs: the workers' ends count their losses into its
+/// `stage_full`.
+pub(crate) fn counted_member_pipes(
+    t: pipe::Transport,
+    workers: usize,
+) -> (Vec<pipe::PipeTx>, Vec<pipe::PipeRx>, Arc<MemberLive>) {
+    let live = Arc::new(MemberLive::default());
+    let (mut txs, rxs) = member_pipes(t, workers);
+    for tx in &mut txs {
+        tx.count_losses_into(live.stage_full.clone());
+    }
+    (txs, rxs, live)
+}
+
 impl StageCtx {
     /// Member `m`, `i` of group `g`, as the plan would have it: for a member that joins
     /// while the capture runs.
@@ -63,11 +82,13 @@ impl StageCtx {
         )
     }
 
-    /// Opens a member's file and flow table where its plan says and starts its thread.
+    /// Opens a member's file and flow table where its plan says and starts its thread,
+    /// which publishes its counters in `live`.
     pub(crate) fn spawn(
         &self,
         p: &MemberPlan,
         rx: Vec<pipe::PipeRx>,
+        live: Arc<MemberLive>,
     ) -> Result<Stage, CaptureError> {
         let sink = match (&self.output, &p.file) {
             (Some(o), Some(path)) => {
@@ -88,15 +109,21 @@ impl StageCtx {
             ),
             None => None,
         };
-        Self::start(
+        let limits = MemberLimits {
+            live: Some(live.clone()),
+            ..MemberLimits::default()
+        };
+        let mut stage = Self::start(
             (p.group, p.index, p.member),
             p.cpu,
             rx,
             sink,
             flows,
-            MemberLimits::default(),
+            limits,
             None,
-        )
+        )?;
+        stage.live = Some(live);
+        Ok(stage)
     }
 
     /// The interface index of each input (`IF` or `IF@Q`), 0 for a file or an interface
@@ -131,6 +158,7 @@ impl StageCtx {
             member: m,
             cpu,
             handle,
+            live: None,
         })
     }
 }
