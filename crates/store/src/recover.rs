@@ -68,6 +68,16 @@ impl Recovered {
     }
 }
 
+/// The whole blocks of a plain capture file (pcapng or pcap) among its first `limit`
+/// bytes: their length and the packets in them; None when not even its header is whole.
+/// A writer whose disk filled keeps this much of what it put on disk.
+pub fn whole_prefix_within(path: &Path, limit: u64) -> io::Result<Option<(u64, u64)>> {
+    let file = File::open(path)?;
+    Ok(whole_prefix(file.take(limit), None)?
+        .filter(|w| !w.sealed)
+        .map(|w| (w.bytes, w.packets)))
+}
+
 /// Largest pcapng block recovery accepts (a block of a 262144-byte snap length with options
 /// is far smaller).
 const MAX_BLOCK: usize = 16 << 20;
@@ -329,7 +339,7 @@ struct Whole {
 }
 
 /// The file's longest prefix of whole blocks; None when not even its header is whole.
-fn whole_prefix(file: &File, kek: Option<&Arc<KeyFile>>) -> io::Result<Option<Whole>> {
+fn whole_prefix(file: impl Read, kek: Option<&Arc<KeyFile>>) -> io::Result<Option<Whole>> {
     let mut r = BufReader::with_capacity(1 << 20, file);
     let mut magic = [0u8; 4];
     if read_full(&mut r, &mut magic)? < 4 {

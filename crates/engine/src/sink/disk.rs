@@ -476,10 +476,17 @@ impl DiskWriter {
             let mut result = d.result;
             if let Ok(n) = result {
                 if n < d.len {
+                    // What went is on disk, whatever the rest does.
+                    self.durable(d.offset, d.offset + n as u64);
                     // The rest, once more, synchronously: it either goes or says why
                     // (ENOSPC, "No space left on device").
                     result = self.write_rest(&d.buf, d.len, d.offset, n);
                 }
+            }
+            if result.as_ref().is_err_and(is_out_of_space) {
+                // Refused whole for space: as much as still fits goes, so a full disk is
+                // filled before it is reported.
+                self.write_what_fits(&d.buf, d.len, d.offset);
             }
             // A direct write the filesystem refuses (EINVAL, 22: alignment): once more,
             // buffered.
@@ -532,6 +539,30 @@ impl DiskWriter {
             }
             Err(e) if e.kind() == io::ErrorKind::WriteZero => Err(short()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Writes a refused write's bytes in pieces of [`FIT_PIECE`] (whole alignment units),
+    /// synchronously, until one is refused; each piece that goes is durable. The close of
+    /// the failed file keeps the whole blocks of the durable prefix.
+    fn write_what_fits(&mut self, buf: &AlignedBuf, len: usize, offset: u64) {
+        let Some(Target::File { file, .. }) = self.cur.as_mut().map(|c| &mut c.target) else {
+            return;
+        };
+        let piece = FIT_PIECE.max(self.align);
+        let mut at = 0;
+        while at < len {
+            let n = piece.min(len - at);
+            if file
+                .write_all_at(&buf.bytes()[at..at + n], offset + at as u64)
+                .is_err()
+            {
+                break;
+            }
+            at += n;
+        }
+        if at > 0 {
+            self.durable(offset, offset + at as u64);
         }
     }
 
@@ -602,6 +633,17 @@ impl DiskWriter {
             }
             return;
         };
+        if cur.failed && cur.sealer.is_none() {
+            // The whole blocks of all that reached the disk, which may reach past the last
+            // buffer's end that was whole (a full disk takes part of a buffer).
+            if let Ok(Some((bytes, packets))) =
+                corecap_store::recover::whole_prefix_within(part, cur.durable)
+            {
+                if bytes > cur.safe.0 {
+                    cur.safe = (bytes, packets);
+                }
+            }
+        }
         let r = if cur.failed {
             self.report.lost += cur.packets - cur.safe.1.min(cur.packets);
             cut_back(file, cur.safe.0, &cur.header)
@@ -718,6 +760,16 @@ impl DiskWriter {
         }
     }
 }
+
+/// Whether a write failed for want of space (a full filesystem, or a quota).
+fn is_out_of_space(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull
+        || e.kind() == io::ErrorKind::QuotaExceeded
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+/// The piece [`DiskWriter::write_what_fits`] writes at a time.
+const FIT_PIECE: usize = 64 << 10;
 
 /// Cuts a failed file back to `safe` bytes, restoring its header if the cut went below it.
 fn cut_back(file: &mut DirectFile, safe: u64, header: &[u8]) -> io::Result<()> {
