@@ -13,13 +13,22 @@ use crate::names::{capture_stem, dir_of, is_file_of, remove_with_index};
 #[derive(Debug)]
 pub struct Retention {
     budget: u64,
-    /// Whole files, oldest first, with their bytes (index included).
-    kept: Mutex<VecDeque<(PathBuf, u64)>>,
+    /// Whole files, oldest first: each with its bytes (index included) and the time of
+    /// its first packet (`u64::MAX` for a file this run closed, newer than any before).
+    kept: Mutex<VecDeque<Kept>>,
     /// Bytes of the files being written. Each disk writer adds what it writes and takes it
     /// back at close; Relaxed, a total read when a file closes.
     open_bytes: AtomicU64,
     deleted_files: AtomicU64,
     deleted_bytes: AtomicU64,
+}
+
+/// A whole file retention counts.
+#[derive(Debug)]
+struct Kept {
+    path: PathBuf,
+    bytes: u64,
+    first_ns: u64,
 }
 
 impl Retention {
@@ -59,15 +68,22 @@ impl Retention {
         self.budget
     }
 
-    /// Counts files already on disk (written by an earlier run), oldest first, before the
-    /// ones this run adds.
-    pub fn adopt(&self, files: Vec<(PathBuf, u64)>) {
+    /// Counts files already on disk (written by earlier runs, in any of the folders this
+    /// budget covers), each with its first packet's time: all the files counted stay in
+    /// the order of their packets, before the ones this run closes.
+    pub fn adopt(&self, files: Vec<(PathBuf, u64, u64)>) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        for f in files.into_iter().rev() {
-            if !kept.iter().any(|k| k.0 == f.0) {
-                kept.push_front(f);
+        for (path, bytes, first_ns) in files {
+            if !kept.iter().any(|k| k.path == path) {
+                kept.push_back(Kept {
+                    path,
+                    bytes,
+                    first_ns,
+                });
             }
         }
+        // Stable: files of equal times keep the order they came in.
+        kept.make_contiguous().sort_by_key(|k| k.first_ns);
     }
 
     /// Deletes the oldest whole files until the rest fit the budget (at a start, after
@@ -81,46 +97,51 @@ impl Retention {
     /// Stops counting a file that something else deleted (`-b files:N`).
     pub fn forget(&self, path: &Path) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        kept.retain(|k| k.0 != path);
+        kept.retain(|k| k.path != path);
     }
 
     /// Adds a whole file and deletes the oldest files over the budget (never the one just
     /// added). Returns the deleted paths.
     pub fn add(&self, path: PathBuf, bytes: u64) -> Vec<PathBuf> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        kept.push_back((path, bytes));
+        kept.push_back(Kept {
+            path,
+            bytes,
+            first_ns: u64::MAX,
+        });
         self.trim_kept(&mut kept, 1)
     }
 
     /// Deletes the oldest of `kept` while they and the files being written are over the
-    /// budget, leaving at least `keep` of them.
-    fn trim_kept(&self, kept: &mut VecDeque<(PathBuf, u64)>, keep: usize) -> Vec<PathBuf> {
+    /// budget, leaving at least `keep` of them. Each folder it deletes from is leased alone
+    /// first (the recording and the spool are two): while a query reads the folder of the
+    /// oldest file, nothing is deleted (the next close tries again), so no answer is cut
+    /// short and the oldest file still goes first.
+    fn trim_kept(&self, kept: &mut VecDeque<Kept>, keep: usize) -> Vec<PathBuf> {
         let open = self.open_bytes.load(Ordering::Relaxed);
-        let mut total: u64 = kept.iter().map(|k| k.1).sum::<u64>() + open;
+        let mut total: u64 = kept.iter().map(|k| k.bytes).sum::<u64>() + open;
         let mut gone = Vec::new();
-        let mut lease = None;
+        let mut leases: Vec<(PathBuf, Option<corecap_linux::direct::Lease>)> = Vec::new();
         while total > self.budget && kept.len() > keep {
-            let Some(dir) = kept.front().map(|k| dir_of(&k.0).to_owned()) else {
+            let Some(dir) = kept.front().map(|k| dir_of(&k.path).to_owned()) else {
                 break;
             };
-            if lease.is_none() {
-                // A query reading the folder holds its lease: the oldest files stay until it
-                // is done (the next close tries again), so no answer is cut short.
+            if !leases.iter().any(|(d, _)| *d == dir) {
                 match corecap_linux::direct::Lease::exclusive(&dir) {
-                    Ok(Some(l)) => lease = Some(l),
+                    Ok(Some(l)) => leases.push((dir, Some(l))),
                     Ok(None) => break,
                     // A folder where no lease can be made has no reader to wait for.
-                    Err(_) => {}
+                    Err(_) => leases.push((dir, None)),
                 }
             }
-            let Some((p, b)) = kept.pop_front() else {
+            let Some(k) = kept.pop_front() else {
                 break;
             };
-            remove_with_index(&p);
-            total -= b;
+            remove_with_index(&k.path);
+            total -= k.bytes;
             self.deleted_files.fetch_add(1, Ordering::Relaxed);
-            self.deleted_bytes.fetch_add(b, Ordering::Relaxed);
-            gone.push(p);
+            self.deleted_bytes.fetch_add(k.bytes, Ordering::Relaxed);
+            gone.push(k.path);
         }
         crate::catalog_update::forget(&gone);
         gone
@@ -130,8 +151,9 @@ impl Retention {
 /// A capture's files already on disk, as a start finds them ([`on_disk`]).
 #[derive(Debug, Default)]
 pub struct OnDisk {
-    /// Its whole files, oldest packets first, each with its bytes and its index's.
-    pub files: Vec<(PathBuf, u64)>,
+    /// Its whole files, oldest packets first, each with its bytes (its index's included)
+    /// and its first packet's time (ns).
+    pub files: Vec<(PathBuf, u64, u64)>,
     /// Files whose names begin as the capture's but that are not its files, each with why:
     /// retention never counts or deletes them.
     pub left_alone: Vec<(PathBuf, &'static str)>,
@@ -143,17 +165,48 @@ pub struct OnDisk {
 /// make the newest recording look the oldest. A file whose first packet cannot be read (a
 /// sealed file, whose key retention does not hold) takes its modification time.
 pub fn on_disk(base: &Path) -> OnDisk {
+    let stem = capture_stem(base);
+    scan(dir_of(base), |name| {
+        if !name.starts_with(&stem) {
+            return Skip::Quietly;
+        }
+        if is_file_of(base, name) {
+            Skip::No
+        } else {
+            Skip::Saying("not a name the files of this capture take")
+        }
+    })
+}
+
+/// The whole capture files in a daemon's spool, which holds only what the daemon wrote
+/// (`serve` refuses a spool others can write into): every file that is not hidden and
+/// begins as a capture file, ordered as [`on_disk`] orders them.
+pub fn in_spool(dir: &Path) -> OnDisk {
+    scan(dir, |_| Skip::No)
+}
+
+/// What [`scan`] does with a name.
+enum Skip {
+    /// Look at the file.
+    No,
+    /// Not a name of what is counted; nothing to say.
+    Quietly,
+    /// A name that looks like one counted, but is not: left alone, for this reason.
+    Saying(&'static str),
+}
+
+/// The capture files of `dir` whose names `skip` lets through, oldest packets first.
+fn scan(dir: &Path, skip: impl Fn(&str) -> Skip) -> OnDisk {
     use std::os::unix::fs::MetadataExt;
     let mut out = OnDisk::default();
-    let stem = capture_stem(base);
-    let Ok(entries) = std::fs::read_dir(dir_of(base)) else {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
     };
     let mut files: Vec<(u64, PathBuf, u64)> = Vec::new();
     for e in entries.filter_map(Result::ok) {
         let name = e.file_name().to_string_lossy().into_owned();
         let path = e.path();
-        if !name.starts_with(&stem) || corecap_index::is_sidecar(&path) {
+        if name.starts_with('.') || corecap_index::is_sidecar(&path) {
             continue;
         }
         let Some(m) = std::fs::symlink_metadata(&path)
@@ -162,10 +215,13 @@ pub fn on_disk(base: &Path) -> OnDisk {
         else {
             continue;
         };
-        if !is_file_of(base, &name) {
-            out.left_alone
-                .push((path, "not a name the files of this capture take"));
-            continue;
+        match skip(&name) {
+            Skip::No => {}
+            Skip::Quietly => continue,
+            Skip::Saying(why) => {
+                out.left_alone.push((path, why));
+                continue;
+            }
         }
         let kind = crate::query::file_kind(&path).unwrap_or(crate::query::FileKind::Other);
         if !matches!(
@@ -183,7 +239,7 @@ pub fn on_disk(base: &Path) -> OnDisk {
         files.push((first, path, m.len() + index));
     }
     files.sort();
-    out.files = files.into_iter().map(|(_, p, b)| (p, b)).collect();
+    out.files = files.into_iter().map(|(t, p, b)| (p, b, t)).collect();
     out.left_alone.sort();
     out
 }
@@ -192,4 +248,51 @@ pub fn on_disk(base: &Path) -> OnDisk {
 fn first_packet_ns(path: &Path) -> Option<u64> {
     let mut r = corecap_wire::read::CaptureReader::open(path).ok()?;
     r.next_packet().ok().flatten().map(|p| p.ts_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("corecap-retain-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("dir");
+        d
+    }
+
+    /// Issue 40: retention leases every folder it deletes from (the spool and the
+    /// recording), not only the first: a query reading the second folder keeps its files.
+    #[test]
+    fn test_issue40_each_folder_is_leased_before_a_deletion_in_it() {
+        let top = scratch("two");
+        let (spool, record) = (top.join("spool"), top.join("record"));
+        for d in [&spool, &record] {
+            std::fs::create_dir(d).expect("dir");
+        }
+        let files = [
+            (spool.join("a.pcapng"), 1u64),
+            (record.join("b.pcapng"), 2),
+            (spool.join("c.pcapng"), 3),
+        ];
+        for (p, _) in &files {
+            std::fs::write(p, [0u8; 100]).expect("file");
+        }
+        let r = Retention::new(150);
+        r.adopt(files.iter().map(|(p, t)| (p.clone(), 100, *t)).collect());
+        // A query reads the recording folder.
+        let reader = corecap_linux::direct::Lease::shared(&record).expect("lease");
+        let gone = r.trim();
+        assert_eq!(
+            gone,
+            vec![files[0].0.clone()],
+            "only the spool's oldest file"
+        );
+        assert!(files[1].0.exists(), "the file the query reads stays");
+        drop(reader);
+        let gone = r.trim();
+        assert_eq!(gone, vec![files[1].0.clone()], "once the query is done");
+        assert!(files[2].0.exists());
+        std::fs::remove_dir_all(&top).expect("clean");
+    }
 }

@@ -33,6 +33,17 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     let spool = c.manager.spool.dir().to_owned();
     let _claim = corecap_store::lock::WriterLock::spool(&spool)?;
     recover_spool(&mut c.manager)?;
+    // The spool's files of earlier runs count against --retain beside the recording's
+    // (which a base capture counts as it starts); the oldest packets go first, once the
+    // daemon is up.
+    let retention = c.manager.retention.clone();
+    if let Some(r) = &retention {
+        let found = corecap_store::retention::in_spool(&spool);
+        for (p, why) in &found.left_alone {
+            eprintln!("corecap: --retain leaves {} alone: {why}", p.display());
+        }
+        r.adopt(found.files);
+    }
     if c.run_as.is_some() {
         // Before any thread starts: they keep what the switch needs until it is done.
         corecap_linux::privilege::prepare_switch().context("preparing -Z")?;
@@ -83,6 +94,17 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         });
     }
     let api = server::spawn(listeners, m.clone()).context("starting the API thread")?;
+    if let Some(r) = &retention {
+        let gone = r.trim();
+        if !gone.is_empty() {
+            let names: Vec<String> = gone.iter().map(|p| p.display().to_string()).collect();
+            eprintln!(
+                "corecap: --retain deleted {} files written by earlier runs to fit the budget, oldest packets first: {}",
+                gone.len(),
+                names.join(", ")
+            );
+        }
+    }
     eprintln!(
         "corecap: serving on {}{} (spool {}, at most {max_captures} captures)",
         c.socket.display(),

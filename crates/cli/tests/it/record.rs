@@ -746,3 +746,37 @@ fn issue40_a_full_disk_is_filled_before_it_is_reported() {
         );
     }
 }
+
+/// Issue 40: `serve --retain` counts the spool's files of earlier runs at start (it used to
+/// count only what it wrote itself), deletes the oldest packets first, and leaves a file
+/// that is not a capture alone.
+#[test]
+#[ignore = "needs root"]
+fn issue40_serve_retain_counts_the_spool_of_earlier_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let lab = Lab::new(1);
+    let s = Scratch::new("serve-retain-spool");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).expect("spool");
+    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    let t0 = 1_780_000_000u64;
+    for (i, name) in ["old1.pcapng", "old2.pcapng", "old3.pcapng"]
+        .into_iter()
+        .enumerate()
+    {
+        let p = spool.join(name);
+        earlier_run_file(&p, (t0 + 3600 * i as u64) * 1_000_000_000, 100);
+        set_mtime(&p, t0 - 3600 * i as u64);
+    }
+    std::fs::write(spool.join("notes.txt"), "the user's own file\n").expect("notes");
+    let d = util::Daemon::start(&lab, &s, &["--retain", "250K"]);
+    let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
+    assert!(m.contains("corecap_retain_deleted_files_total 1"), "{m}");
+    assert!(
+        !spool.join("old1.pcapng").exists(),
+        "the oldest packets went"
+    );
+    for kept in ["old2.pcapng", "old3.pcapng", "notes.txt"] {
+        assert!(spool.join(kept).exists(), "{kept} kept");
+    }
+}
