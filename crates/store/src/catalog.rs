@@ -75,9 +75,26 @@ pub struct Entry {
     pub bytes: u64,
     /// Its index's bytes (0: none).
     pub index_bytes: u64,
+    /// What ties the entry to the file's bytes, as its index has it (the covered length
+    /// and [`corecap_index::Identity`]); an entry is believed only while the file still
+    /// has them. None: never believed (the file is opened).
+    pub identity: Option<(u64, corecap_index::Identity)>,
 }
 
 impl Entry {
+    /// Whether `file` is still the one this entry describes: the same length and the same
+    /// identity of its covered bytes (two small reads), as a query checks an index. A file
+    /// replaced by one of the same length (fixed rotation sizes make that common) is not.
+    pub fn describes(&self, file: &std::fs::File) -> bool {
+        let Some((covered, id)) = self.identity else {
+            return false;
+        };
+        file.metadata().is_ok_and(|m| m.len() == self.bytes)
+            && covered > 0
+            && covered <= self.bytes
+            && corecap_index::Identity::of_file(file, covered).is_ok_and(|now| now == id)
+    }
+
     /// Whether some packet of the file may lie in `from..to`.
     pub fn overlaps(&self, from: u64, to: u64) -> bool {
         self.time.is_none_or(|(a, b)| b >= from && a < to)
@@ -99,8 +116,19 @@ CREATE TABLE IF NOT EXISTS files (
     last_ns INTEGER,
     packets INTEGER NOT NULL,
     bytes INTEGER NOT NULL,
-    index_bytes INTEGER NOT NULL
+    index_bytes INTEGER NOT NULL,
+    covered INTEGER,
+    id_first INTEGER,
+    id_last INTEGER
 );";
+
+/// The columns that tie an entry to its file's bytes, added to a catalog made before them
+/// (its entries have none, so they are not believed until written again).
+const IDENTITY_COLUMNS: [&str; 3] = ["covered", "id_first", "id_last"];
+
+/// The columns an entry is read from, in [`row_entry`]'s order.
+const COLUMNS: &str =
+    "name, state, first_ns, last_ns, packets, bytes, index_bytes, covered, id_first, id_last";
 
 impl Catalog {
     fn sqlite<'a>(path: &'a Path) -> impl Fn(rusqlite::Error) -> Error + 'a {
@@ -143,6 +171,7 @@ impl Catalog {
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(&e)?;
         conn.execute_batch(SCHEMA).map_err(&e)?;
+        add_identity_columns(&conn).map_err(&e)?;
         // A file that is not a database fails only when read.
         conn.query_row("SELECT count(*) FROM files", [], |_| Ok(()))
             .map_err(&e)?;
@@ -185,7 +214,10 @@ impl Catalog {
         let (first, last) = e.time.map_or((None, None), |(a, b)| (Some(a), Some(b)));
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO files VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                &format!(
+                    "INSERT OR REPLACE INTO files ({COLUMNS}) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                ),
                 params![
                     e.name,
                     e.state.as_str(),
@@ -193,7 +225,10 @@ impl Catalog {
                     last.map(|v| v as i64),
                     e.packets as i64,
                     e.bytes as i64,
-                    e.index_bytes as i64
+                    e.index_bytes as i64,
+                    e.identity.map(|(c, _)| c as i64),
+                    e.identity.map(|(_, id)| id.first as i64),
+                    e.identity.map(|(_, id)| id.last as i64),
                 ],
             )
             .map(|_| ())
@@ -212,8 +247,7 @@ impl Catalog {
     pub fn get(&self, name: &str) -> Result<Option<Entry>, Error> {
         self.conn
             .query_row(
-                "SELECT name, state, first_ns, last_ns, packets, bytes, index_bytes \
-                 FROM files WHERE name = ?1",
+                &format!("SELECT {COLUMNS} FROM files WHERE name = ?1"),
                 params![name],
                 row_entry,
             )
@@ -225,10 +259,7 @@ impl Catalog {
     pub fn entries(&self) -> Result<Vec<Entry>, Error> {
         let mut st = self
             .conn
-            .prepare(
-                "SELECT name, state, first_ns, last_ns, packets, bytes, index_bytes \
-                 FROM files ORDER BY name",
-            )
+            .prepare(&format!("SELECT {COLUMNS} FROM files ORDER BY name"))
             .map_err(Self::sqlite(&self.path))?;
         let rows = st
             .query_map([], row_entry)
@@ -238,9 +269,26 @@ impl Catalog {
     }
 }
 
+/// Adds [`IDENTITY_COLUMNS`] to a catalog made before them.
+fn add_identity_columns(conn: &Connection) -> rusqlite::Result<()> {
+    let mut st = conn.prepare("SELECT name FROM pragma_table_info('files')")?;
+    let have: Vec<String> = st
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for c in IDENTITY_COLUMNS {
+        if !have.iter().any(|h| h == c) {
+            conn.execute_batch(&format!("ALTER TABLE files ADD COLUMN {c} INTEGER"))?;
+        }
+    }
+    Ok(())
+}
+
 fn row_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
     let first: Option<i64> = r.get(2)?;
     let last: Option<i64> = r.get(3)?;
+    let covered: Option<i64> = r.get(7)?;
+    let id_first: Option<i64> = r.get(8)?;
+    let id_last: Option<i64> = r.get(9)?;
     let state: String = r.get(1)?;
     Ok(Entry {
         name: r.get(0)?,
@@ -249,6 +297,16 @@ fn row_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
         packets: r.get::<_, i64>(4)? as u64,
         bytes: r.get::<_, i64>(5)? as u64,
         index_bytes: r.get::<_, i64>(6)? as u64,
+        identity: match (covered, id_first, id_last) {
+            (Some(c), Some(first), Some(last)) => Some((
+                c as u64,
+                corecap_index::Identity {
+                    first: first as u64,
+                    last: last as u64,
+                },
+            )),
+            _ => None,
+        },
     })
 }
 
@@ -271,6 +329,7 @@ mod tests {
             packets: 5,
             bytes: 1000,
             index_bytes: 100,
+            identity: None,
         }
     }
 

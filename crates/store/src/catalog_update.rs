@@ -25,6 +25,9 @@ pub fn entry_from_index(path: &Path, state: State) -> Option<Entry> {
         packets: index.as_ref().map_or(0, corecap_index::Index::packets),
         bytes,
         index_bytes: std::fs::metadata(&side).map_or(0, |m| m.len()),
+        identity: index
+            .as_ref()
+            .and_then(|ix| ix.identity.map(|id| (ix.covered, id))),
     })
 }
 

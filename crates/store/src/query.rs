@@ -137,8 +137,9 @@ struct Catalogs {
 
 impl Catalogs {
     /// Whether the catalog of `f`'s folder says none of its packets is in `from..to`. Only
-    /// an entry whose byte count is the file's own is believed (a file replaced since is
-    /// opened like one without an entry).
+    /// an entry whose length and identity are the file's own is believed, as an index is
+    /// (a file replaced since, even by one of the same length, is opened like one without
+    /// an entry).
     fn outside(&mut self, f: &Path, from: u64, to: u64) -> bool {
         if from == 0 && to == u64::MAX {
             return false;
@@ -155,8 +156,13 @@ impl Catalogs {
         let Some(e) = entries.get(name.to_string_lossy().as_ref()) else {
             return false;
         };
-        let same = std::fs::metadata(f).is_ok_and(|m| m.len() == e.bytes);
-        same && e.time.is_some() && !e.overlaps(from, to)
+        if e.time.is_none() || e.overlaps(from, to) {
+            return false;
+        }
+        File::open(f).is_ok_and(|file| {
+            corecap_linux::direct::advise_random(&file);
+            e.describes(&file)
+        })
     }
 }
 
@@ -1645,6 +1651,7 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
             packets: ix.packets(),
             bytes: size,
             index_bytes: report.index_bytes,
+            identity: ix.identity.map(|id| (ix.covered, id)),
         };
         let _ = crate::catalog_update::record(&e, crate::names::dir_of(path));
     }

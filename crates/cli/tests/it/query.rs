@@ -999,3 +999,72 @@ fn issue40_an_impossible_date_is_refused() {
         assert!(!out.exists(), "{time}");
     }
 }
+
+/// A pcapng file of 200 UDP frames, one a millisecond from `t0_ns`.
+fn frames_at(path: &Path, t0_ns: u64) {
+    let f = std::fs::File::create(path).unwrap();
+    let ifs = [InterfaceDesc::ethernet("eth0", 0)];
+    let mut w = PcapngWriter::new(std::io::BufWriter::new(f), "test", &ifs).unwrap();
+    for i in 0..200u16 {
+        let fr = crate::util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000 + i, 53, 200);
+        w.write_epb(&Epb {
+            if_id: 0,
+            ts_ns: t0_ns + u64::from(i) * 1_000_000,
+            data: &fr,
+            orig_len: fr.len() as u32,
+            vlan_tci: None,
+            queue: None,
+            hash: None,
+            dropcount: None,
+        })
+        .unwrap();
+    }
+    w.into_inner().into_inner().unwrap();
+}
+
+/// Issue 40: a catalog entry is believed only under the identity its file's index has: a
+/// recording replaced by another of the same length (with its own correct index beside
+/// it) is not pruned by the old file's time range.
+#[test]
+fn issue40_a_file_replaced_by_one_of_the_same_length_is_not_pruned_by_the_catalog() {
+    let s = Scratch::new("catalog-identity");
+    let day = 1_780_000_000_000_000_000u64;
+    let (early, late) = (s.path("early.pcapng"), s.path("late.pcapng"));
+    frames_at(&early, day);
+    frames_at(&late, day + 3_600_000_000_000);
+    for (input, dir) in [(&early, "rec"), (&late, "other")] {
+        std::fs::create_dir(s.path(dir)).unwrap();
+        let out = s.path(dir).join("r.pcapng");
+        let o = corecap(&[
+            "capture",
+            "-r",
+            input.to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+            "--stats-interval",
+            "0",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let (rec, other) = (
+        s.path("rec").join("r.pcapng"),
+        s.path("other").join("r.pcapng"),
+    );
+    let len = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert_eq!(len(&rec), len(&other), "the two recordings have one length");
+    // The later recording, with its own index, replaces the earlier one under its name.
+    for (from, to) in [
+        (other.clone(), rec.clone()),
+        (
+            corecap_index::sidecar_path(&other),
+            corecap_index::sidecar_path(&rec),
+        ),
+    ] {
+        std::fs::copy(from, to).unwrap();
+    }
+    let dir = s.path("rec");
+    let from = secs(day + 3_600_000_000_000);
+    let to = secs(day + 3_601_000_000_000);
+    let (got, v) = query(&[dir.to_str().unwrap(), "--from", &from, "--to", &to], &s);
+    assert_eq!(got.len(), 200, "{v}");
+}

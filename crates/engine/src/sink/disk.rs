@@ -666,18 +666,24 @@ impl DiskWriter {
         };
         // The index goes in place before the file it describes; a file cut back after a
         // failed write gets none (a query scans it).
+        let mut identity = None;
         if let (Some(mut ix), false) = (cur.index.take(), cur.failed) {
             let at = index_path(path);
             // The identity of the bytes on disk, read back (the writer's descriptor may be
             // a direct one, which takes aligned buffers only).
-            let identity = fs::File::open(&*part)
-                .and_then(|f| corecap_index::Identity::of_file(&f, ix.covered()));
-            let written = identity.and_then(|id| {
+            let covered = ix.covered();
+            let id =
+                fs::File::open(&*part).and_then(|f| corecap_index::Identity::of_file(&f, covered));
+            let written = id.and_then(|id| {
                 ix.set_identity(id);
                 corecap_store::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
+                    .map(|()| id)
             });
             match written {
-                Ok(()) => bytes += fs::metadata(&at).map_or(0, |m| m.len()),
+                Ok(id) => {
+                    identity = Some((covered, id));
+                    bytes += fs::metadata(&at).map_or(0, |m| m.len());
+                }
                 Err(e) => self
                     .report
                     .notes
@@ -703,6 +709,7 @@ impl DiskWriter {
             packets,
             bytes: file.file().metadata().map_or(0, |m| m.len()),
             index_bytes: fs::metadata(index_path(path)).map_or(0, |m| m.len()),
+            identity,
         };
         let path = path.clone();
         self.keep(&path, &entry, bytes);
