@@ -6,6 +6,11 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 
+/// The trailer that follows a query's answer (`POST /queries`): the query's statistics
+/// and notes as JSON (`corecap_store::query::QueryStats`). Sent to a client that asks for
+/// trailers (`TE: trailers`), as `corecap request query` does.
+pub const QUERY_TRAILER: &str = "corecap-query";
+
 /// Largest request head (request line and headers) accepted.
 pub const MAX_HEAD: usize = 16 * 1024;
 /// Largest request body accepted.
@@ -149,8 +154,12 @@ fn read_response_head(r: &mut impl BufRead) -> io::Result<Head> {
 }
 
 /// Copies a chunked body to `out`; an error when it ends before its last (empty) chunk: the
-/// sender stopped in the middle, and what came is less than the answer.
-fn copy_chunked(r: &mut impl BufRead, out: &mut impl Write) -> io::Result<u64> {
+/// sender stopped in the middle, and what came is less than the answer. Returns the bytes
+/// copied and the trailers (names in lower case).
+fn copy_chunked(
+    r: &mut impl BufRead,
+    out: &mut impl Write,
+) -> io::Result<(u64, Vec<(String, String)>)> {
     let cut = || {
         io::Error::new(
             io::ErrorKind::UnexpectedEof,
@@ -169,10 +178,14 @@ fn copy_chunked(r: &mut impl BufRead, out: &mut impl Write) -> io::Result<u64> {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
         if n == 0 {
             // Trailers, then the blank line.
+            let mut trailers = Vec::new();
             loop {
                 line.clear();
                 if r.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
-                    return Ok(total);
+                    return Ok((total, trailers));
+                }
+                if let Some((k, v)) = line.split_once(':') {
+                    trailers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
                 }
             }
         }
@@ -230,8 +243,55 @@ pub fn call(
     Ok((status, body))
 }
 
+/// What [`call_streaming`] got.
+#[derive(Debug, Default)]
+pub struct Streamed {
+    /// The status.
+    pub status: u16,
+    /// Bytes of a `200` body copied out.
+    pub bytes: u64,
+    /// Any other status's body.
+    pub error: Vec<u8>,
+    /// The query's statistics and notes ([`QUERY_TRAILER`]), when the daemon sent them.
+    pub query: Option<serde_json::Value>,
+}
+
+impl Streamed {
+    /// The notes of the query, each a line for the user.
+    pub fn notes(&self) -> Vec<String> {
+        self.query
+            .as_ref()
+            .and_then(|q| q["notes"].as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Why the answer is not whole (files cut short, files the filter does not apply to),
+    /// or None when it is whole, or when the daemon did not say.
+    pub fn partial(&self) -> Option<String> {
+        let q = self.query.as_ref()?;
+        let count = |k: &str| q[k].as_u64().unwrap_or(0);
+        let mut why = Vec::new();
+        if count("files_truncated") > 0 {
+            why.push(format!("{} files cut short", count("files_truncated")));
+        }
+        if count("files_refused") > 0 {
+            why.push(format!(
+                "{} files whose link type the filter does not fit",
+                count("files_refused")
+            ));
+        }
+        (!why.is_empty()).then(|| format!("partial: {}", why.join(", ")))
+    }
+}
+
 /// Sends one request and copies a `200` response's body to `out` as it arrives (a query's
-/// pcapng); returns the status, the bytes copied, and for any other status its body.
+/// pcapng); returns what came: the status, the bytes copied, the query's trailer, and for
+/// any other status its body.
 pub fn call_streaming(
     mut stream: impl Read + Write,
     method: &str,
@@ -239,11 +299,11 @@ pub fn call_streaming(
     token: Option<&str>,
     body: Option<&[u8]>,
     out: &mut impl Write,
-) -> io::Result<(u16, u64, Vec<u8>)> {
+) -> io::Result<Streamed> {
     let mut head = request_head(method, path, token);
     let b = body.unwrap_or_default();
     head.push_str(&format!(
-        "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "TE: trailers\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         b.len()
     ));
     let mut req = head.into_bytes();
@@ -261,16 +321,29 @@ pub fn call_streaming(
     let head = read_response_head(&mut r)?;
     let status = head.status;
     if status == 200 {
-        let n = if head.chunked {
+        let (bytes, trailers) = if head.chunked {
             copy_chunked(&mut r, out)?
         } else {
-            io::copy(&mut r, out)?
+            (io::copy(&mut r, out)?, Vec::new())
         };
-        return Ok((status, n, Vec::new()));
+        let query = trailers
+            .iter()
+            .find(|(k, _)| k == QUERY_TRAILER)
+            .and_then(|(_, v)| serde_json::from_str(v).ok());
+        return Ok(Streamed {
+            status,
+            bytes,
+            query,
+            ..Streamed::default()
+        });
     }
-    let mut err = Vec::new();
-    r.take(MAX_BODY as u64).read_to_end(&mut err)?;
-    Ok((status, 0, err))
+    let mut error = Vec::new();
+    r.take(MAX_BODY as u64).read_to_end(&mut error)?;
+    Ok(Streamed {
+        status,
+        error,
+        ..Streamed::default()
+    })
 }
 
 #[cfg(test)]
@@ -281,7 +354,7 @@ mod tests {
     fn test_chunked_bodies_whole_and_cut() {
         let mut out = Vec::new();
         let whole = b"4\r\nabcd\r\n2;x=y\r\nef\r\n0\r\n\r\n";
-        assert_eq!(copy_chunked(&mut &whole[..], &mut out).expect("whole"), 6);
+        assert_eq!(copy_chunked(&mut &whole[..], &mut out).expect("whole").0, 6);
         assert_eq!(out, b"abcdef");
         for cut in [&whole[..9], &whole[..12], &whole[..whole.len() - 5]] {
             let e = copy_chunked(&mut &cut[..], &mut Vec::new()).expect_err("cut");

@@ -553,10 +553,18 @@ impl Conn {
             .spawn(move || {
                 api_thread_start();
                 let mut w = ChannelWriter(tx);
-                if let Err(e) = crate::query::stream(&m, &spec, &mut w) {
-                    eprintln!("corecap: query stream ended: {e}");
-                    // The body ends in an error: hyper drops the connection unfinished.
-                    let _ = w.0.blocking_send(Err(e));
+                match crate::query::stream(&m, &spec, &mut w) {
+                    // What the query says of its answer (files cut short, refused, notes)
+                    // follows it as a trailer, so a client tells whole from partial.
+                    Ok(stats) => {
+                        let _ =
+                            w.0.blocking_send(Ok(Frame::trailers(query_trailer(&stats))));
+                    }
+                    Err(e) => {
+                        eprintln!("corecap: query stream ended: {e}");
+                        // The body ends in an error: hyper drops the connection unfinished.
+                        let _ = w.0.blocking_send(Err(e));
+                    }
                 }
             });
         if let Err(e) = spawned {
@@ -568,6 +576,10 @@ impl Conn {
             CONTENT_TYPE,
             HeaderValue::from_static("application/x-pcapng"),
         );
+        h.headers_mut().insert(
+            hyper::header::TRAILER,
+            HeaderValue::from_static(http::QUERY_TRAILER),
+        );
         h.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
         h
@@ -578,7 +590,7 @@ impl Conn {
 /// it unfinished).
 enum ApiBody {
     Full(Full<Bytes>),
-    Stream(mpsc::Receiver<io::Result<Bytes>>),
+    Stream(mpsc::Receiver<io::Result<Frame<Bytes>>>),
 }
 
 impl Body for ApiBody {
@@ -593,7 +605,7 @@ impl Body for ApiBody {
             ApiBody::Full(b) => Pin::new(b)
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(|e: Infallible| match e {}))),
-            ApiBody::Stream(rx) => rx.poll_recv(cx).map(|c| c.map(|b| b.map(Frame::data))),
+            ApiBody::Stream(rx) => rx.poll_recv(cx),
         }
     }
 
@@ -614,12 +626,34 @@ impl Body for ApiBody {
 
 /// The query thread's end of the channel: a write waits while the channel is full, and
 /// fails once the response body is dropped (the client went away).
-struct ChannelWriter(mpsc::Sender<io::Result<Bytes>>);
+struct ChannelWriter(mpsc::Sender<io::Result<Frame<Bytes>>>);
+
+/// The trailer of a query's answer: its statistics and notes as one line of JSON, every
+/// character past ASCII escaped (a header value is ASCII).
+fn query_trailer(stats: &corecap_store::query::QueryStats) -> HeaderMap {
+    let json = serde_json::to_string(stats).unwrap_or_default();
+    let mut ascii = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_ascii() {
+            ascii.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                ascii.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    let mut map = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_str(&ascii) {
+        map.insert(http::QUERY_TRAILER, v);
+    }
+    map
+}
 
 impl io::Write for ChannelWriter {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         self.0
-            .blocking_send(Ok(Bytes::copy_from_slice(b)))
+            .blocking_send(Ok(Frame::data(Bytes::copy_from_slice(b))))
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))?;
         Ok(b.len())
     }

@@ -34,8 +34,17 @@ const DEPTH: usize = 64;
 /// What a sensor's reader thread sends.
 enum Msg {
     Data(Vec<u8>),
-    /// The answer ended: whole, or with why not.
-    End(std::result::Result<(), String>),
+    /// The answer ended, with what the sensor told of it; or cut, with why.
+    End(std::result::Result<Told, String>),
+}
+
+/// What a sensor told of its answer (its query's trailer).
+#[derive(Debug, Default)]
+struct Told {
+    /// Its notes, one line each.
+    notes: Vec<String>,
+    /// Why it is not whole, when it is not.
+    partial: Option<String>,
 }
 
 /// Writes a sensor's body into its channel in chunks.
@@ -78,6 +87,8 @@ struct ChanReader {
     at: usize,
     /// Why the answer ended badly, once known.
     failed: Arc<Mutex<Option<String>>>,
+    /// What the sensor told of its answer, once it ended whole.
+    told: Arc<Mutex<Told>>,
 }
 
 impl Read for ChanReader {
@@ -85,7 +96,10 @@ impl Read for ChanReader {
         while self.at == self.cur.len() {
             match self.rx.recv() {
                 Ok(Msg::Data(d)) => (self.cur, self.at) = (d, 0),
-                Ok(Msg::End(Ok(()))) => return Ok(0),
+                Ok(Msg::End(Ok(told))) => {
+                    *self.told.lock().unwrap_or_else(|p| p.into_inner()) = told;
+                    return Ok(0);
+                }
                 Ok(Msg::End(Err(e))) => {
                     *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
                     return Err(io::Error::other(e));
@@ -108,6 +122,13 @@ struct SensorReport {
     bytes: u64,
     seconds: f64,
     error: Option<String>,
+    /// Why the sensor's answer is not whole though it came to its end.
+    partial: Option<String>,
+    /// The sensor's notes on its answer.
+    notes: Vec<String>,
+    /// Packets that came earlier in time than the sensor's packet before them: the merge
+    /// checks each sensor's order and says so, instead of trusting it.
+    out_of_order: u64,
 }
 
 /// Runs one sensor's query on a thread of its own: connects, sends, and copies the answer
@@ -121,16 +142,18 @@ fn ask(s: &Sensor, body: Arc<Vec<u8>>, timeout: Duration, tx: SyncSender<Msg>) {
                 tx: tx.clone(),
                 buf: Vec::with_capacity(CHUNK),
             };
-            let end = (|| -> Result<()> {
+            let end = (|| -> Result<Told> {
                 let (c, token) = connect(&endpoint, timeout)?;
-                let (status, _, err) =
-                    http::call_streaming(c, "POST", "/queries", token, Some(&body), &mut w)
-                        .map_err(refused)?;
-                if status != 200 {
-                    bail!("{} (HTTP {status})", error_message(&err));
+                let got = http::call_streaming(c, "POST", "/queries", token, Some(&body), &mut w)
+                    .map_err(refused)?;
+                if got.status != 200 {
+                    bail!("{} (HTTP {})", error_message(&got.error), got.status);
                 }
                 w.flush()?;
-                Ok(())
+                Ok(Told {
+                    notes: got.notes(),
+                    partial: got.partial(),
+                })
             })();
             // The sensor's line names it: the error says what happened.
             let end = end.map_err(|e| {
@@ -155,6 +178,9 @@ struct Feed {
     ifaces: HashMap<u32, u32>,
     report: SensorReport,
     failed: Arc<Mutex<Option<String>>>,
+    told: Arc<Mutex<Told>>,
+    /// Time of the sensor's packet before the head.
+    last_ts: u64,
     started: Instant,
 }
 
@@ -170,6 +196,10 @@ impl Feed {
                 self.data.clear();
                 self.data.extend_from_slice(p.data);
                 self.head = Some((p.ts_ns, p.if_id, p.orig_len));
+                if p.ts_ns < self.last_ts {
+                    self.report.out_of_order += 1;
+                }
+                self.last_ts = self.last_ts.max(p.ts_ns);
             }
             Ok(None) => self.finish(None),
             Err(e) => self.finish(Some(e.to_string())),
@@ -182,6 +212,16 @@ impl Feed {
         self.report.seconds = self.started.elapsed().as_secs_f64();
         let carried = self.failed.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.report.error = carried.or(e);
+        let told = std::mem::take(&mut *self.told.lock().unwrap_or_else(|p| p.into_inner()));
+        self.report.notes = told.notes;
+        self.report.partial = told.partial;
+        if self.report.out_of_order > 0 {
+            let order = format!("{} packets out of time order", self.report.out_of_order);
+            self.report.partial = Some(match self.report.partial.take() {
+                Some(p) => format!("{p}, {order}"),
+                None => format!("partial: {order}"),
+            });
+        }
     }
 
     /// The output interface of this sensor's interface `if_id`, added on first use.
@@ -235,6 +275,7 @@ pub(crate) fn query(
         .zip(answers)
         .map(|(s, rx)| {
             let failed = Arc::new(Mutex::new(None));
+            let told = Arc::new(Mutex::new(Told::default()));
             let feed = Feed {
                 reader: None,
                 head: None,
@@ -245,6 +286,8 @@ pub(crate) fn query(
                     ..SensorReport::default()
                 },
                 failed: failed.clone(),
+                told: told.clone(),
+                last_ts: 0,
                 started: t0,
             };
             feed.with_reader(ChanReader {
@@ -252,6 +295,7 @@ pub(crate) fn query(
                 cur: Vec::new(),
                 at: 0,
                 failed,
+                told,
             })
         })
         .collect();
@@ -365,8 +409,16 @@ fn report(reports: &[SensorReport], total: Duration, json: bool) -> Result<()> {
             r.packets,
             r.bytes,
             r.seconds,
-            r.error.as_deref().unwrap_or("whole")
+            r.error
+                .as_deref()
+                .or(r.partial.as_deref())
+                .unwrap_or("whole")
         );
+    }
+    for r in reports {
+        for n in &r.notes {
+            eprintln!("{}: {n}", r.sensor);
+        }
     }
     Ok(())
 }

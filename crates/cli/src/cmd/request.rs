@@ -135,7 +135,7 @@ fn query_to(e: &Endpoint, t: Duration, body: &Value, out: &Path) -> Result<i32> 
     let body = serde_json::to_vec(body)?;
     let (s, token) = connect(e, t)?;
     let to_stdout = out == Path::new("-");
-    let (status, n, err) = if to_stdout {
+    let got = if to_stdout {
         let mut w = std::io::stdout().lock();
         http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w).map_err(refused)?
     } else {
@@ -147,11 +147,22 @@ fn query_to(e: &Endpoint, t: Duration, body: &Value, out: &Path) -> Result<i32> 
         std::io::Write::flush(&mut w)?;
         r
     };
-    if status != 200 {
-        bail!("{} (HTTP {status})", error_message(&err));
+    if got.status != 200 {
+        bail!("{} (HTTP {})", error_message(&got.error), got.status);
     }
+    // The daemon's notes on its answer, as a local query prints them.
+    for n in got.notes() {
+        eprintln!("corecap: {n}");
+    }
+    let answer = got.partial().unwrap_or_else(|| "whole".to_owned());
     if !to_stdout {
-        eprintln!("wrote {n} bytes of pcapng to {}", out.display());
+        eprintln!(
+            "wrote {} bytes of pcapng to {} ({answer})",
+            got.bytes,
+            out.display()
+        );
+    } else if got.partial().is_some() {
+        eprintln!("corecap: the answer is {answer}");
     }
     Ok(0)
 }

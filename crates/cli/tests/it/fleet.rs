@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::query::tcpdump;
 use crate::util::{bin, corecap, packets, recording_daemon_args, Daemon, Lab, Scratch};
-use corecap_wire::CaptureReader;
+use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapngWriter};
 
 /// A veth pair from the host into a lab's namespace, with a /30 on each end; removed on
 /// drop (the namespace's end goes with it).
@@ -427,4 +427,116 @@ fn issue40_a_silent_daemon_times_out_and_is_named() {
         "{err}"
     );
     assert!(err.contains("1 of 1 sensors failed: s1"), "{err}");
+}
+
+/// A sensor that answers one query with `body` (chunked) and the trailer `trailer`.
+fn fake_sensor(body: Vec<u8>, trailer: String) -> (String, std::thread::JoinHandle<()>) {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://127.0.0.1:{}", l.local_addr().expect("addr").port());
+    let h = std::thread::spawn(move || {
+        let Ok((s, _)) = l.accept() else { return };
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        let mut len = 0usize;
+        let mut line = String::new();
+        while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+            line.clear();
+        }
+        let mut req = vec![0u8; len];
+        let _ = std::io::Read::read_exact(&mut r, &mut req);
+        let mut w = s;
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/x-pcapng\r\n\
+             Transfer-Encoding: chunked\r\nTrailer: corecap-query\r\nConnection: close\r\n\r\n\
+             {:x}\r\n",
+            body.len()
+        );
+        let _ = w.write_all(&body);
+        let _ = write!(w, "\r\n0\r\ncorecap-query: {trailer}\r\n\r\n");
+    });
+    (url, h)
+}
+
+/// Issue 40: the fan-out says what each sensor said of its answer. A sensor's notes and a
+/// file it read cut short reach the per-sensor lines (it read "whole"), and a sensor whose
+/// packets come out of time order is checked, not trusted.
+#[test]
+fn issue40_the_fan_out_carries_each_sensors_notes_and_checks_its_order() {
+    let s = Scratch::new("fake-sensor");
+    let ifs = [InterfaceDesc::ethernet("eth0", 0)];
+    let mut w = PcapngWriter::new(Vec::new(), "fake", &ifs).expect("writer");
+    let fr = crate::util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 100);
+    for t in [3u64, 1, 2] {
+        w.write_epb(&Epb {
+            if_id: 0,
+            ts_ns: 1_780_000_000_000_000_000 + t * 1_000_000,
+            data: &fr,
+            orig_len: fr.len() as u32,
+            ..Epb::default()
+        })
+        .expect("epb");
+    }
+    let note = "rec_00007.pcapng: cut short after 3 packets (a torn block)";
+    let trailer = serde_json::json!({"packets": 3, "files_truncated": 1, "notes": [note]});
+    let (url, h) = fake_sensor(w.into_inner(), trailer.to_string());
+    let out = s.path("out.pcapng");
+    let o = Command::new(bin())
+        .args(["request", "--timeout", "20", "--sensor"])
+        .arg(format!("s1={url}"))
+        .args(["query", "-w"])
+        .arg(&out)
+        .output()
+        .expect("run corecap request");
+    h.join().expect("sensor");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("s1 "))
+        .unwrap_or_else(|| panic!("no line for s1: {err}"));
+    assert!(!line.contains("whole"), "{err}");
+    assert!(line.contains("1 files cut short"), "{err}");
+    // 1 and 2 each come after 3.
+    assert!(line.contains("2 packets out of time order"), "{err}");
+    assert!(err.contains(&format!("s1: {note}")), "{err}");
+}
+
+/// Issue 40: `request query` to one daemon carries the query's notes: a file of the spool
+/// cut short is named, and the answer is said to be partial, not whole.
+#[test]
+#[ignore = "needs root"]
+fn issue40_request_query_carries_the_daemons_notes() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-notes");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).expect("spool");
+    std::fs::set_permissions(&spool, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("mode");
+    let ifs = [InterfaceDesc::ethernet("eth0", 0)];
+    let mut w = PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
+    let fr = crate::util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 100);
+    for t in 0..5u64 {
+        w.write_epb(&Epb {
+            if_id: 0,
+            ts_ns: 1_780_000_000_000_000_000 + t * 1_000_000,
+            data: &fr,
+            orig_len: fr.len() as u32,
+            ..Epb::default()
+        })
+        .expect("epb");
+    }
+    let mut bytes = w.into_inner();
+    bytes.truncate(bytes.len() - 30);
+    std::fs::write(spool.join("cut.pcapng"), &bytes).expect("cut file");
+    let d = Daemon::start(&lab, &s, &[]);
+    let out = s.path("out.pcapng");
+    let o = d.request_ok(&["query", "-w", out.to_str().expect("utf8")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cut.pcapng"), "the note names the file: {err}");
+    assert!(err.contains("partial: 1 files cut short"), "{err}");
+    assert!(!err.contains("(whole)"), "{err}");
+    assert_eq!(packets(&out).len(), 4, "the whole packets before the cut");
 }
