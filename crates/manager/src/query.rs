@@ -68,6 +68,7 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
         filter,
         kek: m.key().cloned(),
         scan: false,
+        once: true,
     })
 }
 

@@ -94,6 +94,10 @@ pub struct QuerySpec {
     pub kek: Option<Arc<KeyFile>>,
     /// Read every file whole, ignoring its index: to check an answer, or to time a scan.
     pub scan: bool,
+    /// Give once a packet that two files both hold (the same bytes at the same nanosecond,
+    /// in two files): a daemon's spool holds copies of the recording's packets (an
+    /// on-demand capture on a recorded interface), and its answer gives each packet once.
+    pub once: bool,
 }
 
 /// What a query did.
@@ -123,6 +127,8 @@ pub struct QueryStats {
     pub files_pruned: u64,
     /// Files not answered because the filter does not apply to their link type.
     pub files_refused: u64,
+    /// Packets given once though two files held them ([`QuerySpec::once`]).
+    pub duplicates: u64,
     /// Bytes of sidecar indexes read.
     pub index_bytes: u64,
     /// One line per notable event (a damaged index, a file cut short).
@@ -849,9 +855,34 @@ struct Ctx<'a, W: Write> {
     stats: QueryStats,
     /// Why the filter did not apply to the first file it did not apply to.
     refused: Option<String>,
+    /// With [`QuerySpec::once`]: the packets written at the newest time so far, each as
+    /// (its file's stream, hash of its bytes, length on the wire).
+    same_time: Option<(u64, Vec<(usize, u64, u32)>)>,
 }
 
 impl<W: Write> Ctx<'_, W> {
+    /// Whether the packet of stream `i` at `ts_ns` is one another file already gave (and
+    /// is not to be written again); remembers it when it is not. Only with `once`.
+    fn given_before(&mut self, i: usize, ts_ns: u64, data: &[u8], orig_len: u32) -> bool {
+        let Some((at, seen)) = self.same_time.as_mut() else {
+            return false;
+        };
+        if *at != ts_ns {
+            *at = ts_ns;
+            seen.clear();
+        }
+        let hash = xxhash_rust::xxh3::xxh3_64(data);
+        if seen
+            .iter()
+            .any(|&(s, h, o)| s != i && h == hash && o == orig_len)
+        {
+            self.stats.duplicates += 1;
+            return true;
+        }
+        seen.push((i, hash, orig_len));
+        false
+    }
+
     /// The filter as tcpdump compiles it for a file of `linktype` written in that byte order.
     fn program(&mut self, linktype: u16, big_endian: bool) -> Result<Option<&Program>, QueryError> {
         let Some(expr) = self.filter else {
@@ -1379,6 +1410,7 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
         to: spec.to,
         stats,
         refused: None,
+        same_time: spec.once.then(|| (u64::MAX, Vec::new())),
     };
     // With no file to read, the filter is still checked (as tcpdump checks it for Ethernet);
     // otherwise each file's link type checks it.
@@ -1389,6 +1421,12 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
     prefetch(&mut plans);
     merge(plans, &mut ctx)?;
     ctx.out.flush().map_err(QueryError::Output)?;
+    if ctx.stats.duplicates > 0 {
+        ctx.stats.notes.push(format!(
+            "{} packets held by two files (an on-demand capture's copy of the recording) given once",
+            ctx.stats.duplicates
+        ));
+    }
     // A filter that applies to none of the files is an error, never an empty answer.
     if let (Some(why), true) = (ctx.refused.take(), ctx.stats.files_refused == planned) {
         return Err(QueryError::Filter(why));
@@ -1536,6 +1574,14 @@ fn merge<W: Write>(plans: Vec<FilePlan>, ctx: &mut Ctx<'_, W>) -> Result<(), Que
         };
         let s = &mut streams[i];
         let h = &s.held;
+        if ctx.given_before(i, h.ts_ns, &h.data, h.orig_len) {
+            if s.advance(ctx)? {
+                heap.push(Reverse((s.held.ts_ns, i)));
+            } else {
+                s.held = Held::default();
+            }
+            continue;
+        }
         ctx.out
             .write_epb(&Epb {
                 if_id: h.out_if,

@@ -44,6 +44,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         filter,
         kek,
         scan: a.scan,
+        once: false,
     };
     let Some(out) = a.out.as_deref() else {
         // --stats: counts from the catalogs and indexes, no packet read.

@@ -1068,3 +1068,37 @@ fn issue40_a_file_replaced_by_one_of_the_same_length_is_not_pruned_by_the_catalo
     let (got, v) = query(&[dir.to_str().unwrap(), "--from", &from, "--to", &to], &s);
     assert_eq!(got.len(), 200, "{v}");
 }
+
+/// Issue 40: a daemon that records its interface and also stores an on-demand capture of
+/// it answers each packet once, though the recording and the spool both hold it.
+#[test]
+#[ignore = "needs root"]
+fn issue40_a_packet_in_the_recording_and_the_spool_is_given_once() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("query-once");
+    let rec = s.path("rec");
+    let args = util::recording_daemon_args(&rec, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let d = Daemon::start(&lab, &s, &args);
+    let id = d.start_capture(&["-w", "copy.pcapng", "-c", "300"]);
+    let sent = lab.gen(500, &["--flows", "8", "--size", "256"]);
+    let v = d.wait_for(&id, |v| v["state"] != "running");
+    assert_eq!(v["state"], "done", "{v}");
+    let out = s.path("once.pcapng");
+    // The recording is on disk within its flush interval (0.2 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let got = loop {
+        let o = d.request_ok(&["query", "-w", out.to_str().unwrap()]);
+        let got = packets(&out);
+        if got.len() as u64 >= sent || std::time::Instant::now() > deadline {
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            assert!(err.contains("300 packets held by two files"), "{err}");
+            break got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(got.len() as u64, sent, "each packet once");
+    let mut unique = got.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), got.len(), "no packet twice");
+}
