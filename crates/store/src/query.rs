@@ -857,8 +857,12 @@ struct Ctx<'a, W: Write> {
     refused: Option<String>,
     /// With [`QuerySpec::once`]: the packets written at the newest time so far, each as
     /// (its file's stream, hash of its bytes, length on the wire).
-    same_time: Option<(u64, Vec<(usize, u64, u32)>)>,
+    same_time: Option<(u64, Vec<Given>)>,
 }
+
+/// A packet written, as [`Ctx::given_before`] compares it: its file's stream, a hash of its
+/// bytes, its length on the wire.
+type Given = (usize, u64, u32);
 
 impl<W: Write> Ctx<'_, W> {
     /// Whether the packet of stream `i` at `ts_ns` is one another file already gave (and
