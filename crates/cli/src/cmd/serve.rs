@@ -38,11 +38,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     // daemon is up.
     let retention = c.manager.retention.clone();
     if let Some(r) = &retention {
-        let found = corecap_store::retention::in_spool(&spool);
-        for (p, why) in &found.left_alone {
-            eprintln!("corecap: --retain leaves {} alone: {why}", p.display());
-        }
-        r.adopt(found.files);
+        adopt_spool(r, &spool);
     }
     if c.run_as.is_some() {
         // Before any thread starts: they keep what the switch needs until it is done.
@@ -95,15 +91,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     }
     let api = server::spawn(listeners, m.clone()).context("starting the API thread")?;
     if let Some(r) = &retention {
-        let gone = r.trim();
-        if !gone.is_empty() {
-            let names: Vec<String> = gone.iter().map(|p| p.display().to_string()).collect();
-            eprintln!(
-                "corecap: --retain deleted {} files written by earlier runs to fit the budget, oldest packets first: {}",
-                gone.len(),
-                names.join(", ")
-            );
-        }
+        trim_at_start(r);
     }
     eprintln!(
         "corecap: serving on {}{} (spool {}, at most {max_captures} captures)",
@@ -309,6 +297,30 @@ fn retention_text(s: &corecap_manager::stats::Stats) -> String {
     s.retention.map_or(String::new(), |d| {
         format!("; --retain deleted {} files ({} bytes)", d.files, d.bytes)
     })
+}
+
+/// Counts the spool's files of earlier runs against `--retain` (see
+/// `corecap_store::retention::in_spool`), saying which files it leaves alone and why.
+fn adopt_spool(r: &corecap_store::retention::Retention, spool: &std::path::Path) {
+    let found = corecap_store::retention::in_spool(spool);
+    for (p, why) in &found.left_alone {
+        eprintln!("corecap: --retain leaves {} alone: {why}", p.display());
+    }
+    r.adopt(found.files);
+}
+
+/// Once the daemon is up: deletes the oldest files of earlier runs over `--retain`, and
+/// names them.
+fn trim_at_start(r: &corecap_store::retention::Retention) {
+    let gone = r.trim();
+    if !gone.is_empty() {
+        let names: Vec<String> = gone.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "corecap: --retain deleted {} files written by earlier runs to fit the budget, oldest packets first: {}",
+            gone.len(),
+            names.join(", ")
+        );
+    }
 }
 
 /// Recovers what a crash of the last daemon left in the spool (each file cut to its whole

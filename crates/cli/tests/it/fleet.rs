@@ -429,6 +429,24 @@ fn issue40_a_silent_daemon_times_out_and_is_named() {
     assert!(err.contains("1 of 1 sensors failed: s1"), "{err}");
 }
 
+/// A pcapng file of UDP frames, one at each of `ms` milliseconds past a fixed time.
+fn udp_pcapng(ms: &[u64]) -> Vec<u8> {
+    let ifs = [InterfaceDesc::ethernet("eth0", 0)];
+    let mut w = PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
+    let fr = crate::util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 100);
+    for t in ms {
+        w.write_epb(&Epb {
+            if_id: 0,
+            ts_ns: 1_780_000_000_000_000_000 + t * 1_000_000,
+            data: &fr,
+            orig_len: fr.len() as u32,
+            ..Epb::default()
+        })
+        .expect("epb");
+    }
+    w.into_inner()
+}
+
 /// A sensor that answers one query with `body` (chunked) and the trailer `trailer`.
 fn fake_sensor(body: Vec<u8>, trailer: String) -> (String, std::thread::JoinHandle<()>) {
     use std::io::{BufRead, BufReader, Write};
@@ -467,22 +485,10 @@ fn fake_sensor(body: Vec<u8>, trailer: String) -> (String, std::thread::JoinHand
 #[test]
 fn issue40_the_fan_out_carries_each_sensors_notes_and_checks_its_order() {
     let s = Scratch::new("fake-sensor");
-    let ifs = [InterfaceDesc::ethernet("eth0", 0)];
-    let mut w = PcapngWriter::new(Vec::new(), "fake", &ifs).expect("writer");
-    let fr = crate::util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 100);
-    for t in [3u64, 1, 2] {
-        w.write_epb(&Epb {
-            if_id: 0,
-            ts_ns: 1_780_000_000_000_000_000 + t * 1_000_000,
-            data: &fr,
-            orig_len: fr.len() as u32,
-            ..Epb::default()
-        })
-        .expect("epb");
-    }
+    let body = udp_pcapng(&[3, 1, 2]);
     let note = "rec_00007.pcapng: cut short after 3 packets (a torn block)";
     let trailer = serde_json::json!({"packets": 3, "files_truncated": 1, "notes": [note]});
-    let (url, h) = fake_sensor(w.into_inner(), trailer.to_string());
+    let (url, h) = fake_sensor(body, trailer.to_string());
     let out = s.path("out.pcapng");
     let o = Command::new(bin())
         .args(["request", "--timeout", "20", "--sensor"])
@@ -515,20 +521,7 @@ fn issue40_request_query_carries_the_daemons_notes() {
     std::fs::create_dir(&spool).expect("spool");
     std::fs::set_permissions(&spool, std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .expect("mode");
-    let ifs = [InterfaceDesc::ethernet("eth0", 0)];
-    let mut w = PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
-    let fr = crate::util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 100);
-    for t in 0..5u64 {
-        w.write_epb(&Epb {
-            if_id: 0,
-            ts_ns: 1_780_000_000_000_000_000 + t * 1_000_000,
-            data: &fr,
-            orig_len: fr.len() as u32,
-            ..Epb::default()
-        })
-        .expect("epb");
-    }
-    let mut bytes = w.into_inner();
+    let mut bytes = udp_pcapng(&[0, 1, 2, 3, 4]);
     bytes.truncate(bytes.len() - 30);
     std::fs::write(spool.join("cut.pcapng"), &bytes).expect("cut file");
     let d = Daemon::start(&lab, &s, &[]);
