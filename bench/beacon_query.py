@@ -132,7 +132,7 @@ def tcpdump_all(files, flt):
 
 def query(folder, flt, extra=()):
     out = os.path.join(folder, "..", "answer.pcapng")
-    secs, read, stdout = run([CORECAP, "query", folder, "--json", "-w", out, *extra, flt])
+    secs, read, stdout = run([CORECAP, "query", "--force", folder, "--json", "-w", out, *extra, flt])
     return secs, read, json.loads(stdout.decode().strip().splitlines()[-1])
 
 

@@ -149,7 +149,7 @@ def main():
         host = daddr(mid * a.step + a.flows // 2)
         out = os.path.join(work, "q.pcapng")
         drop_caches()
-        t_q, r = timed([CORECAP, "query", rec, "--json", "-w", out, f"host {host}"])
+        t_q, r = timed([CORECAP, "query", "--force", rec, "--json", "-w", out, f"host {host}"])
         q = json.loads(r.stdout.decode().strip().splitlines()[-1])
         got = count_pcap(out)
         drop_caches()
@@ -164,7 +164,7 @@ def main():
         # One phase's window out of all of them, no filter.
         w0, w1 = windows[mid]
         drop_caches()
-        t_w, r3 = timed([CORECAP, "query", rec, "--json", "-w", out, "--from", f"{w0:.6f}", "--to", f"{w1:.6f}"])
+        t_w, r3 = timed([CORECAP, "query", "--force", rec, "--json", "-w", out, "--from", f"{w0:.6f}", "--to", f"{w1:.6f}"])
         qw = json.loads(r3.stdout.decode().strip().splitlines()[-1])
         rows = {
             "recorded_packets": sum_index["packets"], "files": len(files), "capture_bytes": cap_bytes,

@@ -856,19 +856,28 @@ pub(crate) struct QueryArgs {
     /// tcpdump filter expression (the arguments that are not existing paths).
     #[arg(required = true, value_name = "PATH... [FILTER]")]
     pub(crate) args: Vec<String>,
-    /// Window start, inclusive: Unix seconds (with a fraction), RFC 3339, or relative
-    /// (-15m, -2h, -30s, -1d).
+    /// Window start, inclusive: Unix seconds (with a fraction), RFC 3339, a local date
+    /// and time as Wireshark prints it ("2026-11-23 10:00:00[.frac]", "2026-11-23 10:00",
+    /// "2026-11-23"), or relative (-15m, -10min, -2hours, -30s, -1d, -1week).
     #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub(crate) from: Option<String>,
     /// Window end, exclusive (same forms as --from).
     #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub(crate) to: Option<String>,
+    /// Time zone of dates and times given without an offset (an IANA name such as
+    /// Europe/Paris, or a POSIX TZ rule; default: TZ, else the system's zone). The summary
+    /// shows the window back in UTC.
+    #[arg(long, value_name = "ZONE")]
+    pub(crate) tz: Option<String>,
     /// Filter expression (instead of trailing words).
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
     pub(crate) filter: Option<String>,
-    /// Output pcapng file (`-` for stdout).
+    /// Output pcapng file (`-` for stdout); never written over (see --force).
     #[arg(short = 'w', value_name = "OUT", required_unless_present = "stats")]
     pub(crate) out: Option<PathBuf>,
+    /// Replace the -w file if it exists.
+    #[arg(long)]
+    pub(crate) force: bool,
     /// Print one JSON summary line (to stderr when -w -).
     #[arg(long)]
     pub(crate) json: bool,

@@ -1851,31 +1851,70 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
     Ok(c)
 }
 
-/// A time as ns since the epoch: Unix seconds with a fraction, RFC 3339, or relative to
-/// `now` (`-15m`, `-2h`, `-30s`, `-1d`).
+/// A time as a user gives it, in ns since the epoch: Unix seconds (with a fraction), RFC 3339
+/// with its offset, a date and time of day without one (`2026-11-23 10:00:00[.frac]`, as
+/// Wireshark and capinfos print it; `2026-11-23 10:00`; `2026-11-23`) in the local time
+/// zone (`TZ`, else the system's), or relative to `now` (`-15m`, `-10min`, `-2hours`,
+/// `-30s`, `-1d`, `-1week`).
 pub fn parse_time(s: &str, now: u64) -> Result<u64, String> {
+    parse_time_in(s, now, &jiff::tz::TimeZone::system())
+}
+
+/// [`parse_time`], with times of day without an offset in `zone`.
+pub fn parse_time_in(s: &str, now: u64, zone: &jiff::tz::TimeZone) -> Result<u64, String> {
     let s = s.trim();
     if let Some(rel) = s.strip_prefix('-') {
-        let unit = rel.chars().last().unwrap_or(' ');
-        let mul: u64 = match unit {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            _ => return Err("a relative time needs a unit: s, m, h or d (e.g. -15m)".into()),
-        };
-        let n: f64 = rel[..rel.len() - 1]
-            .parse()
-            .ok()
-            .filter(|n: &f64| n.is_finite() && *n >= 0.0)
-            .ok_or("not a number before the unit")?;
-        let back = (n * mul as f64 * 1e9) as u64;
-        return Ok(now.saturating_sub(back));
+        return relative(rel).map(|back| now.saturating_sub(back));
     }
     if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') && !s.is_empty() {
         return unix_seconds(s);
     }
-    rfc3339(s)
+    date_time(s, zone)
+}
+
+/// The time zone of `--tz`: an IANA name (`Europe/Paris`, `UTC`) from the system's zone
+/// database, or a POSIX TZ rule (`CET-1CEST,M3.5.0,M10.5.0/3`); without one, `TZ` or the
+/// system's zone.
+pub fn time_zone(name: Option<&str>) -> Result<jiff::tz::TimeZone, String> {
+    let Some(name) = name else {
+        return Ok(jiff::tz::TimeZone::system());
+    };
+    jiff::tz::TimeZone::get(name)
+        .or_else(|e| jiff::tz::TimeZone::posix(name).map_err(|_| e))
+        .map_err(|e| format!("time zone {name}: {e}"))
+}
+
+/// An instant, ns since the epoch, as RFC 3339 in UTC with nanoseconds
+/// (`2026-11-23T10:00:00.000000000Z`): how a window is shown back.
+pub fn utc_text(ns: u64) -> String {
+    let ts = i128::from(ns);
+    jiff::Timestamp::from_nanosecond(ts).map_or_else(|_| format!("{ns} ns"), |t| format!("{t:.9}"))
+}
+
+/// ns in `-N UNIT` (the `-` taken off): units s, m, h, d, w, or their words.
+fn relative(rel: &str) -> Result<u64, String> {
+    let split = rel
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or("a relative time needs a unit: s, m, h, d or w (e.g. -15m, -2hours)")?;
+    let (num, unit) = rel.split_at(split);
+    let secs: u64 = match unit.trim() {
+        "s" | "sec" | "secs" | "second" | "seconds" => 1,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3600,
+        "d" | "day" | "days" => 86_400,
+        "w" | "week" | "weeks" => 7 * 86_400,
+        u => {
+            return Err(format!(
+                "unknown unit {u:?}: s, m, h, d or w (or sec, min, hours, days, weeks)"
+            ))
+        }
+    };
+    let n: f64 = num
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+        .ok_or("not a number before the unit")?;
+    Ok((n * secs as f64 * 1e9) as u64)
 }
 
 fn unix_seconds(s: &str) -> Result<u64, String> {
@@ -1969,12 +2008,30 @@ fn impossible(y: i64, mo: i64, d: i64, h: i64, mi: i64, sec: i64) -> Option<Stri
     None
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (also a space or `t` for the `T`). A date or
-/// time of day that does not exist is an error that says which part.
-fn rfc3339(s: &str) -> Result<u64, String> {
-    let bad = || "not Unix seconds, RFC 3339 (2026-11-23T10:00:00Z) or relative (-15m)".to_string();
+/// `YYYY-MM-DD[(T| )HH:MM[:SS[.frac]]][Z|±HH:MM]` (also `t` for the `T`): with an offset,
+/// RFC 3339; without one, a time of day in `zone`. A date or time of day that does not
+/// exist is an error that says which part.
+fn date_time(s: &str, zone: &jiff::tz::TimeZone) -> Result<u64, String> {
+    let bad = || {
+        "not Unix seconds, a date and time (2026-11-23 10:00:00, 2026-11-23T10:00:00Z) or \
+         relative (-15m, -2hours)"
+            .to_string()
+    };
+    // The shorter forms, made whole: a date is its midnight, a minute its second 0.
+    let whole;
+    let s = match s.len() {
+        10 => {
+            whole = format!("{s} 00:00:00");
+            whole.as_str()
+        }
+        16 => {
+            whole = format!("{s}:00");
+            whole.as_str()
+        }
+        _ => s,
+    };
     let b = s.as_bytes();
-    if b.len() < 20
+    if b.len() < 19
         || b[4] != b'-'
         || b[7] != b'-'
         || !matches!(b[10], b'T' | b't' | b' ')
@@ -2004,6 +2061,7 @@ fn rfc3339(s: &str) -> Result<u64, String> {
     // Bytes, not string slices: an offset may hold any UTF-8, and slicing a string
     // inside a character would panic.
     let offset = match rest.as_bytes() {
+        b"" => return local(zone, (y, mo, d, h, mi, sec), frac_ns),
         b"Z" | b"z" => 0,
         [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2]
             if [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()) =>
@@ -2032,9 +2090,78 @@ fn rfc3339(s: &str) -> Result<u64, String> {
     Ok(secs as u64 * 1_000_000_000 + frac_ns)
 }
 
+/// A date and time of day (already checked to exist) in `zone`, ns since the epoch. A time
+/// a clock change skips or repeats is taken as the clocks give it first (RFC 5545's rule).
+fn local(
+    zone: &jiff::tz::TimeZone,
+    t: (i64, i64, i64, i64, i64, i64),
+    frac_ns: u64,
+) -> Result<u64, String> {
+    let (y, mo, d, h, mi, sec) = t;
+    let civil = jiff::civil::DateTime::new(
+        y as i16,
+        mo as i8,
+        d as i8,
+        h as i8,
+        mi as i8,
+        sec as i8,
+        frac_ns as i32,
+    )
+    .map_err(|e| e.to_string())?;
+    let ts = zone
+        .to_ambiguous_zoned(civil)
+        .compatible()
+        .map_err(|e| e.to_string())?
+        .timestamp();
+    u64::try_from(ts.as_nanosecond()).map_err(|_| "time before 1970".to_string())
+}
+
 #[cfg(test)]
 mod time_tests {
     use super::*;
+
+    /// Issue 39: the times Wireshark and capinfos print, in a given zone, and relative
+    /// times spelled out.
+    #[test]
+    fn test_issue39_local_times_and_spelled_units() {
+        let now = 1_800_000_000_000_000_000;
+        let utc = jiff::tz::TimeZone::UTC;
+        let paris = time_zone(Some("CET-1CEST,M3.5.0,M10.5.0/3")).expect("rule");
+        let z = parse_time("2026-11-23T10:00:00Z", now).expect("rfc 3339");
+        assert_eq!(parse_time_in("2026-11-23 10:00:00", now, &utc), Ok(z));
+        assert_eq!(parse_time_in("2026-11-23 11:00:00", now, &paris), Ok(z));
+        assert_eq!(
+            parse_time_in("2026-11-23 11:00:00.25", now, &paris),
+            Ok(z + 250_000_000)
+        );
+        assert_eq!(parse_time_in("2026-11-23 11:00", now, &paris), Ok(z));
+        assert_eq!(
+            parse_time_in("2026-11-23", now, &utc),
+            Ok(z - 10 * 3_600_000_000_000)
+        );
+        // Summer time: two hours ahead.
+        let july = parse_time("2026-07-01T10:00:00Z", now).expect("july");
+        assert_eq!(parse_time_in("2026-07-01 12:00:00", now, &paris), Ok(july));
+        // The offset given wins over the zone.
+        assert_eq!(parse_time_in("2026-11-23T10:00:00Z", now, &paris), Ok(z));
+        for (rel, secs) in [
+            ("-10min", 600),
+            ("-2hours", 7200),
+            ("-30sec", 30),
+            ("-1day", 86_400),
+            ("-1week", 604_800),
+            ("-15m", 900),
+        ] {
+            assert_eq!(
+                parse_time_in(rel, now, &utc),
+                Ok(now - secs * 1_000_000_000),
+                "{rel}"
+            );
+        }
+        assert!(parse_time_in("-3fortnights", now, &utc).is_err());
+        assert!(parse_time_in("2026-02-31 10:00:00", now, &paris).is_err());
+        assert!(time_zone(Some("Not/AZone")).is_err());
+    }
 
     #[test]
     fn test_parse_times() {

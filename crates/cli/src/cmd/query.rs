@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
-use corecap_store::query::{expand_paths, parse_time, run as run_query, QuerySpec};
+use corecap_store::query::{
+    expand_paths, parse_time_in, run as run_query, time_zone, utc_text, QuerySpec,
+};
 
 use crate::args::QueryArgs;
 use crate::config;
@@ -16,14 +18,23 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
+    // Times of day without an offset are in --tz, else in TZ or the system's zone.
+    let zone = time_zone(a.tz.as_deref()).map_err(|e| anyhow!("--tz: {e}"))?;
     let from = match &a.from {
-        Some(t) => parse_time(t, now).map_err(|e| anyhow!("--from {t}: {e}"))?,
+        Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--from {t}: {e}"))?,
         None => 0,
     };
     let to = match &a.to {
-        Some(t) => parse_time(t, now).map_err(|e| anyhow!("--to {t}: {e}"))?,
+        Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--to {t}: {e}"))?,
         None => u64::MAX,
     };
+    // The window as it was understood, exact and in UTC.
+    let window = (a.from.is_some() || a.to.is_some()).then(|| {
+        (
+            a.from.as_ref().map(|_| utc_text(from)),
+            a.to.as_ref().map(|_| utc_text(to)),
+        )
+    });
     let (paths, words) = split_args(&a.args, a.filter.is_some());
     if paths.is_empty() {
         bail!(
@@ -62,7 +73,19 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         let w = io::stdout().lock();
         run_query(&spec, BufWriter::with_capacity(1 << 20, w))?
     } else {
-        let f = File::create(out).with_context(|| format!("creating {}", out.display()))?;
+        // Never over a file, as `capture -w` (--force to allow it).
+        let f = if a.force {
+            File::create(out)
+        } else {
+            File::create_new(out)
+        }
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => anyhow!(
+                "{} exists; corecap does not write over a file (--force to replace it)",
+                out.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("creating {}", out.display())),
+        })?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
         let s = run_query(&spec, &mut w)?;
         w.flush()
@@ -79,6 +102,10 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         let mut v = serde_json::to_value(&stats)?;
         v["type"] = serde_json::Value::String("query".into());
         v["files_skipped"] = serde_json::Value::from(skipped);
+        if let Some((f, t)) = &window {
+            v["from"] = serde_json::json!(f);
+            v["to"] = serde_json::json!(t);
+        }
         if to_stdout {
             eprintln!("{v}");
         } else {
@@ -95,6 +122,13 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
             stats.regions_total,
             stats.files_scanned
         );
+        if let Some((f, t)) = &window {
+            eprintln!(
+                "window: {} to {} (UTC)",
+                f.as_deref().unwrap_or("the first packet"),
+                t.as_deref().unwrap_or("the last packet")
+            );
+        }
     }
     Ok(0)
 }

@@ -244,7 +244,7 @@ fn issue17_capture_r_counts_compressed_like_plain() {
 /// Runs `corecap query --json -w OUT ARGS`: the packets written and the summary.
 fn query(args: &[&str], s: &Scratch, tag: &str) -> (Packets, Value, String) {
     let out = s.path(&format!("{tag}.out.pcapng"));
-    let mut a = vec!["query", "--json", "-w", out.to_str().unwrap()];
+    let mut a = vec!["query", "--force", "--json", "-w", out.to_str().unwrap()];
     a.extend_from_slice(args);
     let o = corecap(&a);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();

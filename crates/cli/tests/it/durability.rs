@@ -398,7 +398,13 @@ fn issue22_a_query_reads_the_file_being_written() {
     assert_eq!(on_disk, sent, "tcpdump reads every packet from the part");
     let out = s.path("q.pcapng");
     let q = |args: &[&str]| {
-        let mut a = vec!["query", "--json", "-w", out.to_str().expect("utf8")];
+        let mut a = vec![
+            "query",
+            "--force",
+            "--json",
+            "-w",
+            out.to_str().expect("utf8"),
+        ];
         a.extend_from_slice(args);
         let o = util::corecap(&a);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -450,7 +456,14 @@ fn issue22_retention_waits_for_a_query_and_queries_stay_whole() {
     let queries = std::thread::spawn(move || {
         let mut whole = 0;
         for _ in 0..20 {
-            let o = util::corecap(&["query", "--json", "-w", out.to_str().expect("utf8"), &dir]);
+            let o = util::corecap(&[
+                "query",
+                "--force",
+                "--json",
+                "-w",
+                out.to_str().expect("utf8"),
+                &dir,
+            ]);
             if o.status.success() {
                 let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
                 assert_eq!(util::u(&v, "files_truncated"), 0, "{v}");

@@ -170,6 +170,7 @@ fn issue23_without_libpcap_a_filter_names_the_package_and_the_rest_works() {
     let q = |filter: Option<&str>| {
         let mut a = vec![
             "query",
+            "--force",
             p.to_str().unwrap(),
             "-w",
             out_file.to_str().unwrap(),

@@ -174,6 +174,7 @@ fn tcpdump_count(file: &Path, filter: &str) -> Option<u64> {
 fn query(file: &Path, filter: &str, out: &Path) -> (bool, Value, String) {
     let o = corecap(&[
         "query",
+        "--force",
         "--json",
         "-w",
         out.to_str().expect("utf8"),
@@ -378,7 +379,14 @@ fn query_packets(
 ) -> (bool, Value, Vec<(u64, Vec<u8>)>, String) {
     let _ = std::fs::remove_file(out);
     let o = Command::new("timeout")
-        .args([STEP_LIMIT, crate::util::bin(), "query", "--json", "-w"])
+        .args([
+            STEP_LIMIT,
+            crate::util::bin(),
+            "query",
+            "--force",
+            "--json",
+            "-w",
+        ])
         .arg(out)
         .arg(target)
         .arg(filter)

@@ -56,7 +56,7 @@ pub(crate) fn tcpdump(
 /// Runs `corecap query`; returns its packets (in output order) and its JSON summary.
 fn query(args: &[&str], s: &Scratch) -> (Vec<(u64, Vec<u8>)>, Value) {
     let out = s.path("q.pcapng");
-    let mut a = vec!["query", "--json", "-w", out.to_str().unwrap()];
+    let mut a = vec!["query", "--force", "--json", "-w", out.to_str().unwrap()];
     a.extend_from_slice(args);
     let o = corecap(&a);
     assert!(
@@ -422,6 +422,7 @@ fn issue13_sealed_recording() {
     let out = s.path("x.pcapng");
     let o = corecap(&[
         "query",
+        "--force",
         sealed.to_str().unwrap(),
         "-w",
         out.to_str().unwrap(),
@@ -983,6 +984,7 @@ fn issue40_an_impossible_date_is_refused() {
     ] {
         let o = corecap(&[
             "query",
+            "--force",
             src.to_str().unwrap(),
             flag,
             time,
@@ -1101,4 +1103,65 @@ fn issue40_a_packet_in_the_recording_and_the_spool_is_given_once() {
     let mut unique = got.clone();
     unique.dedup();
     assert_eq!(unique.len(), got.len(), "no packet twice");
+}
+
+/// Issue 39: `query` takes the times Wireshark and capinfos print, in `--tz` (or `TZ`), and
+/// spelled-out relative times; it shows the window back in UTC; and its `-w` never writes
+/// over a file, as `capture -w` (`--force` to allow it).
+#[test]
+fn issue39_query_takes_local_times_and_never_writes_over_a_file() {
+    let s = Scratch::new("query-times");
+    let file = s.path("f.pcapng");
+    // 200 packets a millisecond apart from 2026-05-27 13:20:00 UTC.
+    let t0 = 1_779_888_000_000_000_000u64;
+    frames_at(&file, t0);
+    let out = s.path("o.pcapng");
+    let f = file.to_str().unwrap();
+    let o = out.to_str().unwrap();
+    // 15:20:00.050 to 15:20:00.150 in Paris (summer time, UTC+2): packets 50 to 149.
+    let args = [
+        "query",
+        "--json",
+        f,
+        "-w",
+        o,
+        "--tz",
+        "Europe/Paris",
+        "--from",
+        "2026-05-27 15:20:00.050",
+        "--to",
+        "2026-05-27 15:20:00.150",
+    ];
+    let r = corecap(&args);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: Value = serde_json::from_slice(&r.stdout).expect("json");
+    assert_eq!(u(&v, "packets"), 100, "{v}");
+    assert_eq!(v["from"], "2026-05-27T13:20:00.050000000Z", "{v}");
+    assert_eq!(v["to"], "2026-05-27T13:20:00.150000000Z", "{v}");
+    // The same in TZ's zone.
+    let r = Command::new(util::bin())
+        .env("TZ", "Europe/Paris")
+        .args(&args[..5])
+        .args([
+            "--force",
+            "--from",
+            "2026-05-27 15:20:00.050",
+            "--to",
+            "2026-05-27 15:20:00.150",
+        ])
+        .output()
+        .expect("run");
+    let v: Value = serde_json::from_slice(&r.stdout).expect("json");
+    assert_eq!(u(&v, "packets"), 100, "{v}");
+    // Without --force the file that is there stays as it is.
+    let before = std::fs::read(&out).expect("answer");
+    let r = corecap(&["query", f, "-w", o, "--from", "-2hours"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(
+        std::fs::read(&out).expect("answer"),
+        before,
+        "not written over"
+    );
 }
