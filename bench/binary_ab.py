@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two corecap binaries recording the same traffic, interleaved: whether a change moved
 the recorder's CPU per packet. The traffic and the recording are bench/index_cost.py's
-(bench/query_speed.py's phases of hosts in bursts, `capture -w -b filesize:256`, with the
+(bench/query_speed.py's phases of hosts in bursts, `capture -w -b filesize:256000`, with the
 index); the first round of each is a warm-up, not counted.
 
 Usage: bench/binary_ab.py OLD NEW [--rounds 9] [--gib 0.5] [--phases 15] [--out FILE.md]

@@ -116,7 +116,7 @@ def main():
             log = open(os.path.join(d, "log"), "w")
             p = subprocess.Popen(
                 [BIN, "serve", "--netns", ns, "-i", "cap0", "--socket", f"{d}/api.sock",
-                 "--spool", f"{d}/spool", "--record", f"{d}/rec", "-b", "filesize:64",
+                 "--spool", f"{d}/spool", "--record", f"{d}/rec", "-b", "filesize:64000",
                  "--listen", f"10.214.{n}.2:7443", "--tls-cert", f"{pki}/server.pem",
                  "--tls-key", f"{pki}/server.key", "--tls-client-ca", f"{pki}/ca.pem"],
                 stdout=subprocess.DEVNULL, stderr=log)

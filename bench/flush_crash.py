@@ -4,7 +4,7 @@
 1. Loss after SIGKILL, by --flush-interval (0, 1 s, 10 s) and rate: a beacon (1 packet a
    second for --beacon-seconds) and dense traffic (--line-rate packets a second of 512 bytes,
    what one worker captures without loss, for --line-seconds; a faster generator only adds
-   ring drops, which a killed capture cannot report). Each run records on the lab with `corecap capture -w -b filesize:256`,
+   ring drops, which a killed capture cannot report). Each run records on the lab with `corecap capture -w -b filesize:256000`,
    is killed with SIGKILL, and the next start over the same folder recovers what it left.
    Reported: packets cap0 received before the kill (its rx_packets), packets on disk after
    recovery, the difference, and the age at the kill of the newest packet on disk. The goal:
@@ -85,7 +85,7 @@ def crash_run(folder, interval, line_rate, seconds, pps):
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
     out = os.path.join(folder, "rec.pcapng")
-    flags = ["-b", "filesize:256", "--flush-interval", str(interval)]
+    flags = ["-b", "filesize:256000", "--flush-interval", str(interval)]
     cap = start(capture_cmd(CORECAP, out, flags))
     rx0 = rx_packets()
     gen = [CORECAP, "gen", "--netns", NS, "-i", "gen0", "--engine", "txring", "--cpus", "0",

@@ -4,7 +4,7 @@
 packets (getrusage of the child: every thread, the workers and the disk writer).
 
 The traffic is bench/query_speed.py's: 512-byte frames, phases of hosts that come and go,
-bursts of 32 packets per host, recorded with `capture -w -b filesize:256`.
+bursts of 32 packets per host, recorded with `capture -w -b filesize:256000`.
 
 Two sources (--source):
 - live: the lab's generator sends, `capture -i` records. What a sensor pays, but on a
@@ -58,7 +58,7 @@ def record_file(srcs, outdir, index):
     cmd = [qs.CORECAP, "capture", *[x for s in srcs for x in ("-r", s)], "--workers", "1",
            "--json",
            "--stats-interval", "0", "-w", os.path.join(outdir, "rec.pcapng"),
-           "-b", "filesize:256"]
+           "-b", "filesize:256000"]
     if not index:
         cmd.append("--no-index")
     so = tempfile.TemporaryFile(mode="w+")
@@ -165,7 +165,7 @@ def instructions(srcs, work, packets):
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
                qs.CORECAP, "capture", "-r", small, "--workers", "1", "--json",
                "--stats-interval", "0", "-w", os.path.join(d, "rec.pcapng"),
-               "-b", "filesize:256"]
+               "-b", "filesize:256000"]
         if not index:
             cmd.append("--no-index")
         r = qs.sh(*cmd, check=False)

@@ -3,7 +3,7 @@
 tcpdump -r over the same files.
 
 1. Records at least --gib GiB of 512-byte frames on the lab with `corecap capture -w -b
-   filesize:256`, in --phases phases of traffic. Each phase brings its own hosts (a window
+   filesize:256000`, in --phases phases of traffic. Each phase brings its own hosts (a window
    of --flows flows that slides by --step flows per phase, so hosts come and go) and each
    host sends in bursts of --burst packets, as real hosts do. The same traffic is recorded
    a second time with --no-index, to measure what writing the index costs the recorder.
@@ -56,7 +56,7 @@ def record(outdir, a, index, started=None, stopping=None):
     os.makedirs(outdir, exist_ok=True)
     cmd = [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--workers", "1", "--cpus", "1",
            "--json", "--stats-interval", "0", "-w", os.path.join(outdir, "rec.pcapng"),
-           "-b", "filesize:256"]
+           "-b", "filesize:256000"]
     if not index:
         cmd.append("--no-index")
     before = packet_sockets()

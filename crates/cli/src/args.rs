@@ -217,9 +217,14 @@ pub(crate) struct CaptureArgs {
     /// How files are written to disk.
     #[command(flatten)]
     pub(crate) disk: DiskArgs,
-    /// Write one file merged in timestamp order instead of one per worker.
-    #[arg(long)]
+    /// Write the -w file merged in timestamp order (the default, as dumpcap writes one file;
+    /// kept for scripts that name it).
+    #[arg(long, conflicts_with = "per_worker")]
     pub(crate) merge: bool,
+    /// Write one file per worker (FILE.w0, FILE.w1 ...) instead of one merged file: no
+    /// merge thread, for the highest rates. Each worker's file is in time order.
+    #[arg(long)]
+    pub(crate) per_worker: bool,
     /// Encrypt the capture files at rest (AES-256-GCM or SEED-GCM), in sealed chunks;
     /// `corecap decrypt` gives the pcapng back. Needs -w and --key-file.
     #[arg(long, value_enum)]
@@ -227,7 +232,7 @@ pub(crate) struct CaptureArgs {
     /// Key-encryption key for --encrypt (64 hex digits; `corecap keygen` makes one).
     #[arg(long, value_name = "FILE")]
     pub(crate) key_file: Option<PathBuf>,
-    /// Rotate files like dumpcap: filesize:MB, duration:S, files:N (comma-separated or repeated).
+    /// Rotate files like dumpcap: filesize:kB (1000 bytes; or with a suffix, 100M, 1G), duration:S, files:N (comma-separated or repeated).
     #[arg(short = 'b', long = "ring-buffer", value_name = "KEY:VALUE")]
     pub(crate) rotate: Vec<String>,
     /// Stop after COUNT packets.
@@ -591,7 +596,7 @@ pub(crate) struct ServeArgs {
     /// their index), like capture -w with rotation; queries answer over it and the spool.
     #[arg(long, value_name = "DIR", requires = "interfaces")]
     pub(crate) record: Option<std::path::PathBuf>,
-    /// Rotation of the recording, as capture's -b (default: filesize:1000,duration:300).
+    /// Rotation of the recording, as capture's -b (default: filesize:1G,duration:300).
     #[arg(
         short = 'b',
         long = "rotate",

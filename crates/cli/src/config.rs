@@ -24,24 +24,38 @@ use crate::args::{
     RunMode, ServeArgs, StartMode, TransportArg,
 };
 
-/// Parses `-b` options: `filesize:MB`, `duration:S`, `files:N`.
+/// Parses `-b` options as dumpcap: `filesize:kB` (or a size with a suffix), `duration:S`,
+/// `files:N`.
 pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
     let mut r = Rotation::default();
     for spec in specs.iter().flat_map(|s| s.split(',')) {
         let (k, v) = spec
             .split_once(':')
             .with_context(|| format!("bad -b option '{spec}' (expected KEY:VALUE)"))?;
-        let n: u64 = v
-            .parse()
-            .with_context(|| format!("bad number in -b option '{spec}'"))?;
+        // filesize in kB (1000 bytes) as dumpcap counts it, or with a suffix (K, M, G, T:
+        // powers of 1024, as -B and --retain take them).
+        let n: u64 = if k == "filesize" && v.ends_with(|c: char| c.is_ascii_alphabetic()) {
+            corecap_engine::limits::size(v, "-b filesize")?
+        } else {
+            let n: u64 = v
+                .parse()
+                .with_context(|| format!("bad number in -b option '{spec}'"))?;
+            if k == "filesize" {
+                n.checked_mul(1000).context("-b filesize is too large")?
+            } else {
+                n
+            }
+        };
         if n == 0 {
             bail!("-b {k} must be greater than 0");
         }
         match k {
-            "filesize" => r.filesize = Some(n * 1_000_000),
+            "filesize" => r.filesize = Some(n),
             "duration" => r.duration = Some(Duration::from_secs(n)),
             "files" => r.files = Some(n as usize),
-            _ => bail!("unknown -b option '{k}' (use filesize:MB, duration:S or files:N)"),
+            _ => bail!(
+                "unknown -b option '{k}' (use filesize:kB (or 100M, 1G), duration:S or files:N)"
+            ),
         }
     }
     if r.files.is_some() && !r.active() {
@@ -346,12 +360,13 @@ impl Placement {
 fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
     let Some(path) = &a.write else {
         if a.merge
+            || a.per_worker
             || a.pcap
             || !a.rotate.is_empty()
             || a.encrypt.is_some()
             || a.disk.retain.is_some()
         {
-            bail!("--merge, --pcap, -b, --retain and --encrypt need -w FILE");
+            bail!("--merge, --per-worker, --pcap, -b, --retain and --encrypt need -w FILE");
         }
         return Ok(None);
     };
@@ -360,7 +375,9 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
     let o = OutputConfig {
         path: path.clone(),
         format: if a.pcap { Format::Pcap } else { Format::Pcapng },
-        merge: a.merge,
+        // One file in time order, as dumpcap writes, unless --per-worker; groups write
+        // a file per member (they refuse --merge).
+        merge: a.merge || (!a.per_worker && a.groups.is_none()),
         rotation,
         seal: seal(a)?,
         direct: !a.disk.no_direct,
@@ -374,7 +391,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         retention: {
             let r = retention(&a.disk)?;
             if r.is_some() && !rotating {
-                bail!("--retain needs rotation (-b filesize:MB or -b duration:S)");
+                bail!("--retain needs rotation (-b filesize:kB or -b duration:S)");
             }
             r
         },
@@ -555,12 +572,12 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
                 );
             }
             let rotation = if a.rotate.is_empty() {
-                rotation(&["filesize:1000,duration:300".to_owned()])?
+                rotation(&["filesize:1G,duration:300".to_owned()])?
             } else {
                 rotation(&a.rotate)?
             };
             if !rotation.active() {
-                bail!("--record needs rotation (-b filesize:MB or duration:S)");
+                bail!("--record needs rotation (-b filesize:kB or duration:S)");
             }
             for b in &mut bases {
                 b.output = Some(recording(&dir, b, a, rotation, &retention, &run_as)?);
@@ -1017,9 +1034,11 @@ mod tests {
     #[test]
     fn test_rotation() {
         let r = rotation(&["filesize:10,files:3".into(), "duration:60".into()]).expect("valid");
-        assert_eq!(r.filesize, Some(10_000_000));
+        assert_eq!(r.filesize, Some(10_000), "dumpcap's kB");
         assert_eq!(r.files, Some(3));
         assert_eq!(r.duration, Some(Duration::from_secs(60)));
+        let r = rotation(&["filesize:100M".into()]).expect("a suffix");
+        assert_eq!(r.filesize, Some(100 << 20));
         assert!(rotation(&["size:1".into()]).is_err());
         assert!(rotation(&["files:3".into()]).is_err());
         assert!(rotation(&["filesize:x".into()]).is_err());

@@ -285,7 +285,7 @@ fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups:
         how.push("one file in time order".into());
     }
     if let Some(b) = o.rotation.filesize {
-        how.push(format!("a new file every {} MB", b / 1_000_000));
+        how.push(format!("a new file every {}", size_text(b)));
     }
     if let Some(d) = o.rotation.duration {
         how.push(format!("a new file every {} s", d.as_secs_f64()));
@@ -434,4 +434,18 @@ fn finish(cap: Capture, quiet: bool, json: Option<Box<dyn Write>>) -> Result<i32
         bail!("{e}");
     }
     Ok(0)
+}
+
+/// A file size as the start line shows it back: `1 GiB`, `100 MiB`, `8000 kB`.
+fn size_text(b: u64) -> String {
+    for (unit, name) in [(1u64 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB")] {
+        if b >= unit && b.is_multiple_of(unit) {
+            return format!("{} {name}", b / unit);
+        }
+    }
+    if b.is_multiple_of(1000) {
+        format!("{} kB", b / 1000)
+    } else {
+        format!("{b} bytes")
+    }
 }

@@ -153,7 +153,7 @@ fn record(exe: &Path, a: &DemoArgs, rec: &Path) -> Result<(u64, u64)> {
     cap.args(["capture", "--netns", &a.netns, "-i", lab::CAP_IF])
         .args(["--stats-interval", "0", "-w"])
         .arg(rec.join("rec.pcapng"))
-        .args(["-b", &format!("filesize:{FILE_MB}")])
+        .args(["-b", &format!("filesize:{FILE_MB}M")])
         .args(["-c", &a.packets.to_string(), "--duration", "60"]);
     let mut child = cap
         .stderr(Stdio::piped())
@@ -321,7 +321,7 @@ fn footer(folder: &Folder, rec: &Path, ask: &Ask) {
     }
     println!("next:");
     println!(
-        "  corecap capture -i IF -w DIR/rec.pcapng -b filesize:1024 --retain SIZE   # record \
+        "  corecap capture -i IF -w DIR/rec.pcapng -b filesize:1G --retain SIZE   # record \
          under a byte budget"
     );
     println!("  corecap query DIR '{filter}' -w out.pcapng                  # one host back out");

@@ -188,7 +188,7 @@ fn issue21_sigkill_at_random_moments_loses_nothing_older_than_the_flush() {
         "--group-filter",
         &dense,
         "-b",
-        "filesize:8",
+        "filesize:8000",
         "--retain",
         "40M",
         "--flush-interval",
@@ -365,7 +365,7 @@ fn issue22_a_query_reads_the_file_being_written() {
     let lab = Lab::new(1);
     let s = Scratch::new("live");
     let rec = s.path("rec.pcapng");
-    let cap = lab.capture_to(&rec, &["-b", "filesize:64", "--flush-interval", "1"]);
+    let cap = lab.capture_to(&rec, &["-b", "filesize:64000", "--flush-interval", "1"]);
     let sent = lab.gen(
         60,
         &[
@@ -429,7 +429,7 @@ fn issue22_retention_waits_for_a_query_and_queries_stay_whole() {
     let s = Scratch::new("lease");
     let rec = s.path("rec.pcapng");
     let budget: u64 = 3 << 20;
-    let cap = lab.capture_to(&rec, &["-b", "filesize:1", "--retain", "3M"]);
+    let cap = lab.capture_to(&rec, &["-b", "filesize:1000", "--retain", "3M"]);
     // A reader holds the folder's lease (as a query does) while 8 MB arrive.
     let lease = s.path(".corecap-lease");
     let mut holder = Command::new("flock")
@@ -492,7 +492,10 @@ fn issue21_writers_hold_no_privilege() {
     let s = Scratch::new("caps");
     let rec = s.path("rec.pcapng");
     // Root, no -Z: two workers with a disk writer each, and a pipeline's stage writing too.
-    let cap = lab.capture_to(&rec, &["--workers", "2", "-b", "filesize:1"]);
+    let cap = lab.capture_to(
+        &rec,
+        &["--workers", "2", "-b", "filesize:1000", "--per-worker"],
+    );
     let piped = s.path("piped.pcapng");
     let pipe = lab.capture_to(&piped, &["--groups", "balance:1"]);
     for pid in [cap.pid(), pipe.pid()] {

@@ -42,7 +42,7 @@ fn issue8_queue_mode_tags_each_worker_with_its_queue() {
     let lab = Lab::new(2);
     let dir = Scratch::new("qm");
     let out = dir.path("q.pcapng");
-    let cap = lab.capture_to(&out, &["--balance", "queue"]);
+    let cap = lab.capture_to(&out, &["--balance", "queue", "--per-worker"]);
     // Two generator threads on two CPUs send on TX queues 0 and 1, flow by flow.
     let sent = lab.gen_on_two_queues(4000);
     let v = cap.stop();
@@ -61,7 +61,10 @@ fn issue8_flow_mode_keeps_both_directions_on_one_worker() {
     let lab = Lab::new(1);
     let dir = Scratch::new("flow");
     let out = dir.path("f.pcapng");
-    let cap = lab.capture_to(&out, &["--workers", "2", "--balance", "flow"]);
+    let cap = lab.capture_to(
+        &out,
+        &["--workers", "2", "--balance", "flow", "--per-worker"],
+    );
     let sent = lab.gen(4096, &["--flows", "512", "--bidir"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
@@ -261,7 +264,7 @@ fn issue8_bad_inputs_get_one_clear_error() {
     capture_error(&["cap0", "udp", "port"], "invalid filter 'udp port'");
     capture_error(&["cap0", "-B", "100000000"], "of memory available");
     capture_error(
-        &["cap0", "-w", "/nonexistent/dir/x.pcapng"],
+        &["cap0", "-w", "/nonexistent/dir/x.pcapng", "--per-worker"],
         "cannot create /nonexistent/dir/x.w0.pcapng",
     );
     capture_error(
@@ -380,7 +383,7 @@ fn issue8_rotation_keeps_the_newest_files_each_valid() {
     let lab = Lab::new(1);
     let dir = Scratch::new("rot");
     let out = dir.path("r.pcapng");
-    let cap = lab.capture_to(&out, &["--workers", "1", "-b", "filesize:1,files:3"]);
+    let cap = lab.capture_to(&out, &["--workers", "1", "-b", "filesize:1000,files:3"]);
     // 6000 frames of 1518 bytes is about 9 MB: nine or ten 1 MB files, of which 3 are kept.
     let sent = lab.gen(6000, &["--size", "1518", "--rate", "100000"]);
     let v = cap.stop();

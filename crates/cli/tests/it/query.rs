@@ -365,7 +365,7 @@ fn issue13_rotated_lab_recording() {
     let dir = s.path("rec");
     std::fs::create_dir(&dir).unwrap();
     let base = dir.join("r.pcapng");
-    let cap = lab.capture_to(&base, &["--workers", "1", "-b", "filesize:1"]);
+    let cap = lab.capture_to(&base, &["--workers", "1", "-b", "filesize:1000"]);
     let sent = lab.gen(
         12_000,
         &["--flows", "64", "--size", "512", "--rate", "40000"],
@@ -877,7 +877,7 @@ fn issue22_a_window_opens_only_its_files_and_a_damaged_catalog_is_rebuilt() {
             "-w",
             rec.to_str().unwrap(),
             "-b",
-            "filesize:1",
+            "filesize:1000",
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };

@@ -147,7 +147,7 @@ fn issue16_rotation_and_retention_keep_the_newest_files_under_the_budget() {
     let base = dir.path("r.pcapng");
     let cap = lab.capture_to(
         &base,
-        &["--workers", "1", "-b", "filesize:1", "--retain", "3M"],
+        &["--workers", "1", "-b", "filesize:1000", "--retain", "3M"],
     );
     // 8000 frames of 1000 bytes: about 8.3 MB in files of 1 MB, of which 3 MB are kept.
     let sent = lab.gen(8000, &["--size", "1000"]);
@@ -261,7 +261,7 @@ fn issue16_a_reader_never_sees_a_torn_file() {
     let lab = Lab::new(1);
     let dir = Scratch::new("torn");
     let base = dir.path("t.pcapng");
-    let cap = lab.capture_to(&base, &["--workers", "1", "-b", "filesize:1"]);
+    let cap = lab.capture_to(&base, &["--workers", "1", "-b", "filesize:1000"]);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
         let (dir, stop) = (dir.0.clone(), stop.clone());
@@ -476,13 +476,13 @@ fn issue22_the_start_line_names_the_files_written() {
     for (name, extra, files, said) in [
         (
             "plain",
-            &["--workers", "2"][..],
+            &["--workers", "2", "--per-worker"][..],
             ["rec.w0.pcapng", "rec.w1.pcapng"],
             ["rec.w0.pcapng", "rec.w1.pcapng"],
         ),
         (
             "rotated",
-            &["--workers", "2", "-b", "filesize:1"][..],
+            &["--workers", "2", "-b", "filesize:1000", "--per-worker"][..],
             ["rec.w0_00001.pcapng", "rec.w1_00001.pcapng"],
             ["rec.w0_NNNNN.pcapng", "rec.w1_NNNNN.pcapng"],
         ),
@@ -494,7 +494,7 @@ fn issue22_the_start_line_names_the_files_written() {
         ),
         (
             "one",
-            &["--workers", "1", "-b", "filesize:1"][..],
+            &["--workers", "1", "-b", "filesize:1000"][..],
             ["rec_00001.pcapng", "rec_00001.pcapng"],
             ["rec_NNNNN.pcapng", "rec_NNNNN.pcapng"],
         ),
@@ -608,7 +608,7 @@ fn issue40_retention_deletes_only_its_own_files_oldest_packets_first_after_a_goo
         "-w",
         rec_s,
         "-b",
-        "filesize:1000",
+        "filesize:1000000",
         "--retain",
         "250K",
         "--workers",
@@ -675,7 +675,7 @@ fn issue40_a_second_writer_on_a_live_name_is_refused_and_names_the_holder() {
     let lab = Lab::new(1);
     let s = Scratch::new("two-writers");
     let rec = s.path("rec.pcapng");
-    let first = lab.capture_to(&rec, &["-b", "filesize:1"]);
+    let first = lab.capture_to(&rec, &["-b", "filesize:1000"]);
     let o = lab
         .capture_command()
         .arg("-w")
@@ -683,7 +683,7 @@ fn issue40_a_second_writer_on_a_live_name_is_refused_and_names_the_holder() {
         // Bounded: a second writer that is not refused stops by itself.
         .args([
             "-b",
-            "filesize:1",
+            "filesize:1000",
             "--stats-interval",
             "0",
             "--duration",
@@ -699,7 +699,7 @@ fn issue40_a_second_writer_on_a_live_name_is_refused_and_names_the_holder() {
     let v = first.stop();
     assert_eq!(u(&v, "packets"), sent, "the first writer kept every packet");
     // Once the first has stopped, the name is free again.
-    let again = lab.capture_to(&rec, &["-b", "filesize:1"]);
+    let again = lab.capture_to(&rec, &["-b", "filesize:1000"]);
     again.stop();
 
     let d = util::Daemon::start(&lab, &s, &[]);
@@ -779,4 +779,52 @@ fn issue40_serve_retain_counts_the_spool_of_earlier_runs() {
     for kept in ["old2.pcapng", "old3.pcapng", "notes.txt"] {
         assert!(spool.join(kept).exists(), "{kept} kept");
     }
+}
+
+/// Issue 39: a dumpcap command line means what it means in dumpcap: `-w FILE` writes that
+/// one file in time order whatever the number of workers, and `-b filesize:N` counts kB.
+#[test]
+#[ignore = "needs root"]
+fn issue39_w_writes_one_file_in_time_order_and_filesize_counts_kb() {
+    let lab = Lab::new(2);
+    let s = Scratch::new("dumpcap-habits");
+    let rec = s.path("rec.pcapng");
+    let cap = lab.capture_to(&rec, &["--workers", "2", "-b", "filesize:2000"]);
+    let said = cap.stderr_lines().join("\n");
+    assert!(said.contains("a new file every 2000 kB"), "{said}");
+    // About 6 MB from two generator threads, one per RX queue and worker.
+    let sent = lab.gen(6000, &["--size", "1000", "--threads", "2", "--flows", "64"]);
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    let files: Vec<String> = names(&s.0)
+        .into_iter()
+        .filter(|n| n.ends_with(".pcapng"))
+        .collect();
+    assert!(
+        files
+            .iter()
+            .all(|n| n.starts_with("rec_") && !n.contains(".w")),
+        "one series of files, no file per worker: {files:?}"
+    );
+    let mut all = Vec::new();
+    for f in &files {
+        let len = std::fs::metadata(s.path(f)).expect("file").len();
+        // Cut at the first buffer past 2,000,000 bytes.
+        assert!(len < 2_000_000 + (2 << 20), "{f}: {len} bytes");
+        all.extend(util::packets(&s.path(f)));
+    }
+    assert!(files.len() >= 2, "{files:?}");
+    assert_eq!(all.len() as u64, sent);
+    let back: Vec<(usize, u64)> = all
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w[0].0 > w[1].0)
+        .map(|(i, w)| (i, w[0].0 - w[1].0))
+        .collect();
+    assert!(
+        back.is_empty(),
+        "the files are in time order, one after the other: {} steps back (index, ns): {:?}",
+        back.len(),
+        &back[..back.len().min(10)]
+    );
 }

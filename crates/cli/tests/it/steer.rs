@@ -259,7 +259,13 @@ fn issue22_replay_of_any_link_type_keeps_each_flow_on_one_worker() {
         let out = s.path(&format!("{name}.pcapng"));
         let (o, v) = util::replay(
             &real.join(name),
-            &["--workers", "2", "-w", out.to_str().expect("utf8")],
+            &[
+                "--workers",
+                "2",
+                "--per-worker",
+                "-w",
+                out.to_str().expect("utf8"),
+            ],
         );
         assert!(
             o.status.success(),

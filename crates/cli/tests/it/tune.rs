@@ -185,7 +185,7 @@ fn issue6_capture_auto_places_one_worker_per_queue() {
     let lab = Lab::new(2);
     let dir = Scratch::new("auto");
     let out = dir.path("a.pcapng");
-    let cap = lab.capture(&["--auto", "-w", out.to_str().unwrap()]);
+    let cap = lab.capture(&["--auto", "--per-worker", "-w", out.to_str().unwrap()]);
     let said = cap.stderr_lines().join("\n");
     assert!(said.contains("--auto: 2 workers on CPUs 0-1"), "{said}");
     assert!(said.contains("has no queue IRQs"), "{said}");

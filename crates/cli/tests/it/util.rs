@@ -563,7 +563,7 @@ pub fn recording_daemon_args(rec: &Path, extra: &[&str]) -> Vec<String> {
         .map(str::to_owned)
         .collect();
     a.push(rec.to_str().expect("utf8").to_owned());
-    a.extend(["-b", "filesize:1", "--flush-interval", "0.2"].map(str::to_owned));
+    a.extend(["-b", "filesize:1000", "--flush-interval", "0.2"].map(str::to_owned));
     a.extend(extra.iter().map(|s| (*s).to_owned()));
     a
 }

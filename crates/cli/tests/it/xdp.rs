@@ -22,7 +22,11 @@ fn issue7_af_xdp_counts_exactly_with_queue_ids_and_detaches() {
     let lab = Lab::new(2);
     let dir = Scratch::new("xdp");
     let out = dir.path("x.pcapng");
-    let cap = xdp_capture(&lab, "xdp:cap0", &["-w", out.to_str().expect("utf8")]);
+    let cap = xdp_capture(
+        &lab,
+        "xdp:cap0",
+        &["-w", out.to_str().expect("utf8"), "--per-worker"],
+    );
     assert!(xdp_attached(&lab), "program attached while capturing");
     let sent = lab.gen(
         4000,
@@ -118,7 +122,13 @@ fn issue7_xdp_spread_balances_one_queue_by_flow_in_the_kernel() {
     let cap = xdp_capture(
         &lab,
         "xdp:cap0",
-        &["--xdp-spread", "2", "-w", out.to_str().expect("utf8")],
+        &[
+            "--xdp-spread",
+            "2",
+            "-w",
+            out.to_str().expect("utf8"),
+            "--per-worker",
+        ],
     );
     let sent = lab.gen(4096, &["--flows", "512", "--bidir", "--rate", "50000"]);
     let v = cap.stop();

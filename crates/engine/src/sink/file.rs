@@ -32,7 +32,7 @@ pub enum Format {
     Pcap,
 }
 
-/// When to start a new file (`-b filesize:MB,duration:S,files:N`).
+/// When to start a new file (`-b filesize:kB,duration:S,files:N`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rotation {
     /// Start a new file after this many bytes.

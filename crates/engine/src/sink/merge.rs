@@ -3,8 +3,14 @@
 //! Workers copy each block's packets into a batch and send it to the merge thread over a
 //! bounded channel (a full channel makes the worker wait, so its ring fills and the kernel
 //! counts the drops). Each batch carries a watermark: the worker will send no packet older
-//! than it. The merge thread writes the oldest pending packet once every other worker either
-//! has a pending packet or a watermark past it, a k-way merge over the workers.
+//! than it (on a live interface, the time 50 ms ago; from a file, the file's time so far).
+//!
+//! A worker's own packets are not quite in time order: its ring is filled by every CPU
+//! that receives for it, and a packet stamped a few microseconds earlier on one CPU can
+//! take its slot after a later one from another, in the same block or the next. So the
+//! merge thread sorts each batch as it comes, and writes the oldest packet of all pending
+//! batches (of every worker) once every worker's watermark has passed it: a bounded
+//! reorder, whose bound is the watermark's lag, and every file it writes is in time order.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
@@ -56,13 +62,8 @@ impl MergeHandle {
             ..Default::default()
         };
         let mut b = std::mem::replace(&mut self.cur, next);
-        let last = b
-            .packets
-            .len()
-            .checked_sub(1)
-            .and_then(|i| b.packets.ts(i))
-            .unwrap_or(0);
-        b.watermark = watermark.max(last);
+        // Not raised to the batch's last packet: the next batch may hold an older one.
+        b.watermark = watermark;
         self.tx.send(b).is_ok()
     }
 
@@ -93,7 +94,8 @@ pub fn run(
     let mut errors = 0u64;
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(b) => {
+            Ok(mut b) => {
+                b.packets.sort_by_time();
                 let w = b.worker.min(workers - 1);
                 wm[w] = wm[w].max(b.watermark);
                 done[w] |= b.done;
@@ -126,25 +128,31 @@ fn drain(
     wait: bool,
 ) -> u64 {
     let mut errors = 0;
+    // Below this time every worker has said it sends nothing more.
+    let safe = wm
+        .iter()
+        .zip(done)
+        .map(|(&m, &d)| if d { u64::MAX } else { m })
+        .min()
+        .unwrap_or(u64::MAX);
     loop {
+        // The oldest packet of every pending batch of every worker.
         let head = q
             .iter()
             .enumerate()
-            .filter_map(|(w, d)| {
-                d.front()
-                    .and_then(|(b, i)| b.packets.ts(*i))
-                    .map(|ts| (ts, w))
+            .flat_map(|(w, d)| {
+                d.iter()
+                    .enumerate()
+                    .filter_map(move |(j, (b, i))| b.packets.ts(*i).map(|ts| (ts, w, j)))
             })
             .min();
-        let Some((ts, w)) = head else { return errors };
-        let ready = all
-            || q.iter()
-                .enumerate()
-                .all(|(v, d)| v == w || !d.is_empty() || done[v] || wm[v] >= ts);
-        if !ready {
+        let Some((ts, w, j)) = head else {
+            return errors;
+        };
+        if !all && ts > safe {
             return errors;
         }
-        let Some((b, i)) = q[w].front_mut() else {
+        let Some((b, i)) = q[w].get_mut(j) else {
             return errors;
         };
         if let Some((p, _)) = b.packets.get(*i) {
@@ -160,7 +168,7 @@ fn drain(
         }
         *i += 1;
         if *i >= b.packets.len() {
-            q[w].pop_front();
+            q[w].remove(j);
         }
     }
 }
