@@ -1,6 +1,7 @@
 //! A recording folder's catalog on a full disk (issue 40): the recorder and every query go
 //! on when the catalog cannot be written, the catalog is never moved aside or replaced for
-//! want of space, and once space returns the catalog is brought up to date from the files.
+//! want of space, a file that holds no packet gets no capture name, and once space returns
+//! the catalog is brought up to date from the files.
 
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
@@ -221,4 +222,35 @@ fn issue40_a_full_disk_never_moves_the_catalog_aside() {
     assert_eq!(aside(&dir), Vec::<String>::new(), "nothing is moved aside");
     assert_eq!(catalog_inode(&dir), ino, "the catalog was replaced");
     assert_eq!(catalog_names(&dir), file_names(&captures(&dir)));
+}
+
+/// Issue 40: a capture whose disk is full before its first packet used to leave a 0-byte
+/// file under the capture's name (and an empty catalog). A file that holds no packet gets
+/// no capture name: the failed capture leaves no capture file and no catalog, and once space
+/// returns the same command records every packet.
+#[test]
+#[ignore = "needs root"]
+fn issue40_a_capture_that_keeps_no_packet_leaves_no_file() {
+    let s = Scratch::new("no-packet");
+    let disk = SmallDisk::new("1m");
+    let dir = disk.0 .0.clone();
+    let from = s.path("in.pcapng");
+    input(&from, T0, 500);
+    // One page left: the capture's lock file takes it.
+    let filler = util::fill(&dir, 4096);
+    let (ok, err) = record(&from, &dir.join("rec.pcapng"), &[]);
+    assert!(!ok && err.contains("No space left on device"), "{err}");
+    assert_eq!(captures(&dir), Vec::<PathBuf>::new(), "{err}");
+    assert!(
+        !dir.join(CATALOG).exists(),
+        "no empty catalog is left: {err}"
+    );
+
+    std::fs::remove_file(&filler).expect("remove filler");
+    let (ok, err) = record(&from, &dir.join("rec.pcapng"), &[]);
+    assert!(ok, "{err}");
+    assert_eq!(captures(&dir), vec![dir.join("rec.pcapng")]);
+    assert_query(&dir, T0, T0 + 500 * GAP, &s);
+    assert_eq!(util::packets(&dir.join("rec.pcapng")).len(), 500);
+    assert_eq!(catalog_names(&dir), vec!["rec.pcapng".to_owned()]);
 }

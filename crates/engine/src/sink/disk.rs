@@ -667,6 +667,18 @@ impl DiskWriter {
         } else {
             cur.packets
         };
+        if cur.failed && packets == 0 {
+            // A file that holds no packet gets no capture name, as a failed start leaves
+            // none: the error says what happened.
+            let removed = fs::remove_file(part.as_path())
+                .and_then(|_| corecap_linux::direct::sync_parent(part.as_path()));
+            if let Err(e) = removed {
+                self.report
+                    .notes
+                    .push(format!("could not remove {}: {e}", part.display()));
+            }
+            return;
+        }
         // The index goes in place before the file it describes; a file cut back after a
         // failed write gets none (a query scans it).
         if let (Some(mut ix), false) = (cur.index.take(), cur.failed) {
