@@ -1,9 +1,42 @@
 //! A recording folder's catalog: one row per capture file.
+//!
+//! The catalog is an accelerator, never the record: the files and their indexes are. So
+//! nothing the disk does to it may cost a packet or a query.
+//!
+//! - **A rollback journal, not a WAL** (`journal_mode=DELETE`). SQLite's WAL index is a
+//!   file beside the catalog (`-shm`) that every connection maps. SQLite grows it by
+//!   writing the last byte of each page, so on a filesystem whose blocks are smaller than
+//!   a page the rest of the page stays a hole; on a full disk the first store through the
+//!   mapping cannot get a block and the process dies of SIGBUS: the recorder, and every
+//!   query of the folder until space is freed. A rollback journal maps nothing, so every
+//!   failure is an error code. It also takes no space between writes (the journal lives
+//!   only during a transaction, a few pages), where a WAL and its index stayed (32 KiB of
+//!   index, up to 4 MB of log) on filesystems of a few MiB.
+//!
+//!   What a rollback journal gives up is WAL's "readers never block the writer": a
+//!   commit waits (the busy timeout) for readers' shared locks. A reader holds one for a
+//!   single SELECT of the folder's rows, and disk writers of one process take turns as
+//!   they did under WAL, so several disk writers still update one folder's catalog while
+//!   queries in other processes read it. Rejected: `locking_mode=EXCLUSIVE` keeps the WAL
+//!   index in heap memory but locks every other process out for the writer connection's
+//!   life; `immutable` readers may read a checkpoint half done; pre-sizing the `-shm` is
+//!   undone by SQLite, which truncates it whenever a first connection opens it.
+//! - **An error is not damage.** Only SQLite's "corrupt" and "not a database" move a
+//!   catalog aside (`.corecap-catalog.damaged`, then `.damaged-2` ..., never over an
+//!   earlier one), with its journal, before a new one is made from the files. A full
+//!   disk, an I/O error or a lock held past the busy timeout returns the error and leaves
+//!   the catalog as it is: the writer goes on without it and brings it up to date from
+//!   the files later ([`crate::catalog_update::refresh`]); a query reads the files.
+//! - **An earlier version's WAL catalog** is converted by the next writer, which opens it
+//!   with `locking_mode=EXCLUSIVE` first, so that even this read keeps the WAL index in
+//!   heap memory. A reader does not open one (it would map the `-shm`): the files answer
+//!   until a writer has converted it.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 
 /// The catalog's file name in a recording folder (hidden: queries and recovery skip it).
 pub const CATALOG: &str = ".corecap-catalog";
@@ -12,7 +45,7 @@ pub const CATALOG: &str = ".corecap-catalog";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// SQLite refused an operation (a damaged file, a full disk).
+    /// SQLite refused an operation (a damaged file, a full disk, a lock held too long).
     #[error("catalog {path}: {source}")]
     Sqlite {
         /// The catalog.
@@ -20,7 +53,7 @@ pub enum Error {
         /// SQLite's error.
         source: rusqlite::Error,
     },
-    /// The file system refused (moving a damaged catalog aside).
+    /// The file system refused (reading the catalog's header, moving a damaged one aside).
     #[error("catalog {path}: {source}")]
     Io {
         /// The catalog.
@@ -28,7 +61,33 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The catalog is in WAL mode (an earlier version's) and could not be converted, or is
+    /// not read as it is (see the module doc).
+    #[error("catalog {path}: in WAL mode, left by an earlier corecap; the next recording in the folder converts it")]
+    Wal {
+        /// The catalog.
+        path: PathBuf,
+    },
 }
+
+impl Error {
+    /// Whether the catalog itself is damaged (SQLite says corrupt, or not a database), as
+    /// opposed to a refusal of the disk or of another connection.
+    pub fn is_damage(&self) -> bool {
+        let Error::Sqlite {
+            source: rusqlite::Error::SqliteFailure(e, _),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        matches!(e.code, ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase)
+    }
+}
+
+/// Held while a thread of this process decides whether the catalog is new or damaged, so
+/// two disk writers never both make one or move one aside.
+static OPENING: Mutex<()> = Mutex::new(());
 
 /// The state of a capture file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,26 +198,27 @@ impl Catalog {
     }
 
     /// Opens the catalog of `dir` for writing, making it if it is not there. A catalog that
-    /// SQLite cannot read is moved aside (`.corecap-catalog.damaged`) and a new one made;
-    /// `true` in the result then says it must be filled from the files
-    /// ([`Catalog::open_or_rebuild`] does).
+    /// SQLite finds damaged is moved aside (see the module doc) and a new one made; `true`
+    /// in the result then says it must be filled from the files
+    /// ([`Catalog::open_or_rebuild`] does). Any other error leaves the catalog as it is.
     pub fn open(dir: &Path) -> Result<(Catalog, bool), Error> {
+        let _one = OPENING.lock().unwrap_or_else(PoisonError::into_inner);
         let path = dir.join(CATALOG);
-        let fresh = !path.exists();
+        // An empty file is a catalog made and never written: it is filled like a new one.
+        let fresh = std::fs::metadata(&path).map_or(true, |m| m.len() == 0);
         match Self::open_at(&path) {
             Ok(c) => Ok((c, fresh)),
-            Err(Error::Sqlite { .. }) if !fresh => {
-                let aside = dir.join(format!("{CATALOG}.damaged"));
-                std::fs::rename(&path, &aside).map_err(|source| Error::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-                for ext in ["-wal", "-shm"] {
-                    let _ = std::fs::remove_file(dir.join(format!("{CATALOG}{ext}")));
-                }
-                Ok((Self::open_at(&path)?, true))
+            Err(e) if e.is_damage() && !fresh => {
+                move_aside(dir, &path)?;
+                Self::open_at(&path)
+                    .map(|c| (c, true))
+                    .inspect_err(|_| remove_if_empty(&path))
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                // A catalog this open made (the disk was full): nothing is left of it.
+                remove_if_empty(&path);
+                Err(e)
+            }
         }
     }
 
@@ -166,8 +226,23 @@ impl Catalog {
         let e = Self::sqlite(path);
         let conn = Connection::open(path).map_err(&e)?;
         conn.busy_timeout(Duration::from_secs(5)).map_err(&e)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
+        // A rollback journal (see the module doc). An earlier version's WAL catalog is read
+        // with its WAL index in heap memory (exclusive locking), then converted; locking
+        // goes back to normal at the next access.
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
             .map_err(&e)?;
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get(0))
+            .map_err(&e)?;
+        conn.pragma_update(None, "locking_mode", "NORMAL")
+            .map_err(&e)?;
+        if !mode.eq_ignore_ascii_case("delete") {
+            return Err(Error::Wal {
+                path: path.to_owned(),
+            });
+        }
+        // The WAL index an earlier version left is no one's now.
+        let _ = std::fs::remove_file(sibling(path, "-shm"));
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(&e)?;
         conn.execute_batch(SCHEMA).map_err(&e)?;
@@ -182,16 +257,42 @@ impl Catalog {
     }
 
     /// Opens the catalog of `dir` to read it; None when there is none (or it cannot be
-    /// read: the files themselves still answer).
+    /// read: the files themselves still answer; [`Catalog::try_read`] says why).
     pub fn read(dir: &Path) -> Option<Catalog> {
+        Self::try_read(dir).ok().flatten()
+    }
+
+    /// Opens the catalog of `dir` to read it: None when there is none (or it is empty), an
+    /// error when it is there but cannot be read. It is never written, and never mapped:
+    /// a catalog in WAL mode is not opened (see the module doc).
+    pub fn try_read(dir: &Path) -> Result<Option<Catalog>, Error> {
+        use std::io::Read;
         let path = dir.join(CATALOG);
-        if !path.exists() {
-            return None;
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut head = [0u8; 20];
+        let n = match std::fs::File::open(&path) {
+            Ok(mut f) => f.read(&mut head).map_err(io)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(e)),
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        // The file format versions at offsets 18 and 19 are 2 in WAL mode.
+        if n == 20 && head[18] == 2 && head[19] == 2 {
+            return Err(Error::Wal { path: path.clone() });
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&path, flags).ok()?;
-        conn.busy_timeout(Duration::from_secs(5)).ok()?;
-        Some(Catalog { conn, path })
+        let opened = Connection::open_with_flags(&path, flags).and_then(|conn| {
+            conn.busy_timeout(Duration::from_secs(5))?;
+            conn.query_row("SELECT count(*) FROM files", [], |_| Ok(()))?;
+            Ok(conn)
+        });
+        let conn = opened.map_err(Self::sqlite(&path))?;
+        Ok(Some(Catalog { conn, path }))
     }
 
     /// Opens the catalog of `dir` for writing; when it was missing or damaged, fills it
@@ -202,37 +303,30 @@ impl Catalog {
     ) -> Result<Catalog, Error> {
         let (c, fresh) = Self::open(dir)?;
         if fresh {
-            for e in files() {
-                c.put(&e)?;
-            }
+            c.update(&files(), &[])?;
         }
         Ok(c)
     }
 
     /// Adds or replaces a file's entry.
     pub fn put(&self, e: &Entry) -> Result<(), Error> {
-        let (first, last) = e.time.map_or((None, None), |(a, b)| (Some(a), Some(b)));
-        self.conn
-            .execute(
-                &format!(
-                    "INSERT OR REPLACE INTO files ({COLUMNS}) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-                ),
-                params![
-                    e.name,
-                    e.state.as_str(),
-                    first.map(|v| v as i64),
-                    last.map(|v| v as i64),
-                    e.packets as i64,
-                    e.bytes as i64,
-                    e.index_bytes as i64,
-                    e.identity.map(|(c, _)| c as i64),
-                    e.identity.map(|(_, id)| id.first as i64),
-                    e.identity.map(|(_, id)| id.last as i64),
-                ],
-            )
-            .map(|_| ())
-            .map_err(Self::sqlite(&self.path))
+        put_on(&self.conn, e).map_err(Self::sqlite(&self.path))
+    }
+
+    /// Adds or replaces the entries `put` and removes those named in `gone`, all at once.
+    pub fn update(&self, put: &[Entry], gone: &[String]) -> Result<(), Error> {
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(Self::sqlite(&self.path))?;
+        for e in put {
+            put_on(&tx, e).map_err(Self::sqlite(&self.path))?;
+        }
+        for name in gone {
+            tx.execute("DELETE FROM files WHERE name = ?1", params![name])
+                .map_err(Self::sqlite(&self.path))?;
+        }
+        tx.commit().map_err(Self::sqlite(&self.path))
     }
 
     /// Removes a file's entry (retention deleted it).
@@ -310,6 +404,80 @@ fn row_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
     })
 }
 
+fn put_on(conn: &Connection, e: &Entry) -> rusqlite::Result<()> {
+    let (first, last) = e.time.map_or((None, None), |(a, b)| (Some(a), Some(b)));
+    conn.execute(
+        &format!(
+            "INSERT OR REPLACE INTO files ({COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        ),
+        params![
+            e.name,
+            e.state.as_str(),
+            first.map(|v| v as i64),
+            last.map(|v| v as i64),
+            e.packets as i64,
+            e.bytes as i64,
+            e.index_bytes as i64,
+            e.identity.map(|(c, _)| c as i64),
+            e.identity.map(|(_, id)| id.first as i64),
+            e.identity.map(|(_, id)| id.last as i64),
+        ],
+    )
+    .map(|_| ())
+}
+
+/// `path` with `ext` appended (SQLite's names for a database's journal and WAL files).
+fn sibling(path: &Path, ext: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+/// Removes the catalog at `path` if it is an empty file (made, never written).
+fn remove_if_empty(path: &Path) {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Moves a damaged catalog aside under the first free name of `.corecap-catalog.damaged`,
+/// `.damaged-2` ..., with its journal and WAL (left here, SQLite would play them into the
+/// new catalog); its WAL index is removed.
+fn move_aside(dir: &Path, path: &Path) -> Result<PathBuf, Error> {
+    let io = |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    };
+    for n in 1..1000 {
+        let aside = match n {
+            1 => dir.join(format!("{CATALOG}.damaged")),
+            n => dir.join(format!("{CATALOG}.damaged-{n}")),
+        };
+        match corecap_linux::direct::rename_noreplace(path, &aside) {
+            Ok(()) => {
+                for ext in ["-journal", "-wal"] {
+                    let from = sibling(path, ext);
+                    if from.exists()
+                        && corecap_linux::direct::rename_noreplace(&from, &sibling(&aside, ext))
+                            .is_err()
+                    {
+                        let _ = std::fs::remove_file(&from);
+                    }
+                }
+                let _ = std::fs::remove_file(sibling(path, "-shm"));
+                return Ok(aside);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io(e)),
+        }
+    }
+    Err(io(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        "no free name to move the damaged catalog aside",
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,6 +532,70 @@ mod tests {
         let c = Catalog::open_or_rebuild(&d, || vec![entry("x.pcapng", 1)]).expect("rebuilt");
         assert_eq!(c.entries().expect("entries").len(), 1);
         assert!(d.join(format!("{CATALOG}.damaged")).exists());
+        std::fs::remove_dir_all(&d).expect("clean");
+    }
+
+    /// Issue 40: damage is moved aside, never over an earlier damaged catalog.
+    #[test]
+    fn test_issue40_damage_never_replaces_an_earlier_damaged_catalog() {
+        let d = dir("damaged-twice");
+        let first = b"the catalog damaged first, kept for a look".to_vec();
+        let second = b"this is no database either, but long enough".to_vec();
+        std::fs::write(d.join(format!("{CATALOG}.damaged")), &first).expect("w");
+        std::fs::write(d.join(CATALOG), &second).expect("w");
+        let c = Catalog::open_or_rebuild(&d, || vec![entry("x.pcapng", 1)]).expect("rebuilt");
+        assert_eq!(c.entries().expect("entries").len(), 1);
+        let read = |n: &str| std::fs::read(d.join(format!("{CATALOG}{n}"))).expect("aside");
+        assert_eq!(read(".damaged"), first);
+        assert_eq!(read(".damaged-2"), second);
+        std::fs::remove_dir_all(&d).expect("clean");
+    }
+
+    /// Issue 40: a catalog SQLite cannot open for now (another connection holds it locked
+    /// past the busy timeout) is not damaged: the error is returned and the catalog kept.
+    #[test]
+    fn test_issue40_a_locked_catalog_is_not_moved_aside() {
+        let d = dir("locked");
+        let (c, _) = Catalog::open(&d).expect("open");
+        c.put(&entry("a.pcapng", 100)).expect("put");
+        drop(c);
+        let holder = Connection::open(d.join(CATALOG)).expect("open");
+        holder
+            .execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE;")
+            .expect("lock");
+        assert!(
+            Catalog::open(&d).is_err(),
+            "a locked catalog cannot be written"
+        );
+        drop(holder);
+        assert!(!d.join(format!("{CATALOG}.damaged")).exists());
+        let r = Catalog::read(&d).expect("readable");
+        assert_eq!(r.entries().expect("entries"), vec![entry("a.pcapng", 100)]);
+        std::fs::remove_dir_all(&d).expect("clean");
+    }
+
+    /// Issue 40: the catalog maps no shared memory, so no full disk can fault a writer or a
+    /// reader: no `-shm` (and no `-wal`) is beside it while a writer and a reader both have
+    /// it open, and a catalog an earlier version left in WAL mode is converted.
+    #[test]
+    fn test_issue40_the_catalog_maps_no_shared_memory() {
+        let d = dir("no-shm");
+        {
+            let old = Connection::open(d.join(CATALOG)).expect("open");
+            old.pragma_update(None, "journal_mode", "WAL").expect("wal");
+            old.execute_batch(SCHEMA).expect("schema");
+        }
+        let (c, fresh) = Catalog::open(&d).expect("open");
+        assert!(!fresh);
+        c.put(&entry("a.pcapng", 100)).expect("put");
+        let r = Catalog::read(&d).expect("readable");
+        assert_eq!(r.entries().expect("entries").len(), 1);
+        c.put(&entry("b.pcapng", 200))
+            .expect("put while a reader is open");
+        assert_eq!(r.entries().expect("entries").len(), 2);
+        for ext in ["-shm", "-wal"] {
+            assert!(!d.join(format!("{CATALOG}{ext}")).exists(), "{ext}");
+        }
         std::fs::remove_dir_all(&d).expect("clean");
     }
 }

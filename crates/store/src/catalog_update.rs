@@ -1,8 +1,10 @@
 //! Keeping a recording folder's catalog ([`crate::Catalog`]) true: the disk writer
 //! records each file it names, recovery each file it recovers, retention each file it
 //! deletes. A catalog that cannot be written costs a note, never a packet: queries still
-//! have the files.
+//! have the files, and the next writer that can write it brings it up to date from them
+//! ([`refresh`]).
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::{Catalog, Entry, State};
@@ -31,8 +33,8 @@ pub fn entry_from_index(path: &Path, state: State) -> Option<Entry> {
     })
 }
 
-/// The entries of every capture file of `dir`, for a catalog made anew.
-fn entries_of(dir: &Path) -> Vec<Entry> {
+/// The capture files of `dir` (not hidden, not indexes, pcap, pcapng or sealed).
+fn capture_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -50,22 +52,62 @@ fn entries_of(dir: &Path) -> Vec<Entry> {
                 Ok(crate::query::FileKind::Plain | crate::query::FileKind::Sealed)
             )
         })
-        .filter_map(|p| {
-            let state = if p.to_string_lossy().contains(".recovered-") {
-                State::Recovered
-            } else {
-                State::Whole
-            };
-            entry_from_index(&p, state)
-        })
+        .collect()
+}
+
+/// A capture file's entry, its state told by its name.
+fn entry_of(p: &Path) -> Option<Entry> {
+    let state = if p.to_string_lossy().contains(".recovered-") {
+        State::Recovered
+    } else {
+        State::Whole
+    };
+    entry_from_index(p, state)
+}
+
+/// The entries of every capture file of `dir`, for a catalog made anew.
+fn entries_of(dir: &Path) -> Vec<Entry> {
+    capture_files(dir)
+        .iter()
+        .filter_map(|p| entry_of(p))
         .collect()
 }
 
 /// Records a file in its folder's catalog (made, or rebuilt from the files, if needed).
-pub fn record(e: &Entry, dir: &Path) -> Result<(), String> {
-    Catalog::open_or_rebuild(dir, || entries_of(dir))
-        .and_then(|c| c.put(e))
-        .map_err(|e| e.to_string())
+/// An error leaves the catalog as it was (see [`crate::Catalog`]).
+pub fn record(e: &Entry, dir: &Path) -> Result<(), crate::Error> {
+    Catalog::open_or_rebuild(dir, || entries_of(dir)).and_then(|c| c.put(e))
+}
+
+/// Brings the catalog of `dir` up to date with its files, after it missed updates (it could
+/// not be written: a full disk, an I/O error). Each capture file without an entry, or whose
+/// entry's byte count is not its own, gets one from its index; entries whose file is gone
+/// are removed. One directory listing, and an index read per file that changed.
+pub fn refresh(dir: &Path) -> Result<(), crate::Error> {
+    let c = Catalog::open_or_rebuild(dir, || entries_of(dir))?;
+    let known: HashMap<String, Entry> = c
+        .entries()?
+        .into_iter()
+        .map(|e| (e.name.clone(), e))
+        .collect();
+    let files = capture_files(dir);
+    let mut put = Vec::new();
+    let mut present = HashSet::new();
+    for p in &files {
+        let Some(name) = p.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let size = std::fs::metadata(p).map_or(0, |m| m.len());
+        if known.get(&name).is_none_or(|e| e.bytes != size) {
+            put.extend(entry_of(p));
+        }
+        present.insert(name);
+    }
+    let gone: Vec<String> = known.into_keys().filter(|n| !present.contains(n)).collect();
+    if put.is_empty() && gone.is_empty() {
+        return Ok(());
+    }
+    c.update(&put, &gone)
 }
 
 /// Removes deleted files from their folders' catalogs.

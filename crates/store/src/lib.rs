@@ -15,13 +15,18 @@
 //!   naming every capture file with its state (being written, whole, recovered), its time
 //!   range, packet and byte counts and its index's bytes, so a query over a window opens
 //!   only the files that overlap it. A missing or damaged catalog is rebuilt from the files
-//!   by whoever writes the folder next ([`Catalog::open_or_rebuild`]).
+//!   by whoever writes the folder next ([`Catalog::open_or_rebuild`]), and one that missed
+//!   updates (a full disk) is brought up to date from them
+//!   ([`catalog_update::refresh`]). It is an accelerator: a catalog that cannot be written
+//!   or read costs a note, never a packet or an answer.
 //! - [`query`]: filtered, time-ordered reads over many files, pruned by their indexes.
 //!
 //! SQLite (through `rusqlite`, built in) rather than a format of our own: several disk
 //! writers update one folder's catalog at once, readers query it while they do, and a
-//! crash in the middle of an update must leave the old state or the new one. SQLite's WAL
-//! gives all three, tested far beyond what a bespoke file would be.
+//! crash in the middle of an update must leave the old state or the new one. SQLite's
+//! rollback journal gives all three, tested far beyond what a bespoke file would be; not
+//! its WAL, whose mapped index kills a process with SIGBUS on a full disk (the reasons are
+//! in [`Catalog`]'s module).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

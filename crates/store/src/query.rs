@@ -139,6 +139,8 @@ pub struct QueryStats {
 #[derive(Default)]
 struct Catalogs {
     by_dir: HashMap<PathBuf, Option<HashMap<String, crate::Entry>>>,
+    /// One line per folder whose catalog is there but cannot be read.
+    notes: Vec<String>,
 }
 
 impl Catalogs {
@@ -151,10 +153,18 @@ impl Catalogs {
             return false;
         }
         let dir = crate::names::dir_of(f).to_owned();
+        let notes = &mut self.notes;
         let entries = self.by_dir.entry(dir.clone()).or_insert_with(|| {
-            let c = crate::Catalog::read(&dir)?;
-            let list = c.entries().ok()?;
-            Some(list.into_iter().map(|e| (e.name.clone(), e)).collect())
+            let read =
+                crate::Catalog::try_read(&dir).and_then(|c| c.map(|c| c.entries()).transpose());
+            match read {
+                Ok(list) => Some(list?.into_iter().map(|e| (e.name.clone(), e)).collect()),
+                Err(e) => {
+                    // The catalog only spares opening files: they answer without it.
+                    notes.push(format!("{e}; the files answer without it"));
+                    None
+                }
+            }
         });
         let (Some(entries), Some(name)) = (entries.as_ref(), f.file_name()) else {
             return false;
@@ -1551,6 +1561,7 @@ fn plan_all(spec: &QuerySpec, stats: &mut QueryStats) -> Result<Vec<FilePlan>, Q
             plans.push(plan);
         }
     }
+    stats.notes.append(&mut catalogs.notes);
     Ok(plans)
 }
 
@@ -1848,6 +1859,7 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
             })
             .sum::<u64>();
     }
+    c.notes.append(&mut catalogs.notes);
     Ok(c)
 }
 

@@ -14,10 +14,13 @@
 //! A part is recovered only when its first bytes are a capture file's (pcapng, pcap, or a
 //! sealed file): a hidden `.NAME.part` of another program (a browser's half-downloaded
 //! file) is left as it is, with a note that says why. The only files removed are those that
-//! are ours and cannot hold a packet: a part that begins as a capture file but ends before
-//! its file header is whole, a part with a capture file's name that holds nothing yet (no
-//! bytes, or only the zeros of space reserved ahead), and the temporary file of an index
-//! (indexes are rebuilt from the data).
+//! are ours and hold no packet: a part that begins as a capture file but ends before its
+//! file header is whole, or whose whole blocks hold no packet (a pcap or pcapng part; a
+//! sealed part's chunks are not opened to count them), a part with a capture file's name
+//! that holds nothing yet (no bytes, or only the zeros of space reserved ahead), and the
+//! temporary file of an index (indexes are rebuilt from the data). A file that holds no
+//! packet never gets a capture name, as the writer gives none to a file it failed to put a
+//! packet in.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read};
@@ -250,6 +253,13 @@ fn recover_part(part: &Path, path: &Path, kek: Option<&Arc<KeyFile>>) -> io::Res
             "it ended before its file header, so it held no packet",
         ));
     };
+    if !whole.sealed && whole.packets == 0 {
+        // A file that holds no packet gets no capture name (as a writer whose disk filled
+        // before its first packet removes its file).
+        drop(file);
+        remove_part(part)?;
+        return Ok(Outcome::Removed("its whole blocks hold no packet"));
+    }
     file.set_len(whole.bytes)?;
     file.sync_all()?;
     drop(file);
@@ -639,6 +649,28 @@ mod tests {
         let r = recover_dir(&d, None).expect("recover");
         assert_eq!(r.files[0].packets, 10);
         assert_eq!(fs::read(&r.files[0].path).expect("read"), whole);
+        fs::remove_dir_all(&d).expect("clean");
+    }
+
+    /// Issue 40: a part whose whole blocks hold no packet (its header, then a torn first
+    /// packet) gets no capture name: it is removed, as a writer whose disk filled removes
+    /// such a file.
+    #[test]
+    fn test_issue40_a_part_with_no_packet_gets_no_name() {
+        let d = scratch("no-packet");
+        let header = pcapng(0);
+        let one = pcapng(1);
+        let mut b = header.clone();
+        b.extend_from_slice(&one[header.len()..header.len() + 20]);
+        fs::write(d.join(".rec.pcapng.part"), &b).expect("write");
+        let r = recover_dir(&d, None).expect("recover");
+        assert!(r.files.is_empty(), "{:?}", r.files);
+        let left: Vec<_> = fs::read_dir(&d)
+            .expect("dir")
+            .filter_map(Result::ok)
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
         fs::remove_dir_all(&d).expect("clean");
     }
 

@@ -6,6 +6,7 @@
 mod util;
 
 mod bench;
+mod catalog;
 mod compressed;
 mod durability;
 mod extcap;

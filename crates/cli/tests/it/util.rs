@@ -427,6 +427,67 @@ impl Drop for Mounted {
     }
 }
 
+/// A small ext4 filesystem of 1 KiB blocks with no blocks reserved for root, made in a
+/// file by `mkfs.ext4` and loop-mounted for one test; unmounted on drop. Blocks smaller
+/// than a page are what a tmpfs cannot show: a file written one byte per page holds holes
+/// that a later write through a mapping must allocate.
+pub struct LoopDisk {
+    pub mnt: Scratch,
+    _image: Scratch,
+}
+
+impl LoopDisk {
+    pub fn ext4(mib: u64) -> Self {
+        let image = Scratch::new("image");
+        let file = image.path("fs.img");
+        std::fs::File::create(&file)
+            .and_then(|f| f.set_len(mib << 20))
+            .expect("image file");
+        let st = Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", "1024", "-m", "0"])
+            .arg(&file)
+            .status()
+            .expect("run mkfs.ext4 (e2fsprogs)");
+        assert!(st.success(), "mkfs.ext4");
+        let mnt = Scratch::new("ext4");
+        let st = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&file)
+            .arg(&mnt.0)
+            .status()
+            .expect("mount");
+        assert!(st.success(), "mount -o loop");
+        Self { mnt, _image: image }
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt.0).status();
+    }
+}
+
+/// Fills the filesystem of `dir` with `dir/FILLER` until a write is refused for space, then
+/// gives `leave` bytes back; returns the filler's path (delete it to free the space).
+pub fn fill(dir: &Path, leave: u64) -> PathBuf {
+    let p = dir.join("FILLER");
+    let mut f = std::fs::File::create(&p).expect("filler");
+    let chunk = [0xa5u8; 1024];
+    loop {
+        match f.write(&chunk) {
+            Ok(n) if n > 0 => {}
+            Ok(_) => break,
+            Err(e) if e.raw_os_error() == Some(28) => break,
+            Err(e) => panic!("filling {}: {e}", p.display()),
+        }
+    }
+    let _ = f.sync_all();
+    let len = f.metadata().expect("filler size").len();
+    f.set_len(len.saturating_sub(leave)).expect("give back");
+    f.sync_all().expect("sync filler");
+    p
+}
+
 /// (timestamp, frame) of every packet of a file, up to its first error.
 pub fn packets(p: &Path) -> Vec<(u64, Vec<u8>)> {
     let Ok(mut r) = corecap_wire::CaptureReader::open(p) else {

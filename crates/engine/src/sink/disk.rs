@@ -214,6 +214,9 @@ struct DiskWriter {
     kept: VecDeque<PathBuf>,
     noted_buffered: bool,
     noted_catalog: bool,
+    /// The folder's catalog may lack files: at start (another run may have named files it
+    /// could not record) and after an update failed. The next file named refreshes it.
+    catalog_behind: bool,
     scratch: Vec<Done>,
 }
 
@@ -664,6 +667,18 @@ impl DiskWriter {
         } else {
             cur.packets
         };
+        if cur.failed && packets == 0 {
+            // A file that holds no packet gets no capture name, as a failed start leaves
+            // none: the error says what happened.
+            let removed = fs::remove_file(part.as_path())
+                .and_then(|_| corecap_linux::direct::sync_parent(part.as_path()));
+            if let Err(e) = removed {
+                self.report
+                    .notes
+                    .push(format!("could not remove {}: {e}", part.display()));
+            }
+            return;
+        }
         // The index goes in place before the file it describes; a file cut back after a
         // failed write gets none (a query scans it).
         let mut identity = None;
@@ -718,14 +733,24 @@ impl DiskWriter {
     /// A file just named: recorded in its folder's catalog, then kept under `-b files:N`
     /// and the byte budget, which may delete the oldest.
     fn keep(&mut self, path: &Path, entry: &corecap_store::Entry, bytes: u64) {
-        if let Err(e) =
-            corecap_store::catalog_update::record(entry, corecap_store::names::dir_of(path))
-        {
+        // A catalog behind its files (this writer's first file, or one after a failed
+        // update) is brought up to date from them first. The catalog is an accelerator:
+        // one that cannot be written costs a note, and recording goes on.
+        let dir = corecap_store::names::dir_of(path);
+        let kept = if self.catalog_behind {
+            corecap_store::catalog_update::refresh(dir)
+                .and_then(|()| corecap_store::catalog_update::record(entry, dir))
+        } else {
+            corecap_store::catalog_update::record(entry, dir)
+        };
+        self.catalog_behind = kept.is_err();
+        if let Err(e) = kept {
             if !self.noted_catalog {
                 self.noted_catalog = true;
-                self.report
-                    .notes
-                    .push(format!("the folder's catalog is not kept: {e}"));
+                self.report.notes.push(format!(
+                    "the folder's catalog is not kept for now: {e} (recording goes on; \
+                     it is brought up to date from the files when it can be written)"
+                ));
             }
         }
         self.report.files.push(path.to_owned());
@@ -825,6 +850,7 @@ impl Disk {
             kept: VecDeque::new(),
             noted_buffered: false,
             noted_catalog: false,
+            catalog_behind: true,
             scratch: Vec::new(),
         };
         let target = match first {
