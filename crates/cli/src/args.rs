@@ -67,6 +67,31 @@ pub(crate) enum Cmd {
         #[command(subcommand)]
         cmd: TuneCmd,
     },
+    /// Write the man pages or a shell's completions, made from these definitions (a
+    /// package ships them; `crates/cli/debian/build` runs it).
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: GenerateCmd,
+    },
+}
+
+/// `corecap generate`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum GenerateCmd {
+    /// One man page per command and subcommand (corecap.1, corecap-serve.1,
+    /// corecap-lab-up.1 ...) into DIR, made when missing.
+    Man {
+        /// Folder to write the pages into.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// The completion script of SHELL, on stdout.
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -41,6 +41,7 @@ fn main() {
         args::Cmd::Demo(a) => cmd::demo::run(a),
         args::Cmd::Bench(a) => cmd::bench::run(a),
         args::Cmd::Tune { cmd } => cmd::tune::run(cmd),
+        args::Cmd::Generate { what } => cmd::generate::run(what),
         args::Cmd::Serve(a) => cmd::serve::run(*a),
         args::Cmd::Request(a) => cmd::request::run(a),
         args::Cmd::Index(a) => cmd::index::run(a),
