@@ -21,8 +21,23 @@ pub(crate) fn run(what: GenerateCmd) -> Result<i32> {
 /// Writes `corecap.1` and one page per visible subcommand, `corecap-SUB[-SUB].1`.
 fn man(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
-    clap_mangen::generate_to(Cli::command(), dir)
-        .with_context(|| format!("writing the man pages into {}", dir.display()))
+    let mut root = Cli::command().disable_help_subcommand(true);
+    root.build();
+    page(&root, dir)
+}
+
+/// The page of `cmd` and of its visible subcommands, each with corecap's name and version
+/// in the footer (clap_mangen would put the subcommand's own name there).
+fn page(cmd: &Command, dir: &Path) -> Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        page(sub, dir)?;
+    }
+    let man = clap_mangen::Man::new(cmd.clone())
+        .source(concat!("corecap ", env!("CARGO_PKG_VERSION")))
+        .manual("corecap manual");
+    man.generate_to(dir)
+        .with_context(|| format!("writing {}", dir.join(man.get_filename()).display()))?;
+    Ok(())
 }
 
 /// Prints the completion script of `shell`. It is made in memory first: a closed stdout

@@ -10,6 +10,7 @@ mod compressed;
 mod durability;
 mod extcap;
 mod fleet;
+mod install;
 mod ipfix;
 mod lookback;
 mod net;
