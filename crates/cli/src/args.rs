@@ -579,6 +579,11 @@ pub(crate) enum BenchWhat {
 
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {
+    /// Read serve's settings from this TOML file: each key a long flag as typed here
+    /// (`spool = "/var/lib/corecap/spool"`, `interface = ["eth0"]`, `json = true`); a flag
+    /// on the command line wins over the file's key. An unknown key is an error.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// Run a base capture on this interface, so requests on it attach to its workers
     /// (repeatable). Requests on other interfaces spawn a worker of their own.
     #[arg(short = 'i', long = "interface", value_name = "IF")]

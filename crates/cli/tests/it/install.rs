@@ -1,9 +1,13 @@
 //! Issue 39: corecap installs like a package. The man pages and shell completions that
-//! the package ships (made by `corecap generate`) cover every subcommand.
+//! the package ships (made by `corecap generate`) cover every subcommand, and `serve
+//! --config FILE` reads serve's flags from TOML: an unknown key fails with its name, and a
+//! flag on the command line wins over the file.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::util::{corecap, Scratch};
+use crate::util::{bin, corecap, lines_of, Scratch};
 
 /// Every visible command as its path of names: `[]` (corecap), `["capture"]`, `["lab",
 /// "up"]` ..., read from the `Commands:` sections of `--help`.
@@ -127,4 +131,157 @@ fn issue39_completions_for_bash_zsh_and_fish_name_every_subcommand() {
             .expect("bash -n");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
+}
+
+/// Runs `corecap serve ARGS` and waits for its exit (at most 30 s; then it is killed).
+fn serve_exit(args: &[&str]) -> Output {
+    let mut child = Command::new(bin())
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start corecap serve");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve kept running");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Starts `corecap serve ARGS`, returns it and its `serving on ...` line once it is up.
+fn serve_up(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(bin())
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start corecap serve");
+    let lines = lines_of(child.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match lines.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) if l.contains("serving on") => return (child, l),
+            Ok(_) => {}
+            Err(_) => {
+                if let Ok(Some(st)) = child.try_wait() {
+                    panic!("serve exited: {st}");
+                }
+                assert!(Instant::now() < deadline, "serve did not come up in 30 s");
+            }
+        }
+    }
+}
+
+/// SIGTERM, and the exit.
+fn stop(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let st = child.wait().expect("wait");
+    assert!(st.success(), "serve ended {st}");
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf8")
+}
+
+#[test]
+fn issue39_serve_config_unknown_key_fails_naming_it() {
+    let dir = Scratch::new("config-unknown");
+    let file = dir.path("corecap.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "socket = \"{}\"\nspool = \"{}\"\nmax-captures = 3\nmax-capture = 4\n",
+            s(&dir.path("api.sock")),
+            s(&dir.path("spool"))
+        ),
+    )
+    .expect("write");
+    let o = serve_exit(&["--config", s(&file)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown key 'max-capture'"), "{err}");
+    assert!(err.contains(s(&file)), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Nothing was made: it stopped before the spool was opened.
+    assert!(!dir.path("spool").exists());
+
+    // A value of the wrong kind names the key or the flag, and the file.
+    for (text, says) in [
+        ("json = 1\n", "key 'json'"),
+        ("max-captures = \"many\"\n", "--max-captures"),
+        ("spool = { a = 1 }\n", "key 'spool'"),
+        ("socket = [\"a\", \"b\"]\n", "--socket"),
+        ("[serve]\nspool = \"x\"\n", "unknown key 'serve'"),
+        ("spool = \n", "TOML parse error"),
+    ] {
+        std::fs::write(&file, text).expect("write");
+        let o = serve_exit(&["--config", s(&file)]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{text}: {err}");
+        assert!(
+            err.contains(says) && err.contains(s(&file)),
+            "{text}: {err}"
+        );
+    }
+    let o = serve_exit(&["--config", s(&dir.path("missing.toml"))]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.toml"));
+}
+
+#[test]
+fn issue39_serve_flag_wins_over_config_file() {
+    let dir = Scratch::new("config-flag");
+    let file = dir.path("corecap.toml");
+    let socket = dir.path("api.sock");
+    std::fs::write(
+        &file,
+        format!(
+            "# a comment\nsocket = \"{}\"\nspool = \"{}\"\nmax-captures = 3\nflush-interval = 0.5\n",
+            s(&socket),
+            s(&dir.path("file-spool"))
+        ),
+    )
+    .expect("write");
+    let flag_spool = dir.path("flag-spool");
+    let (child, line) = serve_up(&["--config", s(&file), "--spool", s(&flag_spool)]);
+    // The socket and the limit come from the file; the spool from the flag.
+    assert!(
+        line.contains(&format!("serving on {}", s(&socket))),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("spool {}", s(&flag_spool))),
+        "{line}"
+    );
+    assert!(line.contains("at most 3 captures"), "{line}");
+    stop(child);
+    assert!(flag_spool.is_dir());
+    assert!(!dir.path("file-spool").exists());
+
+    // A flag that repeats: the command line's list replaces the file's (whose collector
+    // alone is refused), and a number on the command line the file's.
+    std::fs::write(&file, "max-captures = 5\nipfix-collector = [\"nowhere\"]\n").expect("write");
+    let rest = ["--socket", s(&socket), "--spool", s(&flag_spool)];
+    let (child, line) = serve_up(
+        &[
+            &["--config", s(&file), "--max-captures", "7"][..],
+            &["--ipfix-collector", "ipfix://127.0.0.1:4739"],
+            &rest,
+        ]
+        .concat(),
+    );
+    assert!(line.contains("at most 7 captures"), "{line}");
+    stop(child);
+    let o = serve_exit(&[&["--config", s(&file)][..], &rest].concat());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("'nowhere'"), "{err}");
 }
