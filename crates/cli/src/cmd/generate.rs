@@ -32,9 +32,8 @@ fn page(cmd: &Command, dir: &Path) -> Result<()> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         page(sub, dir)?;
     }
-    let man = clap_mangen::Man::new(cmd.clone())
-        .source(concat!("corecap ", env!("CARGO_PKG_VERSION")))
-        .manual("corecap manual");
+    let man =
+        clap_mangen::Man::new(cmd.clone()).source(concat!("corecap ", env!("CARGO_PKG_VERSION")));
     man.generate_to(dir)
         .with_context(|| format!("writing {}", dir.join(man.get_filename()).display()))?;
     Ok(())
