@@ -1,9 +1,10 @@
 //! Issue 39: corecap installs like a package. The man pages and shell completions that
 //! the package ships (made by `corecap generate`) cover every subcommand, and `serve
-//! --config FILE` reads serve's flags from TOML: an unknown key fails with its name, and a
-//! flag on the command line wins over the file.
+//! --config FILE` reads serve's flags from TOML: an unknown key fails with its name, a
+//! flag on the command line wins over the file, and the example the package puts in
+//! /etc/corecap loads.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -284,4 +285,40 @@ fn issue39_serve_flag_wins_over_config_file() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("'nowhere'"), "{err}");
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("debian/corecap.toml")
+}
+
+#[test]
+fn issue39_the_packaged_example_config_loads() {
+    // Its keys, the commented ones too, are serve's flags.
+    let help = String::from_utf8_lossy(&corecap(&["serve", "--help"]).stdout).into_owned();
+    let text = std::fs::read_to_string(example()).expect("example");
+    let keys: Vec<&str> = text
+        .lines()
+        .map(|l| l.trim_start_matches("# "))
+        .filter_map(|l| l.split_once(" = ").map(|(k, _)| k))
+        .filter(|k| k.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .collect();
+    assert!(keys.len() > 10, "{keys:?}");
+    for k in &keys {
+        assert!(
+            help.contains(&format!("--{k} ")) || help.contains(&format!("--{k}\n")),
+            "{k}"
+        );
+    }
+    // As the package installs it, with the paths a test may use given as flags.
+    let dir = Scratch::new("config-example");
+    let (child, line) = serve_up(&[
+        "--config",
+        s(&example()),
+        "--socket",
+        s(&dir.path("api.sock")),
+        "--spool",
+        s(&dir.path("spool")),
+    ]);
+    assert!(line.contains(s(&dir.path("spool"))), "{line}");
+    stop(child);
 }
