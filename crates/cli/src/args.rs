@@ -67,6 +67,31 @@ pub(crate) enum Cmd {
         #[command(subcommand)]
         cmd: TuneCmd,
     },
+    /// Write the man pages or a shell's completions, made from these definitions (a
+    /// package ships them; `crates/cli/debian/build` runs it).
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: GenerateCmd,
+    },
+}
+
+/// `corecap generate`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum GenerateCmd {
+    /// One man page per command and subcommand (corecap.1, corecap-serve.1,
+    /// corecap-lab-up.1 ...) into DIR, made when missing.
+    Man {
+        /// Folder to write the pages into.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// The completion script of SHELL, on stdout.
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -559,6 +584,11 @@ pub(crate) enum BenchWhat {
 
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {
+    /// Read serve's settings from this TOML file: each key a long flag as typed here
+    /// (`spool = "/var/lib/corecap/spool"`, `interface = ["eth0"]`, `json = true`); a flag
+    /// on the command line wins over the file's key. An unknown key is an error.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// Run a base capture on this interface, so requests on it attach to its workers
     /// (repeatable). Requests on other interfaces spawn a worker of their own.
     #[arg(short = 'i', long = "interface", value_name = "IF")]

@@ -4,9 +4,10 @@
 mod args;
 mod cmd;
 mod config;
+mod config_file;
 mod report;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 /// The arguments, with `extcap` put in front when corecap runs under the name of its
 /// extcap link (Wireshark runs the programs of its extcap folder by their own names).
@@ -22,17 +23,53 @@ fn argv() -> (Vec<std::ffi::OsString>, bool) {
     (v, extcap)
 }
 
+/// Ends on a usage error (or prints the help or version that was asked for).
+fn usage(e: clap::Error, extcap: bool) -> ! {
+    // Wireshark shows an extcap's stderr; a usage error there exits 1.
+    if extcap && e.use_stderr() {
+        let _ = e.print();
+        std::process::exit(1);
+    }
+    e.exit()
+}
+
+/// The arguments as typed, with the settings of `serve --config FILE` under them.
+fn parse(argv: Vec<std::ffi::OsString>, extcap: bool) -> args::Cli {
+    let cmd = args::Cli::command();
+    let m = cmd
+        .clone()
+        .try_get_matches_from(&argv)
+        .unwrap_or_else(|e| usage(e, extcap));
+    let (file, all) = match config_file::with_file(&argv, &cmd, &m) {
+        Ok(Some(with)) => with,
+        Ok(None) => return args::Cli::from_arg_matches(&m).unwrap_or_else(|e| usage(e, extcap)),
+        Err(e) => {
+            eprintln!("corecap: error: {e:#}");
+            std::process::exit(2);
+        }
+    };
+    match cmd
+        .try_get_matches_from(all)
+        .and_then(|m| args::Cli::from_arg_matches(&m))
+    {
+        Ok(c) => c,
+        // The command line alone parsed: the file's value is the wrong one.
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            eprintln!(
+                "corecap: error: {}: {}",
+                file.display(),
+                first.strip_prefix("error: ").unwrap_or(first)
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
     let (argv, extcap) = argv();
-    let cli = match args::Cli::try_parse_from(argv) {
-        Ok(c) => c,
-        // Wireshark shows an extcap's stderr; a usage error there exits 1.
-        Err(e) if extcap && e.use_stderr() => {
-            let _ = e.print();
-            std::process::exit(1);
-        }
-        Err(e) => e.exit(),
-    };
+    let cli = parse(argv, extcap);
     let r = match cli.cmd {
         args::Cmd::Extcap(a) => cmd::extcap::run(*a),
         args::Cmd::Capture(a) => cmd::capture::run(*a),
@@ -41,6 +78,7 @@ fn main() {
         args::Cmd::Demo(a) => cmd::demo::run(a),
         args::Cmd::Bench(a) => cmd::bench::run(a),
         args::Cmd::Tune { cmd } => cmd::tune::run(cmd),
+        args::Cmd::Generate { what } => cmd::generate::run(what),
         args::Cmd::Serve(a) => cmd::serve::run(*a),
         args::Cmd::Request(a) => cmd::request::run(a),
         args::Cmd::Index(a) => cmd::index::run(a),

@@ -666,8 +666,8 @@ fn issue14_serve_runs_as_a_service_user_with_three_capabilities() {
     std::fs::set_permissions(&spool, std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .expect("mode");
     let socket = dir.path("api.sock");
-    // What docs/corecap.service asks of systemd: a user, three ambient capabilities, no
-    // new privileges.
+    // What crates/cli/debian/corecap.service asks of systemd: a user, three ambient
+    // capabilities, no new privileges.
     let caps = "+net_raw,+net_admin,+ipc_lock";
     let mut child = Command::new("ip")
         .args([
