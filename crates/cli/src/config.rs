@@ -288,7 +288,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     }
     corecap_engine::limits::snaplen(a.snaplen, "-s")?;
     let (given_ring, block_size, block_timeout_ms) = ring_geometry(&a.ring)?;
-    let output = output(a)?;
+    let mut output = output(a)?;
     let duration = a
         .duration
         .map(|d| corecap_engine::limits::seconds(d, "--duration"))
@@ -296,6 +296,11 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     let flows = flow_output(&a.flows, a.ipfix_biflow)?;
     let pipeline = a.mode == RunMode::Pipeline || flows.is_some();
     let groups = groups(a, pipeline)?;
+    if let Some(o) = output.as_mut().filter(|_| !groups.is_empty() && !a.merge) {
+        // Groups (and pipeline mode) write a file per member; only an explicit --merge is
+        // refused with them.
+        o.merge = false;
+    }
     let mut place = Placement {
         workers,
         cpus,
@@ -375,9 +380,9 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
     let o = OutputConfig {
         path: path.clone(),
         format: if a.pcap { Format::Pcap } else { Format::Pcapng },
-        // One file in time order, as dumpcap writes, unless --per-worker; groups write
-        // a file per member (they refuse --merge).
-        merge: a.merge || (!a.per_worker && a.groups.is_none()),
+        // One file in time order, as dumpcap writes, unless --per-worker (groups write a
+        // file per member: see `capture`).
+        merge: a.merge || !a.per_worker,
         rotation,
         seal: seal(a)?,
         direct: !a.disk.no_direct,

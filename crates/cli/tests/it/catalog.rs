@@ -82,6 +82,7 @@ fn assert_query(dir: &Path, from: u64, to: u64, s: &Scratch) {
     let out = s.path("q.pcapng");
     let o = util::corecap(&[
         "query",
+        "--force",
         "--from",
         &secs(from),
         "--to",
@@ -147,7 +148,7 @@ fn issue40_a_full_disk_never_crashes_a_recorder_or_a_query() {
     input(&big, tb, 8000);
     input(&last, tc, 200);
 
-    let (ok, err) = record(&first, &dir.join("a.pcapng"), &["-b", "filesize:1"]);
+    let (ok, err) = record(&first, &dir.join("a.pcapng"), &["-b", "filesize:1000"]);
     assert!(ok, "{err}");
     let ino = catalog_inode(&dir);
     // The disk fills (another program's file) up to a few KiB: enough for the last byte of
@@ -160,7 +161,7 @@ fn issue40_a_full_disk_never_crashes_a_recorder_or_a_query() {
     assert_eq!(catalog_inode(&dir), ino, "the catalog was replaced");
 
     // A recording fills the disk itself.
-    let (ok, err) = record(&big, &dir.join("b.pcapng"), &["-b", "filesize:1"]);
+    let (ok, err) = record(&big, &dir.join("b.pcapng"), &["-b", "filesize:1000"]);
     assert!(!ok && err.contains("No space left on device"), "{err}");
     assert_query(&dir, tb + 2_000_000_000, tb + 30_000_000_000, &s);
     assert_query(&dir, ta, ta + 300 * GAP, &s);
@@ -197,10 +198,10 @@ fn issue40_a_full_disk_never_moves_the_catalog_aside() {
     input(&big, tb, 3000);
     input(&last, tc, 100);
 
-    let (ok, err) = record(&first, &dir.join("a.pcapng"), &["-b", "filesize:1"]);
+    let (ok, err) = record(&first, &dir.join("a.pcapng"), &["-b", "filesize:1000"]);
     assert!(ok, "{err}");
     let ino = catalog_inode(&dir);
-    let (ok, err) = record(&big, &dir.join("b.pcapng"), &["-b", "filesize:1"]);
+    let (ok, err) = record(&big, &dir.join("b.pcapng"), &["-b", "filesize:1000"]);
     assert!(!ok && err.contains("No space left on device"), "{err}");
     assert_eq!(
         aside(&dir),

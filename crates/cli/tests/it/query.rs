@@ -1031,7 +1031,8 @@ fn frames_at(path: &Path, t0_ns: u64) {
 fn issue40_a_file_replaced_by_one_of_the_same_length_is_not_pruned_by_the_catalog() {
     let s = Scratch::new("catalog-identity");
     let day = 1_780_000_000_000_000_000u64;
-    let (early, late) = (s.path("early.pcapng"), s.path("late.pcapng"));
+    // Names of one length: each input's name goes into its recording's header.
+    let (early, late) = (s.path("in1.pcapng"), s.path("in2.pcapng"));
     frames_at(&early, day);
     frames_at(&late, day + 3_600_000_000_000);
     for (input, dir) in [(&early, "rec"), (&late, "other")] {
