@@ -1166,3 +1166,29 @@ fn issue39_query_takes_local_times_and_never_writes_over_a_file() {
         "not written over"
     );
 }
+
+/// Issue 40: `serve --record` from two workers writes its files in time order (a stage
+/// drained the workers' pipes in turn, and every other batch stepped back in time).
+#[test]
+#[ignore = "needs root"]
+fn issue40_serve_records_two_workers_in_time_order() {
+    let lab = Lab::new(2);
+    let s = Scratch::new("record-order");
+    let rec = s.path("rec");
+    let args = util::recording_daemon_args(&rec, &["--workers", "2"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let d = Daemon::start(&lab, &s, &args);
+    let sent = lab.gen(6000, &["--size", "600", "--threads", "2", "--flows", "64"]);
+    drop(d);
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&rec)
+        .expect("recording")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+        .collect();
+    names.sort();
+    let all: Vec<(u64, Vec<u8>)> = names.iter().flat_map(|p| packets(p)).collect();
+    assert_eq!(all.len() as u64, sent, "{names:?}");
+    let back = all.windows(2).filter(|w| w[0].0 > w[1].0).count();
+    assert_eq!(back, 0, "steps back in time over {names:?}");
+}

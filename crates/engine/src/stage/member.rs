@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::sink::file::FileSink;
 use crate::stage::pipe::PipeRx;
+use crate::stage::reorder::Reorder;
 
 /// What a member ended with.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -318,6 +319,7 @@ pub fn run(
     }
     let _ = corecap_linux::privilege::drop_thread_capabilities();
     let mut o = MemberOutcome::default();
+    let mut order = sink.is_some().then(Reorder::default);
     // Its first file is begun before its first packet.
     o.publish(&lim, sink.as_ref());
     let mut idle = 0u32;
@@ -336,6 +338,14 @@ pub fn run(
                     l.seamed.store(true, Ordering::Relaxed);
                 }
                 got = true;
+            }
+        } else if let Some(ro) = order.as_mut() {
+            // A file is written in time order: packets wait in the reorder (see there).
+            for r in rx.iter_mut() {
+                got |= r.drain(|p, hash| ro.push(p, hash)) > 0;
+            }
+            if ro.due() {
+                got |= ro.release(false, |p| deliver(p, &mut flows, &mut sink, &lim, &mut o)) > 0;
             }
         } else {
             for r in rx.iter_mut() {
@@ -362,7 +372,13 @@ pub fn run(
             // The last producers may have pushed between our drain and their exit.
             let mut rest = 0;
             for r in rx.iter_mut() {
-                rest += r.drain(|p, _| deliver(p, &mut flows, &mut sink, &lim, &mut o));
+                rest += match order.as_mut() {
+                    Some(ro) => r.drain(|p, hash| ro.push(p, hash)),
+                    None => r.drain(|p, _| deliver(p, &mut flows, &mut sink, &lim, &mut o)),
+                };
+            }
+            if let Some(ro) = order.as_mut() {
+                rest += ro.release(true, |p| deliver(p, &mut flows, &mut sink, &lim, &mut o));
             }
             if rest == 0 {
                 break;

@@ -4,4 +4,5 @@
 pub mod flows;
 pub mod member;
 pub mod pipe;
+pub mod reorder;
 pub(crate) mod spawn;

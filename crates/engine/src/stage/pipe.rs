@@ -62,6 +62,11 @@ impl Batch {
         self.recs.len()
     }
 
+    /// Bytes of packet data held.
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+
     /// Whether the batch is empty.
     pub fn is_empty(&self) -> bool {
         self.recs.is_empty()

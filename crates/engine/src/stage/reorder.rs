@@ -1,0 +1,141 @@
+//! A bounded reorder in front of a member's file: the packets it takes are held for
+//! [`LAG`] and written in timestamp order. A member drains one pipe per capture worker in
+//! turn, and each worker's ring is filled by every CPU that receives for it, so without it
+//! a file would step back in time by microseconds at every other batch (`serve --record`
+//! from two workers read "Strict time order: False" in capinfos).
+//!
+//! A live packet's kernel timestamp is at most a few milliseconds older than the moment it
+//! reaches the member, so one held until the clock is [`LAG`] past it has met every packet
+//! older than it. Every [`EVERY`] the held packets are sorted (the bytes stay where they
+//! are; only their records move) and those old enough go out; the rest are copied once into
+//! the spare buffer, so a packet is copied about `LAG / EVERY` times at most. At most
+//! [`MAX_BYTES`] are held: past that, everything held goes out (a later, older packet is
+//! then written out of order). Packets read from a file (whose times are not the clock's)
+//! go out at each turn, sorted among themselves.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::packet::Packet;
+use crate::stage::pipe::Batch;
+
+/// How long a packet is held past its timestamp.
+pub const LAG: Duration = Duration::from_millis(100);
+/// How often the held packets are sorted and the old enough written.
+pub const EVERY: Duration = Duration::from_millis(50);
+/// Most bytes held.
+pub const MAX_BYTES: usize = 64 << 20;
+
+/// The held packets (see the module doc).
+#[derive(Debug)]
+pub struct Reorder {
+    held: Batch,
+    spare: Batch,
+    last: Instant,
+}
+
+impl Default for Reorder {
+    fn default() -> Self {
+        Self {
+            held: Batch::default(),
+            spare: Batch::default(),
+            last: Instant::now(),
+        }
+    }
+}
+
+impl Reorder {
+    /// Holds a copy of `p`.
+    pub fn push(&mut self, p: &Packet<'_>, hash: u32) {
+        self.held.push(p, hash, u32::MAX);
+    }
+
+    /// Whether a turn is due: [`EVERY`] has passed, or [`MAX_BYTES`] are held.
+    pub fn due(&self) -> bool {
+        !self.held.is_empty() && (self.last.elapsed() >= EVERY || self.held.data_len() >= MAX_BYTES)
+    }
+
+    /// Gives `f` the held packets that are old enough (all of them with `all`, or when over
+    /// [`MAX_BYTES`]), oldest first; returns how many.
+    pub fn release(&mut self, all: bool, mut f: impl FnMut(&Packet<'_>)) -> usize {
+        self.last = Instant::now();
+        if self.held.is_empty() {
+            return 0;
+        }
+        self.held.sort_by_time();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let cut = if all || self.held.data_len() >= MAX_BYTES {
+            u64::MAX
+        } else {
+            now.saturating_sub(LAG.as_nanos() as u64)
+        };
+        let mut n = 0;
+        for i in 0..self.held.len() {
+            let Some((p, hash)) = self.held.get(i) else {
+                continue;
+            };
+            if p.ts_ns <= cut {
+                f(&p);
+                n += 1;
+            } else {
+                self.spare.push(&p, hash, u32::MAX);
+            }
+        }
+        std::mem::swap(&mut self.held, &mut self.spare);
+        self.spare.clear();
+        n
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corecap_wire::Link;
+
+    fn packet(ts_ns: u64, data: &[u8]) -> Packet<'_> {
+        Packet {
+            ts_ns,
+            data,
+            wire_len: data.len() as u32,
+            iface: 0,
+            queue: None,
+            vlan: None,
+            link: Link::default(),
+        }
+    }
+
+    /// Issue 40: packets from two workers, each a little out of order, come out in time
+    /// order; the newest wait for the lag, the rest go at once.
+    #[test]
+    fn test_issue40_two_workers_interleaved_come_out_in_time_order() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock")
+            .as_nanos() as u64;
+        let old = now - 10 * LAG.as_nanos() as u64;
+        let mut r = Reorder::default();
+        // Worker 0's batch, then worker 1's, each with one packet out of place.
+        for ts in [5, 3, 7, 9, 1, 4, 2, 8, 6, 10] {
+            r.push(&packet(old + ts * 1000, &[ts as u8; 60]), 0);
+        }
+        // Two packets of this moment: held for the lag.
+        r.push(&packet(now, &[0xaa; 60]), 0);
+        r.push(&packet(now - 1, &[0xbb; 60]), 0);
+        let mut out = Vec::new();
+        let n = r.release(false, |p| out.push((p.ts_ns, p.data[0])));
+        assert_eq!(n, 10);
+        let want: Vec<(u64, u8)> = (1..=10).map(|t| (old + t * 1000, t as u8)).collect();
+        assert_eq!(out, want, "in time order, each with its bytes");
+        assert!(!r.is_empty(), "the newest wait");
+        out.clear();
+        r.release(true, |p| out.push((p.ts_ns, p.data[0])));
+        assert_eq!(out, vec![(now - 1, 0xbb), (now, 0xaa)]);
+        assert!(r.is_empty());
+    }
+}
