@@ -152,6 +152,12 @@ def tool_cmd(tool, outdir, cpu):
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
                 "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
+    if tool == "corecap-write-per-worker":
+        # A file per worker (--per-worker): no merge thread, the layout before one merged
+        # file became the default.
+        cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+                "--per-worker", "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
     if tool == "corecap-write-default":
         # Every default: the ring sized from the link, one worker per RX queue, direct I/O.
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []

@@ -889,8 +889,12 @@ pub(crate) struct IndexArgs {
 pub(crate) struct QueryArgs {
     /// Capture files and directories (a spool, a rotation directory), then an optional
     /// tcpdump filter expression (the arguments that are not existing paths).
-    #[arg(required = true, value_name = "PATH... [FILTER]")]
+    #[arg(required_unless_present = "read", value_name = "PATH... [FILTER]")]
     pub(crate) args: Vec<String>,
+    /// A capture file or directory to read, as tcpdump -r (repeatable); the arguments are
+    /// then the filter.
+    #[arg(short = 'r', value_name = "PATH")]
+    pub(crate) read: Vec<std::path::PathBuf>,
     /// Window start, inclusive: Unix seconds (with a fraction), RFC 3339, a local date
     /// and time as Wireshark prints it ("2026-11-23 10:00:00[.frac]", "2026-11-23 10:00",
     /// "2026-11-23"), or relative (-15m, -10min, -2hours, -30s, -1d, -1week).

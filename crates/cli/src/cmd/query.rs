@@ -35,7 +35,12 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
             a.to.as_ref().map(|_| utc_text(to)),
         )
     });
-    let (paths, words) = split_args(&a.args, a.filter.is_some());
+    // With -r, as tcpdump -r, the paths are given and the arguments are the filter.
+    let (paths, words) = if a.read.is_empty() {
+        split_args(&a.args, a.filter.is_some())
+    } else {
+        (a.read.clone(), a.args.clone())
+    };
     if paths.is_empty() {
         bail!(
             "{}: no such file or directory (give capture files or directories, then the filter)",

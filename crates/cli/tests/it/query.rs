@@ -1192,3 +1192,27 @@ fn issue40_serve_records_two_workers_in_time_order() {
     let back = all.windows(2).filter(|w| w[0].0 > w[1].0).count();
     assert_eq!(back, 0, "steps back in time over {names:?}");
 }
+
+/// Issue 39: `query -r FILE FILTER` reads as `tcpdump -r FILE FILTER` does.
+#[test]
+fn issue39_query_r_takes_the_file_and_the_rest_is_the_filter() {
+    let s = Scratch::new("query-r");
+    let file = s.path("f.pcapng");
+    frames_at(&file, 1_780_000_000_000_000_000);
+    let out = s.path("o.pcapng");
+    let o = corecap(&[
+        "query",
+        "--json",
+        "-r",
+        file.to_str().unwrap(),
+        "-w",
+        out.to_str().unwrap(),
+        "udp",
+        "src",
+        "port",
+        "1007",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(u(&v, "packets"), 1, "{v}");
+}
