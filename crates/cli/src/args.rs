@@ -285,13 +285,13 @@ pub(crate) struct CaptureArgs {
     /// Start a new file every SECONDS, like tcpdump's -G.
     #[arg(short = 'G', value_name = "SECONDS")]
     pub(crate) rotate_seconds: Option<u64>,
-    /// With -C: keep the newest N files (a ring, as tcpdump's -W); with -G alone: stop
-    /// after N files, as tcpdump does.
+    /// With -C: keep the newest N files (a ring, as tcpdump's -W). tcpdump's -G alone
+    /// with -W (stop after N files) is refused for now.
     #[arg(short = 'W', value_name = "N")]
     pub(crate) file_count: Option<u64>,
-    /// Stop like dumpcap's -a: duration:S (seconds), filesize:kB (1000 bytes written to
-    /// a file), files:N (files written), packets:N (as -c). Comma-separated or repeated;
-    /// the first reached stops.
+    /// Stop like dumpcap's -a: duration:S (seconds) or packets:N (as -c), comma-separated
+    /// or repeated; the first reached stops. dumpcap's filesize:kB and files:N are refused
+    /// for now.
     #[arg(short = 'a', long = "autostop", value_name = "KEY:VALUE")]
     pub(crate) autostop: Vec<String>,
     /// Stop after COUNT packets.
