@@ -111,33 +111,34 @@ def busy_jiffies():
 def tool_cmd(tool, outdir, cpu):
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
     nse = ["ip", "netns", "exec", NS]
-    # The same ring memory for every tool: corecap's -B is per worker.
-    ring_mib = "256" if cpu is not None else "128"
+    # The same ring memory for every tool: corecap's -B is per worker (KiB as tcpdump's, or
+    # with a suffix as here).
+    ring_mib = "256M" if cpu is not None else "128M"
     if tool == "corecap-count":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", ring_mib, *cpus]
     if tool == "corecap-count-1w":
         # One worker on the core the generator does not use (the placement paper 001 advises).
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "--workers", "1", "--cpus", "1"]
     if tool == "corecap-write-1w":
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "--workers", "1", "--cpus", "1", "-w", os.path.join(outdir, "corecap.pcapng")]
     if tool in ("corecap-pipeline", "corecap-pipeline-mpsc"):
         # Capture worker on CPU 1, one stage thread (balanced group of 1) on CPU 0.
         q = "mpsc" if tool.endswith("mpsc") else "spsc"
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "--workers", "1", "--cpus", "1", "--mode", "pipeline", "--stage-cpus", "0", "--queue", q]
     if tool in ("corecap-seed-1w", "corecap-aes-1w"):
         # Paper 003 Table II, one core: capture, encrypt and write on CPU 1.
         c = "seed" if "seed" in tool else "aes"
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "--workers", "1", "--cpus", "1", "--encrypt", c, "--key-file", KEY,
                 "-w", os.path.join(outdir, "corecap.pcapng.sealed")]
     if tool in ("corecap-write-pipeline", "corecap-seed-pipeline", "corecap-aes-pipeline"):
         # Paper 003 Table II, two cores: capture on CPU 1, encrypt and write on a stage thread on CPU 0.
         enc = [] if "write" in tool else ["--encrypt", "seed" if "seed" in tool else "aes", "--key-file", KEY]
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "--workers", "1", "--cpus", "1", "--mode", "pipeline", "--stage-cpus", "0", *enc,
                 "-w", os.path.join(outdir, "corecap.pcapng.sealed")]
     if tool in ("corecap-xdp", "corecap-xdp-write"):
@@ -150,7 +151,7 @@ def tool_cmd(tool, outdir, cpu):
         return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *spread]
     if tool == "corecap-write":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
     if tool == "corecap-write-per-worker":
         # A file per worker (--per-worker): no merge thread, the layout before one merged
@@ -165,7 +166,7 @@ def tool_cmd(tool, outdir, cpu):
                 "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
     if tool == "corecap-write-buffered":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "--no-direct", "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
     if tool == "tcpdump":
         return nse + pin + ["tcpdump", "-i", "cap0", "-n", "-B", str(256 * 1024), "-w", os.path.join(outdir, "tcpdump.pcap")]

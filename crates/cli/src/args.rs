@@ -173,6 +173,15 @@ impl CipherArg {
     }
 }
 
+/// Timestamp resolution of classic pcap files (`--time-stamp-precision`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TsPrecision {
+    /// Microseconds (magic 0xa1b2c3d4), what tcpdump writes.
+    Micro,
+    /// Nanoseconds (magic 0xa1b23c4d).
+    Nano,
+}
+
 /// Where the apps run (`capture --mode`).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RunMode {
@@ -224,9 +233,15 @@ pub(crate) enum BalanceArg {
 
 #[derive(Args, Debug, Clone)]
 pub(crate) struct CaptureArgs {
-    /// Interface to capture on; IF@Q opens RX queue Q alone. Repeatable.
-    #[arg(short = 'i', long = "interface", value_name = "IF[@QUEUE]")]
+    /// Interface to capture on; IF@Q opens RX queue Q alone. Repeatable. A number N is
+    /// the Nth interface that -D lists (from 1, as tcpdump numbers them); `any` is every
+    /// interface that is up.
+    #[arg(short = 'i', long = "interface", value_name = "IF[@QUEUE]|N|any")]
     pub(crate) interfaces: Vec<String>,
+    /// Do not put the interfaces into promiscuous mode (tcpdump's -p); by default they
+    /// are, while the capture runs.
+    #[arg(short = 'p', long = "no-promiscuous-mode")]
+    pub(crate) no_promisc: bool,
     /// Read packets from a pcap or pcapng file instead. Repeatable.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub(crate) read: Vec<PathBuf>,
@@ -236,9 +251,13 @@ pub(crate) struct CaptureArgs {
     /// Write packets to FILE (pcapng; per worker: FILE.w0.pcapng ...). `-` is stdout.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub(crate) write: Option<PathBuf>,
-    /// Write classic pcap instead of pcapng.
-    #[arg(long)]
+    /// Write classic pcap instead of pcapng, like dumpcap's -P (`--pcap` is the old name).
+    #[arg(short = 'P', long = "pcap")]
     pub(crate) pcap: bool,
+    /// Timestamps of classic pcap (-P): micro (microseconds, the magic tcpdump writes) or
+    /// nano (nanoseconds, the 0xa1b23c4d magic). pcapng always keeps nanoseconds.
+    #[arg(long, value_enum, value_name = "micro|nano")]
+    pub(crate) time_stamp_precision: Option<TsPrecision>,
     /// How files are written to disk.
     #[command(flatten)]
     pub(crate) disk: DiskArgs,
@@ -260,6 +279,21 @@ pub(crate) struct CaptureArgs {
     /// Rotate files like dumpcap: filesize:kB (1000 bytes; or with a suffix, 100M, 1G), duration:S, files:N (comma-separated or repeated).
     #[arg(short = 'b', long = "ring-buffer", value_name = "KEY:VALUE")]
     pub(crate) rotate: Vec<String>,
+    /// Start a new file after N million bytes (1,000,000 bytes), like tcpdump's -C.
+    #[arg(short = 'C', value_name = "MILLION_BYTES")]
+    pub(crate) file_size_mb: Option<u64>,
+    /// Start a new file every SECONDS, like tcpdump's -G.
+    #[arg(short = 'G', value_name = "SECONDS")]
+    pub(crate) rotate_seconds: Option<u64>,
+    /// With -C: keep the newest N files (a ring, as tcpdump's -W). tcpdump's -G alone
+    /// with -W (stop after N files) is refused for now.
+    #[arg(short = 'W', value_name = "N")]
+    pub(crate) file_count: Option<u64>,
+    /// Stop like dumpcap's -a: duration:S (seconds) or packets:N (as -c), comma-separated
+    /// or repeated; the first reached stops. dumpcap's filesize:kB and files:N are refused
+    /// for now.
+    #[arg(short = 'a', long = "autostop", value_name = "KEY:VALUE")]
+    pub(crate) autostop: Vec<String>,
     /// Stop after COUNT packets.
     #[arg(short = 'c', long = "count")]
     pub(crate) count: Option<u64>,
@@ -858,10 +892,12 @@ pub(crate) struct DiskArgs {
 /// TPACKET_V3 ring geometry of each worker.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct RingArgs {
-    /// Ring size per worker in MiB [default: 100 ms of the link's rate per worker, at least
-    /// 64 MiB and at most 1 GiB, within a quarter of the available memory].
-    #[arg(short = 'B', long = "buffer-size", value_name = "MiB")]
-    pub(crate) buffer_mib: Option<u64>,
+    /// Ring size per worker in KiB, as tcpdump's -B takes it, or with a suffix: 65536,
+    /// 64M, 1G (dumpcap's -B counts MiB: give it as 64M) [default: 100 ms of the link's
+    /// rate per worker, at least 64 MiB and at most 1 GiB, within a quarter of the
+    /// available memory].
+    #[arg(short = 'B', long = "buffer-size", value_name = "KiB")]
+    pub(crate) buffer: Option<String>,
     /// Ring block size in KiB.
     #[arg(long, value_name = "KiB", default_value_t = 256)]
     pub(crate) block_size: u32,

@@ -21,7 +21,7 @@ use corecap_manager::api::{Mode, OutputKind, StartRequest};
 
 use crate::args::{
     BalanceArg, CaptureArgs, FormatArg, RequestArgs, RequestCmd, RequestStartArgs, RingArgs,
-    RunMode, ServeArgs, StartMode, TransportArg,
+    RunMode, ServeArgs, StartMode, TransportArg, TsPrecision,
 };
 
 /// Parses `-b` options as dumpcap: `filesize:kB` (or a size with a suffix), `duration:S`,
@@ -64,6 +64,187 @@ pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
     Ok(r)
 }
 
+/// Rotation from `-b` and tcpdump's `-C` (millions of bytes), `-G` (seconds) and `-W`
+/// (files); also the number of files after which tcpdump's `-G N -W N` stops.
+fn capture_rotation(a: &CaptureArgs) -> Result<(Rotation, Option<u64>)> {
+    let mut r = rotation(&a.rotate)?;
+    if let Some(c) = a.file_size_mb {
+        if r.filesize.is_some() {
+            bail!("give the file size once: -C or -b filesize:");
+        }
+        if c == 0 {
+            bail!("-C must be greater than 0");
+        }
+        r.filesize = Some(c.checked_mul(1_000_000).context("-C is too large")?);
+    }
+    if let Some(g) = a.rotate_seconds {
+        if r.duration.is_some() {
+            bail!("give the rotation time once: -G or -b duration:");
+        }
+        if g == 0 {
+            bail!("-G must be greater than 0");
+        }
+        r.duration = Some(Duration::from_secs(g));
+    }
+    let mut stop_files = None;
+    match a.file_count {
+        None => {}
+        Some(0) => bail!("-W must be greater than 0"),
+        Some(_) if a.file_size_mb.is_none() && a.rotate_seconds.is_none() => {
+            bail!("-W goes with -C or -G")
+        }
+        Some(_) if r.files.is_some() => bail!("give the number of files once: -W or -b files:"),
+        // tcpdump: -G with -W (and no -C) writes N files and exits; with -C, -W keeps a
+        // ring of the newest N files.
+        Some(n) if a.file_size_mb.is_none() => stop_files = Some(n),
+        Some(n) => r.files = Some(usize::try_from(n).context("-W is too large")?),
+    }
+    Ok((r, stop_files))
+}
+
+/// When a capture stops by itself: dumpcap's `-a` keys, `-c`, `--duration`, and tcpdump's
+/// `-G -W`. The first reached stops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AutoStop {
+    pub(crate) duration: Option<Duration>,
+    /// Bytes written to one file.
+    pub(crate) filesize: Option<u64>,
+    /// Files written.
+    pub(crate) files: Option<u64>,
+    pub(crate) packets: Option<u64>,
+}
+
+/// Parses `-a` options as dumpcap: `duration:S`, `filesize:kB` (1000 bytes, or a size
+/// with a suffix), `files:N`, `packets:N`.
+pub(crate) fn autostop(specs: &[String]) -> Result<AutoStop> {
+    let mut s = AutoStop::default();
+    for spec in specs.iter().flat_map(|s| s.split(',')) {
+        let (k, v) = spec
+            .split_once(':')
+            .with_context(|| format!("bad -a option '{spec}' (expected KEY:VALUE)"))?;
+        let n: u64 = if k == "filesize" && v.ends_with(|c: char| c.is_ascii_alphabetic()) {
+            corecap_engine::limits::size(v, "-a filesize")?
+        } else {
+            let n: u64 = v
+                .parse()
+                .with_context(|| format!("bad number in -a option '{spec}'"))?;
+            if k == "filesize" {
+                n.checked_mul(1000).context("-a filesize is too large")?
+            } else {
+                n
+            }
+        };
+        if n == 0 {
+            bail!("-a {k} must be greater than 0");
+        }
+        match k {
+            "duration" => s.duration = Some(Duration::from_secs(n)),
+            "filesize" => s.filesize = Some(n),
+            "files" => s.files = Some(n),
+            "packets" => s.packets = Some(n),
+            _ => {
+                bail!("unknown -a option '{k}' (use duration:S, filesize:kB, files:N or packets:N)")
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// The smaller of two optional limits.
+fn first<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The interfaces of `-i`: names as typed, `N` for the Nth interface `-D` lists, `any`
+/// for every interface that is up.
+///
+/// `any` opens each up interface as an input of its own rather than one socket bound to
+/// ifindex 0 (the kernel's "any", which tcpdump reads as cooked SLL): each interface then
+/// keeps its own ring, fanout group and counters, so its drops are counted against it
+/// and the summary still balances per interface; its packets keep their Ethernet header
+/// and their interface in the pcapng file. Interfaces whose link type corecap cannot
+/// write (not Ethernet or loopback) are left out, and said so.
+pub(crate) fn interfaces(typed: &[String], quiet: bool) -> Result<Vec<Input>> {
+    let mut out: Vec<Input> = Vec::new();
+    for t in typed {
+        if t == "any" {
+            let mut skipped = Vec::new();
+            for name in interface_list()? {
+                if !is_up(&name) {
+                    continue;
+                }
+                if corecap_linux::netdev::linktype(&name).is_err() {
+                    skipped.push(name);
+                    continue;
+                }
+                if !out
+                    .iter()
+                    .any(|i| i.iface == name && i.queue.is_none() && !i.xdp)
+                {
+                    out.push(Input::parse(&name).map_err(anyhow::Error::msg)?);
+                }
+            }
+            if !skipped.is_empty() && !quiet {
+                eprintln!(
+                    "corecap: -i any leaves out {} (not Ethernet)",
+                    skipped.join(", ")
+                );
+            }
+            if out.is_empty() {
+                bail!("-i any: no interface is up");
+            }
+            continue;
+        }
+        let (prefix, rest) = match t.strip_prefix("xdp:") {
+            Some(r) => ("xdp:", r),
+            None => ("", t.as_str()),
+        };
+        let (name, queue) = match rest.rsplit_once('@') {
+            Some((n, q)) => (n, Some(q)),
+            None => (rest, None),
+        };
+        let resolved = if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+            let list = interface_list()?;
+            let n: usize = name.parse().unwrap_or(0);
+            let Some(iface) = n.checked_sub(1).and_then(|i| list.get(i)) else {
+                bail!(
+                    "-i {t}: there are {} interfaces (corecap capture -D numbers them from 1)",
+                    list.len()
+                );
+            };
+            match queue {
+                Some(q) => format!("{prefix}{iface}@{q}"),
+                None => format!("{prefix}{iface}"),
+            }
+        } else {
+            t.clone()
+        };
+        out.push(Input::parse(&resolved).map_err(anyhow::Error::msg)?);
+    }
+    Ok(out)
+}
+
+/// The interfaces as `capture -D` lists and numbers them: by name.
+pub(crate) fn interface_list() -> Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .context("reading /sys/class/net")?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Whether an interface is up (IFF_UP in its flags).
+fn is_up(name: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/flags"))
+        .ok()
+        .and_then(|f| u32::from_str_radix(f.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|f| f & 1 != 0)
+}
+
 /// The ring geometry from `-B` (64 MiB when not given), `--block-size` and
 /// `--block-timeout`.
 pub(crate) fn ring(r: &RingArgs) -> Result<corecap_linux::RingConfig> {
@@ -78,9 +259,7 @@ pub(crate) fn ring(r: &RingArgs) -> Result<corecap_linux::RingConfig> {
 /// The ring geometry as given: bytes per worker (None: sized from the link), block size and
 /// block timeout.
 fn ring_geometry(r: &RingArgs) -> Result<(Option<u64>, u32, u32)> {
-    if r.buffer_mib == Some(0) {
-        bail!("-B must be at least 1 MiB");
-    }
+    let bytes = r.buffer.as_deref().map(buffer_bytes).transpose()?;
     if r.block_size < 4 || !r.block_size.is_multiple_of(4) {
         bail!("--block-size must be a multiple of 4 KiB");
     }
@@ -88,11 +267,25 @@ fn ring_geometry(r: &RingArgs) -> Result<(Option<u64>, u32, u32)> {
         .block_size
         .checked_mul(1024)
         .context("--block-size is too large")?;
-    let bytes = r
-        .buffer_mib
-        .map(|m| m.checked_mul(1 << 20).context("-B is too large"))
-        .transpose()?;
     Ok((bytes, block, r.block_timeout.max(1)))
+}
+
+/// `-B`: KiB as tcpdump counts them (`-B 4096` is 4 MiB), or a size with a suffix (64M,
+/// 1G); at least 1 MiB.
+fn buffer_bytes(s: &str) -> Result<u64> {
+    let bytes = if s.trim().ends_with(|c: char| c.is_ascii_alphabetic()) {
+        corecap_engine::limits::size(s, "-B")?
+    } else {
+        let kib: u64 = s
+            .trim()
+            .parse()
+            .with_context(|| format!("-B {s}: expected KiB (65536) or a size (64M, 1G)"))?;
+        kib.checked_mul(1024).context("-B is too large")?
+    };
+    if bytes < 1 << 20 {
+        bail!("-B {s} is less than 1 MiB (-B counts KiB: 1024 or more, or 1M)");
+    }
+    Ok(bytes)
 }
 
 /// Line rate assumed for a link that reports no speed, in Mbit/s.
@@ -276,11 +469,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if a.interfaces.is_empty() && a.read.is_empty() {
         bail!("nothing to capture: give -i IF or -r FILE (corecap capture -D lists interfaces)");
     }
-    let inputs = a
-        .interfaces
-        .iter()
-        .map(|s| Input::parse(s).map_err(anyhow::Error::msg))
-        .collect::<Result<Vec<_>>>()?;
+    let inputs = interfaces(&a.interfaces, a.quiet)?;
     let cpus = optional_cpu_list(a.cpus.as_deref())?;
     let workers = a.workers.unwrap_or(0);
     if workers > 1024 {
@@ -289,10 +478,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     corecap_engine::limits::snaplen(a.snaplen, "-s")?;
     let (given_ring, block_size, block_timeout_ms) = ring_geometry(&a.ring)?;
     let mut output = output(a)?;
-    let duration = a
-        .duration
-        .map(|d| corecap_engine::limits::seconds(d, "--duration"))
-        .transpose()?;
+    let stop = capture_autostop(a)?;
     let flows = flow_output(&a.flows, a.ipfix_biflow)?;
     let pipeline = a.mode == RunMode::Pipeline || flows.is_some();
     let groups = groups(a, pipeline)?;
@@ -324,8 +510,9 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         filter: filter(a)?,
         snaplen: a.snaplen,
         ring: corecap_linux::RingConfig::with_size(ring_bytes, block_size, block_timeout_ms),
-        count: a.count,
-        duration,
+        count: stop.packets,
+        duration: stop.duration,
+        promisc: !a.no_promisc,
         output,
         groups,
         stage_cpus: place.stage_cpus,
@@ -334,6 +521,26 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         xdp_spread: a.xdp_spread,
         ..CaptureConfig::default()
     })
+}
+
+/// What stops a capture: `-a`, `-c`, `--duration`, and `-G N -W N`.
+pub(crate) fn capture_autostop(a: &CaptureArgs) -> Result<AutoStop> {
+    let mut s = autostop(&a.autostop)?;
+    let duration = a
+        .duration
+        .map(|d| corecap_engine::limits::seconds(d, "--duration"))
+        .transpose()?;
+    s.duration = first(s.duration, duration);
+    s.packets = first(s.packets, a.count);
+    s.files = first(s.files, capture_rotation(a)?.1);
+    if s.filesize.is_some() || s.files.is_some() {
+        // The file writers do not stop a capture yet; refused rather than ignored.
+        bail!(
+            "-a filesize: and -a files: (and -G with -W but no -C) are not supported yet: \
+             stop by -a duration:, -a packets: or -c, and rotate with -C, -G or -b"
+        );
+    }
+    Ok(s)
 }
 
 /// Where a capture's workers and stage threads run, and how its packets are spread.
@@ -367,19 +574,28 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         if a.merge
             || a.per_worker
             || a.pcap
+            || a.time_stamp_precision.is_some()
             || !a.rotate.is_empty()
+            || a.file_size_mb.is_some()
+            || a.rotate_seconds.is_some()
             || a.encrypt.is_some()
             || a.disk.retain.is_some()
         {
-            bail!("--merge, --per-worker, --pcap, -b, --retain and --encrypt need -w FILE");
+            bail!("--merge, --per-worker, -P, --time-stamp-precision, -b, -C, -G, --retain and --encrypt need -w FILE");
         }
         return Ok(None);
     };
-    let rotation = rotation(&a.rotate)?;
+    let (rotation, _) = capture_rotation(a)?;
     let rotating = rotation.active();
+    let format = match (a.pcap, a.time_stamp_precision) {
+        (false, _) => Format::Pcapng,
+        // Microseconds by default, as tcpdump writes pcap.
+        (true, None | Some(TsPrecision::Micro)) => Format::PcapMicros,
+        (true, Some(TsPrecision::Nano)) => Format::Pcap,
+    };
     let o = OutputConfig {
         path: path.clone(),
-        format: if a.pcap { Format::Pcap } else { Format::Pcapng },
+        format,
         // One file in time order, as dumpcap writes, unless --per-worker (groups write a
         // file per member: see `capture`).
         merge: a.merge || !a.per_worker,
@@ -1047,6 +1263,148 @@ mod tests {
         assert!(rotation(&["size:1".into()]).is_err());
         assert!(rotation(&["files:3".into()]).is_err());
         assert!(rotation(&["filesize:x".into()]).is_err());
+    }
+
+    /// `corecap capture ARGS` as clap parses it.
+    fn capture_args(args: &[&str]) -> CaptureArgs {
+        use clap::Parser;
+        let cli =
+            crate::args::Cli::try_parse_from(["corecap", "capture"].iter().chain(args).copied())
+                .expect("parses");
+        match cli.cmd {
+            crate::args::Cmd::Capture(a) => *a,
+            _ => unreachable!("a capture"),
+        }
+    }
+
+    #[test]
+    fn issue39_tcpdump_rotation_flags() {
+        let a = capture_args(&["-w", "x.pcapng", "-C", "2", "-W", "3"]);
+        let (r, stop) = capture_rotation(&a).expect("valid");
+        assert_eq!(r.filesize, Some(2_000_000), "-C counts millions of bytes");
+        assert_eq!(r.files, Some(3), "-W with -C keeps a ring of files");
+        assert_eq!(stop, None);
+        let a = capture_args(&["-w", "x.pcapng", "-G", "60"]);
+        let (r, _) = capture_rotation(&a).expect("valid");
+        assert_eq!(r.duration, Some(Duration::from_secs(60)));
+        assert_eq!(r.filesize, None);
+        let a = capture_args(&["-w", "x.pcapng", "-C", "1", "-G", "5", "-W", "2"]);
+        let (r, _) = capture_rotation(&a).expect("valid");
+        assert_eq!(
+            (r.filesize, r.duration, r.files),
+            (Some(1_000_000), Some(Duration::from_secs(5)), Some(2))
+        );
+        for bad in [
+            &["-w", "x.pcapng", "-W", "3"][..],
+            &["-w", "x.pcapng", "-C", "0"],
+            &["-w", "x.pcapng", "-C", "1", "-b", "filesize:10"],
+            &["-w", "x.pcapng", "-C", "1", "-W", "2", "-b", "files:3"],
+        ] {
+            assert!(capture_rotation(&capture_args(bad)).is_err(), "{bad:?}");
+        }
+        // -C and -G write files: they need -w, and say so.
+        assert!(output(&capture_args(&["-i", "lo", "-C", "1"])).is_err());
+    }
+
+    #[test]
+    fn issue39_autostop() {
+        let s = autostop(&["duration:30,packets:100".into()]).expect("valid");
+        assert_eq!(s.duration, Some(Duration::from_secs(30)));
+        assert_eq!(s.packets, Some(100));
+        let s = autostop(&["filesize:10".into(), "files:4".into()]).expect("valid");
+        assert_eq!(
+            (s.filesize, s.files),
+            (Some(10_000), Some(4)),
+            "dumpcap's kB"
+        );
+        assert!(autostop(&["packets:0".into()]).is_err());
+        assert!(autostop(&["bytes:1".into()]).is_err());
+        assert!(autostop(&["packets".into()]).is_err());
+        // -a packets: is -c, -a duration: is --duration; the first reached stops.
+        let a = capture_args(&["-i", "lo", "-a", "packets:100", "-c", "500"]);
+        assert_eq!(capture_autostop(&a).expect("valid").packets, Some(100));
+        let a = capture_args(&["-i", "lo", "-a", "duration:90", "--duration", "60"]);
+        assert_eq!(
+            capture_autostop(&a).expect("valid").duration,
+            Some(Duration::from_secs(60))
+        );
+        // Not done yet: refused with a clear error, never ignored.
+        let a = capture_args(&["-i", "lo", "-w", "x.pcapng", "-a", "files:2"]);
+        assert!(capture_autostop(&a).is_err());
+    }
+
+    #[test]
+    fn issue39_buffer_in_kib() {
+        let ring = |args: &[&str]| ring_geometry(&capture_args(args).ring);
+        assert_eq!(
+            ring(&["-B", "4096"]).expect("valid").0,
+            Some(4 << 20),
+            "KiB"
+        );
+        assert_eq!(ring(&["-B", "64M"]).expect("valid").0, Some(64 << 20));
+        assert_eq!(ring(&["-B", "1G"]).expect("valid").0, Some(1 << 30));
+        assert_eq!(ring(&[]).expect("valid").0, None);
+        assert!(ring(&["-B", "512"]).is_err(), "under 1 MiB");
+        assert!(ring(&["-B", "x"]).is_err());
+        assert!(ring(&["-B", "99999999999999999"]).is_err());
+    }
+
+    #[test]
+    fn issue39_pcap_flags() {
+        let fmt = |args: &[&str]| {
+            output(&capture_args(args))
+                .expect("valid")
+                .map(|o| o.format)
+        };
+        assert_eq!(fmt(&["-w", "x.pcap", "-P"]), Some(Format::PcapMicros));
+        assert_eq!(fmt(&["-w", "x.pcap", "--pcap"]), Some(Format::PcapMicros));
+        assert_eq!(
+            fmt(&["-w", "x.pcap", "-P", "--time-stamp-precision", "nano"]),
+            Some(Format::Pcap)
+        );
+        assert_eq!(
+            fmt(&["-w", "x.pcap", "-P", "--time-stamp-precision", "micro"]),
+            Some(Format::PcapMicros)
+        );
+        assert_eq!(fmt(&["-w", "x.pcapng"]), Some(Format::Pcapng));
+        assert!(output(&capture_args(&["-P"])).is_err(), "-P needs -w");
+    }
+
+    #[test]
+    fn issue39_interface_by_number() {
+        let list = interface_list().expect("reads /sys/class/net");
+        for (n, name) in list.iter().enumerate() {
+            let got = interfaces(&[(n + 1).to_string()], true).expect("in range");
+            assert_eq!(got[0].iface, *name, "-i {} is the {}th of -D", n + 1, n + 1);
+        }
+        if let Some(second) = list.get(1) {
+            let got = interfaces(&["2@1".into()], true).expect("in range");
+            assert_eq!(
+                (got[0].iface.as_str(), got[0].queue),
+                (second.as_str(), Some(1))
+            );
+        }
+        assert!(interfaces(&["0".into()], true).is_err(), "numbered from 1");
+        assert!(interfaces(&[(list.len() + 1).to_string()], true).is_err());
+        // Several -i, and names as typed.
+        let got = interfaces(&["lo".into(), "eth9@2".into()], true).expect("names");
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[1].iface.as_str(), got[1].queue), ("eth9", Some(2)));
+    }
+
+    #[test]
+    fn issue39_promiscuous_by_default() {
+        let c = |args: &[&str]| capture(&capture_args(args)).expect("valid");
+        assert!(
+            c(&["-i", "lo", "-B", "1M"]).promisc,
+            "promiscuous, as tcpdump"
+        );
+        assert!(!c(&["-i", "lo", "-B", "1M", "-p"]).promisc, "-p: not");
+        assert_eq!(
+            c(&["-i", "lo", "-B", "4096"]).ring.block_nr,
+            16,
+            "4 MiB of 256 KiB"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::mem::size_of;
 
 pub const SOL_PACKET: libc::c_int = 263;
+pub const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 pub const PACKET_RX_RING: libc::c_int = 5;
 pub const PACKET_STATISTICS: libc::c_int = 6;
 pub const PACKET_VERSION: libc::c_int = 10;
@@ -12,6 +13,8 @@ pub const PACKET_TX_RING: libc::c_int = 13;
 pub const PACKET_FANOUT: libc::c_int = 18;
 pub const PACKET_QDISC_BYPASS: libc::c_int = 20;
 pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+pub const PACKET_MR_PROMISC: u16 = 1;
 
 pub const TPACKET_V2: libc::c_int = 1;
 pub const TPACKET_V3: libc::c_int = 2;
@@ -135,6 +138,17 @@ pub mod tpacket2_hdr {
     pub const TX_DATA_OFFSET: usize = 32;
 }
 
+/// `struct packet_mreq`: a membership of the socket (`PACKET_ADD_MEMBERSHIP`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct packet_mreq {
+    pub mr_ifindex: libc::c_int,
+    pub mr_type: u16,
+    pub mr_alen: u16,
+    pub mr_address: [u8; 8],
+}
+
+const _: () = assert!(size_of::<packet_mreq>() == 16);
 const _: () = assert!(size_of::<tpacket_req3>() == 28);
 const _: () = assert!(size_of::<tpacket_stats_v3>() == 12);
 const _: () = assert!(size_of::<sock_filter>() == 8);

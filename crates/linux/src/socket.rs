@@ -149,6 +149,25 @@ impl PacketSocket {
         )
     }
 
+    /// Puts interface `ifindex` into promiscuous mode for as long as this socket is open
+    /// (a `PACKET_MR_PROMISC` membership: the kernel counts them, so the interface leaves
+    /// promiscuous mode when the last socket that asked closes, even after a crash).
+    pub fn set_promisc(&self, ifindex: u32) -> Result<()> {
+        let mreq = abi::packet_mreq {
+            mr_ifindex: libc::c_int::try_from(ifindex)
+                .map_err(|_| Error::new(crate::ErrorKind::Sys, format!("ifindex {ifindex}")))?,
+            mr_type: abi::PACKET_MR_PROMISC,
+            ..Default::default()
+        };
+        set_opt(
+            self.raw(),
+            abi::SOL_PACKET,
+            abi::PACKET_ADD_MEMBERSHIP,
+            &mreq,
+            "PACKET_ADD_MEMBERSHIP",
+        )
+    }
+
     /// Requests a TPACKET_V3 receive ring.
     pub fn set_rx_ring(&self, req: &abi::tpacket_req3) -> Result<()> {
         set_opt(

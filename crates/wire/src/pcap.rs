@@ -1,7 +1,8 @@
-//! Classic pcap writer, nanosecond flavour, for tools that predate pcapng.
+//! Classic pcap writer, for tools that predate pcapng.
 //!
 //! The file is a 24-byte global header (magic `0xa1b23c4d` = nanosecond
-//! timestamps, version 2.4, snap length, link type) followed by one 16-byte
+//! timestamps, or `0xa1b2c3d4` = microseconds as tcpdump writes them; version
+//! 2.4, snap length, link type) followed by one 16-byte
 //! record header and the frame bytes per packet, all little-endian. A VLAN
 //! tag the ring stripped is put back as in [`crate::vlan`].
 
@@ -27,11 +28,13 @@ pub const RECORD_HEADER_LEN: usize = 16;
 /// LINKTYPE_ETHERNET.
 pub const LINKTYPE_ETHERNET: u32 = 1;
 
-/// Writes a nanosecond pcap file to `W`.
+/// Writes a pcap file (nanosecond or microsecond timestamps) to `W`.
 pub struct PcapWriter<W: Write> {
     w: W,
     snaplen: u32,
     bytes: u64,
+    /// Nanosecond timestamps (else microseconds).
+    nanos: bool,
 }
 
 impl<W: Write> std::fmt::Debug for PcapWriter<W> {
@@ -39,6 +42,7 @@ impl<W: Write> std::fmt::Debug for PcapWriter<W> {
         f.debug_struct("PcapWriter")
             .field("snaplen", &self.snaplen)
             .field("bytes_written", &self.bytes)
+            .field("nanos", &self.nanos)
             .finish_non_exhaustive()
     }
 }
@@ -46,9 +50,17 @@ impl<W: Write> std::fmt::Debug for PcapWriter<W> {
 impl<W: Write> PcapWriter<W> {
     /// Writes the global header: nanosecond magic, version 2.4, `snaplen`
     /// and `linktype` (LINKTYPE_*, 1 for Ethernet).
-    pub fn new(mut w: W, linktype: u32, snaplen: u32) -> io::Result<Self> {
+    pub fn new(w: W, linktype: u32, snaplen: u32) -> io::Result<Self> {
+        Self::with_precision(w, linktype, snaplen, true)
+    }
+
+    /// Writes the global header with the nanosecond magic (`nanos`) or the
+    /// microsecond one; records then carry that resolution (times are cut, not
+    /// rounded, so a packet never moves into the next microsecond).
+    pub fn with_precision(mut w: W, linktype: u32, snaplen: u32, nanos: bool) -> io::Result<Self> {
+        let magic = if nanos { MAGIC_NANOS } else { MAGIC_MICROS };
         let mut h = [0u8; GLOBAL_HEADER_LEN];
-        h[0..4].copy_from_slice(&MAGIC_NANOS.to_le_bytes());
+        h[0..4].copy_from_slice(&magic.to_le_bytes());
         h[4..6].copy_from_slice(&2u16.to_le_bytes());
         h[6..8].copy_from_slice(&4u16.to_le_bytes());
         // thiszone and sigfigs stay 0.
@@ -59,6 +71,7 @@ impl<W: Write> PcapWriter<W> {
             w,
             snaplen,
             bytes: GLOBAL_HEADER_LEN as u64,
+            nanos,
         })
     }
 
@@ -83,10 +96,11 @@ impl<W: Write> PcapWriter<W> {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too long for pcap"))?;
         let orig = vlan::tagged_orig_len(data.len(), orig_len, vlan_tci);
         let secs = u32::try_from(ts_ns / 1_000_000_000).unwrap_or(u32::MAX);
-        let nanos = (ts_ns % 1_000_000_000) as u32;
+        let frac = (ts_ns % 1_000_000_000) as u32;
+        let frac = if self.nanos { frac } else { frac / 1000 };
         let mut h = [0u8; RECORD_HEADER_LEN];
         h[0..4].copy_from_slice(&secs.to_le_bytes());
-        h[4..8].copy_from_slice(&nanos.to_le_bytes());
+        h[4..8].copy_from_slice(&frac.to_le_bytes());
         h[8..12].copy_from_slice(&caplen32.to_le_bytes());
         h[12..16].copy_from_slice(&orig.to_le_bytes());
         self.w.write_all(&h)?;
@@ -121,6 +135,16 @@ mod tests {
         assert_eq!(&r[12..16], &64u32.to_le_bytes());
         assert_eq!(&r[16 + 12..16 + 16], &[0x81, 0, 0, 5]);
         assert_eq!(out.len(), 24 + 16 + 18);
+    }
+
+    #[test]
+    fn test_emit_micros() {
+        let mut w = PcapWriter::with_precision(Vec::new(), LINKTYPE_ETHERNET, 100, false).unwrap();
+        w.write_packet(1_500_000_999, &[0u8; 14], 14, None).unwrap();
+        let out = w.into_inner();
+        assert_eq!(&out[..4], &[0xd4, 0xc3, 0xb2, 0xa1]);
+        assert_eq!(&out[24..28], &1u32.to_le_bytes());
+        assert_eq!(&out[28..32], &500_000u32.to_le_bytes());
     }
 
     #[test]

@@ -14,12 +14,9 @@ use corecap_linux::privilege::RunAs;
 use crate::args::CaptureArgs;
 use crate::{config, report};
 
+/// Lists the interfaces numbered from 1, as tcpdump -D does; `-i N` takes the number.
 fn list_interfaces() -> Result<()> {
-    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
-        .context("reading /sys/class/net")?
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
+    let names = config::interface_list()?;
     for (n, name) in names.iter().enumerate() {
         let q = corecap_linux::netdev::rx_queues(name).unwrap_or(1);
         let idx = corecap_linux::netdev::ifindex(name).unwrap_or(0);
@@ -260,12 +257,19 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
         .map(|i| i.label())
         .chain(cfg.files.iter().map(|f| f.display().to_string()))
         .collect();
+    let ring = u64::from(cfg.ring.block_size) * u64::from(cfg.ring.block_nr);
     eprintln!(
-        "corecap: capturing on {} with {} worker{} ({:?} balance)",
+        "corecap: capturing on {} with {} worker{} ({:?} balance), a ring of {} per worker (-B){}",
         inputs.join(", "),
         cap.workers.len(),
         if cap.workers.len() == 1 { "" } else { "s" },
-        cfg.balance
+        cfg.balance,
+        size_text(ring),
+        if cfg.inputs.is_empty() || cfg.promisc {
+            ""
+        } else {
+            ", not promiscuous (-p)"
+        }
     );
 }
 
@@ -273,13 +277,16 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
 /// merged), the format, rotation, sealing, and whether each file gets an index (on unless
 /// `--no-index`), so that a user knows what the folder will hold.
 fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups: bool) -> String {
-    let mut how = vec![format!("{:?}", o.format).to_lowercase()];
+    use corecap_engine::sink::file::Format;
+    let mut how = vec![match o.format {
+        Format::Pcapng => "pcapng".to_owned(),
+        Format::Pcap => "pcap (nanoseconds)".to_owned(),
+        Format::PcapMicros => "pcap (microseconds)".to_owned(),
+    }];
     // tcpdump writes classic pcap, whatever the name; corecap writes pcapng, as dumpcap
     // does, unless asked: a name ending in .pcap gets the hint.
-    if o.format == corecap_engine::sink::file::Format::Pcapng
-        && o.path.extension().is_some_and(|e| e == "pcap")
-    {
-        how[0] = "pcapng, though the name says .pcap (--pcap writes classic pcap)".into();
+    if o.format == Format::Pcapng && o.path.extension().is_some_and(|e| e == "pcap") {
+        how[0] = "pcapng, though the name says .pcap (-P writes classic pcap)".into();
     }
     if o.merge {
         how.push("one file in time order".into());
@@ -445,6 +452,8 @@ fn size_text(b: u64) -> String {
     }
     if b.is_multiple_of(1000) {
         format!("{} kB", b / 1000)
+    } else if b.is_multiple_of(1024) {
+        format!("{} KiB", b / 1024)
     } else {
         format!("{b} bytes")
     }

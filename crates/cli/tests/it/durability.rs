@@ -282,7 +282,7 @@ fn issue21_a_failed_start_touches_nothing() {
         .arg("--as=1500000000")
         .arg(util::bin())
         .args([
-            "capture", "--netns", &lab.netns, "-i", "cap0", "-B", "2000", "-w",
+            "capture", "--netns", &lab.netns, "-i", "cap0", "-B", "2000M", "-w",
         ])
         .arg(&new)
         .args(["--duration", "1"])

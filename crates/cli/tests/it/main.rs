@@ -11,6 +11,7 @@ mod compressed;
 mod durability;
 mod extcap;
 mod fleet;
+mod habits;
 mod install;
 mod ipfix;
 mod lookback;

@@ -262,7 +262,7 @@ fn issue8_bad_inputs_get_one_clear_error() {
     capture_error(&["nosuch0"], "no such interface: nosuch0");
     capture_error(&["cap0@9"], "queue 9 is out of range");
     capture_error(&["cap0", "udp", "port"], "invalid filter 'udp port'");
-    capture_error(&["cap0", "-B", "100000000"], "of memory available");
+    capture_error(&["cap0", "-B", "100000000M"], "of memory available");
     capture_error(
         &["cap0", "-w", "/nonexistent/dir/x.pcapng", "--per-worker"],
         "cannot create /nonexistent/dir/x.w0.pcapng",

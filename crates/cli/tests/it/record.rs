@@ -518,12 +518,19 @@ fn issue22_the_start_line_names_the_files_written() {
             assert!(line.contains(&shown), "{name}: {line:?} names {shown}");
         }
         assert!(!out.join("rec.pcapng").exists(), "{name}: no rec.pcapng");
-        assert!(!line.contains("--pcap writes"), "{name}: {line:?}");
+        assert!(!line.contains("-P writes"), "{name}: {line:?}");
     }
-    // A name ending in .pcap: pcapng unless --pcap (as dumpcap), and the line says so.
+    // A name ending in .pcap: pcapng unless -P (as dumpcap), and the line says so; pcap
+    // in microseconds as tcpdump writes it, unless --time-stamp-precision nano.
     for (name, extra, magic, hint) in [
         ("named-pcap", &[][..], [0x0a, 0x0d, 0x0d, 0x0a], true),
-        ("pcap", &["--pcap"][..], [0x4d, 0x3c, 0xb2, 0xa1], false),
+        ("pcap", &["--pcap"][..], [0xd4, 0xc3, 0xb2, 0xa1], false),
+        (
+            "pcap-nano",
+            &["-P", "--time-stamp-precision", "nano"][..],
+            [0x4d, 0x3c, 0xb2, 0xa1],
+            false,
+        ),
     ] {
         let out = dir.path(name);
         std::fs::create_dir_all(&out).expect("folder");
@@ -541,7 +548,7 @@ fn issue22_the_start_line_names_the_files_written() {
             .find(|l| l.starts_with("corecap: writing"))
             .unwrap_or_else(|| panic!("{name}: no start line in {err}"));
         assert_eq!(
-            line.contains("--pcap writes classic pcap"),
+            line.contains("-P writes classic pcap"),
             hint,
             "{name}: {line:?}"
         );

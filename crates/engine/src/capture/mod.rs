@@ -187,6 +187,10 @@ pub struct CaptureConfig {
     pub count: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
+    /// Put AF_PACKET interfaces into promiscuous mode while the capture runs (tcpdump's
+    /// default; `capture -p` turns it off). Off by default here: a daemon's captures
+    /// leave the interface as they found it.
+    pub promisc: bool,
     /// Output files.
     pub output: Option<OutputConfig>,
     /// Consumer groups; non-empty means pipeline mode (apps on stage threads).
@@ -228,6 +232,7 @@ impl Default for CaptureConfig {
             ring: RingConfig::with_size(64 << 20, 1 << 20, 10),
             count: None,
             duration: None,
+            promisc: false,
             output: None,
             groups: Vec::new(),
             stage_cpus: Vec::new(),

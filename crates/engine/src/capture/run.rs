@@ -348,6 +348,7 @@ fn source(
                 ring: cfg.ring,
                 filter: prog.clone(),
                 spare: cfg.spare.clone(),
+                promisc: cfg.promisc,
             };
             Source::Live {
                 spec,

@@ -30,6 +30,8 @@ pub enum Format {
     Pcapng,
     /// Classic pcap with nanosecond timestamps.
     Pcap,
+    /// Classic pcap with microsecond timestamps, as tcpdump writes it.
+    PcapMicros,
 }
 
 /// When to start a new file (`-b filesize:kB,duration:S,files:N`).
@@ -87,6 +89,8 @@ struct Told {
     linktype: u16,
     keep: usize,
     ts_limit: u64,
+    /// Nanoseconds per tick of the file's timestamps (1000 in microsecond pcap).
+    tick: u64,
 }
 
 impl Told {
@@ -110,15 +114,21 @@ impl Told {
                     linktype: i.linktype,
                     keep: keep(i.snaplen),
                     ts_limit: u64::MAX,
+                    tick: 1,
                 })
                 .collect(),
             // One link type and snap length for all; past 32-bit seconds the writer clamps.
-            Format::Pcap => {
+            Format::Pcap | Format::PcapMicros => {
                 let linktype = cfg.interfaces.first().map_or(1, |i| i.linktype);
                 let t = Told {
                     linktype,
                     keep: keep(cfg.snaplen),
                     ts_limit: corecap_wire::pcap::TS_LIMIT_NS,
+                    tick: if cfg.format == Format::PcapMicros {
+                        1000
+                    } else {
+                        1
+                    },
                 };
                 vec![t; cfg.interfaces.len()]
             }
@@ -136,7 +146,8 @@ impl Told {
             return None;
         }
         Some(Written {
-            ts_ns: p.ts_ns,
+            // The time as the file holds it (cut to microseconds in microsecond pcap).
+            ts_ns: p.ts_ns / t.tick * t.tick,
             linktype: t.linktype,
             frame: &p.data[..p.data.len().min(t.keep)],
         })
@@ -181,9 +192,14 @@ impl Writer {
     fn start(cfg: &FileConfig, out: Output) -> io::Result<Self> {
         let mut w = match cfg.format {
             Format::Pcapng => Writer::Pcapng(PcapngWriter::new(out, "corecap", &cfg.interfaces)?),
-            Format::Pcap => {
+            Format::Pcap | Format::PcapMicros => {
                 let lt = cfg.interfaces.first().map(|i| i.linktype).unwrap_or(1);
-                Writer::Pcap(PcapWriter::new(out, u32::from(lt), cfg.snaplen)?)
+                Writer::Pcap(PcapWriter::with_precision(
+                    out,
+                    u32::from(lt),
+                    cfg.snaplen,
+                    cfg.format == Format::Pcap,
+                )?)
             }
         };
         w.out().header_done();
@@ -564,10 +580,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("corecap-front-index-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("test folder");
-        for format in [Format::Pcapng, Format::Pcap] {
+        for format in [Format::Pcapng, Format::Pcap, Format::PcapMicros] {
             let base = dir.join(match format {
                 Format::Pcapng => "rec.pcapng",
                 Format::Pcap => "rec.pcap",
+                Format::PcapMicros => "recus.pcap",
             });
             let mut sink = FileSink::create(FileConfig {
                 rotation: Rotation {
@@ -604,7 +621,8 @@ mod tests {
                     ts_ns: if late {
                         (u64::from(u32::MAX) + 1 + i) * 1_000_000_000
                     } else {
-                        1_700_000_000_000_000_000 + i * 1000
+                        // Not on a whole microsecond: microsecond pcap cuts it.
+                        1_700_000_000_000_000_000 + i * 1000 + seed % 1000
                     },
                     data: &f,
                     wire_len: f.len() as u32,

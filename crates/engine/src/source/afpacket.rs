@@ -43,6 +43,8 @@ pub struct LiveSpec {
     pub filter: Vec<sock_filter>,
     /// A socket opened ahead of need, used instead of a new one when it fits.
     pub spare: Option<Spare>,
+    /// Put the interface into promiscuous mode while the socket is open.
+    pub promisc: bool,
 }
 
 /// A socket opened ahead of need: its ring made, bound to an interface, refusing every
@@ -159,6 +161,15 @@ pub fn open(spec: &LiveSpec, stop: &dyn Fn() -> bool) -> corecap_linux::Result<R
 }
 
 fn open_inner(spec: &LiveSpec) -> corecap_linux::Result<RxRing> {
+    let ring = open_socket(spec)?;
+    if spec.promisc {
+        ring.socket().set_promisc(spec.ifindex)?;
+    }
+    Ok(ring)
+}
+
+/// The worker's socket, bound (and joined): a spare that fits, or a new one.
+fn open_socket(spec: &LiveSpec) -> corecap_linux::Result<RxRing> {
     if spec.group.is_none() {
         if let Some((ring, armed)) = spec
             .spare
