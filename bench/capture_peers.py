@@ -157,7 +157,7 @@ def tool_cmd(tool, outdir, cpu):
         # A file per worker (--per-worker): no merge thread, the layout before one merged
         # file became the default.
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256",
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "--per-worker", "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
     if tool == "corecap-write-default":
         # Every default: the ring sized from the link, one worker per RX queue, direct I/O.

@@ -18,7 +18,7 @@ use super::plan::{
 };
 use super::{Capture, CaptureConfig, CaptureError};
 use crate::sink::file::FileSink;
-use crate::sink::merge::{self, MergeHandle};
+use crate::sink::merge;
 use crate::source::afpacket::{FanoutGroup, LiveSpec};
 use crate::source::afxdp::XdpSetup;
 use crate::source::replay::FileSpec;
@@ -501,10 +501,8 @@ fn open_sinks(
         }
         SinkPlan::Merged(path) => {
             let sink = open(path, plan.ifaces.clone())?;
-            let (tx, rx) = std::sync::mpsc::sync_channel(256);
-            let apps = (0..n)
-                .map(|w| App::Merge(MergeHandle::new(w, tx.clone())))
-                .collect();
+            let (handles, rx, back) = merge::channels(n);
+            let apps = handles.into_iter().map(App::Merge).collect();
             let ctl = control.clone();
             // Files read with -r wait for the disk, as each worker's own file does; live
             // packets do not wait (the workers' rings would fill instead).
@@ -513,7 +511,7 @@ fn open_sinks(
                 .name("corecap-merge".into())
                 .spawn(move || {
                     let _ = corecap_linux::privilege::drop_thread_capabilities();
-                    merge::run(rx, n, sink, &ctl, wait)
+                    merge::run(rx, back, sink, &ctl, wait)
                 })
                 .map_err(|e| CaptureError::System(format!("cannot start the merge thread: {e}")))?;
             Ok((apps, Some(merge)))

@@ -3,7 +3,8 @@
 //! Workers copy each block's packets into a batch and send it to the merge thread over a
 //! bounded channel (a full channel makes the worker wait, so its ring fills and the kernel
 //! counts the drops). Each batch carries a watermark: the worker will send no packet older
-//! than it (on a live interface, the time 50 ms ago; from a file, the file's time so far).
+//! than it (its last packet's time less [`SLACK_NS`], or on an idle live interface the
+//! time 50 ms ago; from a file, the file's time so far).
 //!
 //! A worker's own packets are not quite in time order: its ring is filled by every CPU
 //! that receives for it, and a packet stamped a few microseconds earlier on one CPU can
@@ -13,7 +14,7 @@
 //! reorder, whose bound is the watermark's lag, and every file it writes is in time order.
 
 use std::collections::VecDeque;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
 use super::file::FileSink;
@@ -34,21 +35,45 @@ pub struct Batch {
 pub struct MergeHandle {
     worker: usize,
     tx: SyncSender<Batch>,
+    /// Batches the merge thread has written, emptied, to fill again: their memory is
+    /// reused, not allocated and grown afresh for every block.
+    free: Receiver<Batch>,
     cur: Batch,
 }
 
-impl MergeHandle {
-    /// A handle for `worker`.
-    pub fn new(worker: usize, tx: SyncSender<Batch>) -> Self {
-        Self {
-            worker,
-            tx,
+/// How much older than a worker's last packet its next ones may be: a ring filled by
+/// several CPUs is out of order by microseconds (a CPU that stamped a packet and then lost
+/// the ring's lock to another). Holding more than that would keep the pending packets out
+/// of the cache (copying them cost twice as much CPU with 50 ms held).
+const SLACK_NS: u64 = 5_000_000;
+
+/// How many written batches wait to be reused, per worker.
+const FREE_BATCHES: usize = 8;
+
+/// The merge's channels for `workers` workers: each worker's handle, and what
+/// [`run`] takes (the batches coming in, and one way back per worker for the batches it
+/// has written).
+pub fn channels(workers: usize) -> (Vec<MergeHandle>, Receiver<Batch>, Vec<SyncSender<Batch>>) {
+    let (tx, rx) = sync_channel(256);
+    let mut handles = Vec::with_capacity(workers);
+    let mut back = Vec::with_capacity(workers);
+    for w in 0..workers {
+        let (btx, brx) = sync_channel(FREE_BATCHES);
+        back.push(btx);
+        handles.push(MergeHandle {
+            worker: w,
+            tx: tx.clone(),
+            free: brx,
             cur: Batch {
-                worker,
+                worker: w,
                 ..Default::default()
             },
-        }
+        });
     }
+    (handles, rx, back)
+}
+
+impl MergeHandle {
 
     /// Copies a packet into the current batch.
     pub fn push(&mut self, p: &Packet<'_>) {
@@ -57,13 +82,26 @@ impl MergeHandle {
 
     /// Sends the current batch with a watermark. Returns false if the merge thread is gone.
     pub fn send(&mut self, watermark: u64) -> bool {
+        let next = match self.free.try_recv() {
+            Ok(b) => b,
+            Err(_) => Batch::default(),
+        };
         let next = Batch {
             worker: self.worker,
-            ..Default::default()
+            watermark: 0,
+            done: false,
+            ..next
         };
         let mut b = std::mem::replace(&mut self.cur, next);
-        // Not raised to the batch's last packet: the next batch may hold an older one.
-        b.watermark = watermark;
+        // Raised to the batch's last packet less [`SLACK`], not to the packet itself: the
+        // next batch may hold one a little older.
+        let last = b
+            .packets
+            .len()
+            .checked_sub(1)
+            .and_then(|i| b.packets.ts(i))
+            .unwrap_or(0);
+        b.watermark = watermark.max(last.saturating_sub(SLACK_NS));
         self.tx.send(b).is_ok()
     }
 
@@ -83,11 +121,12 @@ impl MergeHandle {
 /// being dropped, stop or not: the workers counted it as delivered.
 pub fn run(
     rx: Receiver<Batch>,
-    workers: usize,
+    back: Vec<SyncSender<Batch>>,
     mut sink: FileSink,
     ctl: &crate::worker::Control,
     wait: bool,
 ) -> (FileSink, u64) {
+    let workers = back.len().max(1);
     let mut queues: Vec<VecDeque<(Batch, usize)>> = (0..workers).map(|_| VecDeque::new()).collect();
     let mut wm = vec![0u64; workers];
     let mut done = vec![false; workers];
@@ -107,7 +146,7 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => done.iter_mut().for_each(|d| *d = true),
         }
         let all_done = done.iter().all(|d| *d);
-        errors += drain(&mut queues, &wm, &done, all_done, &mut sink, wait);
+        errors += drain(&mut queues, &wm, &done, all_done, &mut sink, wait, &back);
         sink.hand_over();
         if sink.failed() {
             // A write failed: end the capture; the workers' last batches are counted.
@@ -126,6 +165,7 @@ fn drain(
     all: bool,
     sink: &mut FileSink,
     wait: bool,
+    back: &[SyncSender<Batch>],
 ) -> u64 {
     let mut errors = 0;
     // Below this time every worker has said it sends nothing more.
@@ -168,7 +208,13 @@ fn drain(
         }
         *i += 1;
         if *i >= b.packets.len() {
-            q[w].remove(j);
+            if let Some((mut done, _)) = q[w].remove(j) {
+                // Back to its worker to fill again; dropped when it has enough.
+                done.packets.clear();
+                if let Some(tx) = back.get(w) {
+                    let _ = tx.try_send(done);
+                }
+            }
         }
     }
 }
