@@ -74,7 +74,6 @@ pub fn channels(workers: usize) -> (Vec<MergeHandle>, Receiver<Batch>, Vec<SyncS
 }
 
 impl MergeHandle {
-
     /// Copies a packet into the current batch.
     pub fn push(&mut self, p: &Packet<'_>) {
         self.cur.packets.push(p, 0, u32::MAX);
