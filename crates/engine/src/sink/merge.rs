@@ -81,10 +81,7 @@ impl MergeHandle {
 
     /// Sends the current batch with a watermark. Returns false if the merge thread is gone.
     pub fn send(&mut self, watermark: u64) -> bool {
-        let next = match self.free.try_recv() {
-            Ok(b) => b,
-            Err(_) => Batch::default(),
-        };
+        let next = self.free.try_recv().unwrap_or_default();
         let next = Batch {
             worker: self.worker,
             watermark: 0,
