@@ -15,26 +15,7 @@ use crate::args::QueryArgs;
 use crate::config;
 
 pub(crate) fn run(a: QueryArgs) -> Result<i32> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    // Times of day without an offset are in --tz, else in TZ or the system's zone.
-    let zone = time_zone(a.tz.as_deref()).map_err(|e| anyhow!("--tz: {e}"))?;
-    let from = match &a.from {
-        Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--from {t}: {e}"))?,
-        None => 0,
-    };
-    let to = match &a.to {
-        Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--to {t}: {e}"))?,
-        None => u64::MAX,
-    };
-    // The window as it was understood, exact and in UTC.
-    let window = (a.from.is_some() || a.to.is_some()).then(|| {
-        (
-            a.from.as_ref().map(|_| utc_text(from)),
-            a.to.as_ref().map(|_| utc_text(to)),
-        )
-    });
+    let (from, to, window) = window(&a)?;
     // With -r, as tcpdump -r, the paths are given and the arguments are the filter.
     let (paths, words) = if a.read.is_empty() {
         split_args(&a.args, a.filter.is_some())
@@ -78,19 +59,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         let w = io::stdout().lock();
         run_query(&spec, BufWriter::with_capacity(1 << 20, w))?
     } else {
-        // Never over a file, as `capture -w` (--force to allow it).
-        let f = if a.force {
-            File::create(out)
-        } else {
-            File::create_new(out)
-        }
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => anyhow!(
-                "{} exists; corecap does not write over a file (--force to replace it)",
-                out.display()
-            ),
-            _ => anyhow::Error::new(e).context(format!("creating {}", out.display())),
-        })?;
+        let f = create(out, a.force)?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
         let s = run_query(&spec, &mut w)?;
         w.flush()
@@ -136,6 +105,49 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// A window's ends as the summary shows them (RFC 3339 in UTC), each when it was given.
+type Shown = (Option<String>, Option<String>);
+
+/// The window of `--from` and `--to` in ns (times of day without an offset in `--tz`, else
+/// in TZ or the system's zone), and the same as the summary shows it back: exact, in UTC.
+fn window(a: &QueryArgs) -> Result<(u64, u64, Option<Shown>)> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let zone = time_zone(a.tz.as_deref()).map_err(|e| anyhow!("--tz: {e}"))?;
+    let from = match &a.from {
+        Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--from {t}: {e}"))?,
+        None => 0,
+    };
+    let to = match &a.to {
+        Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--to {t}: {e}"))?,
+        None => u64::MAX,
+    };
+    // The window as it was understood, exact and in UTC.
+    let window = (a.from.is_some() || a.to.is_some()).then(|| {
+        (
+            a.from.as_ref().map(|_| utc_text(from)),
+            a.to.as_ref().map(|_| utc_text(to)),
+        )
+    });
+    Ok((from, to, window))
+}
+/// Creates the `-w` file: never over a file, as `capture -w` (`--force` to allow it).
+fn create(out: &Path, force: bool) -> Result<File> {
+    if force {
+        File::create(out)
+    } else {
+        File::create_new(out)
+    }
+    .map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => anyhow!(
+            "{} exists; corecap does not write over a file (--force to replace it)",
+            out.display()
+        ),
+        _ => anyhow::Error::new(e).context(format!("creating {}", out.display())),
+    })
 }
 
 /// Leading arguments that exist are paths; the rest is the filter. With `-f`, all are paths.

@@ -404,6 +404,17 @@ pub fn run(
             std::thread::sleep(Duration::from_micros(200));
         }
     }
+    end(o, flows, sink, &lim)
+}
+
+/// A member's end: its flow records' last message and its file closed, their losses and
+/// errors counted, the final counters published.
+fn end(
+    mut o: MemberOutcome,
+    flows: Option<crate::stage::flows::FlowTable>,
+    sink: Option<FileSink>,
+    lim: &MemberLimits,
+) -> MemberOutcome {
     if let Some(mut t) = flows {
         // The final drop count goes into the exporter's last options record.
         let piped = lim
@@ -427,7 +438,7 @@ pub fn run(
         }
         o.notes = done.notes;
     }
-    o.publish(&lim, None);
+    o.publish(lim, None);
     if let (Some(l), Some(n)) = (&lim.live, files) {
         // Relaxed: as in `publish`.
         l.files.store(n, Ordering::Relaxed);
