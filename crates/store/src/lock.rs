@@ -101,9 +101,12 @@ impl WriterLock {
                 continue;
             }
             if writable {
-                file.set_len(0).map_err(io)?;
-                file.rewind().map_err(io)?;
-                file.write_all(describe_self().as_bytes()).map_err(io)?;
+                // Who holds it, for a second writer's message; best effort: a full disk
+                // must not stop the writer that holds the claim (the lock is what counts).
+                let _ = file
+                    .set_len(0)
+                    .and_then(|()| file.rewind())
+                    .and_then(|()| file.write_all(describe_self().as_bytes()));
             }
             return Ok(WriterLock {
                 file,
