@@ -1065,3 +1065,93 @@ fn parse_spawn_priority(s: &str) -> Result<i32, String> {
         _ => Err(format!("'{s}': the priority is 1-99")),
     }
 }
+
+#[cfg(test)]
+mod readme_tests {
+    use super::*;
+
+    /// Splits a shell line into words as sh would for these commands: single and double
+    /// quotes, backslash escapes, and nothing from an unquoted `#` or `|` on.
+    fn words(line: &str) -> Vec<String> {
+        let (mut out, mut cur, mut quote, mut started) = (Vec::new(), String::new(), None, false);
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => cur.push(c),
+                (None, '\'' | '"') => {
+                    quote = Some(c);
+                    started = true;
+                }
+                (None, '\\') => cur.extend(chars.next()),
+                (None, '#' | '|') if !started || cur.is_empty() => break,
+                (None, c) if c.is_whitespace() => {
+                    if started || !cur.is_empty() {
+                        out.push(std::mem::take(&mut cur));
+                    }
+                    started = false;
+                }
+                (None, c) => cur.push(c),
+            }
+        }
+        if started || !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+
+    /// The `corecap ...` command lines of the README's sh blocks, continuations joined.
+    fn readme_commands() -> Vec<String> {
+        let readme = include_str!("../../../README.md");
+        let mut out = Vec::new();
+        let mut in_sh = false;
+        let mut pending = String::new();
+        for line in readme.lines() {
+            if line.starts_with("```") {
+                in_sh = line == "```sh";
+                continue;
+            }
+            if !in_sh {
+                continue;
+            }
+            let joined = format!("{pending}{}", line.trim_start());
+            match joined.strip_suffix('\\') {
+                Some(head) => pending = head.to_owned(),
+                None => {
+                    pending.clear();
+                    if joined.starts_with("corecap ") {
+                        out.push(joined);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Issue 39: every corecap command the README shows parses as corecap reads it: each
+    /// subcommand, flag and value it names exists and is well formed.
+    #[test]
+    fn issue39_every_command_in_the_readme_parses() {
+        let commands = readme_commands();
+        assert!(commands.len() >= 15, "{commands:#?}");
+        for c in &commands {
+            let w = words(c);
+            if let Err(e) = Cli::try_parse_from(&w) {
+                panic!("README: `{c}` does not parse ({w:?}): {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn test_words() {
+        assert_eq!(
+            words("corecap query a 'host 10.0.0.7' -w x  # comment"),
+            ["corecap", "query", "a", "host 10.0.0.7", "-w", "x"]
+        );
+        assert_eq!(
+            words("corecap capture -i eth0 -w - | tshark -r -"),
+            ["corecap", "capture", "-i", "eth0", "-w", "-"]
+        );
+        assert_eq!(words("a \"b # c\" d"), ["a", "b # c", "d"]);
+    }
+}
