@@ -13,7 +13,8 @@
 //! batches (of every worker) once every worker's watermark has passed it: a bounded
 //! reorder, whose bound is the watermark's lag, and every file it writes is in time order.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
@@ -123,26 +124,34 @@ pub fn run(
     wait: bool,
 ) -> (FileSink, u64) {
     let workers = back.len().max(1);
-    let mut queues: Vec<VecDeque<(Batch, usize)>> = (0..workers).map(|_| VecDeque::new()).collect();
+    let mut pending = Pending::default();
     let mut wm = vec![0u64; workers];
     let mut done = vec![false; workers];
     let mut errors = 0u64;
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(mut b) => {
-                b.packets.sort_by_time();
-                let w = b.worker.min(workers - 1);
+                b.worker = b.worker.min(workers - 1);
+                let w = b.worker;
                 wm[w] = wm[w].max(b.watermark);
                 done[w] |= b.done;
-                if !b.packets.is_empty() {
-                    queues[w].push_back((b, 0));
-                }
+                pending.add(b);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => done.iter_mut().for_each(|d| *d = true),
         }
         let all_done = done.iter().all(|d| *d);
-        errors += drain(&mut queues, &wm, &done, all_done, &mut sink, wait, &back);
+        // Below this time every worker has said it sends nothing more.
+        let safe = if all_done {
+            u64::MAX
+        } else {
+            wm.iter()
+                .zip(&done)
+                .map(|(&m, &d)| if d { u64::MAX } else { m })
+                .min()
+                .unwrap_or(u64::MAX)
+        };
+        errors += pending.write_until(safe, &mut sink, wait, &back);
         sink.hand_over();
         if sink.failed() {
             // A write failed: end the capture; the workers' last batches are counted.
@@ -154,63 +163,83 @@ pub fn run(
     }
 }
 
-fn drain(
-    q: &mut [VecDeque<(Batch, usize)>],
-    wm: &[u64],
-    done: &[bool],
-    all: bool,
-    sink: &mut FileSink,
-    wait: bool,
-    back: &[SyncSender<Batch>],
-) -> u64 {
-    let mut errors = 0;
-    // Below this time every worker has said it sends nothing more.
-    let safe = wm
-        .iter()
-        .zip(done)
-        .map(|(&m, &d)| if d { u64::MAX } else { m })
-        .min()
-        .unwrap_or(u64::MAX);
-    loop {
-        // The oldest packet of every pending batch of every worker.
-        let head = q
-            .iter()
-            .enumerate()
-            .flat_map(|(w, d)| {
-                d.iter()
-                    .enumerate()
-                    .filter_map(move |(j, (b, i))| b.packets.ts(*i).map(|ts| (ts, w, j)))
-            })
-            .min();
-        let Some((ts, w, j)) = head else {
-            return errors;
-        };
-        if !all && ts > safe {
-            return errors;
+/// The batches waiting to be written (each sorted as it came), and a heap of the oldest
+/// unwritten packet of each: the next packet to write is the heap's top, found in
+/// O(log batches).
+#[derive(Default)]
+struct Pending {
+    /// Batches by id, with the next packet to write; None where an id is free.
+    batches: Vec<Option<(Batch, usize)>>,
+    free: Vec<usize>,
+    /// (time of the batch's next packet, batch id), oldest on top.
+    heads: BinaryHeap<Reverse<(u64, usize)>>,
+}
+
+impl Pending {
+    /// Takes a batch in: sorted, and its oldest packet on the heap.
+    fn add(&mut self, mut b: Batch) {
+        if b.packets.is_empty() {
+            return;
         }
-        let Some((b, i)) = q[w].get_mut(j) else {
-            return errors;
+        b.packets.sort_by_time();
+        let ts = b.packets.ts(0).unwrap_or(0);
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.batches[id] = Some((b, 0));
+                id
+            }
+            None => {
+                self.batches.push(Some((b, 0)));
+                self.batches.len() - 1
+            }
         };
-        if let Some((p, _)) = b.packets.get(*i) {
-            if wait {
-                // Not ended by a stop: what the workers handed over is written, as their
-                // own files would have (the capture stops as the input ends, while this
-                // thread may still be draining). Only a failed or gone writer ends it.
-                sink.wait_for_disk(|| false);
+        self.heads.push(Reverse((ts, id)));
+    }
+
+    /// Writes, oldest first, every pending packet no newer than `safe`; a batch written to
+    /// its end goes back to its worker. Returns the packets the sink refused.
+    fn write_until(
+        &mut self,
+        safe: u64,
+        sink: &mut FileSink,
+        wait: bool,
+        back: &[SyncSender<Batch>],
+    ) -> u64 {
+        let mut errors = 0;
+        while let Some(&Reverse((ts, id))) = self.heads.peek() {
+            if ts > safe {
+                break;
             }
-            if sink.write(&p).is_err() {
-                errors += 1;
+            self.heads.pop();
+            let Some((b, i)) = self.batches.get_mut(id).and_then(Option::as_mut) else {
+                continue;
+            };
+            if let Some((p, _)) = b.packets.get(*i) {
+                if wait {
+                    // Not ended by a stop: what the workers handed over is written, as their
+                    // own files would have (the capture stops as the input ends, while this
+                    // thread may still be draining). Only a failed or gone writer ends it.
+                    sink.wait_for_disk(|| false);
+                }
+                if sink.write(&p).is_err() {
+                    errors += 1;
+                }
             }
-        }
-        *i += 1;
-        if *i >= b.packets.len() {
-            if let Some((mut done, _)) = q[w].remove(j) {
-                // Back to its worker to fill again; dropped when it has enough.
-                done.packets.clear();
-                if let Some(tx) = back.get(w) {
-                    let _ = tx.try_send(done);
+            *i += 1;
+            match b.packets.ts(*i) {
+                Some(next) => self.heads.push(Reverse((next, id))),
+                None => {
+                    if let Some((mut written, _)) = self.batches[id].take() {
+                        // Back to its worker to fill again; dropped when it has enough.
+                        written.packets.clear();
+                        if let Some(tx) = back.get(written.worker) {
+                            let _ = tx.try_send(written);
+                        }
+                    }
+                    self.free.push(id);
                 }
             }
         }
+        errors
     }
 }
