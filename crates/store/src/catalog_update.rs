@@ -48,8 +48,8 @@ fn capture_files(dir: &Path) -> Vec<PathBuf> {
         })
         .filter(|p| {
             matches!(
-                crate::query::file_kind(p),
-                Ok(crate::query::FileKind::Plain | crate::query::FileKind::Sealed)
+                crate::sniff::file_kind(p),
+                Ok(crate::sniff::FileKind::Plain | crate::sniff::FileKind::Sealed)
             )
         })
         .collect()

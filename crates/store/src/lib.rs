@@ -19,6 +19,7 @@
 //!   updates (a full disk) is brought up to date from them
 //!   ([`catalog_update::refresh`]). It is an accelerator: a catalog that cannot be written
 //!   or read costs a note, never a packet or an answer.
+//! - [`sniff`]: what a file holds, from its first bytes.
 //! - [`query`]: filtered, time-ordered reads over many files, pruned by their indexes.
 //!
 //! SQLite (through `rusqlite`, built in) rather than a format of our own: several disk
@@ -39,5 +40,6 @@ pub mod recover;
 pub mod retention;
 pub mod sealed;
 pub mod sidecar;
+pub mod sniff;
 
 pub use catalog::{Catalog, Entry, Error, State, CATALOG};

@@ -223,10 +223,10 @@ fn scan(dir: &Path, skip: impl Fn(&str) -> Skip) -> OnDisk {
                 continue;
             }
         }
-        let kind = crate::query::file_kind(&path).unwrap_or(crate::query::FileKind::Other);
+        let kind = crate::sniff::file_kind(&path).unwrap_or(crate::sniff::FileKind::Other);
         if !matches!(
             kind,
-            crate::query::FileKind::Plain | crate::query::FileKind::Sealed
+            crate::sniff::FileKind::Plain | crate::sniff::FileKind::Sealed
         ) {
             out.left_alone
                 .push((path, "it does not begin as a capture file corecap writes"));

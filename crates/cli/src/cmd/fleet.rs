@@ -22,7 +22,7 @@ use corecap_manager::http;
 use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapngWriter};
 use serde::Serialize;
 
-use super::request::{connect, error_message, is_timeout, refused, timed_out};
+use super::client::{connect, error_message, is_timeout, refused, timed_out};
 use crate::config::Sensor;
 
 /// Bytes a sensor's reader thread hands over at once.

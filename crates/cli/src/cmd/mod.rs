@@ -2,6 +2,7 @@
 pub(crate) mod bench;
 pub(crate) mod capture;
 pub(crate) mod certs;
+pub(crate) mod client;
 pub(crate) mod demo;
 pub(crate) mod extcap;
 pub(crate) mod fleet;

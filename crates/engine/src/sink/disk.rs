@@ -29,24 +29,10 @@ use std::sync::Arc;
 
 use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
-use super::output::{Filled, BUFFER_BYTES, BUFFER_SLACK};
+use super::output::{Filled, Msg, BUFFER_BYTES, BUFFER_SLACK};
 use corecap_store::names::{index_path, part_path, remove_with_index};
 use corecap_store::retention::Retention;
 use corecap_store::sealed::{SealConfig, Sealer, CHUNK_HEAD};
-
-/// What the front end sends.
-#[derive(Debug)]
-pub(crate) enum Msg {
-    /// A full buffer.
-    Fill(Filled),
-    /// A file's last buffer, and the plain file's index that the front end built; then
-    /// start `next`, if given.
-    Close {
-        last: Filled,
-        next: Option<PathBuf>,
-        index: Option<Box<corecap_index::IndexBuilder>>,
-    },
-}
 
 /// Writes in flight per file.
 const DEPTH: u32 = 8;

@@ -26,9 +26,22 @@ use std::sync::mpsc::{Receiver, Sender};
 
 use corecap_linux::direct::AlignedBuf;
 
-use super::disk::Msg;
 use corecap_index::IndexBuilder;
 use corecap_store::sealed::{CHUNK_HEAD, TAG};
+
+/// What a file sink's front end sends its disk writer.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    /// A full buffer.
+    Fill(Filled),
+    /// A file's last buffer, and the plain file's index that the front end built; then
+    /// start `next`, if given.
+    Close {
+        last: Filled,
+        next: Option<std::path::PathBuf>,
+        index: Option<Box<corecap_index::IndexBuilder>>,
+    },
+}
 
 /// Bytes formatted before a buffer is handed to the disk writer.
 pub const BUFFER_BYTES: usize = 1 << 20;
