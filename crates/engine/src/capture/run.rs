@@ -511,7 +511,7 @@ fn open_sinks(
                 .name("corecap-merge".into())
                 .spawn(move || {
                     let _ = corecap_linux::privilege::drop_thread_capabilities();
-                    merge::run(rx, back, sink, &ctl, wait)
+                    merge::run(rx, back, sink, &ctl.stop, wait)
                 })
                 .map_err(|e| CaptureError::System(format!("cannot start the merge thread: {e}")))?;
             Ok((apps, Some(merge)))

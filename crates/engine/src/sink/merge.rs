@@ -15,6 +15,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
@@ -120,7 +121,7 @@ pub fn run(
     rx: Receiver<Batch>,
     back: Vec<SyncSender<Batch>>,
     mut sink: FileSink,
-    ctl: &crate::worker::Control,
+    stop: &AtomicBool,
     wait: bool,
 ) -> (FileSink, u64) {
     let workers = back.len().max(1);
@@ -155,7 +156,8 @@ pub fn run(
         sink.hand_over();
         if sink.failed() {
             // A write failed: end the capture; the workers' last batches are counted.
-            ctl.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            // Relaxed: a flag the workers poll once per block.
+            stop.store(true, Ordering::Relaxed);
         }
         if all_done {
             return (sink, errors);
