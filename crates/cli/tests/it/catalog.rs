@@ -8,7 +8,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 
 use corecap_store::CATALOG;
-use corecap_wire::{Epb, InterfaceDesc, PcapngWriter};
 
 use crate::util::{self, secs, LoopDisk, Scratch, SmallDisk, T0};
 
@@ -18,24 +17,8 @@ const GAP: u64 = 10_000_000;
 /// Writes a pcapng of `n` UDP frames of 1500 bytes, one every 10 ms from `t0`; each frame
 /// carries its number, so no two are alike.
 fn input(path: &Path, t0: u64, n: u32) {
-    let mut w = PcapngWriter::new(Vec::new(), "t", &[InterfaceDesc::ethernet("e", 262144)])
-        .expect("writer");
-    for i in 0..n {
-        let mut frame = util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 1500);
-        frame[60..64].copy_from_slice(&i.to_be_bytes());
-        w.write_epb(&Epb {
-            if_id: 0,
-            ts_ns: t0 + u64::from(i) * GAP,
-            data: &frame,
-            orig_len: frame.len() as u32,
-            vlan_tci: None,
-            queue: None,
-            hash: None,
-            dropcount: None,
-        })
-        .expect("epb");
-    }
-    std::fs::write(path, w.into_inner()).expect("write input");
+    let times = (0..u64::from(n)).map(|i| t0 + i * GAP);
+    std::fs::write(path, util::udp_pcapng(times, 1500)).expect("write input");
 }
 
 /// Records `from` into `to` with one worker and `extra`; returns whether it succeeded and

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::query::tcpdump;
 use crate::util::{bin, corecap, packets, recording_daemon_args, Daemon, Lab, Scratch};
-use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapngWriter};
+use corecap_wire::CaptureReader;
 
 /// A veth pair from the host into a lab's namespace, with a /30 on each end; removed on
 /// drop (the namespace's end goes with it).
@@ -431,20 +431,8 @@ fn issue40_a_silent_daemon_times_out_and_is_named() {
 
 /// A pcapng file of UDP frames, one at each of `ms` milliseconds past a fixed time.
 fn udp_pcapng(ms: &[u64]) -> Vec<u8> {
-    let ifs = [InterfaceDesc::ethernet("eth0", 0)];
-    let mut w = PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
-    let fr = crate::util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 100);
-    for t in ms {
-        w.write_epb(&Epb {
-            if_id: 0,
-            ts_ns: 1_780_000_000_000_000_000 + t * 1_000_000,
-            data: &fr,
-            orig_len: fr.len() as u32,
-            ..Epb::default()
-        })
-        .expect("epb");
-    }
-    w.into_inner()
+    let times = ms.iter().map(|t| 1_780_000_000_000_000_000 + t * 1_000_000);
+    crate::util::udp_pcapng(times, 100)
 }
 
 /// A sensor that answers one query with `body` (chunked) and the trailer `trailer`.

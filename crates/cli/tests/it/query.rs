@@ -1004,24 +1004,8 @@ fn issue40_an_impossible_date_is_refused() {
 
 /// A pcapng file of 200 UDP frames, one a millisecond from `t0_ns`.
 fn frames_at(path: &Path, t0_ns: u64) {
-    let f = std::fs::File::create(path).unwrap();
-    let ifs = [InterfaceDesc::ethernet("eth0", 0)];
-    let mut w = PcapngWriter::new(std::io::BufWriter::new(f), "test", &ifs).unwrap();
-    for i in 0..200u16 {
-        let fr = crate::util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000 + i, 53, 200);
-        w.write_epb(&Epb {
-            if_id: 0,
-            ts_ns: t0_ns + u64::from(i) * 1_000_000,
-            data: &fr,
-            orig_len: fr.len() as u32,
-            vlan_tci: None,
-            queue: None,
-            hash: None,
-            dropcount: None,
-        })
-        .unwrap();
-    }
-    w.into_inner().into_inner().unwrap();
+    let times = (0..200u64).map(|i| t0_ns + i * 1_000_000);
+    std::fs::write(path, util::udp_pcapng(times, 200)).unwrap();
 }
 
 /// Issue 40: a catalog entry is believed only under the identity its file's index has: a

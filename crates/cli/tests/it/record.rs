@@ -557,24 +557,8 @@ fn issue22_the_start_line_names_the_files_written() {
 
 /// A pcapng file of `n` frames of 1000 bytes, one a millisecond from `t0_ns`.
 fn earlier_run_file(path: &Path, t0_ns: u64, n: u64) {
-    use corecap_wire::{Epb, InterfaceDesc, PcapngWriter};
-    let mut w = PcapngWriter::new(Vec::new(), "t", &[InterfaceDesc::ethernet("e", 262144)])
-        .expect("writer");
-    let frame = util::udp_frame([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53, 1000);
-    for i in 0..n {
-        w.write_epb(&Epb {
-            if_id: 0,
-            ts_ns: t0_ns + i * 1_000_000,
-            data: &frame,
-            orig_len: frame.len() as u32,
-            vlan_tci: None,
-            queue: None,
-            hash: None,
-            dropcount: None,
-        })
-        .expect("epb");
-    }
-    std::fs::write(path, w.into_inner()).expect("write");
+    let times = (0..n).map(|i| t0_ns + i * 1_000_000);
+    std::fs::write(path, util::udp_pcapng(times, 1000)).expect("write");
 }
 
 /// Sets a file's modification time to `secs` after the epoch.

@@ -563,6 +563,33 @@ pub fn udp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Ve
     f
 }
 
+/// A pcapng file (its bytes) of UDP frames of `len` bytes from 10.0.0.1 to 10.0.0.2 port
+/// 53, one at each time of `times_ns`: frame `i` comes from port `1000 + i % 1000` and
+/// carries `i` in its first payload bytes, so no two are alike.
+pub fn udp_pcapng(times_ns: impl IntoIterator<Item = u64>, len: usize) -> Vec<u8> {
+    let ifs = [corecap_wire::InterfaceDesc::ethernet("e", 262144)];
+    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
+    for (i, ts_ns) in times_ns.into_iter().enumerate() {
+        let mut frame = udp_frame(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            1000 + (i % 1000) as u16,
+            53,
+            len,
+        );
+        frame[42..46].copy_from_slice(&(i as u32).to_be_bytes());
+        w.write_epb(&corecap_wire::Epb {
+            if_id: 0,
+            ts_ns,
+            data: &frame,
+            orig_len: frame.len() as u32,
+            ..corecap_wire::Epb::default()
+        })
+        .expect("epb");
+    }
+    w.into_inner()
+}
+
 /// Packets tshark reads from a file (None when tshark is not installed).
 pub fn tshark_count(p: &Path) -> Option<usize> {
     tshark_count_matching(p, &[])
