@@ -152,16 +152,24 @@ fn issue40_a_full_disk_never_crashes_a_recorder_or_a_query() {
     assert_eq!(aside(&dir), Vec::<String>::new(), "nothing is moved aside");
 
     // Space returns: the oldest file of the full run is deleted, and recording goes on.
-    let oldest = captures(&dir)
+    space_returns(&dir, &last, tc, 200, ino, &s);
+}
+
+/// Space returns (the oldest file of the full run `b` deleted): `last` (`n` packets from
+/// `t0`) records, its packets answer, and the catalog is the same file, moved aside never,
+/// and lists every capture file of the folder.
+fn space_returns(dir: &Path, last: &Path, t0: u64, n: u64, ino: u64, s: &Scratch) {
+    let oldest = captures(dir)
         .into_iter()
         .find(|p| p.to_string_lossy().contains("/b_"))
         .expect("a file of the full run");
     corecap_store::names::remove_with_index(&oldest);
-    let (ok, err) = record(&last, &dir.join("c.pcapng"), &[]);
+    let (ok, err) = record(last, &dir.join("c.pcapng"), &[]);
     assert!(ok, "{err}");
-    assert_query(&dir, tc, tc + 200 * GAP, &s);
-    assert_eq!(catalog_inode(&dir), ino, "the catalog was replaced");
-    assert_eq!(catalog_names(&dir), file_names(&captures(&dir)));
+    assert_query(dir, t0, t0 + n * GAP, s);
+    assert_eq!(aside(dir), Vec::<String>::new(), "nothing is moved aside");
+    assert_eq!(catalog_inode(dir), ino, "the catalog was replaced");
+    assert_eq!(catalog_names(dir), file_names(&captures(dir)));
 }
 
 /// Issue 40: a recording that fills a 2 MiB tmpfs used to move the good catalog aside
@@ -195,17 +203,7 @@ fn issue40_a_full_disk_never_moves_the_catalog_aside() {
     assert_query(&dir, tb, tb + 3000 * GAP, &s);
     assert_query(&dir, ta, ta + 300 * GAP, &s);
 
-    let oldest = captures(&dir)
-        .into_iter()
-        .find(|p| p.to_string_lossy().contains("/b_"))
-        .expect("a file of the full run");
-    corecap_store::names::remove_with_index(&oldest);
-    let (ok, err) = record(&last, &dir.join("c.pcapng"), &[]);
-    assert!(ok, "{err}");
-    assert_query(&dir, tc, tc + 100 * GAP, &s);
-    assert_eq!(aside(&dir), Vec::<String>::new(), "nothing is moved aside");
-    assert_eq!(catalog_inode(&dir), ino, "the catalog was replaced");
-    assert_eq!(catalog_names(&dir), file_names(&captures(&dir)));
+    space_returns(&dir, &last, tc, 100, ino, &s);
 }
 
 /// Issue 40: a capture whose disk is full before its first packet used to leave a 0-byte
