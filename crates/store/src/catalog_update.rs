@@ -57,7 +57,7 @@ fn capture_files(dir: &Path) -> Vec<PathBuf> {
 
 /// A capture file's entry, its state told by its name.
 fn entry_of(p: &Path) -> Option<Entry> {
-    let state = if p.to_string_lossy().contains(".recovered-") {
+    let state = if crate::names::is_recovered(p) {
         State::Recovered
     } else {
         State::Whole

@@ -123,7 +123,24 @@ pub fn is_file_of(base: &Path, name: &str) -> bool {
     false
 }
 
-/// The `recovered-TIME[-N]` tag of a recovered file's name (see `recover`), if it has one.
+/// The name a recovered file takes (see `recover`): `path` with the tag `recovered-STAMP`,
+/// or `recovered-STAMP-N` for the `copy`th name tried (from 2) when that is taken.
+pub fn recovered_path(path: &Path, stamp: &str, copy: u32) -> PathBuf {
+    let tag = if copy <= 1 {
+        format!("recovered-{stamp}")
+    } else {
+        format!("recovered-{stamp}-{copy}")
+    };
+    suffixed_path(path, &tag)
+}
+
+/// Whether `path` is a recovered file's name ([`recovered_path`]).
+pub fn is_recovered(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| recovered_tag(&n.to_string_lossy()).is_some())
+}
+
+/// The `recovered-TIME[-N]` tag of a recovered file's name, if it has one.
 fn recovered_tag(name: &str) -> Option<&str> {
     let at = name.find(".recovered-")? + 1;
     let tag = &name[at..];

@@ -1658,7 +1658,7 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
     // nothing but that.
     if let (Ok(ix), Some(name)) = (Index::parse(&sidecar), path.file_name()) {
         let name = name.to_string_lossy().into_owned();
-        let state = if name.contains(".recovered-") {
+        let state = if crate::names::is_recovered(Path::new(&name)) {
             crate::State::Recovered
         } else {
             crate::State::Whole

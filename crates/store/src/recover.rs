@@ -293,12 +293,7 @@ fn recover_part(part: &Path, path: &Path, kek: Option<&Arc<KeyFile>>) -> io::Res
 /// never replaces a file.
 fn rename_free(part: &Path, path: &Path, stamp: &str) -> io::Result<PathBuf> {
     for n in 1..1000 {
-        let tag = if n == 1 {
-            format!("recovered-{stamp}")
-        } else {
-            format!("recovered-{stamp}-{n}")
-        };
-        let new = crate::names::suffixed_path(path, &tag);
+        let new = crate::names::recovered_path(path, stamp, n);
         match corecap_linux::direct::rename_noreplace(part, &new) {
             Ok(()) => return Ok(new),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
