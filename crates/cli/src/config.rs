@@ -311,11 +311,7 @@ pub(crate) fn ring_bytes(
         }
     };
     let rings: u64 = inputs.iter().map(per_input).sum::<u64>().max(1);
-    let speed = inputs
-        .iter()
-        .map(|i| corecap_linux::netdev::speed_mbps(&i.iface).unwrap_or(UNKNOWN_SPEED_MBPS))
-        .max()
-        .unwrap_or(UNKNOWN_SPEED_MBPS);
+    let speed = line_rate_mbps(inputs).unwrap_or(UNKNOWN_SPEED_MBPS);
     let per_worker = (rings / inputs.len().max(1) as u64).max(1);
     let line_bytes_per_s = speed * 1_000_000 / 8;
     let avail = corecap_linux::memory::available();
@@ -352,6 +348,51 @@ pub(crate) fn ring_bytes(
         );
     }
     Ok(bytes)
+}
+
+/// The line rate of the fastest live input in Mbit/s (a link that reports none counts as
+/// [`UNKNOWN_SPEED_MBPS`]); None without live inputs.
+pub(crate) fn line_rate_mbps(inputs: &[Input]) -> Option<u64> {
+    inputs
+        .iter()
+        .map(|i| corecap_linux::netdev::speed_mbps(&i.iface).unwrap_or(UNKNOWN_SPEED_MBPS))
+        .max()
+}
+
+/// Seconds of line rate that `--disk-backlog` holds by default.
+const BACKLOG_SECONDS: f64 = 1.0;
+
+/// What a file sink may hold while its disk is behind (`--disk-backlog`): seconds of the
+/// fastest live input's line rate (as the rings are sized), or a size; at least the least
+/// backlog of a sink, at most a quarter of the available memory.
+pub(crate) fn disk_backlog(given: Option<&str>, inputs: &[Input]) -> Result<u64> {
+    use corecap_engine::sink::disk::DEFAULT_BACKLOG;
+    let speed = line_rate_mbps(inputs);
+    let seconds = |t: &str| -> Option<f64> {
+        let t = t.strip_suffix('s').unwrap_or(t);
+        t.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)
+    };
+    let (want, why) = match given.map(str::trim) {
+        None => (None, None),
+        Some(t) => match seconds(t) {
+            Some(s) => (None, Some(s)),
+            None => (
+                Some(size(t).with_context(|| {
+                    format!("--disk-backlog {t}: expected seconds (2, 0.5s) or a size (512M)")
+                })?),
+                None,
+            ),
+        },
+    };
+    let secs = why.unwrap_or(BACKLOG_SECONDS);
+    let bytes = match (want, speed) {
+        (Some(b), _) => b,
+        (None, Some(mbps)) => (secs * (mbps * 1_000_000 / 8) as f64) as u64,
+        // Files only (-r): the workers wait for the disk; nothing is lost by holding less.
+        (None, None) => DEFAULT_BACKLOG,
+    };
+    let cap = corecap_linux::memory::available().map_or(u64::MAX, |a| a / 4);
+    Ok(bytes.clamp(DEFAULT_BACKLOG, cap.max(DEFAULT_BACKLOG)))
 }
 
 /// Parses `500M`, `20G`, `1048576`.
@@ -478,6 +519,9 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     corecap_engine::limits::snaplen(a.snaplen, "-s")?;
     let (given_ring, block_size, block_timeout_ms) = ring_geometry(&a.ring)?;
     let mut output = output(a)?;
+    if let Some(o) = output.as_mut() {
+        o.backlog = disk_backlog(a.disk.disk_backlog.as_deref(), &inputs)?;
+    }
     let stop = capture_autostop(a)?;
     let flows = flow_output(&a.flows, a.ipfix_biflow)?;
     let pipeline = a.mode == RunMode::Pipeline || flows.is_some();
@@ -580,8 +624,9 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
             || a.rotate_seconds.is_some()
             || a.encrypt.is_some()
             || a.disk.retain.is_some()
+            || a.disk.disk_backlog.is_some()
         {
-            bail!("--merge, --per-worker, -P, --time-stamp-precision, -b, -C, -G, --retain and --encrypt need -w FILE");
+            bail!("--merge, --per-worker, -P, --time-stamp-precision, -b, -C, -G, --retain, --disk-backlog and --encrypt need -w FILE");
         }
         return Ok(None);
     };
@@ -616,6 +661,8 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
             }
             r
         },
+        // Set from the inputs' line rate by `capture`.
+        backlog: corecap_engine::sink::disk::DEFAULT_BACKLOG,
     };
     if o.path.as_os_str() == "-" && rotating {
         bail!("-b cannot rotate standard output");
@@ -871,6 +918,7 @@ fn recording(
         flush: flush_interval(&a.disk)?,
         owner: run_as.clone(),
         retention: retention.clone(),
+        backlog: disk_backlog(a.disk.disk_backlog.as_deref(), &base.inputs)?,
     })
 }
 

@@ -49,6 +49,17 @@ impl AlignedBuf {
     /// A zeroed buffer of `cap` bytes (rounded up to `align`), aligned to `align` (a power
     /// of two, at least 512). Aborts like any allocation when the kernel has no memory.
     pub fn new(cap: usize, align: usize) -> Self {
+        Self::try_new(cap, align).unwrap_or_else(|| {
+            let layout =
+                std::alloc::Layout::from_size_align(cap, align.max(512).next_power_of_two())
+                    .expect("buffer layout");
+            std::alloc::handle_alloc_error(layout)
+        })
+    }
+
+    /// As [`AlignedBuf::new`], or None when the kernel refuses the memory: for buffers
+    /// that are grown while the disk is behind, where a refusal means growing no further.
+    pub fn try_new(cap: usize, align: usize) -> Option<Self> {
         let align = align.max(512).next_power_of_two();
         let cap = cap.max(align).div_ceil(align) * align;
         // Pages are 4096-aligned; a larger alignment maps that much more and rounds up.
@@ -67,21 +78,20 @@ impl AlignedBuf {
             )
         };
         if p == libc::MAP_FAILED {
-            let layout = std::alloc::Layout::from_size_align(cap, align).expect("buffer layout");
-            std::alloc::handle_alloc_error(layout);
+            return None;
         }
-        let base = NonNull::new(p.cast::<u8>()).expect("mmap returned a mapping");
+        let base = NonNull::new(p.cast::<u8>())?;
         let off = (align - (base.as_ptr() as usize) % align) % align;
         // SAFETY: `off < align <= extra` when align > 4096, else 0; the result stays
         // inside the mapping of `map_len` bytes.
         let ptr = unsafe { NonNull::new_unchecked(base.as_ptr().add(off)) };
-        Self {
+        Some(Self {
             base,
             map_len,
             ptr,
             cap,
             align,
-        }
+        })
     }
 
     /// Bytes in the buffer.

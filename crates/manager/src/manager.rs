@@ -1049,6 +1049,8 @@ impl Manager {
                 index: self.cfg.index,
                 owner: None,
                 flush: self.cfg.flush,
+                // An on-demand capture is one of many: the least backlog of a sink.
+                backlog: corecap_engine::sink::disk::DEFAULT_BACKLOG,
             }),
             _ => None,
         });

@@ -250,6 +250,7 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
             "corecap: {}",
             writing(o, &cap.files, !cfg.groups.is_empty())
         );
+        eprintln!("corecap: {}", backlog_text(o.backlog, &cfg.inputs));
     }
     let inputs: Vec<String> = cfg
         .inputs
@@ -271,6 +272,26 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
             ", not promiscuous (-p)"
         }
     );
+}
+
+/// What each file may hold in memory while the disk is behind (`--disk-backlog`), in bytes
+/// and in seconds of the fastest input's line rate.
+fn backlog_text(bytes: u64, inputs: &[corecap_engine::capture::Input]) -> String {
+    let secs = crate::config::line_rate_mbps(inputs)
+        .map(|mbps| {
+            let s = bytes as f64 / (mbps * 125_000) as f64;
+            if s < 1.0 {
+                format!(" ({:.0} ms at {mbps} Mbit/s)", s * 1e3)
+            } else {
+                format!(" ({s:.1} s at {mbps} Mbit/s)")
+            }
+        })
+        .unwrap_or_default();
+    format!(
+        "while the disk is behind, up to {} MiB of packets per file wait in memory{secs}, \
+         taken only as needed (--disk-backlog)",
+        bytes >> 20
+    )
 }
 
 /// What `-w` writes, said at start: the files (one per worker or group member unless

@@ -738,6 +738,36 @@ fn issue40_a_full_disk_is_filled_before_it_is_reported() {
     }
 }
 
+/// Issue 40: a disk that stalls (other writers, a slow device) costs memory, not packets.
+/// Writes are held to 1 MiB/s while 60 MB arrive in a second: the recorder used to hold
+/// 32 MiB for the disk and dropped the rest as `disk` drops; now what waits for the disk
+/// grows up to the backlog, said at start and at the end, and every packet is kept.
+#[test]
+#[ignore = "needs root"]
+fn issue40_a_disk_that_stalls_costs_memory_not_packets() {
+    let lab = Lab::new(1);
+    let disk = util::LoopDisk::ext4(256);
+    let out = disk.mnt.path("stall.pcapng");
+    let slow = util::Throttle::new(&disk.mnt.0, 1 << 20);
+    let cap = lab.capture_to(&out, &["--workers", "1"]);
+    let said = cap.stderr_lines().join("\n");
+    assert!(said.contains("while the disk is behind, up to"), "{said}");
+    slow.add(cap.pid());
+    // 40,000 frames of 1514 bytes in about a second: 60 MB, 1 MB of it written meanwhile.
+    lab.gen(40_000, &["--size", "1514", "--rate", "40000"]);
+    slow.lift();
+    let (ok, v, err) = cap.stop_any();
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("the disk fell behind"),
+        "the disk did stall: {err}"
+    );
+    assert_eq!(v["drops"]["disk"], 0, "{v}");
+    assert_eq!(v["balanced"], true, "{v}");
+    assert_eq!(u(&v, "packets"), 40_000, "{v}");
+    assert_eq!(tshark_packets(&out).len(), 40_000);
+}
+
 /// Issue 40: `serve --retain` counts the spool's files of earlier runs at start (it used to
 /// count only what it wrote itself), deletes the oldest packets first, and leaves a file
 /// that is not a capture alone.

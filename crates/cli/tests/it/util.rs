@@ -467,6 +467,85 @@ impl Drop for LoopDisk {
     }
 }
 
+/// A slow disk: writes to the block device under `dir` from the processes moved into it are
+/// held to a few bytes a second by the kernel's block throttle (a cgroup v1 `blkio`
+/// group, or cgroup v2's `io.max`), until [`Throttle::lift`]. Direct I/O is throttled as
+/// it is issued; writes through the page cache are not (their writeback is the kernel's).
+pub struct Throttle {
+    group: PathBuf,
+    dev: String,
+    v2: bool,
+}
+
+impl Throttle {
+    pub fn new(dir: &Path, bytes_per_s: u64) -> Self {
+        let out = Command::new("findmnt")
+            .args(["-no", "MAJ:MIN", "--target"])
+            .arg(dir)
+            .output()
+            .expect("run findmnt (util-linux)");
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            dev.contains(':'),
+            "the device of {}: {dev:?}",
+            dir.display()
+        );
+        let name = format!("corecap-test-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/blkio");
+        let (group, v2) = if v1.join("blkio.throttle.write_bps_device").exists() {
+            (v1.join(name), false)
+        } else {
+            let root = Path::new("/sys/fs/cgroup");
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
+            (root.join(name), true)
+        };
+        std::fs::create_dir_all(&group).expect("make the cgroup");
+        let t = Self { group, dev, v2 };
+        t.set(Some(bytes_per_s));
+        t
+    }
+
+    fn set(&self, bytes_per_s: Option<u64>) {
+        let (file, line) = match (self.v2, bytes_per_s) {
+            (false, b) => (
+                "blkio.throttle.write_bps_device",
+                format!("{} {}", self.dev, b.unwrap_or(0)),
+            ),
+            (true, Some(b)) => ("io.max", format!("{} wbps={b}", self.dev)),
+            (true, None) => ("io.max", format!("{} wbps=max", self.dev)),
+        };
+        std::fs::write(self.group.join(file), line).expect("set the write throttle");
+    }
+
+    /// Moves every thread of process `pid` into the throttled group.
+    pub fn add(&self, pid: u32) {
+        std::fs::write(self.group.join("cgroup.procs"), pid.to_string()).expect("join the cgroup");
+    }
+
+    /// Writes go at the disk's speed again.
+    pub fn lift(&self) {
+        self.set(None);
+    }
+}
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        self.lift();
+        // Processes still in it go back to the root group; then the group can go.
+        if let Ok(pids) = std::fs::read_to_string(self.group.join("cgroup.procs")) {
+            let root = self
+                .group
+                .parent()
+                .expect("the hierarchy")
+                .join("cgroup.procs");
+            for pid in pids.lines() {
+                let _ = std::fs::write(&root, pid);
+            }
+        }
+        let _ = std::fs::remove_dir(&self.group);
+    }
+}
+
 /// Fills the filesystem of `dir` with `dir/FILLER` until a write is refused for space, then
 /// gives `leave` bytes back; returns the filler's path (delete it to free the space).
 pub fn fill(dir: &Path, leave: u64) -> PathBuf {

@@ -133,6 +133,9 @@ pub struct OutputConfig {
     pub owner: Option<corecap_linux::privilege::RunAs>,
     /// Flush interval (`--flush-interval`): packets older than this are on disk.
     pub flush: Option<Duration>,
+    /// Bytes of packets each file sink may hold while its disk is behind
+    /// (`--disk-backlog`).
+    pub backlog: u64,
 }
 
 impl OutputConfig {
@@ -156,6 +159,7 @@ impl OutputConfig {
             index: self.index,
             owner: self.owner.clone(),
             flush: self.flush,
+            backlog: self.backlog,
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

@@ -656,6 +656,7 @@ mod tests {
             index: true,
             owner: None,
             flush: None,
+            backlog: crate::sink::disk::DEFAULT_BACKLOG,
         })
     }
 

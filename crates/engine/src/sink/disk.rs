@@ -40,9 +40,37 @@ const DEPTH: u32 = 8;
 /// ahead, so a small capture does not hold 64 MiB of disk while it runs.
 const RESERVE_MIN: u64 = 4 << 20;
 const RESERVE_MAX: u64 = 64 << 20;
-/// Buffers per file sink (the front end's, and the disk's backlog): 32 MiB, enough to
-/// ride out a disk writer that the scheduler keeps off a busy machine for tens of ms.
-pub const BUFFERS: usize = 32;
+/// Buffers a file sink starts with (the front end's, and the disk's backlog): 12 MiB,
+/// enough to ride out a disk writer that the scheduler keeps off a busy machine for a few
+/// ms. More are made while the disk is behind, up to the sink's backlog.
+pub const BUFFERS_AT_START: usize = 8;
+/// The least backlog a file sink may grow to, in buffers (32 MiB or more).
+pub const BUFFERS_AT_LEAST: usize = 32;
+/// Bytes of one buffer, with its slack.
+pub const BUFFER_CAPACITY: usize = BUFFER_BYTES + BUFFER_SLACK;
+/// The backlog of a file sink that is given none: 48 MiB.
+pub const DEFAULT_BACKLOG: u64 = (BUFFERS_AT_LEAST * BUFFER_CAPACITY) as u64;
+
+/// How many buffers a file sink starts with and may grow to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Buffers {
+    /// Made when the sink starts.
+    pub at_start: usize,
+    /// Made at most, the rest while the disk is behind.
+    pub at_most: usize,
+}
+
+/// The buffers of a file sink whose backlog is `bytes`: as many as hold it, never fewer
+/// than [`BUFFERS_AT_LEAST`], of which the first [`BUFFERS_AT_START`] are made at start.
+pub fn buffers_for(bytes: u64) -> Buffers {
+    let at_most = usize::try_from(bytes / BUFFER_CAPACITY as u64)
+        .unwrap_or(usize::MAX)
+        .max(BUFFERS_AT_LEAST);
+    Buffers {
+        at_start: BUFFERS_AT_START,
+        at_most,
+    }
+}
 
 /// How the disk writer writes.
 #[derive(Clone, Debug)]
@@ -809,24 +837,25 @@ pub(crate) struct Disk {
 
 impl Disk {
     /// Starts the disk writer of a file sink whose first file is `first` (a file under its
-    /// hidden name, or a stream). Returns it, the front end's first buffer and the free list.
+    /// hidden name, or a stream) with `buffers` buffers. Returns it, the front end's first
+    /// buffer and the free list.
     pub(crate) fn start(
         cfg: DiskConfig,
         first: Result<(DirectFile, PathBuf), Stream>,
         align: usize,
-        uring: bool,
+        buffers: usize,
     ) -> io::Result<(Self, AlignedBuf, Receiver<AlignedBuf>)> {
         let (tx, rx) = std::sync::mpsc::channel::<Msg>();
         let (free_tx, free_rx) = std::sync::mpsc::channel::<AlignedBuf>();
-        let front = AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, align);
-        for _ in 1..BUFFERS {
-            let _ = free_tx.send(AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, align));
+        let front = AlignedBuf::new(BUFFER_CAPACITY, align);
+        for _ in 1..buffers.max(2) {
+            let _ = free_tx.send(AlignedBuf::new(BUFFER_CAPACITY, align));
         }
         let failed = Arc::new(AtomicBool::new(false));
         let direct = cfg.direct_io();
         let mut w = DiskWriter {
             cfg,
-            ring: WriteRing::new(DEPTH, uring),
+            ring: WriteRing::new(DEPTH, true),
             free: free_tx,
             spare: Vec::new(),
             cur: None,

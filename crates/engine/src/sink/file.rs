@@ -79,6 +79,9 @@ pub struct FileConfig {
     /// Hand whole blocks to the disk within about this long of their packet's arrival
     /// (`--flush-interval`; zero: at every batch); None: only as buffers fill.
     pub flush: Option<Duration>,
+    /// Bytes of packets this file sink may hold while its disk is behind (`--disk-backlog`):
+    /// buffers beyond the first few are made only when the disk falls behind.
+    pub backlog: u64,
 }
 
 /// What the index is told of a packet written for one interface, worked out once (see
@@ -315,8 +318,9 @@ impl FileSink {
             let a = f.align();
             (Ok((f, path)), a)
         };
-        let (disk, front, free) = Disk::start(disk_cfg, first, align, true)?;
-        let out = Output::new(
+        let buffers = super::disk::buffers_for(cfg.backlog);
+        let (disk, front, free) = Disk::start(disk_cfg, first, align, buffers.at_start)?;
+        let mut out = Output::new(
             disk.tx.clone(),
             free,
             front,
@@ -324,6 +328,7 @@ impl FileSink {
             cfg.seal.is_some(),
             cfg.index && !stream,
         );
+        out.may_grow(buffers.at_most - buffers.at_start);
         let writer = Writer::start(&cfg, out)?;
         let n = cfg.interfaces.len();
         let told = Told::for_config(&cfg, cfg.index && !stream);
@@ -514,14 +519,26 @@ impl FileSink {
     /// waits for the disk writer to finish.
     pub fn finish(mut self, stats: &[(u64, u64)]) -> Finished {
         self.write_isbs(stats);
+        let mut grown = 0;
         if let Some(w) = self.writer.take() {
             let mut out = w.into_out();
+            grown = out.grown();
             out.close_file(None);
         }
-        let report = match self.disk.take() {
+        let mut report = match self.disk.take() {
             Some(d) => d.join(),
             None => DiskReport::default(),
         };
+        if grown > 0 {
+            let held = (super::disk::BUFFERS_AT_START + grown) * super::disk::BUFFER_CAPACITY;
+            report.notes.push(format!(
+                "the disk fell behind {}: up to {} MiB of packets waited in memory for it \
+                 (the backlog may grow to {} MiB: --disk-backlog)",
+                self.cfg.path.display(),
+                held >> 20,
+                self.cfg.backlog.max(super::disk::DEFAULT_BACKLOG) >> 20
+            ));
+        }
         Finished {
             files: report.files,
             lost: report.lost,
@@ -550,6 +567,7 @@ mod tests {
             index: true,
             owner: None,
             flush: None,
+            backlog: crate::sink::disk::DEFAULT_BACKLOG,
         }
     }
 

@@ -18,8 +18,11 @@
 //! disk writer indexes them by chunk, seals and stages them (sealing is the disk writer's
 //! work).
 //!
-//! When no buffer is free (the disk is behind) the front end refuses packets, which the
-//! caller counts as `disk` drops; it never waits.
+//! When no buffer is free (the disk is behind) the front end makes another, up to the
+//! sink's backlog (`--disk-backlog`): a sink starts with a few buffers and holds more only
+//! while its disk is behind, as the page cache does for a writer through it. The memory so
+//! made is kept until the sink ends. Once the backlog is full the front end refuses
+//! packets, which the caller counts as `disk` drops; it never waits.
 
 use std::io::{self, Write};
 use std::sync::mpsc::{Receiver, Sender};
@@ -129,6 +132,10 @@ pub struct Output {
     unflushed: bool,
     /// The current file's index (plain files, when they are indexed: see the module doc).
     index: Option<Box<IndexBuilder>>,
+    /// Buffers that may still be made while the disk is behind.
+    grow: usize,
+    /// Buffers made so far while the disk was behind.
+    grown: usize,
 }
 
 impl Output {
@@ -160,7 +167,19 @@ impl Output {
             flushing: false,
             unflushed: false,
             index: (indexed && !sealed).then(|| Box::new(IndexBuilder::new())),
+            grow: 0,
+            grown: 0,
         }
+    }
+
+    /// Lets the front end make up to `n` more buffers while the disk is behind.
+    pub(crate) fn may_grow(&mut self, n: usize) {
+        self.grow = n;
+    }
+
+    /// Buffers made while the disk was behind, beyond those of the start.
+    pub fn grown(&self) -> usize {
+        self.grown
     }
 
     /// Takes the block just formatted, `buf[mark..len]`, into the file: indexed while it
@@ -200,12 +219,31 @@ impl Output {
     fn take_free(&mut self) -> Option<AlignedBuf> {
         match self.free.try_recv() {
             Ok(b) => Some(b),
-            Err(std::sync::mpsc::TryRecvError::Empty) => None,
+            Err(std::sync::mpsc::TryRecvError::Empty) => self.make_buffer(),
             Err(std::sync::mpsc::TryRecvError::Disconnected) => {
                 self.dead = true;
                 None
             }
         }
+    }
+
+    /// A new buffer while the disk is behind, if the backlog allows one and the kernel
+    /// gives the memory: once per MiB of packets held, never per packet.
+    #[cold]
+    fn make_buffer(&mut self) -> Option<AlignedBuf> {
+        if self.grow == 0 {
+            return None;
+        }
+        let b = AlignedBuf::try_new(super::disk::BUFFER_CAPACITY, self.align);
+        match b {
+            Some(_) => {
+                self.grow -= 1;
+                self.grown += 1;
+            }
+            // The kernel has no more to give: hold what is held, drop the rest as `disk`.
+            None => self.grow = 0,
+        }
+        b
     }
 
     /// Whether a packet can be taken now. After a stall, a free buffer lets the parked
