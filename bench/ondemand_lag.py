@@ -22,7 +22,8 @@ Two sweeps, as in the paper's Fig. 4: lag against frame size (gap fixed), and la
 gap (frame size fixed). Results: median and p99 per mode, plus the ratio tcpdump/attach.
 
 Usage: bench/ondemand_lag.py [--sizes 100,400,800,1200] [--gaps 0.0001,0.001,0.01,0.1,0.5]
-       [--k 7] [--reps 3] [--rate PPS] [--spares N] [--fifo N] [--out FILE.md]
+       [--k 7] [--reps 3] [--rate PPS] [--spares N] [--fifo N] [--record]
+       [--modes attach,spawn,tcpdump] [--out FILE.md]
 Needs root, the corecap release binary (cargo build --release; CORECAP=PATH for another)
 and tcpdump.
 """
@@ -131,7 +132,9 @@ class Bench:
             [CORECAP, "serve", "--netns", NS, "-i", "cap0", "--socket", self.sock,
              "--spool", self.spool, "--share-cores", "--max-captures", "64",
              "--spares", str(self.args.spares)]
-            + (["--spawn-priority", f"fifo:{self.fifo}"] if self.fifo else []),
+            + (["--spawn-priority", f"fifo:{self.fifo}"] if self.fifo else [])
+            + (["--record", os.path.join(self.tmp, "record"), "-b", "filesize:100M", "--retain", "1G"]
+               if self.args.record else []),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in self.daemon.stderr:
             if "serving on" in line:
@@ -260,17 +263,21 @@ class Bench:
 
 
 def table(res, key_name, keys, modes, fmt):
-    out = [f"| {key_name} | " + " | ".join(f"{m} median | {m} p99" for m in modes)
+    out = [f"| {key_name} | " + " | ".join(f"{m} median | {m} p99 | {m} worst" for m in modes)
            + " | tcpdump/attach (median) |",
-           "|---|" + "---|" * (2 * len(modes) + 1)]
+           "|---|" + "---|" * (3 * len(modes) + 1)]
     for k, rk in keys:
         row = [fmt(k)]
         for m in modes:
             lags = [x for x in res[rk + (m,)][0] if x == x]
-            row += [f"{pct(lags, 50):,.0f} µs", f"{pct(lags, 99):,.0f} µs"]
-        a = pct([x for x in res[rk + ("attach",)][0] if x == x], 50)
-        t = pct([x for x in res[rk + ("tcpdump",)][0] if x == x], 50)
-        row.append(f"{t / a:,.0f}×" if a > 0 else "-")
+            row += [f"{pct(lags, 50):,.0f} µs", f"{pct(lags, 99):,.0f} µs",
+                    f"{max(lags) if lags else float('nan'):,.0f} µs"]
+        if "attach" in modes and "tcpdump" in modes:
+            a = pct([x for x in res[rk + ("attach",)][0] if x == x], 50)
+            t = pct([x for x in res[rk + ("tcpdump",)][0] if x == x], 50)
+            row.append(f"{t / a:,.0f}×" if a > 0 else "-")
+        else:
+            row.append("-")
         out.append("| " + " | ".join(row) + " |")
     return "\n".join(out)
 
@@ -305,6 +312,10 @@ def main():
                     help="workers the daemon keeps ready per interface (serve --spares)")
     ap.add_argument("--fifo", type=int,
                     help="a second pass with serve --spawn-priority fifo:N (spawn mode only)")
+    ap.add_argument("--record", action="store_true",
+                    help="the daemon also records its base capture (serve --record), as a sensor does")
+    ap.add_argument("--modes", default="attach,spawn,tcpdump",
+                    help="which ways to start captures (attach, spawn, tcpdump)")
     ap.add_argument("--out")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -315,7 +326,7 @@ def main():
         sys.exit("needs tcpdump")
     sizes = [int(x) for x in args.sizes.split(",")]
     gaps = [float(x) for x in args.gaps.split(",")]
-    modes = ["attach", "spawn", "tcpdump"]
+    modes = args.modes.split(",")
     points = ([(s, args.gap_for_sizes) for s in sizes]
               + [(args.size_for_gaps, g) for g in gaps if g != args.gap_for_sizes
                  or args.size_for_gaps not in sizes])

@@ -285,13 +285,13 @@ pub(crate) struct CaptureArgs {
     /// Start a new file every SECONDS, like tcpdump's -G.
     #[arg(short = 'G', value_name = "SECONDS")]
     pub(crate) rotate_seconds: Option<u64>,
-    /// With -C: keep the newest N files (a ring, as tcpdump's -W). tcpdump's -G alone
-    /// with -W (stop after N files) is refused for now.
+    /// With -C: keep the newest N files (a ring, as tcpdump's -W); with -G and no -C: stop
+    /// after N files, as tcpdump does.
     #[arg(short = 'W', value_name = "N")]
     pub(crate) file_count: Option<u64>,
-    /// Stop like dumpcap's -a: duration:S (seconds) or packets:N (as -c), comma-separated
-    /// or repeated; the first reached stops. dumpcap's filesize:kB and files:N are refused
-    /// for now.
+    /// Stop like dumpcap's -a: duration:S (seconds), packets:N (as -c), filesize:kB (the
+    /// file holds that much; with -b, the next file starts there), files:N (N files of a
+    /// rotation); comma-separated or repeated, the first reached stops.
     #[arg(short = 'a', long = "autostop", value_name = "KEY:VALUE")]
     pub(crate) autostop: Vec<String>,
     /// Stop after COUNT packets.

@@ -577,14 +577,42 @@ pub(crate) fn capture_autostop(a: &CaptureArgs) -> Result<AutoStop> {
     s.duration = first(s.duration, duration);
     s.packets = first(s.packets, a.count);
     s.files = first(s.files, capture_rotation(a)?.1);
-    if s.filesize.is_some() || s.files.is_some() {
-        // The file writers do not stop a capture yet; refused rather than ignored.
-        bail!(
-            "-a filesize: and -a files: (and -G with -W but no -C) are not supported yet: \
-             stop by -a duration:, -a packets: or -c, and rotate with -C, -G or -b"
-        );
+    if (s.filesize.is_some() || s.files.is_some()) && a.write.is_none() {
+        bail!("-a filesize: and -a files: (and -G with -W) count what -w writes: give -w FILE");
     }
     Ok(s)
+}
+
+/// What `-a filesize:` and `-a files:` (and tcpdump's `-G` with `-W`) make of the file
+/// sink's rotation, as dumpcap: `filesize` stops the capture once the file holds that
+/// much, or with rotation starts the next file there; `files` stops it at the packet that
+/// would begin one file more than that. One file in all: refused with --per-worker and
+/// groups, whose files would each stop on their own.
+fn apply_autostop(a: &CaptureArgs, rotation: &mut Rotation) -> Result<()> {
+    let stop = capture_autostop(a)?;
+    if stop.filesize.is_none() && stop.files.is_none() {
+        return Ok(());
+    }
+    if a.per_worker || a.groups.is_some() || !a.flows.is_empty() || a.mode == RunMode::Pipeline {
+        bail!(
+            "-a filesize: and -a files: (and -G with -W) count the files of one -w output: \
+             not with --per-worker, --groups or --mode pipeline"
+        );
+    }
+    if let Some(b) = stop.filesize {
+        if rotation.active() {
+            rotation.filesize = Some(rotation.filesize.map_or(b, |f| f.min(b)));
+        } else {
+            rotation.stop_at_bytes = Some(b);
+        }
+    }
+    if let Some(n) = stop.files {
+        if !rotation.active() {
+            bail!("-a files:{n} counts the files of a rotation: give -b filesize:, -b duration:, -C or -G");
+        }
+        rotation.stop_after_files = Some(n);
+    }
+    Ok(())
 }
 
 /// Where a capture's workers and stage threads run, and how its packets are spread.
@@ -630,7 +658,8 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         }
         return Ok(None);
     };
-    let (rotation, _) = capture_rotation(a)?;
+    let (mut rotation, _) = capture_rotation(a)?;
+    apply_autostop(a, &mut rotation)?;
     let rotating = rotation.active();
     let format = match (a.pcap, a.time_stamp_precision) {
         (false, _) => Format::Pcapng,
@@ -1376,9 +1405,46 @@ mod tests {
             capture_autostop(&a).expect("valid").duration,
             Some(Duration::from_secs(60))
         );
-        // Not done yet: refused with a clear error, never ignored.
-        let a = capture_args(&["-i", "lo", "-w", "x.pcapng", "-a", "files:2"]);
+        // What -w writes: without -w there is nothing to count.
+        let a = capture_args(&["-i", "lo", "-a", "files:2"]);
         assert!(capture_autostop(&a).is_err());
+        // As dumpcap: filesize stops a file without rotation, or rotates with it; files
+        // counts the files of a rotation (and -G with -W is tcpdump's same stop).
+        let rot = |args: &[&str]| {
+            let a = capture_args(args);
+            let (mut r, _) = capture_rotation(&a)?;
+            apply_autostop(&a, &mut r).map(|()| r)
+        };
+        let r = rot(&["-i", "lo", "-w", "x.pcapng", "-a", "filesize:100"]).expect("valid");
+        assert_eq!((r.stop_at_bytes, r.filesize), (Some(100_000), None));
+        let r = rot(&[
+            "-i",
+            "lo",
+            "-w",
+            "x.pcapng",
+            "-b",
+            "filesize:500",
+            "-a",
+            "filesize:100",
+        ])
+        .expect("valid");
+        assert_eq!((r.stop_at_bytes, r.filesize), (None, Some(100_000)));
+        let r = rot(&[
+            "-i",
+            "lo",
+            "-w",
+            "x.pcapng",
+            "-b",
+            "duration:5",
+            "-a",
+            "files:3",
+        ])
+        .expect("valid");
+        assert_eq!(r.stop_after_files, Some(3));
+        let r = rot(&["-i", "lo", "-w", "x.pcapng", "-G", "5", "-W", "2"]).expect("valid");
+        assert_eq!(r.stop_after_files, Some(2));
+        assert!(rot(&["-i", "lo", "-w", "x.pcapng", "-a", "files:3"]).is_err());
+        assert!(rot(&["-i", "lo", "-w", "x", "--per-worker", "-a", "filesize:9"]).is_err());
     }
 
     #[test]

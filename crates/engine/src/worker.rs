@@ -189,6 +189,12 @@ impl Run<'_> {
             App::Count => true,
             App::File(f) => match f.write(p) {
                 Ok(()) => true,
+                Err(Refused::Limit) => {
+                    // The file has all it was asked to hold: the capture ends.
+                    self.s.stop_drops += 1;
+                    self.ctl.stop.store(true, Ordering::Relaxed);
+                    return;
+                }
                 Err(why) => {
                     self.s.disk_drops += 1;
                     if why == Refused::Failed {

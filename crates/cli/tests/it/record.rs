@@ -768,6 +768,58 @@ fn issue40_a_disk_that_stalls_costs_memory_not_packets() {
     assert_eq!(tshark_packets(&out).len(), 40_000);
 }
 
+/// Issue 39: dumpcap's `-a filesize:` and `-a files:` and tcpdump's `-G` with `-W` stop the
+/// capture by themselves, as in those tools: the file holds the size asked for, or the
+/// rotation the number of files; what came after counts as `stop` drops, and the
+/// accounting balances.
+#[test]
+#[ignore = "needs root"]
+fn issue39_autostop_by_file_size_and_file_count() {
+    let lab = Lab::new(1);
+    let capture_files = |dir: &Scratch| -> Vec<String> {
+        names(&dir.0)
+            .into_iter()
+            .filter(|n| n.ends_with(".pcapng"))
+            .collect()
+    };
+    // -a filesize:200: one file of 200 kB (and the packet that crossed it), then stop.
+    let s = Scratch::new("autostop-size");
+    let mut cap = lab.capture_to(&s.path("a.pcapng"), &["-a", "filesize:200"]);
+    lab.gen(1000, &["--size", "1000", "--rate", "20000"]);
+    let v = cap.wait();
+    let len = std::fs::metadata(s.path("a.pcapng"))
+        .expect("the file")
+        .len();
+    assert!((200_000..200_000 + 2048).contains(&len), "{len} bytes: {v}");
+    assert!(
+        u(&v["drops"], "stop") > 0,
+        "stopped by the file's size: {v}"
+    );
+    assert_eq!(
+        util::packets(&s.path("a.pcapng")).len() as u64,
+        u(&v, "packets")
+    );
+    // -b filesize:100 -a files:3: three files of a rotation, then stop.
+    let s = Scratch::new("autostop-files");
+    let mut cap = lab.capture_to(
+        &s.path("b.pcapng"),
+        &["-b", "filesize:100", "-a", "files:3"],
+    );
+    lab.gen(1000, &["--size", "1000", "--rate", "20000"]);
+    let v = cap.wait();
+    let files = capture_files(&s);
+    assert_eq!(files.len(), 3, "{files:?}: {v}");
+    let kept: usize = files.iter().map(|f| util::packets(&s.path(f)).len()).sum();
+    assert_eq!(kept as u64, u(&v, "packets"), "{v}");
+    assert!(u(&v["drops"], "stop") > 0, "{v}");
+    // tcpdump's -G 1 -W 2: two files of a second each, then exit.
+    let s = Scratch::new("autostop-g-w");
+    let mut cap = lab.capture_to(&s.path("c.pcapng"), &["-G", "1", "-W", "2"]);
+    lab.gen(40_000, &["--size", "200", "--rate", "10000"]);
+    let v = cap.wait();
+    assert_eq!(capture_files(&s).len(), 2, "{v}");
+}
+
 /// Issue 40: `serve --retain` counts the spool's files of earlier runs at start (it used to
 /// count only what it wrote itself), deletes the oldest packets first, and leaves a file
 /// that is not a capture alone.

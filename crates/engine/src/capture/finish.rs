@@ -6,6 +6,7 @@ use std::thread::JoinHandle;
 
 use super::{Capture, GroupSummary, MemberSummary, Summary};
 use crate::sink::file::FileSink;
+use crate::sink::merge::Unwritten;
 use crate::stage::member::MemberOutcome;
 use crate::stage::spawn::Stage;
 use crate::stats::ledger::Snapshot;
@@ -134,12 +135,13 @@ impl Tally {
 
     /// Joins the merge writer and closes its file: what it could not write counts as
     /// disk drops, no longer as packets.
-    fn join_merge(&mut self, m: JoinHandle<(FileSink, u64)>) {
+    fn join_merge(&mut self, m: JoinHandle<(FileSink, Unwritten)>) {
         let total = &mut self.total;
         match m.join() {
             Ok((sink, lost)) => {
-                total.disk_drops += lost;
-                total.packets -= lost.min(total.packets);
+                total.disk_drops += lost.disk;
+                total.stop_drops += lost.stop;
+                total.packets -= (lost.disk + lost.stop).min(total.packets);
                 let stats: Vec<(u64, u64)> = vec![(total.kernel_packets, total.kernel_drops)];
                 let done = sink.finish(&stats);
                 self.files.extend(done.files);

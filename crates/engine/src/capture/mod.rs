@@ -325,7 +325,7 @@ pub struct Capture {
     /// member: FILE.wN, FILE.gGmI), before rotation numbers them.
     pub files: Vec<std::path::PathBuf>,
     pub(crate) handles: Vec<JoinHandle<Outcome>>,
-    merge: Option<JoinHandle<(FileSink, u64)>>,
+    merge: Option<JoinHandle<(FileSink, crate::sink::merge::Unwritten)>>,
     pub(crate) stages: Vec<Stage>,
     pub(crate) group_kinds: Vec<GroupKind>,
     /// Per worker: its control ring and the epoch it has applied.

@@ -383,7 +383,7 @@ fn source(
 }
 
 /// The merge writer's thread: it returns the file and the packets it could not write.
-type MergeWriter = JoinHandle<(FileSink, u64)>;
+type MergeWriter = JoinHandle<(FileSink, merge::Unwritten)>;
 
 /// The threads and steering state besides the workers.
 #[derive(Default)]

@@ -44,6 +44,12 @@ pub struct Rotation {
     pub duration: Option<Duration>,
     /// Keep at most this many files.
     pub files: Option<usize>,
+    /// Take no packet that would begin a file after this many (dumpcap's `-a files:N`,
+    /// tcpdump's `-G` with `-W`): it is refused as [`Refused::Limit`].
+    pub stop_after_files: Option<u64>,
+    /// Take no packet once the file holds this many bytes (dumpcap's `-a filesize:`
+    /// without rotation).
+    pub stop_at_bytes: Option<u64>,
 }
 
 impl Rotation {
@@ -415,10 +421,16 @@ impl FileSink {
         }
         w.out().ready()?;
         let rot = self.cfg.rotation;
+        if rot.stop_at_bytes.is_some_and(|b| w.out().len() >= b) {
+            return Err(Refused::Limit);
+        }
         if rot.active() {
             let size_due = rot.filesize.is_some_and(|s| w.out().len() >= s);
             // `time_due` is set by the clock, once a batch (`hand_over`).
             if size_due || self.time_due {
+                if rot.stop_after_files.is_some_and(|n| self.begun >= n) {
+                    return Err(Refused::Limit);
+                }
                 self.rotate().map_err(|_| Refused::Failed)?;
             }
         }

@@ -20,6 +20,7 @@ use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
 use super::file::FileSink;
+use super::output::Refused;
 use crate::packet::Packet;
 use crate::stage::pipe;
 
@@ -113,8 +114,18 @@ impl MergeHandle {
     }
 }
 
+/// What the merge could not write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unwritten {
+    /// Refused by a failed or full disk: `disk` drops.
+    pub disk: u64,
+    /// Refused once the file had all it was asked to hold (`-a files:`, `-a filesize:`):
+    /// `stop` drops.
+    pub stop: u64,
+}
+
 /// Runs the merge until every worker is done. Returns the sink and the packets it could not
-/// write (`disk` drops). A failed file ends the merge early: the rest are counted too. With
+/// write. A failed file ends the merge early: the rest are counted too. With
 /// `wait` (files read with -r), a packet waits for the disk writer to take it rather than
 /// being dropped, stop or not: the workers counted it as delivered.
 pub fn run(
@@ -123,12 +134,12 @@ pub fn run(
     mut sink: FileSink,
     stop: &AtomicBool,
     wait: bool,
-) -> (FileSink, u64) {
+) -> (FileSink, Unwritten) {
     let workers = back.len().max(1);
     let mut pending = Pending::default();
     let mut wm = vec![0u64; workers];
     let mut done = vec![false; workers];
-    let mut errors = 0u64;
+    let mut lost = Unwritten::default();
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(mut b) => {
@@ -152,15 +163,15 @@ pub fn run(
                 .min()
                 .unwrap_or(u64::MAX)
         };
-        errors += pending.write_until(safe, &mut sink, wait, &back);
+        pending.write_until(safe, &mut sink, wait, &back, &mut lost);
         sink.hand_over();
-        if sink.failed() {
-            // A write failed: end the capture; the workers' last batches are counted.
-            // Relaxed: a flag the workers poll once per block.
+        if sink.failed() || lost.stop > 0 {
+            // A write failed, or the file holds all it may: end the capture; the workers'
+            // last batches are counted. Relaxed: a flag the workers poll once per block.
             stop.store(true, Ordering::Relaxed);
         }
         if all_done {
-            return (sink, errors);
+            return (sink, lost);
         }
     }
 }
@@ -199,15 +210,15 @@ impl Pending {
     }
 
     /// Writes, oldest first, every pending packet no newer than `safe`; a batch written to
-    /// its end goes back to its worker. Returns the packets the sink refused.
+    /// its end goes back to its worker. Counts the packets the sink refused in `lost`.
     fn write_until(
         &mut self,
         safe: u64,
         sink: &mut FileSink,
         wait: bool,
         back: &[SyncSender<Batch>],
-    ) -> u64 {
-        let mut errors = 0;
+        lost: &mut Unwritten,
+    ) {
         while let Some(&Reverse((ts, id))) = self.heads.peek() {
             if ts > safe {
                 break;
@@ -223,8 +234,10 @@ impl Pending {
                     // thread may still be draining). Only a failed or gone writer ends it.
                     sink.wait_for_disk(|| false);
                 }
-                if sink.write(&p).is_err() {
-                    errors += 1;
+                match sink.write(&p) {
+                    Ok(()) => {}
+                    Err(Refused::Limit) => lost.stop += 1,
+                    Err(_) => lost.disk += 1,
                 }
             }
             *i += 1;
@@ -242,6 +255,5 @@ impl Pending {
                 }
             }
         }
-        errors
     }
 }

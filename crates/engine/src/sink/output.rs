@@ -59,6 +59,9 @@ pub enum Refused {
     Disk,
     /// The file failed (a write error); the capture should stop.
     Failed,
+    /// The sink took all it was asked to (`-a files:`, `-a filesize:`, `-G` with `-W`):
+    /// the capture should stop, and the packet counts as a `stop` drop.
+    Limit,
 }
 
 /// What the writer of a packet block knows of it, for the index: what reading the block
