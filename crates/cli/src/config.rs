@@ -1410,41 +1410,26 @@ mod tests {
         assert!(capture_autostop(&a).is_err());
         // As dumpcap: filesize stops a file without rotation, or rotates with it; files
         // counts the files of a rotation (and -G with -W is tcpdump's same stop).
-        let rot = |args: &[&str]| {
-            let a = capture_args(args);
+        let rot = |extra: &[&str]| {
+            let args: Vec<&str> = ["-i", "lo", "-w", "x.pcapng"]
+                .iter()
+                .chain(extra)
+                .copied()
+                .collect();
+            let a = capture_args(&args);
             let (mut r, _) = capture_rotation(&a)?;
             apply_autostop(&a, &mut r).map(|()| r)
         };
-        let r = rot(&["-i", "lo", "-w", "x.pcapng", "-a", "filesize:100"]).expect("valid");
+        let r = rot(&["-a", "filesize:100"]).expect("valid");
         assert_eq!((r.stop_at_bytes, r.filesize), (Some(100_000), None));
-        let r = rot(&[
-            "-i",
-            "lo",
-            "-w",
-            "x.pcapng",
-            "-b",
-            "filesize:500",
-            "-a",
-            "filesize:100",
-        ])
-        .expect("valid");
+        let r = rot(&["-b", "filesize:500", "-a", "filesize:100"]).expect("valid");
         assert_eq!((r.stop_at_bytes, r.filesize), (None, Some(100_000)));
-        let r = rot(&[
-            "-i",
-            "lo",
-            "-w",
-            "x.pcapng",
-            "-b",
-            "duration:5",
-            "-a",
-            "files:3",
-        ])
-        .expect("valid");
+        let r = rot(&["-b", "duration:5", "-a", "files:3"]).expect("valid");
         assert_eq!(r.stop_after_files, Some(3));
-        let r = rot(&["-i", "lo", "-w", "x.pcapng", "-G", "5", "-W", "2"]).expect("valid");
+        let r = rot(&["-G", "5", "-W", "2"]).expect("valid");
         assert_eq!(r.stop_after_files, Some(2));
-        assert!(rot(&["-i", "lo", "-w", "x.pcapng", "-a", "files:3"]).is_err());
-        assert!(rot(&["-i", "lo", "-w", "x", "--per-worker", "-a", "filesize:9"]).is_err());
+        assert!(rot(&["-a", "files:3"]).is_err());
+        assert!(rot(&["--per-worker", "-a", "filesize:9"]).is_err());
     }
 
     #[test]
