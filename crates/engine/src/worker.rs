@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use corecap_linux::{error_chain, filter, RxRing};
+use corecap_linux::{error_chain, filter, RingPacket, RxRing};
 
 use crate::packet::Packet;
 use crate::sink::file::FileSink;
@@ -13,6 +13,7 @@ use crate::sink::merge::MergeHandle;
 use crate::sink::output::Refused;
 use crate::source::afpacket::{self, LiveSpec};
 use crate::source::replay::{self, FileSpec};
+use crate::source::ring_order::{self, RingOrder};
 use crate::stats::ledger::{Snapshot, WorkerCounters};
 
 /// What a worker reads.
@@ -166,6 +167,10 @@ struct Run<'a> {
     counters: &'a WorkerCounters,
     app: App,
     s: Snapshot,
+    /// A live ring written to a file of the worker's own is written in time order (see
+    /// [`ring_order`]); other apps take blocks as they come (the merge and the stages
+    /// order what they write themselves).
+    order: Option<RingOrder>,
 }
 
 impl Run<'_> {
@@ -255,38 +260,87 @@ impl Run<'_> {
     }
 
     /// Runs every packet of a block through the app (or counts it as a stop drop).
-    fn block(&mut self, ring: &mut RxRing, src: (u32, Option<u32>, corecap_wire::Link)) -> bool {
-        let (if_id, queue, link) = src;
-        let Some(block) = ring.next_block() else {
+    fn block(&mut self, ring: &mut RxRing, src: Src) -> bool {
+        let Some(mut block) = ring.next_block() else {
             return false;
         };
         self.begin_batch();
         let n = u64::from(block.len());
         let allowed = self.ctl.claim(n);
         let mut i = 0u64;
-        for rp in block.packets() {
+        let mut order = self.order.take();
+        if let Some(o) = order.as_mut() {
+            o.begin();
+        }
+        let mut packets = block.packets();
+        while let Some((off, rp)) = packets.next_at() {
             i += 1;
             if i > allowed {
                 self.s.stop_drops += 1;
                 continue;
             }
-            let p = Packet {
-                ts_ns: u64::from(rp.sec) * 1_000_000_000 + u64::from(rp.nsec),
-                data: rp.data,
-                wire_len: rp.len,
-                iface: if_id,
-                queue,
-                vlan: rp.vlan(),
-                link,
-            };
-            self.deliver(&p);
+            match order.as_mut() {
+                Some(o) => o.add(ring_order::ts_ns(&rp), off),
+                None => self.deliver(&packet(&rp, src)),
+            }
         }
         // A block whose packet walk stopped early still had `n` packets counted by the kernel.
         if i < n {
             self.s.app_drops += n - i;
         }
+        if let Some(o) = order.as_mut() {
+            let (kept, cur) = (block.kept_packets(), block.packets());
+            let keep = o.write_due(
+                kept.as_ref().map(|k| |off| k.at(off)),
+                |off| cur.at(off),
+                |rp| self.deliver_parsed(rp, src),
+            );
+            if keep {
+                block.keep();
+            }
+        }
+        self.order = order;
         drop(block);
         true
+    }
+
+    /// Writes what is left of the ring's kept block and gives it back (see
+    /// [`ring_order`]).
+    fn flush_kept(&mut self, ring: &mut RxRing, src: Src) {
+        if let Some(mut o) = self.order.take() {
+            let kept = ring.kept_packets();
+            o.flush(kept.as_ref().map(|k| |off| k.at(off)), |rp| {
+                self.deliver_parsed(rp, src)
+            });
+            self.order = Some(o);
+        }
+        ring.release_kept();
+    }
+
+    /// Delivers a packet found again by its offset, or counts it as an `app` drop when its
+    /// block no longer parses there.
+    fn deliver_parsed(&mut self, rp: Option<RingPacket<'_>>, src: Src) {
+        match rp {
+            Some(rp) => self.deliver(&packet(&rp, src)),
+            None => self.s.app_drops += 1,
+        }
+    }
+}
+
+/// Where a ring's packets come from: the capture's interface index, the RX queue, the
+/// link's framing.
+type Src = (u32, Option<u32>, corecap_wire::Link);
+
+/// The packet of a ring slot, as the apps take it.
+fn packet<'p>(rp: &RingPacket<'p>, (iface, queue, link): Src) -> Packet<'p> {
+    Packet {
+        ts_ns: ring_order::ts_ns(rp),
+        data: rp.data,
+        wire_len: rp.len,
+        iface,
+        queue,
+        vlan: rp.vlan(),
+        link,
     }
 }
 
@@ -304,11 +358,14 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
             };
         }
     }
+    let order = (matches!(w.app, App::File(_)) && matches!(w.source, Source::Live { .. }))
+        .then(RingOrder::default);
     let mut run = Run {
         ctl: &ctl,
         counters: &counters,
         app: w.app,
         s: Snapshot::default(),
+        order,
     };
     let error = match w.source {
         Source::Live {
@@ -409,7 +466,9 @@ fn live(
         let got = run.block(&mut ring, (if_id, queue, link))
             || (ring.wait(100) && run.block(&mut ring, (if_id, queue, link)));
         if !got {
-            // Idle: still take joins and leaves, so a leaving consumer is let go.
+            // Idle: the kept block is written, and joins and leaves are still taken, so a
+            // leaving consumer is let go.
+            run.flush_kept(&mut ring, (if_id, queue, link));
             run.begin_batch();
         }
         // Packets still to come carry a kernel timestamp no older than about now.
@@ -426,6 +485,7 @@ fn live(
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
         while run.block(&mut ring, (if_id, queue, link)) {}
+        run.flush_kept(&mut ring, (if_id, queue, link));
         take_stats(run, &ring);
         let accounted = run.s.packets
             + run.s.kernel_drops

@@ -121,6 +121,9 @@ pub struct RxRing {
     block_nr: usize,
     /// The next block to consume; only the owning thread reads or writes it.
     next: usize,
+    /// A block read and kept from the kernel past its drop ([`Block::keep`]): its offset.
+    /// It goes back to the kernel with the next block, or by [`RxRing::release_kept`].
+    kept: Option<usize>,
 }
 
 impl RxRing {
@@ -166,6 +169,7 @@ impl RxRing {
             block_size: cfg.block_size as usize,
             block_nr: cfg.block_nr as usize,
             next: 0,
+            kept: None,
         })
     }
 
@@ -188,23 +192,56 @@ impl RxRing {
             return None;
         }
         let num = self.map.read_u32(base + block_desc::NUM_PKTS);
-        let first = self.map.read_u32(base + block_desc::OFFSET_TO_FIRST_PKT) as usize;
-        let blk_len = (self.map.read_u32(base + block_desc::BLK_LEN) as usize).min(self.block_size);
         let seq = u64::from(self.map.read_u32(base + block_desc::SEQ_NUM))
             | (u64::from(self.map.read_u32(base + block_desc::SEQ_NUM + 4)) << 32);
         Some(Block {
             ring: self,
             base,
             num,
-            first,
-            blk_len,
             seq,
+            keep: false,
         })
     }
 
     /// Waits up to `timeout_ms` for a block.
     pub fn wait(&self, timeout_ms: i32) -> bool {
         self.sock.poll(timeout_ms, false)
+    }
+
+    /// The packets of the kept block ([`Block::keep`]), if one is kept.
+    pub fn kept_packets(&self) -> Option<Packets<'_>> {
+        self.kept.map(|base| self.packets_of(base))
+    }
+
+    /// Returns the kept block to the kernel, if one is kept.
+    pub fn release_kept(&mut self) {
+        if let Some(base) = self.kept.take() {
+            let status = self.map.status(base + block_desc::BLOCK_STATUS);
+            // R1, as in `Block::drop`: our reads of the kept block end first.
+            status.store(abi::TP_STATUS_KERNEL, Ordering::Release);
+        }
+    }
+
+    /// The packets of the block at `base`, which user space owns (TP_STATUS_USER, not yet
+    /// given back).
+    fn packets_of(&self, base: usize) -> Packets<'_> {
+        let num = self.map.read_u32(base + block_desc::NUM_PKTS);
+        let first = self.map.read_u32(base + block_desc::OFFSET_TO_FIRST_PKT) as usize;
+        let blk_len = (self.map.read_u32(base + block_desc::BLK_LEN) as usize).min(self.block_size);
+        // The slice starts after the block descriptor, so it never covers `block_status`,
+        // which is written atomically when the block is released.
+        let start = base + block_desc::SIZE;
+        let end = base + blk_len.max(block_desc::SIZE);
+        // SAFETY: [start, end) lies inside the mapping; the kernel does not write this block
+        // until it is given back (A1/R1: `Block::drop`, `release_kept`), which needs
+        // `&mut self`, and the slice borrows `self`.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(start), end - start) };
+        Packets {
+            bytes,
+            off: first.saturating_sub(block_desc::SIZE),
+            left: num,
+        }
     }
 }
 
@@ -214,9 +251,9 @@ pub struct Block<'r> {
     ring: &'r mut RxRing,
     base: usize,
     num: u32,
-    first: usize,
-    blk_len: usize,
     seq: u64,
+    /// Kept from the kernel when dropped ([`Block::keep`]).
+    keep: bool,
 }
 
 impl Block<'_> {
@@ -237,28 +274,35 @@ impl Block<'_> {
 
     /// The packets of the block, in arrival order.
     pub fn packets(&self) -> Packets<'_> {
-        // The slice starts after the block descriptor, so it never covers `block_status`,
-        // which is written atomically when the block is released.
-        let start = self.base + block_desc::SIZE;
-        let end = self.base + self.blk_len.max(block_desc::SIZE);
-        // SAFETY: [start, end) lies inside the mapping; the kernel does not write this block
-        // until `drop` stores TP_STATUS_KERNEL (A1/R1), and the slice borrows `self`.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(self.ring.map.ptr.as_ptr().add(start), end - start)
-        };
-        Packets {
-            bytes,
-            off: self.first.saturating_sub(block_desc::SIZE),
-            left: self.num,
-        }
+        self.ring.packets_of(self.base)
+    }
+
+    /// The packets of the block kept before this one, if any ([`Block::keep`]).
+    pub fn kept_packets(&self) -> Option<Packets<'_>> {
+        self.ring.kept_packets()
+    }
+
+    /// Keeps this block from the kernel when it is dropped: its packets stay readable
+    /// ([`RxRing::kept_packets`]) until the next block is dropped or
+    /// [`RxRing::release_kept`]. One block is kept at a time: the one kept before goes back
+    /// to the kernel with this one's drop.
+    pub fn keep(&mut self) {
+        self.keep = true;
     }
 }
 
 impl Drop for Block<'_> {
     fn drop(&mut self) {
-        let status = self.ring.map.status(self.base + block_desc::BLOCK_STATUS);
-        // R1: pairs with the status test in prb_dispatch_next_block(): our reads end first.
-        status.store(abi::TP_STATUS_KERNEL, Ordering::Release);
+        // The block kept before this one is done with once this one is.
+        self.ring.release_kept();
+        if self.keep {
+            self.ring.kept = Some(self.base);
+        } else {
+            let status = self.ring.map.status(self.base + block_desc::BLOCK_STATUS);
+            // R1: pairs with the status test in prb_dispatch_next_block(): our reads end
+            // first.
+            status.store(abi::TP_STATUS_KERNEL, Ordering::Release);
+        }
         self.ring.next = (self.ring.next + 1) % self.ring.block_nr;
     }
 }
@@ -303,15 +347,21 @@ fn u32_at(b: &[u8], off: usize) -> Option<u32> {
         .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-impl<'a> Iterator for Packets<'a> {
-    type Item = RingPacket<'a>;
+impl<'a> Packets<'a> {
+    /// The packet whose header is at `off` in the block (an offset [`Packets::next_at`]
+    /// gave), or None where no whole packet is.
+    pub fn at(&self, off: u32) -> Option<RingPacket<'a>> {
+        Self::parse(self.bytes, off as usize).map(|(p, _)| p)
+    }
 
-    fn next(&mut self) -> Option<RingPacket<'a>> {
-        if self.left == 0 {
-            return None;
-        }
-        let b = self.bytes;
-        let o = self.off;
+    /// The next packet with its offset in the block, for [`Packets::at`].
+    pub fn next_at(&mut self) -> Option<(u32, RingPacket<'a>)> {
+        let off = u32::try_from(self.off).ok()?;
+        self.next().map(|p| (off, p))
+    }
+
+    /// The packet whose header is at `o` in `b`, and its header's offset to the next.
+    fn parse(b: &'a [u8], o: usize) -> Option<(RingPacket<'a>, usize)> {
         let hdr = b.get(o..o + tpacket3_hdr::SIZE)?;
         let next = u32_at(hdr, tpacket3_hdr::TP_NEXT_OFFSET)? as usize;
         let snaplen = u32_at(hdr, tpacket3_hdr::TP_SNAPLEN)? as usize;
@@ -332,6 +382,19 @@ impl<'a> Iterator for Packets<'a> {
             vlan_tpid: tpid,
             data,
         };
+        Some((p, next))
+    }
+}
+
+impl<'a> Iterator for Packets<'a> {
+    type Item = RingPacket<'a>;
+
+    fn next(&mut self) -> Option<RingPacket<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        let o = self.off;
+        let (p, next) = Self::parse(self.bytes, o)?;
         self.left -= 1;
         if self.left > 0 {
             if next == 0 {

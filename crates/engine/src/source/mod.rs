@@ -2,3 +2,4 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod replay;
+pub mod ring_order;
