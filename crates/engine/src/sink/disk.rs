@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
-use super::output::{Filled, Msg, BUFFER_BYTES, BUFFER_SLACK};
+use super::output::{Filled, Msg, BUFFER_BYTES, BUFFER_CAPACITY};
 use corecap_store::names::{index_path, part_path, remove_with_index};
 use corecap_store::retention::Retention;
 use corecap_store::sealed::{SealConfig, Sealer, CHUNK_HEAD};
@@ -46,8 +46,6 @@ const RESERVE_MAX: u64 = 64 << 20;
 pub const BUFFERS_AT_START: usize = 8;
 /// The least backlog a file sink may grow to, in buffers (32 MiB or more).
 pub const BUFFERS_AT_LEAST: usize = 32;
-/// Bytes of one buffer, with its slack.
-pub const BUFFER_CAPACITY: usize = BUFFER_BYTES + BUFFER_SLACK;
 /// The backlog of a file sink that is given none: 48 MiB.
 pub const DEFAULT_BACKLOG: u64 = (BUFFERS_AT_LEAST * BUFFER_CAPACITY) as u64;
 
@@ -281,7 +279,7 @@ impl DiskWriter {
             let mut stage = self
                 .spare
                 .pop()
-                .unwrap_or_else(|| AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, self.align));
+                .unwrap_or_else(|| AlignedBuf::new(BUFFER_CAPACITY, self.align));
             stage.bytes_mut()[..header.len()].copy_from_slice(&header);
             cur.stage = Some((stage, header.len()));
             cur.bounds.push_back((header.len() as u64, 0));
@@ -386,7 +384,7 @@ impl DiskWriter {
         let mut fresh = self
             .spare
             .pop()
-            .unwrap_or_else(|| AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, align));
+            .unwrap_or_else(|| AlignedBuf::new(BUFFER_CAPACITY, align));
         let tail = len - cut;
         fresh.bytes_mut()[..tail].copy_from_slice(&stage.bytes()[cut..len]);
         cur.stage = Some((fresh, tail));

@@ -542,7 +542,7 @@ impl FileSink {
             None => DiskReport::default(),
         };
         if grown > 0 {
-            let held = (super::disk::BUFFERS_AT_START + grown) * super::disk::BUFFER_CAPACITY;
+            let held = (super::disk::BUFFERS_AT_START + grown) * super::output::BUFFER_CAPACITY;
             report.notes.push(format!(
                 "the disk fell behind {}: up to {} MiB of packets waited in memory for it \
                  (the backlog may grow to {} MiB: --disk-backlog)",

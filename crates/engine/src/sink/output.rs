@@ -51,6 +51,8 @@ pub const BUFFER_BYTES: usize = 1 << 20;
 /// Room past [`BUFFER_BYTES`] for the block that crosses it (a pcapng block of a
 /// 262144-byte snap length with options), a sealed chunk's tag and the carried tail.
 pub const BUFFER_SLACK: usize = 512 << 10;
+/// Bytes of one buffer, with its slack.
+pub const BUFFER_CAPACITY: usize = BUFFER_BYTES + BUFFER_SLACK;
 
 /// Why a packet was not taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,7 +239,7 @@ impl Output {
         if self.grow == 0 {
             return None;
         }
-        let b = AlignedBuf::try_new(super::disk::BUFFER_CAPACITY, self.align);
+        let b = AlignedBuf::try_new(BUFFER_CAPACITY, self.align);
         match b {
             Some(_) => {
                 self.grow -= 1;
@@ -451,7 +453,7 @@ impl Output {
             self.buf = match self.free.recv_timeout(std::time::Duration::from_secs(1)) {
                 Ok(b) => Some(b),
                 Err(_) if !self.dead => {
-                    Some(AlignedBuf::new(BUFFER_BYTES + BUFFER_SLACK, self.align))
+                    Some(AlignedBuf::new(BUFFER_CAPACITY, self.align))
                 }
                 Err(_) => None,
             };
