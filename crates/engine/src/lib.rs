@@ -6,7 +6,7 @@
 //! - [`steer`]: the data path from the workers to the consumers: userspace filters, the
 //!   steering matrix of consumer groups, and its indirection tables.
 //! - [`stage`]: stage threads on other cores that run the apps on steered packets (flow
-//!   records, files), with the pipes that feed them and their start (`stage::spawn`).
+//!   records, files), with the pipes that feed them and their start (`capture::spawn`).
 //! - [`sink`]: pcapng/pcap files, per worker or merged in timestamp order, with rotation,
 //!   sealing, direct I/O and retention; IPFIX export. What the files are once written
 //!   (names, indexes, recovery, the catalog, queries) is the `corecap_store` crate's.

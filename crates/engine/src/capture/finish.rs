@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::thread::JoinHandle;
 
 use super::{Capture, GroupSummary, MemberSummary, Summary};
+use crate::capture::spawn::Stage;
 use crate::sink::file::FileSink;
 use crate::sink::merge::Unwritten;
 use crate::stage::member::MemberOutcome;
-use crate::stage::spawn::Stage;
 use crate::stats::ledger::Snapshot;
 use crate::steer::group::{GroupKind, SteerCounts};
 use crate::worker::Outcome;

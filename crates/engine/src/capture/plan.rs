@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use corecap_wire::pcapng::InterfaceDesc;
 
-use super::{Balance, CaptureConfig, CaptureError, Input, WorkerInfo};
+use super::config::{Balance, CaptureConfig, CaptureError, Input, WorkerInfo};
 use crate::stage::pipe::Transport;
 use crate::steer::group::GroupSpec;
 use corecap_store::names::suffixed_path;

@@ -13,16 +13,17 @@ use arc_swap::ArcSwap;
 use corecap_linux::abi::sock_filter;
 use corecap_linux::{filter, netdev};
 
+use super::config::{CaptureConfig, CaptureError, Input, OutputConfig};
 use super::plan::{
     Facts, Interface, LivePlan, PipelinePlan, Plan, SinkPlan, SourcePlan, Via, WorkerPlan,
 };
-use super::{Capture, CaptureConfig, CaptureError};
+use super::Capture;
+use crate::capture::spawn::{counted_member_pipes, Stage, StageCtx};
 use crate::sink::file::FileSink;
 use crate::sink::merge;
 use crate::source::afpacket::{FanoutGroup, LiveSpec};
 use crate::source::afxdp::XdpSetup;
 use crate::source::replay::FileSpec;
-use crate::stage::spawn::{counted_member_pipes, Stage, StageCtx};
 use crate::stats::ledger::WorkerCounters;
 use crate::steer::filter::{compile_filter, Program};
 use crate::steer::group::{Control as SteerControl, Group, GroupKind, Matrix, Steer};
@@ -128,9 +129,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
 
 /// Claims the output's name for this writer (see `corecap_store::lock`); none for standard
 /// output, a FIFO, or a folder that is not there (opening the output then says so).
-fn claim_output(
-    o: &super::OutputConfig,
-) -> Result<Option<corecap_store::lock::WriterLock>, CaptureError> {
+fn claim_output(o: &OutputConfig) -> Result<Option<corecap_store::lock::WriterLock>, CaptureError> {
     let dir = corecap_store::names::dir_of(&o.path);
     if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) || !dir.is_dir() {
         return Ok(None);
@@ -144,7 +143,7 @@ fn claim_output(
 /// (one note per file). The files already there count against the byte budget once the
 /// start has succeeded ([`trim_earlier_runs`]).
 fn prepare_output(
-    o: &super::OutputConfig,
+    o: &OutputConfig,
     notes: &mut Vec<String>,
 ) -> Result<Vec<corecap_store::recover::Recovered>, CaptureError> {
     if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) {
@@ -167,7 +166,7 @@ fn prepare_output(
 /// the capture's files that earlier runs left against the byte budget and deletes the
 /// oldest over it. One note for what it deleted, and one for each file whose name begins as
 /// the capture's but that retention leaves alone, with why.
-fn trim_earlier_runs(o: &super::OutputConfig) -> Vec<String> {
+fn trim_earlier_runs(o: &OutputConfig) -> Vec<String> {
     let Some(ret) = &o.retention else {
         return Vec::new();
     };
@@ -275,7 +274,7 @@ fn socket_filter(
 /// `IF@Q`. What a capture swaps into its socket, and what the manager swaps into a spare
 /// as soon as a spawned capture is admitted.
 pub fn socket_program(
-    input: &super::Input,
+    input: &Input,
     linktype: u16,
     expr: Option<&str>,
     snaplen: u32,

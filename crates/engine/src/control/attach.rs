@@ -4,9 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::capture::spawn::{member_pipes, StageCtx};
 use crate::capture::{Capture, CaptureError, OutputConfig};
 use crate::stage::member::{MemberLimits, MemberOutcome};
-use crate::stage::spawn::{member_pipes, StageCtx};
 use crate::steer::filter::compile_filter;
 use crate::steer::group::{Control, Group, GroupKind};
 use crate::steer::indirection::Indirection;

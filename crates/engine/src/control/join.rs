@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::capture::spawn::counted_member_pipes;
 use crate::capture::Capture;
-use crate::stage::spawn::counted_member_pipes;
 use crate::steer::group::{Control, GroupKind};
 
 impl Capture {

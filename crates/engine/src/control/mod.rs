@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::capture::spawn::StageCtx;
 use crate::capture::Capture;
-use crate::stage::spawn::StageCtx;
 use crate::steer::group::{Control, Matrix};
 
 pub mod attach;

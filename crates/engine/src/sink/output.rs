@@ -452,9 +452,7 @@ impl Output {
             // (rotation is rare), or make one if the disk writer holds them all for long.
             self.buf = match self.free.recv_timeout(std::time::Duration::from_secs(1)) {
                 Ok(b) => Some(b),
-                Err(_) if !self.dead => {
-                    Some(AlignedBuf::new(BUFFER_CAPACITY, self.align))
-                }
+                Err(_) if !self.dead => Some(AlignedBuf::new(BUFFER_CAPACITY, self.align)),
                 Err(_) => None,
             };
         }

@@ -5,4 +5,3 @@ pub mod flows;
 pub mod member;
 pub mod pipe;
 pub mod reorder;
-pub(crate) mod spawn;

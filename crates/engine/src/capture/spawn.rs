@@ -7,8 +7,8 @@ use std::thread::JoinHandle;
 
 use corecap_wire::pcapng::InterfaceDesc;
 
+use crate::capture::config::{CaptureError, OutputConfig};
 use crate::capture::plan::MemberPlan;
-use crate::capture::{CaptureError, OutputConfig};
 use crate::sink::file::FileSink;
 use crate::stage::flows::{FlowConfig, FlowOutput, FlowTable};
 use crate::stage::member::{self, MemberLimits, MemberLive, MemberOutcome};
