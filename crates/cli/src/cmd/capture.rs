@@ -121,7 +121,13 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
     // -q: tcpdump's quick lines when packets are printed, else dumpcap's quiet.
     let quiet = a.quiet && !printing;
     let mut printer = printing
-        .then(|| Pipe::start(config::print_options(&a.print, a.quiet), a.print.line_buffered, None))
+        .then(|| {
+            Pipe::start(
+                config::print_options(&a.print, a.quiet),
+                a.print.line_buffered,
+                None,
+            )
+        })
         .transpose()
         .context("starting the packet printer")?;
     if let Some(p) = &printer {

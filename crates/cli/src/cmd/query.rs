@@ -120,8 +120,8 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
 /// figures, or `None` when the printing stopped first (-c, or standard output closed).
 fn print_packets(a: &QueryArgs, spec: &QuerySpec) -> Result<Option<QueryStats>> {
     let opts = config::print_options(&a.print, a.quick);
-    let mut printer = Pipe::start(opts, a.print.line_buffered, a.count)
-        .context("starting the packet printer")?;
+    let mut printer =
+        Pipe::start(opts, a.print.line_buffered, a.count).context("starting the packet printer")?;
     let writer = printer
         .take_writer()
         .context("starting the packet printer")?;

@@ -39,7 +39,13 @@ pub(super) fn hex_ascii(line: &mut String, b: &[u8]) {
         }
         let ascii: String = row
             .iter()
-            .map(|&c| if (0x21..=0x7e).contains(&c) { c as char } else { '.' })
+            .map(|&c| {
+                if (0x21..=0x7e).contains(&c) {
+                    c as char
+                } else {
+                    '.'
+                }
+            })
             .collect();
         let _ = write!(line, "\n\t0x{:04x}: {hexes:<40}  {ascii}", i * 16);
     }

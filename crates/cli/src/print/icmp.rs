@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::ip::{addr_text, cksum, should_be, v4 as ip_v4, words};
-use super::{bytes_at, check, u16_at, u32_at, u8_at, Printer, Step};
+use super::{bytes_at, check, u16_at, u32_at, u8_at, Printer, Step, Trunc};
 
 const L: &str = "icmp";
 
@@ -95,8 +95,96 @@ pub(super) fn v4(p: &mut Printer, b: &[u8], plen: u32, fragmented: bool) -> Step
         p.line.push_str("\n\t");
         let inner = b.get(8..).unwrap_or_default();
         let len = u16_at(inner, 2, L)?;
+        if len < 4 {
+            // tcpdump cuts the packet at the quoted length before it reads that length
+            // again to pass it on.
+            return Err(Trunc::read(L));
+        }
         let inner = &inner[..inner.len().min(usize::from(len))];
-        ip_v4(p, inner, u32::from(len))?;
+        let quoted = ip_v4(p, inner, u32::from(len));
+        super::ended_here(p, quoted)?;
+    }
+    if p.opts.verbose > 0 && plen > EXT_OFFSET && matches!(t, 3 | 11 | 12) {
+        extensions(p, b, plen)?;
+    }
+    Ok(())
+}
+
+/// Where RFC 4884 extensions start in an ICMP error: after 128 bytes of the original
+/// datagram (tcpdump's `ICMP_EXTD_MINLEN`).
+const EXT_OFFSET: u32 = 136;
+
+/// `-v`: an error's RFC 4884 extension structure and its objects (MPLS label stacks), as
+/// tcpdump prints them; nothing when its checksum says there is none.
+fn extensions(p: &mut Printer, b: &[u8], plen: u32) -> Step {
+    // tcpdump checks the whole fixed part (141 bytes) before it looks.
+    check(b, 0, 141, L)?;
+    let at = EXT_OFFSET as usize;
+    let hlen = (plen - EXT_OFFSET) as usize;
+    let whole = b.get(at..at + hlen);
+    if b[5] == 0 {
+        if let Some(ext) = whole {
+            if cksum(words(ext, 0)) != 0 {
+                return Ok(());
+            }
+        }
+    }
+    let version = b[at] >> 4;
+    let _ = write!(p.line, "\n\tICMP Multi-Part extension v{version}");
+    if version != 2 {
+        p.line.push_str(" packet not supported");
+        return Ok(());
+    }
+    if let Some(ext) = whole {
+        let _ = write!(
+            p.line,
+            ", checksum 0x{:04x} ({}correct), length {hlen}",
+            u16_at(b, at + 2, L)?,
+            if cksum(words(ext, 0)) != 0 { "in" } else { "" }
+        );
+    }
+    let mut left = hlen.saturating_sub(4);
+    let mut obj = at + 4;
+    while left > 4 {
+        check(b, obj, 4, L)?;
+        let len = usize::from(u16_at(b, obj, L)?);
+        let (class, ctype) = (u8_at(b, obj + 2, L)?, u8_at(b, obj + 3, L)?);
+        let name = match class {
+            1 => "MPLS Stack Entry",
+            2 => "Interface Identification",
+            _ => "unknown",
+        };
+        let _ = write!(
+            p.line,
+            "\n\t  {name} Object ({class}), Class-Type: {ctype}, length {len}"
+        );
+        left -= 4;
+        if class == 0 || len < 4 {
+            return Ok(());
+        }
+        let body = len - 4;
+        obj += 4;
+        if class == 1 && ctype == 1 {
+            let label = u32_at(b, obj, L)?;
+            let _ = write!(
+                p.line,
+                "\n\t    label {}, tc {}",
+                label >> 12,
+                (label >> 9) & 7
+            );
+            if label & 0x100 != 0 {
+                p.line.push_str(", [S]");
+            }
+            let _ = write!(p.line, ", ttl {}", label & 0xff);
+        } else {
+            let shown = b.get(obj..).unwrap_or_default();
+            super::hex::hex_indented(&mut p.line, "\n\t    ", &shown[..shown.len().min(body)]);
+        }
+        if left < body {
+            break;
+        }
+        left -= body;
+        obj += body;
     }
     Ok(())
 }

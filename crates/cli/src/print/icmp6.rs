@@ -111,7 +111,12 @@ fn v6_body(p: &mut Printer, b: &[u8], t: u8, code: u8, length: u32) -> Step<bool
                 c => write!(p.line, ", code-#{c}"),
             }
         }
-        128 | 129 => write!(p.line, ", id {}, seq {}", u16_at(b, 4, L6)?, u16_at(b, 6, L6)?),
+        128 | 129 => write!(
+            p.line,
+            ", id {}, seq {}",
+            u16_at(b, 4, L6)?,
+            u16_at(b, 6, L6)?
+        ),
         130 if length == 24 => mld(p, b),
         130 if length >= 28 => {
             p.line.push_str(" v2");
@@ -141,24 +146,37 @@ fn v6_body(p: &mut Printer, b: &[u8], t: u8, code: u8, length: u32) -> Step<bool
     };
     if v && t == 136 {
         let flags = u32_at(b, 4, L6)?;
-        let names: Vec<&str> = [(0x8000_0000, "router"), (0x4000_0000, "solicited"), (0x2000_0000, "override")]
-            .iter()
-            .filter(|f| flags & f.0 != 0)
-            .map(|f| f.1)
-            .collect();
+        let names: Vec<&str> = [
+            (0x8000_0000, "router"),
+            (0x4000_0000, "solicited"),
+            (0x2000_0000, "override"),
+        ]
+        .iter()
+        .filter(|f| flags & f.0 != 0)
+        .map(|f| f.1)
+        .collect();
         let _ = write!(
             p.line,
             ", Flags [{}]",
-            if names.is_empty() { "none".into() } else { names.join(", ") }
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
         );
     }
     if v && t == 134 {
         let flags = u8_at(b, 5, L6)?;
-        let names: Vec<&str> = [(0x80, "managed"), (0x40, "other stateful"), (0x20, "home agent"), (0x02, "ipv6 only")]
-            .iter()
-            .filter(|f| flags & f.0 != 0)
-            .map(|f| f.1)
-            .collect();
+        let names: Vec<&str> = [
+            (0x80, "managed"),
+            (0x40, "other stateful"),
+            (0x20, "home agent"),
+            (0x02, "ipv6 only"),
+        ]
+        .iter()
+        .filter(|f| flags & f.0 != 0)
+        .map(|f| f.1)
+        .collect();
         let _ = write!(
             p.line,
             "\n\thop limit {}, Flags [{}], pref {}, router lifetime {}s, reachable time {}ms, retrans timer {}ms",
@@ -177,7 +195,11 @@ fn v6_body(p: &mut Printer, b: &[u8], t: u8, code: u8, length: u32) -> Step<bool
             137 => 40,
             _ => 24,
         };
-        nd_options(p, b.get(start..(length as usize).min(b.len())).unwrap_or_default())?;
+        nd_options(
+            p,
+            b.get(start..(length as usize).min(b.len()))
+                .unwrap_or_default(),
+        )?;
     }
     Ok(true)
 }
@@ -341,12 +363,16 @@ fn upper_layer(ip6: &[u8]) -> Step<Option<(u8, u16)>> {
         match nh {
             6 | 17 => return Ok(u16_at(ip6, at + 2, L6).ok().map(|d| (nh, d))),
             0 | 43 | 60 => {
-                let Some(&len) = ip6.get(at + 1) else { return Ok(None) };
+                let Some(&len) = ip6.get(at + 1) else {
+                    return Ok(None);
+                };
                 nh = ip6[at];
                 at += (usize::from(len) + 1) * 8;
             }
             44 => {
-                let Ok(off) = u16_at(ip6, at + 2, L6) else { return Ok(None) };
+                let Ok(off) = u16_at(ip6, at + 2, L6) else {
+                    return Ok(None);
+                };
                 if off & 0xfff8 != 0 {
                     return Ok(None);
                 }
@@ -364,6 +390,7 @@ fn upper_layer(ip6: &[u8]) -> Step<Option<(u8, u16)>> {
 /// `-v`'s neighbor discovery options: link-layer addresses and the MTU; others by name.
 fn nd_options(p: &mut Printer, mut b: &[u8]) -> Step {
     while !b.is_empty() {
+        check(b, 0, 2, L6)?;
         let t = u8_at(b, 0, L6)?;
         let units = usize::from(u8_at(b, 1, L6)?);
         let Some(opt) = b.get(..units * 8).filter(|_| units > 0) else {
@@ -382,7 +409,11 @@ fn nd_options(p: &mut Printer, mut b: &[u8]) -> Step {
             24 => "route info",
             _ => "unknown",
         };
-        let _ = write!(p.line, "\n\t  {name} option ({t}), length {} ({units}): ", units * 8);
+        let _ = write!(
+            p.line,
+            "\n\t  {name} option ({t}), length {} ({units}): ",
+            units * 8
+        );
         match t {
             1 | 2 => {
                 let parts: Vec<String> = opt[2..].iter().map(|x| format!("{x:02x}")).collect();
@@ -415,7 +446,11 @@ fn nd_options(p: &mut Printer, mut b: &[u8]) -> Step {
                     a6(opt, 16)?,
                     u8_at(opt, 2, L6)?,
                     if units != 4 { "badlen" } else { "" },
-                    if names.is_empty() { "none".into() } else { names.join(", ") },
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    },
                     life(u32_at(opt, 4, L6)?),
                     life(u32_at(opt, 8, L6)?)
                 );

@@ -233,7 +233,11 @@ fn v4_details(p: &mut Printer, data: &[u8], hlen: usize, off: u16, proto: u8) ->
         ", id {}, offset {}, flags [{}], proto {} ({proto}), length {}",
         u16_at(data, 4, "ip")?,
         (off & 0x1fff) * 8,
-        if flags.is_empty() { "none".into() } else { flags.join(", ") },
+        if flags.is_empty() {
+            "none".into()
+        } else {
+            flags.join(", ")
+        },
         proto_name(proto),
         u16_at(data, 2, "ip")?
     );

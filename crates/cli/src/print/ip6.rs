@@ -117,31 +117,34 @@ pub(super) fn v6(p: &mut Printer, data: &[u8], length: u32) -> Step {
     loop {
         let advance = match nh {
             HOPOPTS | DSTOPTS => {
-                let ext = (usize::from(u8_at(data, at + 1, "ip6")?) + 1) * 8;
                 let layer = if nh == HOPOPTS { "hbhopt" } else { "dstopt" };
+                let ext = (usize::from(u8_at(data, at + 1, layer)?) + 1) * 8;
                 check(data, at, ext, layer)?;
                 let opts = bytes_at(data, at, ext, layer)?;
                 p.line
                     .push_str(if nh == HOPOPTS { "HBH " } else { "DSTOPT " });
                 if p.opts.verbose > 0 || nh == HOPOPTS {
-                    options(p, &opts[2..])?;
+                    options(p, &opts[2..], layer)?;
                 }
                 ext
             }
             FRAGMENT => {
-                let ident = u32_at(data, at + 4, "frag6")?;
                 let off = u16_at(data, at + 2, "frag6")? & 0xfff8;
                 let rest = (payload_len + 40).saturating_sub(at as u32 + 8);
                 if p.opts.verbose > 0 {
+                    let ident = u32_at(data, at + 4, "frag6")?;
                     let _ = write!(p.line, "frag (0x{ident:08x}:{off}|{rest})");
                 } else {
                     let _ = write!(p.line, "frag ({off}|{rest})");
                 }
                 // A later fragment has no header of the next protocol to decode.
-                if off != 0 || data.len() <= at + 8 {
+                if off != 0 {
                     return Ok(());
                 }
                 p.line.push(' ');
+                if data.len() <= at + 8 {
+                    return Ok(());
+                }
                 net.fragmented = true;
                 8
             }
@@ -158,9 +161,6 @@ pub(super) fn v6(p: &mut Printer, data: &[u8], length: u32) -> Step {
         }
         at += advance;
         len -= advance as u32;
-        if at >= data.len() {
-            return Ok(());
-        }
     }
     if payload_len == 0 && found_extension {
         return Err(Trunc::checked("ip6"));
@@ -179,11 +179,18 @@ pub(super) fn v6(p: &mut Printer, data: &[u8], length: u32) -> Step {
 /// [0]2001:db8::9) `. Its last address (type 0 and 2) or first segment (type 4) is the
 /// destination the checksums' pseudo-header names. `None` when it is invalid, which ends
 /// the line.
-fn routing<'a>(p: &mut Printer, data: &'a [u8], at: usize, net: &mut Net<'a>) -> Step<Option<usize>> {
+fn routing<'a>(
+    p: &mut Printer,
+    data: &'a [u8],
+    at: usize,
+    net: &mut Net<'a>,
+) -> Step<Option<usize>> {
     const L: &str = "rt6";
+    p.line.push_str("RT6");
     let len = u8_at(data, at + 1, L)?;
+    let _ = write!(p.line, " (len={len}");
     let kind = u8_at(data, at + 2, L)?;
-    let _ = write!(p.line, "RT6 (len={len}, type={kind}");
+    let _ = write!(p.line, ", type={kind}");
     if kind == 0 {
         p.line.push_str(" [Deprecated]");
     }
@@ -226,7 +233,7 @@ fn routing<'a>(p: &mut Printer, data: &'a [u8], at: usize, net: &mut Net<'a>) ->
 
 /// The options of a hop-by-hop or destination-options header (`ip6_opt_process`): with
 /// `-v`, `(padn)`, `(rtalert: 0x0000) ` and the like.
-fn options(p: &mut Printer, b: &[u8]) -> Step {
+fn options(p: &mut Printer, b: &[u8], layer: &'static str) -> Step {
     let v = p.opts.verbose > 0;
     let mut i = 0;
     while i < b.len() {
@@ -234,16 +241,16 @@ fn options(p: &mut Printer, b: &[u8]) -> Step {
         let len = if t == 0 {
             1
         } else {
-            usize::from(*b.get(i + 1).ok_or(Trunc::checked("ip6"))?) + 2
+            usize::from(*b.get(i + 1).ok_or(Trunc::checked(layer))?) + 2
         };
-        let opt = b.get(i..i + len).ok_or(Trunc::checked("ip6"))?;
+        let opt = b.get(i..i + len).ok_or(Trunc::checked(layer))?;
         let _ = match t {
             0 if v => write!(p.line, "(pad1)"),
             1 if v => write!(p.line, "(padn)"),
-            5 if len == 4 && v => write!(p.line, "(rtalert: 0x{:04x}) ", u16_at(opt, 2, "ip6")?),
+            5 if len == 4 && v => write!(p.line, "(rtalert: 0x{:04x}) ", u16_at(opt, 2, layer)?),
             5 if len != 4 => {
                 let _ = write!(p.line, "(rtalert: invalid len {})", len - 2);
-                return Err(Trunc::checked("ip6"));
+                return Err(Trunc::checked(layer));
             }
             0 | 1 | 5 => Ok(()),
             _ if v => write!(p.line, "(opt_type 0x{t:02x}: len={})", len - 2),

@@ -122,7 +122,11 @@ pub(super) fn default_dump(p: &mut Printer, b: &[u8]) {
 /// `-e`'s Ethernet type: `ethertype IPv4 (0x0800)`, with -q `IPv4`.
 fn type_text(p: &mut Printer, t: u16) {
     let _ = match (p.opts.quick, ethertype_name(t)) {
-        (false, name) => write!(p.line, "ethertype {} (0x{t:04x})", name.unwrap_or("Unknown")),
+        (false, name) => write!(
+            p.line,
+            "ethertype {} (0x{t:04x})",
+            name.unwrap_or("Unknown")
+        ),
         (true, Some(name)) => write!(p.line, "{name}"),
         (true, None) => write!(p.line, "Unknown Ethertype (0x{t:04x})"),
     };
@@ -250,20 +254,25 @@ fn cooked_type(p: &mut Printer, t: u16, wire: u32) {
 /// Linux cooked capture v1: `In 02:00:00:00:00:01 ethertype IPv4 (0x0800), length 98: `.
 fn sll(p: &mut Printer, data: &[u8], wire: u32) -> Step {
     super::bytes_at(data, 0, 16, "sll")?;
-    let head = |p: &mut Printer| {
-        let _ = write!(p.line, "{:>3} ", direction(u16::from_be_bytes([data[0], data[1]])));
+    let head = |p: &mut Printer, wire: u32| {
+        let _ = write!(
+            p.line,
+            "{:>3} ",
+            direction(u16::from_be_bytes([data[0], data[1]]))
+        );
         if u16::from_be_bytes([data[4], data[5]]) == 6 {
             let _ = write!(p.line, "{} ", mac(&data[6..12]));
         }
         cooked_type(p, u16::from_be_bytes([data[14], data[15]]), wire);
     };
     if p.opts.link {
-        head(p);
+        head(p, wire);
     }
     let unknown = cooked_payload(p, data, 16, wire)?;
     if let Some(at) = unknown {
         if !p.opts.link {
-            head(p);
+            // tcpdump's length here leaves out the VLAN tags.
+            head(p, wire - (at - 16) as u32);
         }
         default_dump(p, &data[at..]);
     }
@@ -276,7 +285,7 @@ fn sll2(p: &mut Printer, data: &[u8], wire: u32) -> Step {
     let ifindex = u32_at(data, 4, "sll2")?;
     let name = p.names.name(ifindex);
     let _ = write!(p.line, "{name:<5} {:<3} ", direction(u16::from(data[10])));
-    let head = |p: &mut Printer| {
+    let head = |p: &mut Printer, wire: u32| {
         let _ = write!(p.line, "ifindex {ifindex} ");
         if data[11] == 6 {
             let _ = write!(p.line, "{} ", mac(&data[12..18]));
@@ -284,12 +293,12 @@ fn sll2(p: &mut Printer, data: &[u8], wire: u32) -> Step {
         cooked_type(p, u16::from_be_bytes([data[0], data[1]]), wire);
     };
     if p.opts.link {
-        head(p);
+        head(p, wire);
     }
     let unknown = cooked_payload(p, data, 20, wire)?;
     if let Some(at) = unknown {
         if !p.opts.link {
-            head(p);
+            head(p, wire - (at - 20) as u32);
         }
         default_dump(p, &data[at..]);
     }
@@ -318,7 +327,11 @@ fn cooked_payload(p: &mut Printer, data: &[u8], hlen: usize, wire: u32) -> Step<
             t = 4;
         }
         if !p.opts.quick {
-            let _ = write!(p.line, "ethertype {}, ", ethertype_name(t).unwrap_or("Unknown"));
+            let _ = write!(
+                p.line,
+                "ethertype {}, ",
+                ethertype_name(t).unwrap_or("Unknown")
+            );
         }
         at += 4;
         p.ll_len = at;
@@ -394,8 +407,11 @@ impl IfNames {
 
 /// The interface whose `/sys/class/net/*/ifindex` is `index`.
 fn lookup_ifname(index: u32) -> Option<String> {
-    std::fs::read_dir("/sys/class/net").ok()?.flatten().find_map(|e| {
-        let text = std::fs::read_to_string(e.path().join("ifindex")).ok()?;
-        (text.trim().parse() == Ok(index)).then(|| e.file_name().to_string_lossy().into_owned())
-    })
+    std::fs::read_dir("/sys/class/net")
+        .ok()?
+        .flatten()
+        .find_map(|e| {
+            let text = std::fs::read_to_string(e.path().join("ifindex")).ok()?;
+            (text.trim().parse() == Ok(index)).then(|| e.file_name().to_string_lossy().into_owned())
+        })
 }

@@ -63,7 +63,11 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
     let cut = |p: &mut Printer, need: usize| {
         p.line.push_str(" [|llc]");
         hex::hex_ascii(&mut p.line, b);
-        p.ll_len += if b.len() < need { b.len() } else { length as usize };
+        p.ll_len += if b.len() < need {
+            b.len()
+        } else {
+            length as usize
+        };
     };
     if b.len() < 3 || length < 3 {
         cut(p, 3);
@@ -86,9 +90,17 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
             p.line,
             "LLC, dsap {} (0x{dsap:02x}) {}, ssap {} (0x{ssap:02x}) {}",
             sap_name(dsap).unwrap_or("Unknown"),
-            if dsap_field & 1 != 0 { "Group" } else { "Individual" },
+            if dsap_field & 1 != 0 {
+                "Group"
+            } else {
+                "Individual"
+            },
             sap_name(ssap).unwrap_or("Unknown"),
-            if ssap_field & 1 != 0 { "Response" } else { "Command" },
+            if ssap_field & 1 != 0 {
+                "Response"
+            } else {
+                "Command"
+            },
         );
         let _ = if is_u {
             write!(p.line, ", ctrl 0x{control:02x}: ")
@@ -96,7 +108,8 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
             write!(p.line, ", ctrl 0x{control:04x}: ")
         };
     } else {
-        let source = sap_name(ssap).map_or_else(|| format!("Unknown SSAP 0x{ssap:02x}"), Into::into);
+        let source =
+            sap_name(ssap).map_or_else(|| format!("Unknown SSAP 0x{ssap:02x}"), Into::into);
         let _ = match (ssap == dsap, macs) {
             (true, None) => write!(p.line, "{} ", name(dsap)),
             (true, Some((s, d))) => write!(p.line, "{} > {} {} ", mac(s), mac(d), name(dsap)),
@@ -117,11 +130,36 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
             command(control & 0xef),
             flags(response | (control & 0x10))
         );
+        if control & !0x10 == 0xaf {
+            // XID: its format identifier and parameters, not dumped.
+            let rest = &b[hlen..];
+            if length as usize > hlen {
+                match rest {
+                    [] => p.line.push_str(" [|llc]"),
+                    [0x81, a, b, ..] if length as usize >= hlen + 3 => {
+                        let _ = write!(p.line, ": {a:02x} {b:02x}");
+                    }
+                    [0x81, ..] => {
+                        p.line.push_str(" [|llc]");
+                        hex::hex_ascii(&mut p.line, rest);
+                    }
+                    _ => {
+                        default_dump(p, b);
+                        return;
+                    }
+                }
+            }
+            if macs.is_none() {
+                p.ll_len += hlen;
+            }
+            return;
+        }
     } else if control & 1 == 1 {
         let _ = write!(
             p.line,
             "Supervisory, {}, rcv seq {}, Flags [{}], length {length}",
-            ["Receiver Ready", "Receiver not Ready", "Reject", "?"][usize::from((control >> 2) & 3)],
+            ["Receiver Ready", "Receiver not Ready", "Reject", "?"]
+                [usize::from((control >> 2) & 3)],
             (control >> 9) & 0x7f,
             flags(response | (control & 0x100))
         );

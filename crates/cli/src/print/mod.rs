@@ -93,6 +93,19 @@ impl Trunc {
     }
 }
 
+/// A decoder's result as its caller sees it when the caller goes on afterwards: a checked
+/// range found cut ends that layer's text there (` [|tcp]`) and the caller continues, as
+/// tcpdump's printers return to theirs; a field read past the end still abandons the packet.
+pub(super) fn ended_here(p: &mut Printer, r: Step) -> Step {
+    match r {
+        Err(t) if !t.abandons => {
+            let _ = write!(p.line, " [|{}]", t.layer);
+            Ok(())
+        }
+        r => r,
+    }
+}
+
 /// What a decoder returns: done, or cut short.
 pub(super) type Step<T = ()> = Result<T, Trunc>;
 
@@ -114,7 +127,12 @@ pub(super) fn u32_at(b: &[u8], at: usize, layer: &'static str) -> Step<u32> {
 }
 
 /// `n` bytes from `at`.
-pub(super) fn bytes_at<'a>(b: &'a [u8], at: usize, n: usize, layer: &'static str) -> Step<&'a [u8]> {
+pub(super) fn bytes_at<'a>(
+    b: &'a [u8],
+    at: usize,
+    n: usize,
+    layer: &'static str,
+) -> Step<&'a [u8]> {
     at.checked_add(n)
         .and_then(|end| b.get(at..end))
         .ok_or(Trunc::read(layer))
@@ -228,7 +246,10 @@ pub(crate) fn run<R: Read, W: Write>(
     let mut printer = Printer::new(opts);
     let mut n = 0;
     while limit.is_none_or(|l| n < l) {
-        let Some(rec) = reader.next_packet().context("reading the packets to print")? else {
+        let Some(rec) = reader
+            .next_packet()
+            .context("reading the packets to print")?
+        else {
             break;
         };
         let line = printer.packet(rec.ts_ns, rec.data, rec.orig_len, rec.linktype);

@@ -26,7 +26,11 @@ pub(crate) struct Pipe {
 impl Pipe {
     /// Starts a thread that prints, one line each, the packets written into the pipe: at
     /// most `limit` of them, then it stops reading.
-    pub(crate) fn start(opts: Options, line_buffered: bool, limit: Option<u64>) -> io::Result<Pipe> {
+    pub(crate) fn start(
+        opts: Options,
+        line_buffered: bool,
+        limit: Option<u64>,
+    ) -> io::Result<Pipe> {
         let (reader, writer) = io::pipe()?;
         let thread = std::thread::Builder::new()
             .name("print".into())

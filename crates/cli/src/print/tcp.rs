@@ -40,14 +40,28 @@ pub(super) struct Conversations(HashMap<Key, (u32, u32)>);
 impl Conversations {
     /// The relative (seq, ack), and the recorded (seq, ack) of the key's direction, and
     /// whether this segment goes the other way.
-    fn relative(&mut self, net: &Net<'_>, ports: (u16, u16), seq: u32, ack: u32, syn: bool)
-        -> ((u32, u32), (u32, u32), bool) {
+    fn relative(
+        &mut self,
+        net: &Net<'_>,
+        ports: (u16, u16),
+        seq: u32,
+        ack: u32,
+        syn: bool,
+    ) -> ((u32, u32), (u32, u32), bool) {
         let (sport, dport) = ports;
         let rev = sport > dport || (sport == dport && net.src > net.dst);
         let key = if rev {
-            (net.dst.to_vec(), net.src.to_vec(), u32::from(dport) << 16 | u32::from(sport))
+            (
+                net.dst.to_vec(),
+                net.src.to_vec(),
+                u32::from(dport) << 16 | u32::from(sport),
+            )
         } else {
-            (net.src.to_vec(), net.dst.to_vec(), u32::from(sport) << 16 | u32::from(dport))
+            (
+                net.src.to_vec(),
+                net.dst.to_vec(),
+                u32::from(sport) << 16 | u32::from(dport),
+            )
         };
         let fresh = if rev {
             (ack.wrapping_sub(1), seq)
@@ -115,14 +129,19 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
         return Ok(());
     }
     let flags = u8_at(b, 13, "tcp")?;
-    let letters: String = FLAGS.iter().filter(|f| flags & f.0 != 0).map(|f| f.1).collect();
+    let letters: String = FLAGS
+        .iter()
+        .filter(|f| flags & f.0 != 0)
+        .map(|f| f.1)
+        .collect();
     let _ = write!(
         p.line,
         "Flags [{}]",
         if letters.is_empty() { "none" } else { &letters }
     );
     let ((seq, ack), th, rev) = if flags & ACK != 0 {
-        p.tcp.relative(net, (sport, dport), seq, ack, flags & SYN != 0)
+        p.tcp
+            .relative(net, (sport, dport), seq, ack, flags & SYN != 0)
     } else {
         ((seq, ack), (0, 0), false)
     };
@@ -150,10 +169,11 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
     if hlen > 20 {
         p.line.push_str(", options [");
         let opts = &b[20..b.len().min(hlen)];
-        match options(p, opts, hlen - 20, if rev { th.0 } else { th.1 }) {
+        match options(p, opts, hlen - 20, if rev { th.0 } else { th.1 })? {
             OptionsEnd::Whole => p.line.push(']'),
             OptionsEnd::Bad { first } => {
-                p.line.push_str(if first { "[bad opt]" } else { "[bad opt]]" });
+                p.line
+                    .push_str(if first { "[bad opt]" } else { "[bad opt]]" });
                 return Ok(());
             }
             OptionsEnd::Cut { first } => {
@@ -195,31 +215,34 @@ enum OptionsEnd {
     Whole,
     /// A length that does not fit: tcpdump prints `[bad opt]` (and `]` after the first
     /// option) and ends the line.
-    Bad { first: bool },
+    Bad {
+        first: bool,
+    },
     /// Past what was captured: ` [|tcp]` (and `>` after the first option).
-    Cut { first: bool },
+    Cut {
+        first: bool,
+    },
 }
 
 /// The options (`hlen` bytes by the header, `o` what was captured of them),
 /// comma-separated; SACK blocks relative to `base` (the other side's first sequence
 /// number).
-fn options(p: &mut Printer, o: &[u8], hlen: usize, base: u32) -> OptionsEnd {
+fn options(p: &mut Printer, o: &[u8], hlen: usize, base: u32) -> Step<OptionsEnd> {
     let mut at = 0;
     let mut sep = "";
     while at < hlen {
         let first = sep.is_empty();
         p.line.push_str(sep);
         sep = ",";
-        let Some(&kind) = o.get(at) else {
-            return OptionsEnd::Cut { first };
-        };
+        // The kind and length bytes are read (a cut there abandons the packet); the data
+        // is checked first (a cut there ends the list).
+        let kind = u8_at(o, at, "tcp")?;
         let len = if kind <= 1 {
             1
         } else {
-            match o.get(at + 1) {
-                Some(&l) if l >= 2 && usize::from(l) <= hlen - at => usize::from(l),
-                Some(_) => return OptionsEnd::Bad { first },
-                None => return OptionsEnd::Cut { first },
+            match u8_at(o, at + 1, "tcp")? {
+                l if l >= 2 && usize::from(l) <= hlen - at => usize::from(l),
+                _ => return Ok(OptionsEnd::Bad { first }),
             }
         };
         p.line.push_str(&name(kind));
@@ -228,13 +251,17 @@ fn options(p: &mut Printer, o: &[u8], hlen: usize, base: u32) -> OptionsEnd {
         let start = at + if kind <= 1 { 1 } else { 2 };
         let size = fixed_size(kind).unwrap_or(len.saturating_sub(2));
         if start + size > hlen {
-            return OptionsEnd::Bad { first };
+            return Ok(OptionsEnd::Bad { first });
         }
         let Some(data) = o.get(start..start + size) else {
-            return OptionsEnd::Cut { first };
+            if kind == 5 && size % 8 == 0 {
+                // The count of SACK blocks comes before the blocks are checked.
+                let _ = write!(p.line, " {} ", size / 8);
+            }
+            return Ok(OptionsEnd::Cut { first });
         };
         if !value(p, kind, data, base) {
-            return OptionsEnd::Bad { first };
+            return Ok(OptionsEnd::Bad { first });
         }
         if start - at + size != len {
             let _ = write!(p.line, "[len {len}]");
@@ -244,7 +271,7 @@ fn options(p: &mut Printer, o: &[u8], hlen: usize, base: u32) -> OptionsEnd {
             break;
         }
     }
-    OptionsEnd::Whole
+    Ok(OptionsEnd::Whole)
 }
 
 /// The data bytes of an option kind of fixed size.

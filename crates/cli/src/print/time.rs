@@ -155,7 +155,11 @@ mod tests {
         assert_eq!(stamps(Stamp::Epoch, &t)[1], "1700000001.000000 ");
         assert_eq!(
             stamps(Stamp::SincePrevious, &[t[0], t[1], t[1]]),
-            [" 00:00:00.000000 ", " 00:00:00.876544 ", " 00:00:00.000000 "]
+            [
+                " 00:00:00.000000 ",
+                " 00:00:00.876544 ",
+                " 00:00:00.000000 "
+            ]
         );
         assert_eq!(
             stamps(Stamp::SinceFirst, &[t[1], t[0]]),

@@ -12,12 +12,7 @@ use super::{u16_at, Printer, Step, Trunc};
 fn endpoints(p: &mut Printer, net: &Net<'_>, ports: Option<(u16, u16)>) {
     let _ = match (net.proto == PROTO_UDP, ports) {
         (true, None) => write!(p.line, "{} > {}: ", net.src_text(), net.dst_text()),
-        (true, Some((s, d))) => write!(
-            p.line,
-            "{}.{s} > {}.{d}: ",
-            net.src_text(),
-            net.dst_text()
-        ),
+        (true, Some((s, d))) => write!(p.line, "{}.{s} > {}.{d}: ", net.src_text(), net.dst_text()),
         (false, Some((s, d))) => write!(p.line, "{s} > {d}: "),
         (false, None) => Ok(()),
     };
