@@ -604,7 +604,7 @@ pub(crate) fn check_print_flags(p: &PrintArgs, printing: bool, instead: &str) ->
     let given = p.given();
     if !printing && !given.is_empty() {
         bail!(
-            "{} shape the lines printed for each packet, and nothing is printed with {instead}",
+            "no packet is printed with {instead}, so {} (how packets print) cannot apply",
             given.join(", ")
         );
     }

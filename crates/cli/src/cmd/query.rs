@@ -75,6 +75,19 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
             s
         }
     };
+    summary(&a, &stats, skipped, window.as_ref(), to_stdout)?;
+    Ok(0)
+}
+
+/// The notes and the figures of a query that read packets: a table on stderr, or with
+/// --json one line (on stderr when the packets went to stdout).
+fn summary(
+    a: &QueryArgs,
+    stats: &QueryStats,
+    skipped: u64,
+    window: Option<&Shown>,
+    to_stdout: bool,
+) -> Result<()> {
     for n in &stats.notes {
         eprintln!("corecap: note: {n}");
     }
@@ -82,10 +95,10 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         eprintln!("corecap: note: skipped {skipped} files that are not captures");
     }
     if a.json {
-        let mut v = serde_json::to_value(&stats)?;
+        let mut v = serde_json::to_value(stats)?;
         v["type"] = serde_json::Value::String("query".into());
         v["files_skipped"] = serde_json::Value::from(skipped);
-        if let Some((f, t)) = &window {
+        if let Some((f, t)) = window {
             v["from"] = serde_json::json!(f);
             v["to"] = serde_json::json!(t);
         }
@@ -105,7 +118,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
             stats.regions_total,
             stats.files_scanned
         );
-        if let Some((f, t)) = &window {
+        if let Some((f, t)) = window {
             eprintln!(
                 "window: {} to {} (UTC)",
                 f.as_deref().unwrap_or("the first packet"),
@@ -113,7 +126,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
             );
         }
     }
-    Ok(0)
+    Ok(())
 }
 
 /// Prints the packets of the query, one line each, as tcpdump -r prints them; the query's

@@ -1,9 +1,9 @@
 //! tcpdump's dumps of packet bytes: `-x` in hex, `-X` (and the bytes of an unknown
 //! protocol) in hex and ASCII. Each line starts with a newline, a tab and the offset, then
-//! sixteen bytes as eight groups of four hex digits:
+//! sixteen bytes as eight groups of four hex digits (the tab shown as spaces here):
 //!
 //! ```text
-//! 	0x0000:  4500 0054 1234 4000 4001 1478 0a00 0001  E..T.4@.@..x....
+//!     0x0000:  4500 0054 1234 4000 4001 1478 0a00 0001  E..T.4@.@..x....
 //! ```
 
 use std::fmt::Write;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{check, icmp, icmp6, ip6, tcp, u16_at, u8_at, udp, Printer, Step, Trunc};
+use super::{bits, check, icmp, icmp6, ip6, tcp, u16_at, u8_at, udp, Printer, Step, Trunc};
 
 pub(super) use ip6::v6;
 
@@ -223,21 +223,16 @@ fn v4_details(p: &mut Printer, data: &[u8], hlen: usize, off: u16, proto: u8) ->
     if data[8] >= 1 {
         let _ = write!(p.line, ", ttl {}", data[8]);
     }
-    let flags: Vec<&str> = [(0x2000, "+"), (0x4000, "DF"), (0x8000, "rsvd")]
-        .iter()
-        .filter(|f| off & f.0 != 0)
-        .map(|f| f.1)
-        .collect();
+    let flags = bits(
+        u32::from(off),
+        &[(0x2000, "+"), (0x4000, "DF"), (0x8000, "rsvd")],
+    );
     let _ = write!(
         p.line,
         ", id {}, offset {}, flags [{}], proto {} ({proto}), length {}",
         u16_at(data, 4, "ip")?,
         (off & 0x1fff) * 8,
-        if flags.is_empty() {
-            "none".into()
-        } else {
-            flags.join(", ")
-        },
+        flags,
         proto_name(proto),
         u16_at(data, 2, "ip")?
     );

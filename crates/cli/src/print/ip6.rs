@@ -84,20 +84,7 @@ pub(super) fn v6(p: &mut Printer, data: &[u8], length: u32) -> Step {
     };
     let mut nh = data[6];
     if p.opts.verbose > 0 {
-        let flow = u32_at(data, 0, "ip6")?;
-        p.line.push('(');
-        if flow & 0x0ff0_0000 != 0 {
-            let _ = write!(p.line, "class 0x{:02x}, ", (flow & 0x0ff0_0000) >> 20);
-        }
-        if flow & 0x000f_ffff != 0 {
-            let _ = write!(p.line, "flowlabel 0x{:05x}, ", flow & 0x000f_ffff);
-        }
-        let _ = write!(
-            p.line,
-            "hlim {}, next-header {} ({nh}) payload length: {payload_len}) ",
-            data[7],
-            proto_name(nh)
-        );
+        details(p, data, payload_len)?;
     }
     let data = &data[..data.len().min(len as usize)];
     let mut net = Net {
@@ -115,44 +102,10 @@ pub(super) fn v6(p: &mut Printer, data: &[u8], length: u32) -> Step {
     len -= 40;
     let mut found_extension = false;
     loop {
-        let advance = match nh {
-            HOPOPTS | DSTOPTS => {
-                let layer = if nh == HOPOPTS { "hbhopt" } else { "dstopt" };
-                let ext = (usize::from(u8_at(data, at + 1, layer)?) + 1) * 8;
-                check(data, at, ext, layer)?;
-                let opts = bytes_at(data, at, ext, layer)?;
-                p.line
-                    .push_str(if nh == HOPOPTS { "HBH " } else { "DSTOPT " });
-                if p.opts.verbose > 0 || nh == HOPOPTS {
-                    options(p, &opts[2..], layer)?;
-                }
-                ext
-            }
-            FRAGMENT => {
-                let off = u16_at(data, at + 2, "frag6")? & 0xfff8;
-                let rest = (payload_len + 40).saturating_sub(at as u32 + 8);
-                if p.opts.verbose > 0 {
-                    let ident = u32_at(data, at + 4, "frag6")?;
-                    let _ = write!(p.line, "frag (0x{ident:08x}:{off}|{rest})");
-                } else {
-                    let _ = write!(p.line, "frag ({off}|{rest})");
-                }
-                // A later fragment has no header of the next protocol to decode.
-                if off != 0 {
-                    return Ok(());
-                }
-                p.line.push(' ');
-                if data.len() <= at + 8 {
-                    return Ok(());
-                }
-                net.fragmented = true;
-                8
-            }
-            ROUTING => match routing(p, data, at, &mut net)? {
-                Some(ext) => ext,
-                None => return Ok(()),
-            },
-            _ => break,
+        let advance = match extension(p, data, at, nh, payload_len, &mut net)? {
+            Next::Header(advance) => advance,
+            Next::Payload => break,
+            Next::End => return Ok(()),
         };
         nh = u8_at(data, at, "ip6")?;
         found_extension = true;
@@ -173,6 +126,87 @@ pub(super) fn v6(p: &mut Printer, data: &[u8], length: u32) -> Step {
         data
     };
     demux(p, &net, &data[at..], len, nh)
+}
+
+/// `-v`'s IPv6 fields: `(class 0x10, flowlabel 0x12345, hlim 64, next-header UDP (17)
+/// payload length: 18) `.
+fn details(p: &mut Printer, data: &[u8], payload_len: u32) -> Step {
+    let flow = u32_at(data, 0, "ip6")?;
+    p.line.push('(');
+    if flow & 0x0ff0_0000 != 0 {
+        let _ = write!(p.line, "class 0x{:02x}, ", (flow & 0x0ff0_0000) >> 20);
+    }
+    if flow & 0x000f_ffff != 0 {
+        let _ = write!(p.line, "flowlabel 0x{:05x}, ", flow & 0x000f_ffff);
+    }
+    let _ = write!(
+        p.line,
+        "hlim {}, next-header {} ({}) payload length: {payload_len}) ",
+        data[7],
+        proto_name(data[6]),
+        data[6]
+    );
+    Ok(())
+}
+
+/// What follows an extension header.
+enum Next {
+    /// Another header, this many bytes on.
+    Header(usize),
+    /// Not an extension header: the payload protocol's.
+    Payload,
+    /// Nothing more is printed (a later fragment, an invalid routing header).
+    End,
+}
+
+/// Prints the extension header `nh` at `at` (`HBH `, `DSTOPT `, `frag (0|16) `, `RT6 (...) `).
+fn extension<'a>(
+    p: &mut Printer,
+    data: &'a [u8],
+    at: usize,
+    nh: u8,
+    payload_len: u32,
+    net: &mut Net<'a>,
+) -> Step<Next> {
+    Ok(match nh {
+        HOPOPTS | DSTOPTS => {
+            let layer = if nh == HOPOPTS { "hbhopt" } else { "dstopt" };
+            let ext = (usize::from(u8_at(data, at + 1, layer)?) + 1) * 8;
+            check(data, at, ext, layer)?;
+            let opts = bytes_at(data, at, ext, layer)?;
+            p.line
+                .push_str(if nh == HOPOPTS { "HBH " } else { "DSTOPT " });
+            if p.opts.verbose > 0 || nh == HOPOPTS {
+                options(p, &opts[2..], layer)?;
+            }
+            Next::Header(ext)
+        }
+        FRAGMENT => {
+            let off = u16_at(data, at + 2, "frag6")? & 0xfff8;
+            let rest = (payload_len + 40).saturating_sub(at as u32 + 8);
+            if p.opts.verbose > 0 {
+                let ident = u32_at(data, at + 4, "frag6")?;
+                let _ = write!(p.line, "frag (0x{ident:08x}:{off}|{rest})");
+            } else {
+                let _ = write!(p.line, "frag ({off}|{rest})");
+            }
+            // A later fragment has no header of the next protocol to decode.
+            if off != 0 {
+                return Ok(Next::End);
+            }
+            p.line.push(' ');
+            if data.len() <= at + 8 {
+                return Ok(Next::End);
+            }
+            net.fragmented = true;
+            Next::Header(8)
+        }
+        ROUTING => match routing(p, data, at, net)? {
+            Some(ext) => Next::Header(ext),
+            None => Next::End,
+        },
+        _ => Next::Payload,
+    })
 }
 
 /// A routing header (`rt6_print`): `RT6 (len=2, type=0 [Deprecated], segleft=1,

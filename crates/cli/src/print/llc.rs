@@ -73,7 +73,6 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
         cut(p, 3);
         return;
     }
-    let (dsap_field, ssap_field) = (b[0], b[1]);
     let is_u = b[2] & 3 == 3;
     let (control, hlen) = if is_u {
         (u16::from(b[2]), 3)
@@ -83,8 +82,21 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
     } else {
         (u16::from_le_bytes([b[2], b[3]]), 4)
     };
+    header(p, b, control, is_u, macs);
+    if macs.is_some() {
+        p.ll_len += hlen;
+    }
+    let dumped = kind(p, b, control, hlen, length);
+    if !dumped && macs.is_none() {
+        p.ll_len += hlen;
+    }
+}
+
+/// The SAPs and the control field: with -e the whole header, else the SAPs' names (and
+/// the Ethernet addresses).
+fn header(p: &mut Printer, b: &[u8], control: u16, is_u: bool, macs: Option<(&[u8], &[u8])>) {
+    let (dsap_field, ssap_field) = (b[0], b[1]);
     let (dsap, ssap) = (dsap_field & !1, ssap_field & !1);
-    let name = |s: u8| sap_name(s).map_or_else(|| format!("Unknown DSAP 0x{s:02x}"), Into::into);
     if p.opts.link {
         let _ = write!(
             p.line,
@@ -107,23 +119,23 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
         } else {
             write!(p.line, ", ctrl 0x{control:04x}: ")
         };
-    } else {
-        let source =
-            sap_name(ssap).map_or_else(|| format!("Unknown SSAP 0x{ssap:02x}"), Into::into);
-        let _ = match (ssap == dsap, macs) {
-            (true, None) => write!(p.line, "{} ", name(dsap)),
-            (true, Some((s, d))) => write!(p.line, "{} > {} {} ", mac(s), mac(d), name(dsap)),
-            (false, None) => write!(p.line, "{source} > {} ", name(dsap)),
-            (false, Some((s, d))) => {
-                write!(p.line, "{} {source} > {} {} ", mac(s), mac(d), name(dsap))
-            }
-        };
+        return;
     }
-    if macs.is_some() {
-        p.ll_len += hlen;
-    }
-    let response = u16::from(ssap_field & 1);
-    if is_u {
+    let name = |s: u8| sap_name(s).map_or_else(|| format!("Unknown DSAP 0x{s:02x}"), Into::into);
+    let source = sap_name(ssap).map_or_else(|| format!("Unknown SSAP 0x{ssap:02x}"), Into::into);
+    let _ = match (ssap == dsap, macs) {
+        (true, None) => write!(p.line, "{} ", name(dsap)),
+        (true, Some((s, d))) => write!(p.line, "{} > {} {} ", mac(s), mac(d), name(dsap)),
+        (false, None) => write!(p.line, "{source} > {} ", name(dsap)),
+        (false, Some((s, d))) => write!(p.line, "{} {source} > {} {} ", mac(s), mac(d), name(dsap)),
+    };
+}
+
+/// The kind of frame (unnumbered, supervisory, information) and, unless it carries none
+/// or an XID, its bytes from the LLC header on. Whether the bytes were dumped.
+fn kind(p: &mut Printer, b: &[u8], control: u16, hlen: usize, length: u32) -> bool {
+    let response = u16::from(b[1] & 1);
+    if control & 3 == 3 {
         let _ = write!(
             p.line,
             "Unnumbered, {}, Flags [{}], length {length}",
@@ -131,28 +143,7 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
             flags(response | (control & 0x10))
         );
         if control & !0x10 == 0xaf {
-            // XID: its format identifier and parameters, not dumped.
-            let rest = &b[hlen..];
-            if length as usize > hlen {
-                match rest {
-                    [] => p.line.push_str(" [|llc]"),
-                    [0x81, a, b, ..] if length as usize >= hlen + 3 => {
-                        let _ = write!(p.line, ": {a:02x} {b:02x}");
-                    }
-                    [0x81, ..] => {
-                        p.line.push_str(" [|llc]");
-                        hex::hex_ascii(&mut p.line, rest);
-                    }
-                    _ => {
-                        default_dump(p, b);
-                        return;
-                    }
-                }
-            }
-            if macs.is_none() {
-                p.ll_len += hlen;
-            }
-            return;
+            return xid(p, b, hlen, length);
         }
     } else if control & 1 == 1 {
         let _ = write!(
@@ -163,10 +154,7 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
             (control >> 9) & 0x7f,
             flags(response | (control & 0x100))
         );
-        if macs.is_none() {
-            p.ll_len += hlen;
-        }
-        return;
+        return false;
     } else {
         let _ = write!(
             p.line,
@@ -176,6 +164,29 @@ pub(super) fn print(p: &mut Printer, b: &[u8], length: u32, macs: Option<(&[u8],
             flags(response | (control & 0x100))
         );
     }
-    // The bytes from the LLC header on.
     default_dump(p, b);
+    true
+}
+
+/// An XID frame: its format identifier's parameters, not dumped (unless the identifier is
+/// not the basic one). Whether the bytes were dumped.
+fn xid(p: &mut Printer, b: &[u8], hlen: usize, length: u32) -> bool {
+    let rest = &b[hlen..];
+    if length as usize > hlen {
+        match rest {
+            [] => p.line.push_str(" [|llc]"),
+            [0x81, x, y, ..] if length as usize >= hlen + 3 => {
+                let _ = write!(p.line, ": {x:02x} {y:02x}");
+            }
+            [0x81, ..] => {
+                p.line.push_str(" [|llc]");
+                hex::hex_ascii(&mut p.line, rest);
+            }
+            _ => {
+                default_dump(p, b);
+                return true;
+            }
+        }
+    }
+    false
 }

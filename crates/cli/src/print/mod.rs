@@ -19,6 +19,7 @@
 //! tcpdump ends it, with ` [|tcp]` naming the layer that was cut.
 
 mod arp;
+mod cooked;
 mod hex;
 mod icmp;
 mod icmp6;
@@ -26,6 +27,7 @@ mod ip;
 mod ip6;
 mod link;
 mod llc;
+mod nd;
 pub(crate) mod pipe;
 mod tcp;
 mod time;
@@ -106,6 +108,21 @@ pub(super) fn ended_here(p: &mut Printer, r: Step) -> Step {
     }
 }
 
+/// The names of the bits of `v` that `table` names, comma-separated (`none` if none), in
+/// the table's order: tcpdump's `bittok2str`.
+pub(super) fn bits(v: u32, table: &[(u32, &str)]) -> String {
+    let names: Vec<&str> = table
+        .iter()
+        .filter(|b| v & b.0 == b.0)
+        .map(|b| b.1)
+        .collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
 /// What a decoder returns: done, or cut short.
 pub(super) type Step<T = ()> = Result<T, Trunc>;
 
@@ -157,7 +174,7 @@ pub(crate) struct Printer {
     /// what `-x` and `-X` leave out, even when a higher layer was cut short.
     ll_len: usize,
     tcp: tcp::Conversations,
-    names: link::IfNames,
+    names: cooked::IfNames,
 }
 
 impl Printer {
@@ -168,7 +185,7 @@ impl Printer {
             line: String::with_capacity(256),
             ll_len: 0,
             tcp: tcp::Conversations::default(),
-            names: link::IfNames::default(),
+            names: cooked::IfNames::default(),
         }
     }
 

@@ -254,7 +254,7 @@ fn options(p: &mut Printer, o: &[u8], hlen: usize, base: u32) -> Step<OptionsEnd
             return Ok(OptionsEnd::Bad { first });
         }
         let Some(data) = o.get(start..start + size) else {
-            if kind == 5 && size % 8 == 0 {
+            if kind == 5 && size.is_multiple_of(8) {
                 // The count of SACK blocks comes before the blocks are checked.
                 let _ = write!(p.line, " {} ", size / 8);
             }
@@ -329,7 +329,7 @@ fn value(p: &mut Printer, kind: u8, d: &[u8], base: u32) -> bool {
             let mins = if v & 1 != 0 { (v >> 1) * 60 } else { v >> 1 };
             write!(p.line, " 0x{v:x} {mins}")
         }
-        5 if d.len() % 8 != 0 => write!(p.line, " invalid sack"),
+        5 if !d.len().is_multiple_of(8) => write!(p.line, " invalid sack"),
         5 => {
             let _ = write!(p.line, " {} ", d.len() / 8);
             for blk in d.chunks_exact(8) {
@@ -371,7 +371,7 @@ fn value(p: &mut Printer, kind: u8, d: &[u8], base: u32) -> bool {
 fn fast_open(p: &mut Printer, d: &[u8]) {
     if d.is_empty() {
         p.line.push_str(" cookiereq");
-    } else if d.len() % 2 != 0 || d.len() < 4 || d.len() > 16 {
+    } else if !d.len().is_multiple_of(2) || d.len() < 4 || d.len() > 16 {
         p.line.push_str(" (invalid)");
     } else {
         p.line.push_str(" cookie ");
