@@ -380,8 +380,9 @@ pub(crate) struct CaptureArgs {
     /// Run inside this network namespace (an `ip netns` name).
     #[arg(long, value_name = "NAME")]
     pub(crate) netns: Option<String>,
-    /// With -w or --count-only: print nothing but errors and the summary (dumpcap's -q).
-    /// When packets are printed: tcpdump's -q, less protocol detail on each line.
+    /// When no packet is printed (-w, --count-only, --groups, --flows): print nothing but
+    /// errors and the summary (dumpcap's -q). When packets are printed: tcpdump's -q, less
+    /// protocol detail on each line.
     #[arg(short = 'q', long)]
     pub(crate) quiet: bool,
     #[command(flatten)]

@@ -131,7 +131,7 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         .transpose()
         .context("starting the packet printer")?;
     if let Some(p) = &printer {
-        cfg.output = Some(config::print_output(p.path()));
+        cfg.output = Some(config::print_output(p.path().to_owned()));
     }
     // Signals are registered before the workers start, so none is missed.
     let signals = Signals::register()?;
@@ -458,10 +458,14 @@ fn finish(
     printer: Option<Pipe>,
 ) -> Result<i32> {
     let summary = cap.finish();
+    // The engine names the printer's pipe by its path, which means nothing to the user.
+    let pipe = printer.as_ref().map(|p| p.path().display().to_string());
     let printed = printer.map(Pipe::join);
     if !quiet {
         for n in &summary.notes {
-            eprintln!("corecap: {n}");
+            if pipe.as_ref().is_none_or(|p| !n.contains(p.as_str())) {
+                eprintln!("corecap: {n}");
+            }
         }
     }
     match json {

@@ -9,7 +9,7 @@
 
 use std::io::{self, BufReader, PipeWriter};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
 use anyhow::Result;
@@ -20,6 +20,8 @@ use super::Options;
 #[derive(Debug)]
 pub(crate) struct Pipe {
     writer: Option<PipeWriter>,
+    /// The writing end as `/proc/self/fd/N`.
+    path: PathBuf,
     thread: JoinHandle<Result<u64>>,
 }
 
@@ -38,16 +40,17 @@ impl Pipe {
                 let input = BufReader::with_capacity(1 << 16, reader);
                 super::run(input, opts, super::stdout(line_buffered), limit)
             })?;
+        let path = PathBuf::from(format!("/proc/self/fd/{}", writer.as_raw_fd()));
         Ok(Pipe {
             writer: Some(writer),
+            path,
             thread,
         })
     }
 
-    /// The writing end as a path the engine can open.
-    pub(crate) fn path(&self) -> PathBuf {
-        let fd = self.writer.as_ref().map_or(-1, AsRawFd::as_raw_fd);
-        PathBuf::from(format!("/proc/self/fd/{fd}"))
+    /// The writing end as a path the engine can open (while this end is open).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The writing end itself, for a writer in this process; the printer sees the end of

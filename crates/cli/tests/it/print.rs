@@ -343,6 +343,7 @@ fn issue39_query_prints_the_lines_tcpdump_prints() {
         }
     }
     assert!(lines > 2000, "{lines} lines compared");
+    eprintln!("{lines} lines the same as tcpdump's");
 }
 
 /// The network packets framed by a Linux cooked header of `len` bytes (16: v1, 20: v2).
