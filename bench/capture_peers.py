@@ -127,11 +127,12 @@ def tool_cmd(tool, outdir, cpu):
     ring_mib = "256M" if cpu is not None else "128M"
     if tool == "corecap-count":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
-        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", ring_mib, *cpus]
+        return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", ring_mib,
+                "--count-only", *cpus]
     if tool == "corecap-count-1w":
         # One worker on the core the generator does not use (the placement paper 001 advises).
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
-                "--workers", "1", "--cpus", "1"]
+                "--workers", "1", "--cpus", "1", "--count-only"]
     if tool == "corecap-write-1w":
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
                 "--workers", "1", "--cpus", "1", "-w", os.path.join(outdir, "corecap.pcapng")]
@@ -139,7 +140,8 @@ def tool_cmd(tool, outdir, cpu):
         # Capture worker on CPU 1, one stage thread (balanced group of 1) on CPU 0.
         q = "mpsc" if tool.endswith("mpsc") else "spsc"
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
-                "--workers", "1", "--cpus", "1", "--mode", "pipeline", "--stage-cpus", "0", "--queue", q]
+                "--workers", "1", "--cpus", "1", "--mode", "pipeline", "--stage-cpus", "0", "--queue", q,
+                "--count-only"]
     if tool in ("corecap-seed-1w", "corecap-aes-1w"):
         # Paper 003 Table II, one core: capture, encrypt and write on CPU 1.
         c = "seed" if "seed" in tool else "aes"
@@ -153,13 +155,14 @@ def tool_cmd(tool, outdir, cpu):
                 "--workers", "1", "--cpus", "1", "--mode", "pipeline", "--stage-cpus", "0", *enc,
                 "-w", os.path.join(outdir, "corecap.pcapng.sealed")]
     if tool in ("corecap-xdp", "corecap-xdp-write"):
-        w = ["-w", os.path.join(outdir, "corecap-xdp.pcapng")] if tool == "corecap-xdp-write" else []
+        w = ["-w", os.path.join(outdir, "corecap-xdp.pcapng")] if tool == "corecap-xdp-write" else ["--count-only"]
         return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *w]
     if tool in ("corecap-xdp-1s", "corecap-xdp-spread2"):
         # Issue 7 item 4: one RX queue, one AF_XDP socket on CPU 1, or two sockets spread
         # by flow in the XDP program (CPU 1 and CPU 0).
         spread = ["--xdp-spread", "2", "--cpus", "1,0"] if tool.endswith("spread2") else ["--cpus", "1"]
-        return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *spread]
+        return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *spread,
+                "--count-only"]
     if tool == "corecap-write":
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",

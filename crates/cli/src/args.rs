@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 /// Packet capture on every core: AF_PACKET workers, one per core, with exact accounting.
 #[derive(Parser, Debug)]
@@ -14,7 +14,8 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum Cmd {
-    /// Capture packets on interfaces (-i) or from files (-r).
+    /// Capture packets on interfaces (-i) or from files (-r): print one line per packet as
+    /// tcpdump does, write them (-w), or only count them (--count-only).
     Capture(Box<CaptureArgs>),
     /// Send test traffic on an interface.
     Gen(GenArgs),
@@ -52,7 +53,8 @@ pub(crate) enum Cmd {
     },
     /// Build the sidecar index (FILE.idx) of capture files, for `corecap query`.
     Index(IndexArgs),
-    /// Packets from recorded files by time window and filter, as one pcapng in time order.
+    /// Packets from recorded files by time window and filter: one line per packet as tcpdump
+    /// -r prints them, or one pcapng in time order (-w).
     Query(QueryArgs),
     /// Run the on-demand capture daemon: an HTTP+JSON API on a Unix socket that starts and
     /// stops captures per request (attach to a base capture's workers, or spawn a worker).
@@ -249,8 +251,13 @@ pub(crate) struct CaptureArgs {
     #[arg(short = 'D', long = "list-interfaces")]
     pub(crate) list: bool,
     /// Write packets to FILE (pcapng; per worker: FILE.w0.pcapng ...). `-` is stdout.
+    /// Without -w (or --count-only), one line per packet is printed, as tcpdump prints it.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub(crate) write: Option<PathBuf>,
+    /// Count the packets and print the statistics only: no packet lines and no file (what
+    /// capture without -w did before it printed packets; the benchmarks use it).
+    #[arg(long, conflicts_with = "write")]
+    pub(crate) count_only: bool,
     /// Write classic pcap instead of pcapng, like dumpcap's -P (`--pcap` is the old name).
     #[arg(short = 'P', long = "pcap")]
     pub(crate) pcap: bool,
@@ -373,9 +380,13 @@ pub(crate) struct CaptureArgs {
     /// Run inside this network namespace (an `ip netns` name).
     #[arg(long, value_name = "NAME")]
     pub(crate) netns: Option<String>,
-    /// Print nothing but errors and the summary.
+    /// When no packet is printed (-w, --count-only, --groups, --flows): print nothing but
+    /// errors and the summary (dumpcap's -q). When packets are printed: tcpdump's -q, less
+    /// protocol detail on each line.
     #[arg(short = 'q', long)]
     pub(crate) quiet: bool,
+    #[command(flatten)]
+    pub(crate) print: PrintArgs,
     /// Once the sockets are open, run as this user (like tcpdump -Z): the whole process
     /// switches uid and gid, keeps no capability, and sets no_new_privs. The output
     /// directory must be writable by the user; files are theirs.
@@ -926,6 +937,56 @@ pub(crate) struct IndexArgs {
     pub(crate) json: bool,
 }
 
+/// How packets print when they are not written (`capture` and `query` without -w):
+/// tcpdump's flags, with its meanings.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct PrintArgs {
+    /// Do not convert addresses or ports to names (tcpdump's -n, -nn). corecap never looks
+    /// names up, so this is always so; the flag is accepted for tcpdump's habits.
+    #[arg(short = 'n', action = ArgAction::Count)]
+    pub(crate) numeric: u8,
+    /// Print the link-level header on each line (MAC addresses, Ethernet type, length).
+    #[arg(short = 'e')]
+    pub(crate) link_header: bool,
+    /// Print each packet's bytes in hex after its line, without the link header (-xx:
+    /// with it).
+    #[arg(short = 'x', action = ArgAction::Count)]
+    pub(crate) hex: u8,
+    /// Print each packet's bytes in hex and ASCII (-XX: with the link header).
+    #[arg(short = 'X', action = ArgAction::Count)]
+    pub(crate) hex_ascii: u8,
+    /// Time stamps: local time of day (HH:MM:SS.ffffff) by default; -t none; -tt seconds
+    /// since the epoch; -ttt since the previous packet; -tttt with the date; -ttttt since
+    /// the first packet.
+    #[arg(short = 't', action = ArgAction::Count)]
+    pub(crate) time: u8,
+    /// More detail: the IP header's fields (tos, ttl, id, offset, flags, proto, length)
+    /// and the checksums (-vv: also of UDP over IPv4).
+    #[arg(short = 'v', action = ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// Write each line out as it is printed, also into a pipe (on a terminal it always is).
+    #[arg(short = 'l')]
+    pub(crate) line_buffered: bool,
+}
+
+impl PrintArgs {
+    /// The flags given that only matter when packets are printed.
+    pub(crate) fn given(&self) -> Vec<&'static str> {
+        [
+            (self.link_header, "-e"),
+            (self.hex > 0, "-x"),
+            (self.hex_ascii > 0, "-X"),
+            (self.time > 0, "-t"),
+            (self.verbose > 0, "-v"),
+            (self.line_buffered, "-l"),
+        ]
+        .iter()
+        .filter(|f| f.0)
+        .map(|f| f.1)
+        .collect()
+    }
+}
+
 /// `corecap query`.
 #[derive(Args, Debug)]
 pub(crate) struct QueryArgs {
@@ -953,9 +1014,18 @@ pub(crate) struct QueryArgs {
     /// Filter expression (instead of trailing words).
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
     pub(crate) filter: Option<String>,
-    /// Output pcapng file (`-` for stdout); never written over (see --force).
-    #[arg(short = 'w', value_name = "OUT", required_unless_present = "stats")]
+    /// Output pcapng file (`-` for stdout); never written over (see --force). Without -w
+    /// (or --stats), one line per packet is printed, as tcpdump -r prints it.
+    #[arg(short = 'w', value_name = "OUT")]
     pub(crate) out: Option<PathBuf>,
+    /// Print at most COUNT packets (tcpdump's -c).
+    #[arg(short = 'c', long = "count", value_name = "COUNT", conflicts_with_all = ["out", "stats"])]
+    pub(crate) count: Option<u64>,
+    /// Print less protocol detail on each line (tcpdump's -q).
+    #[arg(short = 'q', conflicts_with_all = ["out", "stats"])]
+    pub(crate) quick: bool,
+    #[command(flatten)]
+    pub(crate) print: PrintArgs,
     /// Replace the -w file if it exists.
     #[arg(long)]
     pub(crate) force: bool,
@@ -970,7 +1040,8 @@ pub(crate) struct QueryArgs {
     pub(crate) scan: bool,
     /// Count, read no packet: the files the query would open and at most how many packets
     /// it would return, from the folders' catalogs and the indexes (one JSON line).
-    #[arg(long, conflicts_with_all = ["scan", "out"])]
+    /// `--count-only` is the same.
+    #[arg(long, visible_alias = "count-only", conflicts_with_all = ["scan", "out"])]
     pub(crate) stats: bool,
 }
 

@@ -20,8 +20,8 @@ use corecap_store::sealed::KeyFile;
 use corecap_manager::api::{Mode, OutputKind, StartRequest};
 
 use crate::args::{
-    BalanceArg, CaptureArgs, FormatArg, RequestArgs, RequestCmd, RequestStartArgs, RingArgs,
-    RunMode, ServeArgs, StartMode, TransportArg, TsPrecision,
+    BalanceArg, CaptureArgs, FormatArg, PrintArgs, RequestArgs, RequestCmd, RequestStartArgs,
+    RingArgs, RunMode, ServeArgs, StartMode, TransportArg, TsPrecision,
 };
 
 /// Parses `-b` options as dumpcap: `filesize:kB` (or a size with a suffix), `duration:S`,
@@ -510,7 +510,13 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     if a.interfaces.is_empty() && a.read.is_empty() {
         bail!("nothing to capture: give -i IF or -r FILE (corecap capture -D lists interfaces)");
     }
-    let inputs = interfaces(&a.interfaces, a.quiet)?;
+    let printing = capture_prints(a);
+    check_print_flags(
+        &a.print,
+        printing,
+        "-w, --count-only, --groups, --mode pipeline or --flows",
+    )?;
+    let inputs = interfaces(&a.interfaces, a.quiet && !printing)?;
     let cpus = optional_cpu_list(a.cpus.as_deref())?;
     let workers = a.workers.unwrap_or(0);
     if workers > 1024 {
@@ -637,6 +643,60 @@ impl Placement {
         if balance_default && queues > 1 {
             self.balance = BalanceArg::Queue;
         }
+    }
+}
+
+/// Whether `capture` prints a line per packet: without -w and --count-only, and without
+/// consumer groups (`--groups`, `--mode pipeline`, `--flows`), whose members' work is the
+/// output and whose packets are not merged into one stream.
+pub(crate) fn capture_prints(a: &CaptureArgs) -> bool {
+    a.write.is_none()
+        && !a.count_only
+        && !a.list
+        && a.groups.is_none()
+        && a.mode != RunMode::Pipeline
+        && a.flows.is_empty()
+}
+
+/// What each printed line shows, by tcpdump's flags; `quick` is tcpdump's -q.
+pub(crate) fn print_options(p: &PrintArgs, quick: bool) -> crate::print::Options {
+    crate::print::Options {
+        stamp: crate::print::Stamp::from_count(p.time),
+        link: p.link_header,
+        quick,
+        hex: p.hex,
+        hex_ascii: p.hex_ascii,
+        verbose: p.verbose,
+    }
+}
+
+/// Refuses the flags that only shape printed lines when no line is printed (`instead`
+/// names what stops the printing).
+pub(crate) fn check_print_flags(p: &PrintArgs, printing: bool, instead: &str) -> Result<()> {
+    let given = p.given();
+    if !printing && !given.is_empty() {
+        bail!(
+            "no packet is printed with {instead}, so {} (how packets print) cannot apply",
+            given.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The output of a capture that prints: its packets merged in time order, as pcapng, into
+/// the printer's pipe at `path`, handed over as they come.
+pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
+    OutputConfig {
+        path,
+        format: Format::Pcapng,
+        merge: true,
+        rotation: Rotation::default(),
+        seal: None,
+        direct: false,
+        retention: None,
+        index: false,
+        owner: None,
+        flush: Some(Duration::ZERO),
     }
 }
 

@@ -5,6 +5,7 @@ mod args;
 mod cmd;
 mod config;
 mod config_file;
+mod print;
 mod report;
 
 use clap::{CommandFactory, FromArgMatches};

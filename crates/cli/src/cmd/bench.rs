@@ -129,6 +129,9 @@ impl Runner {
                 c.args(&tool.extra);
                 if tool.name == "corecap-write" {
                     c.args(["-w", &out("corecap.pcapng")]);
+                } else {
+                    // Counting only, no packet printed.
+                    c.arg("--count-only");
                 }
                 c
             }

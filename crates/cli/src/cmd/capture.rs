@@ -12,7 +12,8 @@ use corecap_engine::stats::ledger::Snapshot;
 use corecap_linux::privilege::RunAs;
 
 use crate::args::CaptureArgs;
-use crate::{config, report};
+use crate::print::pipe::Pipe;
+use crate::{config, print, report};
 
 /// Lists the interfaces numbered from 1, as tcpdump -D does; `-i N` takes the number.
 fn list_interfaces() -> Result<()> {
@@ -115,7 +116,23 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         list_interfaces()?;
         return Ok(0);
     }
-    let cfg = config::capture(&a)?;
+    let printing = config::capture_prints(&a);
+    let mut cfg = config::capture(&a)?;
+    // -q: tcpdump's quick lines when packets are printed, else dumpcap's quiet.
+    let quiet = a.quiet && !printing;
+    let mut printer = printing
+        .then(|| {
+            Pipe::start(
+                config::print_options(&a.print, a.quiet),
+                a.print.line_buffered,
+                None,
+            )
+        })
+        .transpose()
+        .context("starting the packet printer")?;
+    if let Some(p) = &printer {
+        cfg.output = Some(config::print_output(p.path().to_owned()));
+    }
     // Signals are registered before the workers start, so none is missed.
     let signals = Signals::register()?;
     let run_as = a
@@ -124,21 +141,26 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         .map(corecap_linux::privilege::lookup_user)
         .transpose()?;
     let mut cap = start(&cfg, run_as.as_ref())?;
+    if let Some(p) = &mut printer {
+        p.close_writer();
+    }
     let commands = a.control.as_ref().map(|p| control_reader(p.clone()));
-    let to_stdout = cfg
-        .output
-        .as_ref()
-        .is_some_and(|o| o.path.as_os_str() == "-");
+    let to_stdout = printing
+        || cfg
+            .output
+            .as_ref()
+            .is_some_and(|o| o.path.as_os_str() == "-");
     let json_out: Box<dyn Write> = if to_stdout {
         Box::new(std::io::stderr())
     } else {
         Box::new(std::io::stdout())
     };
-    if !a.quiet {
-        announce(&cfg, &cap);
+    if !quiet {
+        announce(&cfg, &cap, printing);
     }
     let mut stats = Stats {
-        interval: report::stats_interval(a.stats_interval, a.json, a.quiet)?,
+        // Printed packets fill the terminal: the interval lines only when asked for.
+        interval: report::stats_interval(a.stats_interval, a.json, quiet || printing)?,
         json: a.json.then_some(json_out),
         before: cap.snapshot(),
         last: Instant::now(),
@@ -147,6 +169,10 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         std::thread::sleep(Duration::from_millis(50));
         // Relaxed: flags set by signal handlers, polled here.
         if signals.stop.load(Ordering::Relaxed) {
+            cap.stop();
+        }
+        // The printer's output was closed (`| head`): nothing more will be read.
+        if printer.as_ref().is_some_and(Pipe::finished) {
             cap.stop();
         }
         if signals.usr1.swap(false, Ordering::Relaxed) {
@@ -162,7 +188,7 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
             break;
         }
     }
-    finish(cap, a.quiet, stats.json)
+    finish(cap, quiet, stats.json, printer)
 }
 
 /// The flags the signal handlers set: SIGINT and SIGTERM stop, SIGUSR1 asks for a table.
@@ -228,8 +254,9 @@ fn current_user() -> RunAs {
     }
 }
 
-/// Says what runs where: the engine's notes, the IPFIX export, the inputs and workers.
-fn announce(cfg: &CaptureConfig, cap: &Capture) {
+/// Says what runs where: the engine's notes, the IPFIX export, the output (unless packets
+/// are printed), the inputs and workers.
+fn announce(cfg: &CaptureConfig, cap: &Capture, printing: bool) {
     for n in &cap.notes {
         eprintln!("corecap: {n}");
     }
@@ -245,7 +272,7 @@ fn announce(cfg: &CaptureConfig, cap: &Capture) {
             t.domain
         );
     }
-    if let Some(o) = &cfg.output {
+    if let Some(o) = cfg.output.as_ref().filter(|_| !printing) {
         eprintln!(
             "corecap: {}",
             writing(o, &cap.files, !cfg.groups.is_empty())
@@ -443,12 +470,23 @@ fn control(cap: &mut Capture, line: &str) {
     }
 }
 
-/// Waits for the workers and prints the summary: JSON to `json`, else a table on stderr.
-fn finish(cap: Capture, quiet: bool, json: Option<Box<dyn Write>>) -> Result<i32> {
+/// Waits for the workers and for the printer to print what they wrote, then prints the
+/// summary: JSON to `json`, else a table on stderr.
+fn finish(
+    cap: Capture,
+    quiet: bool,
+    json: Option<Box<dyn Write>>,
+    printer: Option<Pipe>,
+) -> Result<i32> {
     let summary = cap.finish();
+    // The engine names the printer's pipe by its path, which means nothing to the user.
+    let pipe = printer.as_ref().map(|p| p.path().display().to_string());
+    let printed = printer.map(Pipe::join);
     if !quiet {
         for n in &summary.notes {
-            eprintln!("corecap: {n}");
+            if pipe.as_ref().is_none_or(|p| !n.contains(p.as_str())) {
+                eprintln!("corecap: {n}");
+            }
         }
     }
     match json {
@@ -457,6 +495,13 @@ fn finish(cap: Capture, quiet: bool, json: Option<Box<dyn Write>>) -> Result<i32
             let _ = out.flush();
         }
         None => eprint!("{}", report::summary_table(&summary)),
+    }
+    match printed {
+        // Standard output was closed (`| head`): the reader has what it wanted, and the
+        // capture's own stream into the printer broke with it.
+        Some(Err(e)) if print::pipe::is_broken_pipe(&e) => return Ok(0),
+        Some(Err(e)) => return Err(e.context("printing the packets")),
+        _ => {}
     }
     if let Some(e) = summary.errors.first() {
         bail!("{e}");

@@ -1,5 +1,5 @@
-//! `corecap query PATH... [--from T] [--to T] [FILTER] -w OUT`: packets back out of
-//! recorded files.
+//! `corecap query PATH... [--from T] [--to T] [FILTER] [-w OUT]`: packets back out of
+//! recorded files, printed one line each as tcpdump -r prints them, or written as pcapng.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -8,13 +8,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use corecap_store::query::{
-    expand_paths, parse_time_in, run as run_query, time_zone, utc_text, QuerySpec,
+    expand_paths, parse_time_in, run as run_query, time_zone, utc_text, QuerySpec, QueryStats,
 };
 
 use crate::args::QueryArgs;
 use crate::config;
+use crate::print::pipe::{is_broken_pipe, Pipe};
 
 pub(crate) fn run(a: QueryArgs) -> Result<i32> {
+    config::check_print_flags(&a.print, a.out.is_none() && !a.stats, "-w or --stats")?;
     let (from, to, window) = window(&a)?;
     // With -r, as tcpdump -r, the paths are given and the arguments are the filter.
     let (paths, words) = if a.read.is_empty() {
@@ -43,8 +45,8 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         scan: a.scan,
         once: false,
     };
-    let Some(out) = a.out.as_deref() else {
-        // --stats: counts from the catalogs and indexes, no packet read.
+    if a.stats {
+        // --stats (--count-only): counts from the catalogs and indexes, no packet read.
         let c = corecap_store::query::count(&spec)?;
         for n in &c.notes {
             eprintln!("corecap: note: {n}");
@@ -53,19 +55,39 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         v["type"] = serde_json::Value::String("stats".into());
         println!("{v}");
         return Ok(0);
+    }
+    let to_stdout = a.out.as_deref().is_none_or(|o| o == Path::new("-"));
+    let stats = match a.out.as_deref() {
+        None => match print_packets(&a, &spec)? {
+            Some(s) => s,
+            None => return Ok(0),
+        },
+        Some(out) if out == Path::new("-") => {
+            let w = io::stdout().lock();
+            run_query(&spec, BufWriter::with_capacity(1 << 20, w))?
+        }
+        Some(out) => {
+            let f = create(out, a.force)?;
+            let mut w = BufWriter::with_capacity(1 << 20, f);
+            let s = run_query(&spec, &mut w)?;
+            w.flush()
+                .with_context(|| format!("writing {}", out.display()))?;
+            s
+        }
     };
-    let to_stdout = out == Path::new("-");
-    let stats = if to_stdout {
-        let w = io::stdout().lock();
-        run_query(&spec, BufWriter::with_capacity(1 << 20, w))?
-    } else {
-        let f = create(out, a.force)?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        let s = run_query(&spec, &mut w)?;
-        w.flush()
-            .with_context(|| format!("writing {}", out.display()))?;
-        s
-    };
+    summary(&a, &stats, skipped, window.as_ref(), to_stdout)?;
+    Ok(0)
+}
+
+/// The notes and the figures of a query that read packets: a table on stderr, or with
+/// --json one line (on stderr when the packets went to stdout).
+fn summary(
+    a: &QueryArgs,
+    stats: &QueryStats,
+    skipped: u64,
+    window: Option<&Shown>,
+    to_stdout: bool,
+) -> Result<()> {
     for n in &stats.notes {
         eprintln!("corecap: note: {n}");
     }
@@ -73,10 +95,10 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         eprintln!("corecap: note: skipped {skipped} files that are not captures");
     }
     if a.json {
-        let mut v = serde_json::to_value(&stats)?;
+        let mut v = serde_json::to_value(stats)?;
         v["type"] = serde_json::Value::String("query".into());
         v["files_skipped"] = serde_json::Value::from(skipped);
-        if let Some((f, t)) = &window {
+        if let Some((f, t)) = window {
             v["from"] = serde_json::json!(f);
             v["to"] = serde_json::json!(t);
         }
@@ -96,7 +118,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
             stats.regions_total,
             stats.files_scanned
         );
-        if let Some((f, t)) = &window {
+        if let Some((f, t)) = window {
             eprintln!(
                 "window: {} to {} (UTC)",
                 f.as_deref().unwrap_or("the first packet"),
@@ -104,7 +126,35 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
             );
         }
     }
-    Ok(0)
+    Ok(())
+}
+
+/// Prints the packets of the query, one line each, as tcpdump -r prints them; the query's
+/// figures, or `None` when the printing stopped first (-c, or standard output closed).
+fn print_packets(a: &QueryArgs, spec: &QuerySpec) -> Result<Option<QueryStats>> {
+    let opts = config::print_options(&a.print, a.quick);
+    let mut printer =
+        Pipe::start(opts, a.print.line_buffered, a.count).context("starting the packet printer")?;
+    let writer = printer
+        .take_writer()
+        .context("starting the packet printer")?;
+    // The writer is dropped when the query returns: the printer then sees the end.
+    let queried = run_query(spec, BufWriter::with_capacity(1 << 16, writer));
+    let printed = printer.join();
+    match (queried, printed) {
+        (_, Err(e)) if is_broken_pipe(&e) => Ok(None),
+        (_, Err(e)) => Err(e.context("printing the packets")),
+        (Ok(stats), Ok(_)) => Ok(Some(stats)),
+        (Err(e), Ok(n)) => {
+            let e = anyhow::Error::new(e);
+            // The printer stopped at -c, and the rest of the stream had nowhere to go.
+            if a.count == Some(n) && is_broken_pipe(&e) {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+    }
 }
 
 /// A window's ends as the summary shows them (RFC 3339 in UTC), each when it was given.

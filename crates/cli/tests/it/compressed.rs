@@ -193,6 +193,7 @@ fn issue17_each_form_reads_as_the_plain_file() {
 fn capture_r(files: &[&Path], filter: &[&str]) -> (Value, String, Option<i32>) {
     let mut a = vec![
         "capture",
+        "--count-only",
         "--json",
         "--stats-interval",
         "0",

@@ -19,6 +19,7 @@ mod net;
 mod newcomer;
 mod observe;
 mod parity;
+mod print;
 mod query;
 mod record;
 mod seal;

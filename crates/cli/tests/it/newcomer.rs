@@ -188,6 +188,7 @@ fn issue23_without_libpcap_a_filter_names_the_package_and_the_rest_works() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = run(&[
         "capture",
+        "--count-only",
         "-r",
         p.to_str().unwrap(),
         "--json",

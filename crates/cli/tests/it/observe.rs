@@ -251,7 +251,7 @@ fn issue40_capture_sigusr1_prints_real_rates() {
     let lab = Lab::new(1);
     let mut child = lab
         .capture_command()
-        .args(["--stats-interval", "0", "--duration", "60"])
+        .args(["--count-only", "--stats-interval", "0", "--duration", "60"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -179,6 +179,12 @@ impl Drop for Lab {
     }
 }
 
+/// Whether capture arguments write packets (`-w`); without, the tests count only
+/// (`--count-only`), as capture did before it printed a line per packet.
+fn writes(args: &[&str]) -> bool {
+    args.iter().any(|a| *a == "-w" || *a == "--write")
+}
+
 /// A running `corecap capture --json`.
 pub struct Capture {
     child: Child,
@@ -189,10 +195,12 @@ pub struct Capture {
 
 impl Capture {
     pub fn start(pre: &[&str], args: &[&str]) -> Self {
+        let count_only = !writes(pre) && !writes(args);
         let mut child = Command::new(bin())
             .arg("capture")
             .args(pre)
             .args(["--json", "--stats-interval", "0", "--duration", "60"])
+            .args(count_only.then_some("--count-only"))
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -352,13 +360,15 @@ pub fn corecap(args: &[&str]) -> Output {
         .expect("run corecap")
 }
 
-/// Replays `file` (`corecap capture -r FILE --json --stats-interval 0 ARGS`), whatever its
-/// exit status; returns its output and the summary, its last line on stdout.
+/// Replays `file` (`corecap capture -r FILE --json --stats-interval 0 ARGS`, counting only
+/// without -w), whatever its exit status; returns its output and the summary, its last line
+/// on stdout.
 pub fn replay(file: &Path, args: &[&str]) -> (Output, Value) {
     let out = Command::new(bin())
         .args(["capture", "-r"])
         .arg(file)
         .args(["--json", "--stats-interval", "0"])
+        .args((!writes(args)).then_some("--count-only"))
         .args(args)
         .output()
         .expect("run corecap capture -r");
