@@ -697,6 +697,8 @@ pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
         index: false,
         owner: None,
         flush: Some(Duration::ZERO),
+        // A pipe to the printer, which reads as fast as it prints: the least backlog.
+        backlog: corecap_engine::sink::disk::DEFAULT_BACKLOG,
     }
 }
 
