@@ -49,7 +49,7 @@ fn issue2_bench_writes_report_tables_plots_and_json() {
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("json"))
             .expect("parse");
     let cells = json["table1"].as_array().expect("table1");
-    let tools = if util::have("tcpdump") { 2 } else { 1 };
+    let tools = if util::need("tcpdump") { 2 } else { 1 };
     assert_eq!(cells.len(), tools * 2 * 2, "tools x rates x reps");
     for c in cells {
         let offered = c["offered"].as_u64().expect("offered");

@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::util::{corecap, have, secs, tshark_count, u, udp_frame, Scratch, T0};
+use crate::util::{corecap, need, secs, tshark_count, u, udp_frame, Scratch, T0};
 use corecap_wire::{CaptureReader, Epb, InterfaceDesc, PcapWriter, PcapngWriter, ReadError};
 use serde_json::Value;
 
@@ -151,7 +151,7 @@ fn issue17_each_form_reads_as_the_plain_file() {
         ("k-le.pcap", kuznetzov_bytes(n, T0, false)),
         ("k-be.pcap", kuznetzov_bytes(n, T0, true)),
     ];
-    let tshark = have("tshark");
+    let tshark = need("tshark");
     for (name, bytes) in &plains {
         let plain = write(&s.path(name), bytes);
         let (want, err) = read(&plain);

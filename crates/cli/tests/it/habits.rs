@@ -75,7 +75,7 @@ fn issue39_pcap_precision_nano_and_micro_read_by_tcpdump() {
         let bytes = std::fs::read(&out).expect("the pcap file");
         let got = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
         assert_eq!(got, magic, "{prec:?}: magic {got:#x}");
-        if util::have("tcpdump") {
+        if util::need("tcpdump") {
             let mut c = Command::new("tcpdump");
             c.args(["-nn", "-r"]).arg(&out);
             if prec == Some("nano") {

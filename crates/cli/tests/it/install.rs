@@ -121,7 +121,7 @@ fn issue39_completions_for_bash_zsh_and_fish_name_every_subcommand() {
         }
     }
     // bash reads the script without a syntax error (it is sourced at every new shell).
-    if crate::util::have("bash") {
+    if crate::util::need("bash") {
         let s = Scratch::new("bash");
         let f = s.path("corecap");
         std::fs::write(&f, corecap(&["generate", "completion", "bash"]).stdout).expect("write");

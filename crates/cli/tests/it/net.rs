@@ -117,7 +117,7 @@ fn issue8_tshark_reads_pcapng_with_queue_and_tcpdump_reads_pcap() {
     let sent = lab.gen(1000, &["--flows", "16", "--size", "128"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
-    if util::have("tshark") {
+    if util::need("tshark") {
         let out = Command::new("tshark")
             .arg("-r")
             .arg(&ng)
@@ -149,7 +149,7 @@ fn issue8_tshark_reads_pcapng_with_queue_and_tcpdump_reads_pcap() {
     let sent = lab.gen(500, &[]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent);
-    if util::have("tcpdump") {
+    if util::need("tcpdump") {
         let out = Command::new("tcpdump")
             .args(["-r", pc.to_str().expect("utf8"), "-nn"])
             .output()
@@ -271,7 +271,7 @@ fn issue8_bad_inputs_get_one_clear_error() {
         &["cap0", "--workers", "1", "-w", "/nonexistent/dir/x.pcapng"],
         "cannot create /nonexistent/dir/x.pcapng",
     );
-    if util::have("setpriv") {
+    if util::need("setpriv") {
         let out = Command::new("setpriv")
             .args([
                 "--reuid=65534",
@@ -421,7 +421,7 @@ fn issue8_rotation_keeps_the_newest_files_each_valid() {
 #[test]
 #[ignore = "needs root"]
 fn issue8_write_to_stdout_streams_a_pcapng_that_tshark_reads() {
-    if !util::have("tshark") {
+    if !util::need("tshark") {
         eprintln!("skipped: tshark not installed");
         return;
     }

@@ -434,7 +434,7 @@ fn address_filters(file: &Path) -> Vec<String> {
 
 #[test]
 fn issue22_query_equals_tcpdump_on_real_captures_of_many_link_types() {
-    if !crate::util::have("tcpdump") {
+    if !crate::util::need("tcpdump") {
         return;
     }
     let started = std::time::Instant::now();
@@ -500,7 +500,7 @@ fn issue22_query_equals_tcpdump_on_real_captures_of_many_link_types() {
 
 #[test]
 fn issue22_a_folder_of_real_captures_answers_the_files_a_filter_applies_to() {
-    if !crate::util::have("tcpdump") {
+    if !crate::util::need("tcpdump") {
         return;
     }
     let s = Scratch::new("parity-real-mixed");
@@ -564,7 +564,7 @@ fn issue22_a_folder_of_real_captures_answers_the_files_a_filter_applies_to() {
 /// handle.
 #[test]
 fn issue22_capture_from_a_real_file_filters_like_tcpdump() {
-    if !crate::util::have("tcpdump") {
+    if !crate::util::need("tcpdump") {
         return;
     }
     let s = Scratch::new("parity-replay");

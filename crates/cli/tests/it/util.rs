@@ -18,6 +18,21 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_corecap")
 }
 
+/// Whether `tool` is installed, for a test that checks its answer with it. Under CI (`CI`
+/// set), where `.ci/run` installs the tools, a missing one fails the test; elsewhere the
+/// test says which check it leaves out, and goes on without it.
+pub fn need(tool: &str) -> bool {
+    if have(tool) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{tool} is missing: .ci/run installs it"
+    );
+    eprintln!("skipped: the checks with {tool}, which is not installed");
+    false
+}
+
 pub fn have(tool: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
@@ -687,7 +702,7 @@ pub fn tshark_count(p: &Path) -> Option<usize> {
 /// Packets tshark reads from a file with `args` (a display filter `-Y FILTER`, say); None
 /// when tshark is not installed.
 pub fn tshark_count_matching(p: &Path, args: &[&str]) -> Option<usize> {
-    if !have("tshark") {
+    if !need("tshark") {
         return None;
     }
     let out = Command::new("tshark")
