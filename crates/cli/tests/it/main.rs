@@ -20,6 +20,7 @@ mod newcomer;
 mod observe;
 mod parity;
 mod query;
+mod readme;
 mod record;
 mod seal;
 mod serve;
