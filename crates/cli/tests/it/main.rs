@@ -21,6 +21,7 @@ mod observe;
 mod parity;
 mod print;
 mod query;
+mod readme;
 mod record;
 mod seal;
 mod serve;

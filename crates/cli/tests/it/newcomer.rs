@@ -133,6 +133,17 @@ fn issue39_demo_runs_without_ethtool_or_libpcap() {
     );
 }
 
+/// Issue 39: every command of the README's `sh` blocks, read from the README as it is now,
+/// runs on a lab and does what the README says (or is skipped, naming where it is tested);
+/// `readme.rs` says what stands for what.
+#[test]
+#[ignore = "needs root"]
+fn issue39_every_readme_command_runs_on_the_lab() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let text = std::fs::read_to_string(path).expect("read README.md");
+    crate::readme::run_all(&text);
+}
+
 #[test]
 fn issue23_corecap_does_not_link_libpcap() {
     let o = Command::new("readelf")

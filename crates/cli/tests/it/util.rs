@@ -367,6 +367,111 @@ impl Drop for Capture {
     }
 }
 
+/// A child of a test (a README command, say), ready once a line of its stderr holds a
+/// word; ended by SIGTERM (by its PID) or by itself, and killed (it is our child) on drop
+/// if it still runs.
+pub struct Background {
+    child: Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+    /// The stderr lines read so far.
+    seen: Vec<String>,
+}
+
+impl Background {
+    /// Spawns `c` with its stderr piped here; returns once a line holds `ready` (at most
+    /// 30 s).
+    pub fn start(mut c: Command, ready: &str) -> Self {
+        let mut child = c
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {c:?}: {e}"));
+        let stderr = lines_of(child.stderr.take().expect("stderr"));
+        let mut seen: Vec<String> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !seen.last().is_some_and(|l| l.contains(ready)) {
+            match stderr.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => seen.push(l),
+                Err(_) => {
+                    if let Ok(Some(st)) = child.try_wait() {
+                        panic!("{c:?} ended ({st}) before {ready:?}: {}", seen.join("\n"));
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "{c:?}: no {ready:?} in 30 s: {}",
+                        seen.join("\n")
+                    );
+                }
+            }
+        }
+        Self {
+            child,
+            stderr,
+            seen,
+        }
+    }
+
+    /// Its stdout, when the command had it piped.
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// SIGTERM (by its PID), then as [`wait`](Self::wait).
+    pub fn term(self) -> (std::process::ExitStatus, String) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.wait()
+    }
+
+    /// Waits (at most 30 s) for its end; returns its status and all it printed on stderr.
+    pub fn wait(mut self) -> (std::process::ExitStatus, String) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let st = loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "did not end in 30 s: {}",
+                self.seen.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // The reader ends with the process's stderr.
+        while let Ok(l) = self.stderr.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(l);
+        }
+        (st, self.seen.join("\n"))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Packets `tcpdump -r P FILTER` prints (every packet with an empty filter); tcpdump must
+/// read the file without an error.
+pub fn tcpdump_packets(p: &Path, filter: &str) -> u64 {
+    let mut c = Command::new("tcpdump");
+    c.args(["-nn", "-r"]).arg(p);
+    if !filter.is_empty() {
+        c.arg(filter);
+    }
+    let o = c.output().expect("run tcpdump");
+    assert!(
+        o.status.success(),
+        "tcpdump -r {} {filter}: {}",
+        p.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
 /// Runs corecap with `args` and returns its output.
 pub fn corecap(args: &[&str]) -> Output {
     Command::new(bin())
