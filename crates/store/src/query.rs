@@ -957,9 +957,21 @@ impl Window<'_> {
             if !have {
                 let start = off / PACKET_READ * PACKET_READ;
                 let end = (off + need).div_ceil(PACKET_READ) * PACKET_READ;
-                self.bytes.resize((end - start) as usize, 0);
-                let got = read_full(&mut ReadAt(self.f, start), &mut self.bytes)?;
-                self.bytes.truncate(got);
+                let held_end = self.at + self.bytes.len() as u64;
+                // Blocks of the last read that the new window starts in are kept, not read
+                // again: a run of packets that crosses a block's end, then the next run in
+                // that block, would read the block twice (a query over packets spread
+                // through a file read more than the whole file).
+                let kept = if (self.at..held_end).contains(&start) {
+                    self.bytes.drain(..(start - self.at) as usize);
+                    self.bytes.len()
+                } else {
+                    0
+                };
+                self.bytes.resize(((end - start) as usize).max(kept), 0);
+                let from = start + kept as u64;
+                let got = read_full(&mut ReadAt(self.f, from), &mut self.bytes[kept..])?;
+                self.bytes.truncate(kept + got);
                 self.at = start;
                 stats.bytes_read += got as u64;
             }
