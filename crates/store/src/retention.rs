@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::names::{capture_stem, dir_of, is_file_of, remove_with_index};
@@ -21,6 +21,9 @@ pub struct Retention {
     open_bytes: AtomicU64,
     deleted_files: AtomicU64,
     deleted_bytes: AtomicU64,
+    /// At most this many whole files kept (`-b files:N` over a file per worker: N in all,
+    /// as dumpcap counts them); `usize::MAX` for no limit.
+    max_files: AtomicUsize,
 }
 
 /// A whole file retention counts.
@@ -40,7 +43,15 @@ impl Retention {
             open_bytes: AtomicU64::new(0),
             deleted_files: AtomicU64::new(0),
             deleted_bytes: AtomicU64::new(0),
+            max_files: AtomicUsize::new(usize::MAX),
         })
+    }
+
+    /// Keeps at most `n` whole files as well (the oldest go first), over every sink that
+    /// shares this retention.
+    pub fn limit_files(&self, n: usize) {
+        // Relaxed: set before any sink starts; read under the kept list's lock.
+        self.max_files.store(n.max(1), Ordering::Relaxed);
     }
 
     /// Files and bytes deleted so far.
@@ -122,7 +133,8 @@ impl Retention {
         let mut total: u64 = kept.iter().map(|k| k.bytes).sum::<u64>() + open;
         let mut gone = Vec::new();
         let mut leases: Vec<(PathBuf, Option<corecap_linux::direct::Lease>)> = Vec::new();
-        while total > self.budget && kept.len() > keep {
+        let max_files = self.max_files.load(Ordering::Relaxed);
+        while (total > self.budget || kept.len() > max_files) && kept.len() > keep {
             let Some(dir) = kept.front().map(|k| dir_of(&k.path).to_owned()) else {
                 break;
             };

@@ -857,6 +857,38 @@ fn issue40_a_workers_own_file_is_in_time_order() {
     }
 }
 
+/// Issue 39: `-b files:N` keeps N files in all, as dumpcap counts them, also with a file per
+/// worker (it kept N per worker: 2N with two workers).
+#[test]
+#[ignore = "needs root"]
+fn issue39_files_n_counts_the_files_of_every_worker() {
+    let lab = Lab::new(2);
+    let s = Scratch::new("files-in-all");
+    let cap = lab.capture_to(
+        &s.path("r.pcapng"),
+        &[
+            "--workers",
+            "2",
+            "--per-worker",
+            "-b",
+            "filesize:100,files:3",
+        ],
+    );
+    lab.gen_on_two_queues(6000);
+    let v = cap.stop();
+    let files: Vec<String> = names(&s.0)
+        .into_iter()
+        .filter(|n| n.ends_with(".pcapng"))
+        .collect();
+    assert_eq!(files.len(), 3, "the newest 3 in all: {files:?}: {v}");
+    let said = v["files"].as_array().map_or(0, Vec::len);
+    assert_eq!(said, 3, "the summary names the files still there: {v}");
+    assert!(
+        files.iter().any(|f| f.contains(".w0")) || files.iter().any(|f| f.contains(".w1")),
+        "{files:?}"
+    );
+}
+
 /// Issue 40: `serve --retain` counts the spool's files of earlier runs at start (it used to
 /// count only what it wrote itself), deletes the oldest packets first, and leaves a file
 /// that is not a capture alone.

@@ -68,6 +68,9 @@ impl Capture {
         }
         // Every file is closed and named: the output's name is free for the next writer.
         drop(self.claim);
+        // Sinks that share a retention delete each other's oldest files: the summary names
+        // the files still there, whichever sink wrote them.
+        t.files.retain(|f| f.exists());
         t.notes.dedup();
         Summary {
             total: t.total,

@@ -516,6 +516,11 @@ fn open_sinks(
             Ok((apps, Some(merge)))
         }
         SinkPlan::PerWorker(files) => {
+            let o = cfg
+                .output
+                .as_ref()
+                .expect("a file sink is planned only with -w");
+            let o = files_in_all(o);
             let mut apps = Vec::with_capacity(files.len());
             for f in files {
                 let ifaces = f
@@ -523,11 +528,28 @@ fn open_sinks(
                     .iter()
                     .map(|&i| plan.ifaces[i as usize].clone())
                     .collect();
-                apps.push(App::File(Box::new(open(&f.path, ifaces)?)));
+                let sink = o.sink(f.path.clone(), ifaces, cfg.snaplen)?;
+                apps.push(App::File(Box::new(sink)));
             }
             Ok((apps, None))
         }
     }
+}
+
+/// The output of a file per worker: `-b files:N` keeps N files in all, as dumpcap counts
+/// them, not N per worker. The workers' sinks share one retention that keeps the newest N
+/// (under the byte budget too, when there is one) instead of each keeping its own N.
+fn files_in_all(o: &OutputConfig) -> OutputConfig {
+    let mut o = o.clone();
+    if let Some(n) = o.rotation.files.take() {
+        let r = o
+            .retention
+            .clone()
+            .unwrap_or_else(|| corecap_store::retention::Retention::new(u64::MAX));
+        r.limit_files(n);
+        o.retention = Some(r);
+    }
+    o
 }
 
 /// Starts a thread per worker with its source and app; a lone worker with a `standby`
