@@ -309,13 +309,6 @@ pub fn is_id_name(name: &str) -> bool {
         .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// `NAME` of a hidden part name `.NAME.part`.
-fn own_name(part: &str) -> Option<&str> {
-    part.strip_prefix('.')?
-        .strip_suffix(".part")
-        .filter(|n| !n.is_empty())
-}
-
 /// The recovered names of `name` in the spool (`NAME.recovered-TIME.EXT`, see
 /// `sink::recover`) last written at `since` (seconds since the epoch) or after, in name
 /// (so time) order. The time tells them from an older capture's file of the same name.
@@ -352,9 +345,9 @@ fn recovered_names(dir: &Path, name: &str, since: f64) -> Vec<String> {
 /// the name the recovery step gave its part, or the name its writer gave it, or a name
 /// recovery gave it since, or the part still as the writer left it.
 fn locate(dir: &Path, name: &str, since: f64, renamed: &[Renamed]) -> Option<(String, u64)> {
-    let (own, part) = match own_name(name) {
+    let (own, part) = match corecap_store::names::whole_of_part(name) {
         Some(own) => (own.to_owned(), name.to_owned()),
-        None => (name.to_owned(), format!(".{name}.part")),
+        None => (name.to_owned(), corecap_store::names::part_name(name)),
     };
     if let Some(r) = renamed.iter().find(|r| r.part == dir.join(&part)) {
         let n = r.path.file_name()?.to_string_lossy().into_owned();
@@ -362,7 +355,7 @@ fn locate(dir: &Path, name: &str, since: f64, renamed: &[Renamed]) -> Option<(St
     }
     // Its writer finished it before the daemon died. Once the catalog names the part,
     // the file under its own name can only be a later capture's.
-    if own_name(name).is_none() && dir.join(&own).is_file() {
+    if corecap_store::names::whole_of_part(name).is_none() && dir.join(&own).is_file() {
         return Some((own, 0));
     }
     if let Some(n) = recovered_names(dir, &own, since).into_iter().next() {
@@ -401,7 +394,9 @@ impl Record {
             ));
         } else {
             self.state = State::Recovered;
-            let waiting = found.iter().any(|n| own_name(n).is_some());
+            let waiting = found
+                .iter()
+                .any(|n| corecap_store::names::whole_of_part(n).is_some());
             self.reason = Some(if waiting {
                 format!(
                     "the daemon stopped while it ran; its file is as its writer left it ({}), not yet recovered",
@@ -422,7 +417,11 @@ impl Record {
     /// Whether it is a capture the daemon died under whose file is still the writer's
     /// part, so that a later recovery may name it.
     pub fn awaits_recovery(&self) -> bool {
-        self.state == State::Recovered && self.files.iter().any(|f| own_name(f).is_some())
+        self.state == State::Recovered
+            && self
+                .files
+                .iter()
+                .any(|f| corecap_store::names::whole_of_part(f).is_some())
     }
 
     /// Settles a capture that [`Record::awaits_recovery`] again: the part may have been

@@ -41,6 +41,15 @@ use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 /// The catalog's file name in a recording folder (hidden: queries and recovery skip it).
 pub const CATALOG: &str = ".corecap-catalog";
 
+/// Removes the catalog of `dir` and the files SQLite keeps beside it (its journal, and a
+/// WAL and its shared memory from older versions): for a catalog this run made and a
+/// failed start leaves behind. Nothing else of the folder is touched.
+pub fn discard(dir: &Path) {
+    for ext in ["", "-journal", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.join(format!("{CATALOG}{ext}")));
+    }
+}
+
 /// What went wrong with a catalog.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

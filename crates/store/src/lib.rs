@@ -42,4 +42,4 @@ pub mod sealed;
 pub mod sidecar;
 pub mod sniff;
 
-pub use catalog::{Catalog, Entry, Error, State, CATALOG};
+pub use catalog::{discard as discard_catalog, Catalog, Entry, Error, State, CATALOG};

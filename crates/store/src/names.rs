@@ -220,7 +220,29 @@ pub fn part_path(p: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    p.with_file_name(format!(".{name}.part"))
+    p.with_file_name(part_name(&name))
+}
+
+/// The hidden name of the file `name` while it is written: `.NAME.part`.
+pub fn part_name(name: &str) -> String {
+    format!(".{name}.part")
+}
+
+/// Whether `path` is the hidden part of a capture file being written (`.NAME.part`, not an
+/// index's temporary file).
+pub fn is_part(path: &Path) -> bool {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return false;
+    };
+    whole_of_part(&name).is_some_and(|own| !corecap_index::is_sidecar(Path::new(own)))
+}
+
+/// The name a hidden part gets once its file is whole: `.NAME.part` → `NAME`; None for a
+/// name that is no part.
+pub fn whole_of_part(part: &str) -> Option<&str> {
+    part.strip_prefix('.')?
+        .strip_suffix(".part")
+        .filter(|n| !n.is_empty())
 }
 
 #[cfg(test)]

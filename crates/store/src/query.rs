@@ -32,6 +32,7 @@ use corecap_index::{sidecar_path, Index, Predicate, Span};
 use corecap_wire::{CaptureReader, Compression, Decompress, Epb, InterfaceDesc, PcapngWriter};
 use serde::Serialize;
 
+use crate::names::is_part;
 use crate::sealed::{
     read_chunk, read_full, unseal, ChunkOpener, KeyFile, NextChunk, SealConfig, SealError,
     CHUNK_HEAD, MAGIC,
@@ -291,22 +292,10 @@ pub struct FilePlan {
     announced: bool,
 }
 
-/// Whether `path` is the hidden part of a capture file being written (`.NAME.part`, not an
-/// index's temporary file).
-pub fn is_part(path: &Path) -> bool {
-    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return false;
-    };
-    match name.strip_prefix('.').and_then(|n| n.strip_suffix(".part")) {
-        Some(own) => !own.is_empty() && !corecap_index::is_sidecar(Path::new(own)),
-        None => false,
-    }
-}
-
 /// The name a part gets once its file is whole: `.NAME.part` → `NAME`.
 fn whole_name(part: &Path) -> Option<PathBuf> {
     let name = part.file_name()?.to_string_lossy().into_owned();
-    let own = name.strip_prefix('.')?.strip_suffix(".part")?;
+    let own = crate::names::whole_of_part(&name)?;
     Some(part.with_file_name(own))
 }
 

@@ -619,11 +619,7 @@ impl Capture {
                 }
                 corecap_store::catalog_update::forget(&s.files);
                 if let Some(dir) = &new_catalog {
-                    for ext in ["", "-journal", "-wal", "-shm"] {
-                        let _ = std::fs::remove_file(
-                            dir.join(format!("{}{ext}", corecap_store::CATALOG)),
-                        );
-                    }
+                    corecap_store::discard_catalog(dir);
                 }
             }
             let msg = s
