@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::query::tcpdump;
-use crate::util::{bin, corecap, packets, recording_daemon_args, Daemon, Lab, Scratch};
+use crate::util::{self, bin, corecap, packets, recording_daemon_args, Daemon, Lab, Scratch};
 use corecap_wire::CaptureReader;
 
 /// A veth pair from the host into a lab's namespace, with a /30 on each end; removed on
@@ -91,17 +91,8 @@ impl Sensor {
         let dir = Scratch::new(&format!("sensor{n}"));
         let listen = format!("{}:7443", link.sensor_ip);
         let rec = dir.path("rec");
-        let p = |f: &str| pki.join(f).to_str().expect("utf8").to_owned();
-        let tls = [
-            "--listen",
-            &listen,
-            "--tls-cert",
-            &p("server.pem"),
-            "--tls-key",
-            &p("server.key"),
-            "--tls-client-ca",
-            &p("ca.pem"),
-        ];
+        let tls = util::tls_serve_args(&listen, pki);
+        let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
         let args = recording_daemon_args(&rec, &tls);
         let daemon = Daemon::start(
             &lab,

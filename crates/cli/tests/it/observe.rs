@@ -274,8 +274,9 @@ fn issue40_capture_sigusr1_prints_real_rates() {
     // The report covers the time since the capture started: at most t1, at least the
     // time from its ready line to the signal.
     let gap = kill1.duration_since(ready).as_secs_f64();
+    // The report prints its time to 0.1 s: the real one may be up to 0.05 s longer.
     assert!(
-        pps1 + 1.0 >= 300.0 / t1 && pps1 <= 300.0 / gap + 1.0,
+        pps1 + 1.0 >= 300.0 / (t1 + 0.05) && pps1 <= 300.0 / gap + 1.0,
         "{pps1} pps for 300 packets over {t1} s (at least {gap} s)"
     );
 

@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::util::{
-    bin, packets, recording_daemon_args, tcpdump_packets, Background, Daemon, Lab, Scratch,
+    self as util, bin, packets, recording_daemon_args, tcpdump_packets, Background, Daemon, Lab,
+    Scratch,
 };
 
 /// README filters the generator cannot send, and the lab's filter for each.
@@ -846,17 +847,8 @@ impl Walk {
     /// `corecap certs` wrote in `pki`; with its folder.
     fn sensor(&self, name: &str, listen: &str, pki: &Path) -> (Daemon, Scratch) {
         let dir = Scratch::new(name);
-        let p = |f: &str| pki.join(f).to_str().expect("utf8").to_owned();
-        let tls = [
-            "--listen",
-            listen,
-            "--tls-cert",
-            &p("server.pem"),
-            "--tls-key",
-            &p("server.key"),
-            "--tls-client-ca",
-            &p("ca.pem"),
-        ];
+        let tls = util::tls_serve_args(listen, pki);
+        let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
         let args = recording_daemon_args(&dir.path("rec"), &tls);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         (Daemon::start(&self.lab, &dir, &args), dir)

@@ -854,6 +854,22 @@ pub fn decrypt(input: &Path, out: &Path, key: &str) -> std::process::Output {
 
 /// `serve` arguments for a daemon that records cap0 into `rec` (1 MB files, a 0.2 s flush
 /// interval), then `extra`.
+/// `serve`'s flags to listen on `listen` with TLS and client certificates, from what
+/// `corecap certs` wrote in `pki`.
+pub fn tls_serve_args(listen: &str, pki: &Path) -> Vec<String> {
+    let p = |f: &str| pki.join(f).to_str().expect("utf8").to_owned();
+    vec![
+        "--listen".into(),
+        listen.into(),
+        "--tls-cert".into(),
+        p("server.pem"),
+        "--tls-key".into(),
+        p("server.key"),
+        "--tls-client-ca".into(),
+        p("ca.pem"),
+    ]
+}
+
 pub fn recording_daemon_args(rec: &Path, extra: &[&str]) -> Vec<String> {
     let mut a: Vec<String> = ["-i", "cap0", "--record"]
         .into_iter()
