@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::link::{ethertype_name, mac};
+use super::l2::{ethertype_name, mac};
 use super::{bytes_at, u16_at, u8_at, Printer, Step};
 
 /// Hardware type names (`arphrd_values`).

@@ -5,10 +5,8 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::link::{
-    default_dump, ethertype, ethertype_name, mac, tci_text, MAX_ETHERNET_LENGTH_VAL,
-};
-use super::{llc, u16_at, u32_at, Printer, Step};
+use super::l2::{default_dump, ethertype_name, mac, tci_text, MAX_ETHERNET_LENGTH_VAL};
+use super::{ethertype, llc, u16_at, u32_at, Printer, Step};
 
 /// 802.1Q in a cooked header's protocol field.
 const ETHERTYPE_8021Q: u16 = 0x8100;
@@ -137,7 +135,7 @@ fn cooked_payload(p: &mut Printer, data: &[u8], hlen: usize, wire: u32) -> Step<
         default_dump(p, &data[at..]);
         return Ok(None);
     }
-    Ok((!ethertype(p, t, &data[at..], length)?).then_some(at))
+    Ok((!ethertype::network(p, t, &data[at..], length)?).then_some(at))
 }
 
 /// The names of interfaces by index, for Linux cooked v2 lines: tcpdump prints the name

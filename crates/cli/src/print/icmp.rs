@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::ip::{addr_text, cksum, should_be, v4 as ip_v4, words};
+use super::l3::{addr_text, cksum, should_be, words};
 use super::{bytes_at, check, u16_at, u32_at, u8_at, Printer, Step, Trunc};
 
 const L: &str = "icmp";
@@ -101,7 +101,8 @@ pub(super) fn v4(p: &mut Printer, b: &[u8], plen: u32, fragmented: bool) -> Step
             return Err(Trunc::read(L));
         }
         let inner = &inner[..inner.len().min(usize::from(len))];
-        let quoted = ip_v4(p, inner, u32::from(len));
+        // The quoted header, by the printer's IPv4 printer (the network layer above this).
+        let quoted = (p.net4)(p, inner, u32::from(len));
         super::ended_here(p, quoted)?;
     }
     if p.opts.verbose > 0 && plen > EXT_OFFSET && matches!(t, 3 | 11 | 12) {

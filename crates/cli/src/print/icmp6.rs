@@ -4,15 +4,9 @@
 
 use std::fmt::Write;
 
-use super::ip::{addr_text, cksum, should_be, words, Net, PROTO_ICMPV6};
-use super::{bytes_at, check, hex, nd, u16_at, u32_at, u8_at, Printer, Step, Trunc};
-
-pub(super) const L6: &str = "icmp6";
-
-/// An IPv6 address at `at`.
-pub(super) fn a6(b: &[u8], at: usize) -> Step<String> {
-    Ok(addr_text(true, bytes_at(b, at, 16, L6)?))
-}
+use super::l3::{cksum, should_be, words, Net, PROTO_ICMPV6};
+use super::nd::{self, a6, L6};
+use super::{check, hex, u16_at, u32_at, u8_at, Printer, Step, Trunc};
 
 /// ICMPv6 type names (`icmp6_type_values`).
 fn v6_name(t: u8) -> Option<&'static str> {

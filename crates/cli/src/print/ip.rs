@@ -1,126 +1,13 @@
-//! IPv4 (tcpdump 4.99's `print-ip.c`), the hand-off to the next protocol, and what the
-//! transport printers need of the IP header: its addresses and the pseudo-header's sum.
+//! IPv4 (tcpdump 4.99's `print-ip.c`), and raw IP of either version; the protocol after
+//! the header is `transport`'s.
 
 use std::fmt::Write;
 
-use super::{bits, check, icmp, icmp6, ip6, tcp, u16_at, u8_at, udp, Printer, Step, Trunc};
+use super::l3::{addr_text, cksum, proto_name, should_be, words, Net, PROTO_TCP, PROTO_UDP};
+use super::transport::demux;
+use super::{bits, check, ip6, u16_at, u8_at, Printer, Step, Trunc};
 
 pub(super) use ip6::v6;
-
-pub(super) const PROTO_ICMP: u8 = 1;
-pub(super) const PROTO_TCP: u8 = 6;
-pub(super) const PROTO_UDP: u8 = 17;
-pub(super) const PROTO_ICMPV6: u8 = 58;
-
-/// tcpdump's names of IP protocols (`ipproto_values`), as `-v` prints them.
-pub(super) fn proto_name(p: u8) -> &'static str {
-    match p {
-        0 => "Options",
-        1 => "ICMP",
-        2 => "IGMP",
-        4 => "IPIP",
-        6 => "TCP",
-        8 => "EGP",
-        9 => "IGRP",
-        17 => "UDP",
-        33 => "DCCP",
-        41 => "IPv6",
-        43 => "Routing",
-        44 => "Fragment",
-        46 => "RSVP",
-        47 => "GRE",
-        50 => "ESP",
-        51 => "AH",
-        55 => "Mobile IP",
-        58 => "ICMPv6",
-        62 => "Mobile IP (old)",
-        88 => "EIGRP",
-        89 => "OSPF",
-        103 => "PIM",
-        108 => "Compressed IP",
-        112 => "VRRP",
-        113 => "PGM",
-        132 => "SCTP",
-        135 => "Mobility",
-        143 => "Ethernet",
-        _ => "unknown",
-    }
-}
-
-/// The IP header a transport header came in.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Net<'a> {
-    pub(super) v6: bool,
-    pub(super) src: &'a [u8],
-    pub(super) dst: &'a [u8],
-    /// The header's own protocol (IPv6: its first next header). tcpdump prints the
-    /// addresses with the ports only when it is the transport's.
-    pub(super) proto: u8,
-    /// More fragments follow (IPv4 MF, or an IPv6 fragment header): no checksum is checked.
-    pub(super) fragmented: bool,
-    /// The destination the pseudo-header names: IPv6's final one, the last address of a
-    /// routing header.
-    pub(super) sum_dst: &'a [u8],
-}
-
-impl Net<'_> {
-    /// The source address as tcpdump prints it.
-    pub(super) fn src_text(&self) -> String {
-        addr_text(self.v6, self.src)
-    }
-
-    /// The destination address.
-    pub(super) fn dst_text(&self) -> String {
-        addr_text(self.v6, self.dst)
-    }
-
-    /// The sum of the pseudo-header of `len` bytes of `proto` (RFC 793, RFC 8200 8.1).
-    pub(super) fn pseudo_sum(&self, proto: u8, len: u32) -> u64 {
-        let mut acc = words(self.src, 0) + words(self.sum_dst, 0) + u64::from(proto);
-        acc += u64::from(len >> 16) + u64::from(len & 0xffff);
-        acc
-    }
-}
-
-/// An IPv4 or IPv6 address (16 bytes) as tcpdump writes it.
-pub(super) fn addr_text(v6: bool, b: &[u8]) -> String {
-    if v6 {
-        ip6::addr_text(b)
-    } else {
-        match b {
-            [a, b, c, d] => format!("{a}.{b}.{c}.{d}"),
-            _ => "?".into(),
-        }
-    }
-}
-
-/// `acc` plus the big-endian 16-bit words of `b` (an odd last byte padded with zero).
-pub(super) fn words(b: &[u8], mut acc: u64) -> u64 {
-    let mut pairs = b.chunks_exact(2);
-    for w in &mut pairs {
-        acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    if let [last] = pairs.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-/// The Internet checksum of a sum: 0 when the data (with its checksum field) is right.
-pub(super) fn cksum(mut acc: u64) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
-/// What the checksum field should have held (tcpdump's `in_cksum_shouldbe`, RFC 1624).
-pub(super) fn should_be(field: u16, computed: u16) -> u16 {
-    let mut s = u32::from(field) + u32::from(computed);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s as u16
-}
 
 /// Raw IP: IPv4 or IPv6 by the version nibble (`ipN_print`).
 pub(super) fn any(p: &mut Printer, data: &[u8], length: u32) -> Step {
@@ -340,38 +227,5 @@ fn route(p: &mut Printer, opt: &[u8]) {
             p.line.push(',');
         }
         at += 4;
-    }
-}
-
-/// The protocol after an IP header (`ip_demux_print`): `length` bytes of it by the header.
-pub(super) fn demux(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32, nh: u8) -> Step {
-    match nh {
-        PROTO_TCP => tcp::print(p, net, b, length),
-        PROTO_UDP => udp::print(p, net, b, length),
-        PROTO_ICMP | PROTO_ICMPV6 if (nh == PROTO_ICMPV6) == net.v6 => {
-            if net.v6 {
-                icmp6::print(p, net, b, length)
-            } else {
-                icmp::v4(p, b, length, net.fragmented)
-            }
-        }
-        PROTO_ICMP => {
-            p.line.push_str("[ICMP requires IPv4] (invalid)");
-            Ok(())
-        }
-        PROTO_ICMPV6 => {
-            p.line.push_str("[ICMPv6 requires IPv6] (invalid)");
-            Ok(())
-        }
-        4 => v4(p, b, length),
-        41 => v6(p, b, length),
-        59 => {
-            p.line.push_str("no next header");
-            Ok(())
-        }
-        _ => {
-            let _ = write!(p.line, " ip-proto-{nh} {length}");
-            Ok(())
-        }
     }
 }

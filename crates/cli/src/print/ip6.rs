@@ -3,59 +3,14 @@
 
 use std::fmt::Write;
 
-use super::ip::{demux, proto_name, Net, PROTO_TCP, PROTO_UDP};
+use super::l3::{addr_text, proto_name, Net, PROTO_TCP, PROTO_UDP};
+use super::transport::demux;
 use super::{bytes_at, check, u16_at, u32_at, u8_at, Printer, Step, Trunc};
 
 const HOPOPTS: u8 = 0;
 const ROUTING: u8 = 43;
 const FRAGMENT: u8 = 44;
 const DSTOPTS: u8 = 60;
-
-/// An IPv6 address as tcpdump writes it (`addrtostr6`): the longest run of two or more
-/// zero words as `::`, and the last four bytes dotted after `::` or `::ffff:`.
-pub(super) fn addr_text(b: &[u8]) -> String {
-    let Ok(b) = <[u8; 16]>::try_from(b) else {
-        return "?".into();
-    };
-    let w: Vec<u16> = b
-        .chunks_exact(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]))
-        .collect();
-    // (start, length) of the first longest run of zero words.
-    let mut best = (0, 0);
-    let mut i = 0;
-    while i < 8 {
-        let run = w[i..].iter().take_while(|&&x| x == 0).count();
-        if run > best.1 {
-            best = (i, run);
-        }
-        i += run.max(1);
-    }
-    if best.1 < 2 {
-        best = (9, 0);
-    }
-    let mut s = String::with_capacity(40);
-    for (i, word) in w.iter().enumerate() {
-        if i >= best.0 && i < best.0 + best.1 {
-            if i == best.0 {
-                s.push(':');
-            }
-            continue;
-        }
-        if i != 0 {
-            s.push(':');
-        }
-        if i == 6 && best.0 == 0 && (best.1 == 6 || (best.1 == 5 && w[5] == 0xffff)) {
-            let _ = write!(s, "{}.{}.{}.{}", b[12], b[13], b[14], b[15]);
-            return s;
-        }
-        let _ = write!(s, "{word:x}");
-    }
-    if best.0 + best.1 == 8 {
-        s.push(':');
-    }
-    s
-}
 
 /// An IPv6 packet of `length` bytes on the wire.
 pub(super) fn v6(p: &mut Printer, data: &[u8], length: u32) -> Step {
@@ -256,7 +211,7 @@ fn routing<'a>(
     }
     for i in 0..usize::from(len / 2) {
         let a = bytes_at(data, at + 8 + i * 16, 16, L)?;
-        let _ = write!(p.line, ", [{i}]{}", addr_text(a));
+        let _ = write!(p.line, ", [{i}]{}", addr_text(true, a));
         if kind != 4 || i == 0 {
             net.sum_dst = a;
         }
@@ -304,7 +259,7 @@ mod tests {
 
     #[test]
     fn test_addresses() {
-        let a = |s: &str| addr_text(&s.parse::<std::net::Ipv6Addr>().unwrap().octets());
+        let a = |s: &str| addr_text(true, &s.parse::<std::net::Ipv6Addr>().unwrap().octets());
         assert_eq!(a("2001:db8::1"), "2001:db8::1");
         assert_eq!(a("::"), "::");
         assert_eq!(a("::1"), "::1");

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::link::{default_dump, mac};
+use super::l2::{default_dump, mac};
 use super::{hex, Printer};
 
 /// tcpdump's names of SAPs (`llc_values`).

@@ -20,17 +20,21 @@
 
 mod arp;
 mod cooked;
+mod ethertype;
 mod hex;
 mod icmp;
 mod icmp6;
 mod ip;
 mod ip6;
+mod l2;
+mod l3;
 mod link;
 mod llc;
 mod nd;
 pub(crate) mod pipe;
 mod tcp;
 mod time;
+mod transport;
 mod udp;
 
 use std::fmt::Write as _;
@@ -175,7 +179,15 @@ pub(crate) struct Printer {
     ll_len: usize,
     tcp: tcp::Conversations,
     names: cooked::IfNames,
+    /// The network layer's printers, for the layers above it that hold a network packet
+    /// again (IP in IP, the header an ICMP error quotes): handed down here rather than
+    /// imported back up.
+    net4: Layer,
+    net6: Layer,
 }
+
+/// A printer of one layer: `length` bytes of it on the wire, `data` of them captured.
+type Layer = fn(&mut Printer, &[u8], u32) -> Step;
 
 impl Printer {
     pub(crate) fn new(opts: Options) -> Self {
@@ -186,6 +198,8 @@ impl Printer {
             ll_len: 0,
             tcp: tcp::Conversations::default(),
             names: cooked::IfNames::default(),
+            net4: ip::v4,
+            net6: ip6::v6,
         }
     }
 

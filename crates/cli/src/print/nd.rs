@@ -4,8 +4,16 @@
 
 use std::fmt::Write;
 
-use super::icmp6::{a6, L6};
-use super::{bits, check, hex, u16_at, u32_at, u8_at, Printer, Step, Trunc};
+use super::l3::addr_text;
+use super::{bits, bytes_at, check, hex, u16_at, u32_at, u8_at, Printer, Step, Trunc};
+
+/// What a cut ICMPv6 message says it was cut in.
+pub(super) const L6: &str = "icmp6";
+
+/// An IPv6 address at `at` of an ICMPv6 message.
+pub(super) fn a6(b: &[u8], at: usize) -> Step<String> {
+    Ok(addr_text(true, bytes_at(b, at, 16, L6)?))
+}
 
 /// With `-v`, after a neighbor discovery message of type `t`: an advertisement's flags,
 /// a router advertisement's fields, then the options.
@@ -165,7 +173,7 @@ pub(super) fn mld(p: &mut Printer, b: &[u8]) -> std::fmt::Result {
         p.line,
         "max resp delay: {} addr: {}",
         u16::from_be_bytes([b[4], b[5]]),
-        super::ip::addr_text(true, &b[8..24])
+        addr_text(true, &b[8..24])
     )
 }
 

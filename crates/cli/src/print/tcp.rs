@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::ip::{cksum, should_be, words, Net, PROTO_TCP};
+use super::l3::{cksum, should_be, words, Net, PROTO_TCP};
 use super::{check, u16_at, u32_at, u8_at, Printer, Step, Trunc};
 
 /// Flag letters in tcpdump's order (`tcp_flag_values`).

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::ip::{cksum, should_be, words, Net, PROTO_UDP};
+use super::l3::{cksum, should_be, words, Net, PROTO_UDP};
 use super::{u16_at, Printer, Step, Trunc};
 
 /// The addresses and ports (`udpipaddr_print`): with the addresses when the IP header's
