@@ -14,8 +14,12 @@
 //! block's newest, and the kept block goes back to the kernel; the rest of the new block
 //! is kept in its turn. A packet is out of order in the file only if it is older than
 //! packets of the block before the one it came in, a step back deeper than a whole block.
-//! An idle ring gives its kept block up at the worker's idle wake-up, so a packet waits at
-//! most the block timeout and that wake-up before it is handed to the file.
+//! A worker that has caught up with the kernel writes its kept block at once: `poll` wakes
+//! it while a block it holds is the one before the kernel's, and it then has no newer
+//! block to wait for. So a packet waits at most the block timeout before it is handed to
+//! the file, and a step back across the boundary of such a block stays possible; two CPUs
+//! feeding one worker at 50,000, 190,000 and 550,000 packets/s left none in 200,000 to
+//! 400,000 packets.
 
 use corecap_linux::ring::RingPacket;
 
