@@ -894,10 +894,10 @@ pub(crate) struct DiskArgs {
     /// Write no index beside the files (queries then scan them).
     #[arg(long)]
     pub(crate) no_index: bool,
-    /// Memory that holds packets while the disk is behind (a stall, other writers), per
-    /// file being written: seconds of the fastest input's line rate (2, 0.5s) or a size
-    /// (512M, 2G). It is taken only while the disk is behind. [default: 1 s of the line
-    /// rate, at least 48 MiB, at most a quarter of the available memory]
+    /// Memory that holds packets while the disk is behind (a stall, other writers), over all
+    /// the files being written: seconds of the fastest input's line rate (2, 0.5s) or a
+    /// size (512M, 2G). It is taken only while the disk is behind. [default: 1 s of the
+    /// line rate, at least 48 MiB, at most a quarter of the available memory]
     #[arg(long, value_name = "SECONDS|SIZE")]
     pub(crate) disk_backlog: Option<String>,
     /// Seconds after which a packet is on disk even if its buffer is not full (it survives

@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
+use corecap_engine::sink::output::Backlog;
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_manager::manager::Config as ManagerConfig;
@@ -362,7 +363,8 @@ pub(crate) fn line_rate_mbps(inputs: &[Input]) -> Option<u64> {
 /// Seconds of line rate that `--disk-backlog` holds by default.
 const BACKLOG_SECONDS: f64 = 1.0;
 
-/// What a file sink may hold while its disk is behind (`--disk-backlog`): seconds of the
+/// What a capture's file sinks may hold together while their disk is behind
+/// (`--disk-backlog`), beyond the few buffers each starts with: seconds of the
 /// fastest live input's line rate (as the rings are sized), or a size; at least the least
 /// backlog of a sink, at most a quarter of the available memory.
 pub(crate) fn disk_backlog(given: Option<&str>, inputs: &[Input]) -> Result<u64> {
@@ -526,7 +528,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     let (given_ring, block_size, block_timeout_ms) = ring_geometry(&a.ring)?;
     let mut output = output(a)?;
     if let Some(o) = output.as_mut() {
-        o.backlog = disk_backlog(a.disk.disk_backlog.as_deref(), &inputs)?;
+        o.backlog = Backlog::new(disk_backlog(a.disk.disk_backlog.as_deref(), &inputs)?);
     }
     let stop = capture_autostop(a)?;
     let flows = flow_output(&a.flows, a.ipfix_biflow)?;
@@ -698,7 +700,7 @@ pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
         owner: None,
         flush: Some(Duration::ZERO),
         // A pipe to the printer, which reads as fast as it prints: the least backlog.
-        backlog: corecap_engine::sink::disk::DEFAULT_BACKLOG,
+        backlog: Default::default(),
     }
 }
 
@@ -753,7 +755,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
             r
         },
         // Set from the inputs' line rate by `capture`.
-        backlog: corecap_engine::sink::disk::DEFAULT_BACKLOG,
+        backlog: Default::default(),
     };
     if o.path.as_os_str() == "-" && rotating {
         bail!("-b cannot rotate standard output");
@@ -1009,7 +1011,7 @@ fn recording(
         flush: flush_interval(&a.disk)?,
         owner: run_as.clone(),
         retention: retention.clone(),
-        backlog: disk_backlog(a.disk.disk_backlog.as_deref(), &base.inputs)?,
+        backlog: Backlog::new(disk_backlog(a.disk.disk_backlog.as_deref(), &base.inputs)?),
     })
 }
 

@@ -1050,7 +1050,7 @@ impl Manager {
                 owner: None,
                 flush: self.cfg.flush,
                 // An on-demand capture is one of many: the least backlog of a sink.
-                backlog: corecap_engine::sink::disk::DEFAULT_BACKLOG,
+                backlog: Default::default(),
             }),
             _ => None,
         });

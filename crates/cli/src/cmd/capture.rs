@@ -277,7 +277,7 @@ fn announce(cfg: &CaptureConfig, cap: &Capture, printing: bool) {
             "corecap: {}",
             writing(o, &cap.files, !cfg.groups.is_empty())
         );
-        eprintln!("corecap: {}", backlog_text(o.backlog, &cfg.inputs));
+        eprintln!("corecap: {}", backlog_text(o.backlog.bytes(), &cfg.inputs));
     }
     let inputs: Vec<String> = cfg
         .inputs
@@ -315,8 +315,8 @@ fn backlog_text(bytes: u64, inputs: &[corecap_engine::capture::Input]) -> String
         })
         .unwrap_or_default();
     format!(
-        "while the disk is behind, up to {} MiB of packets per file wait in memory{secs}, \
-         taken only as needed (--disk-backlog)",
+        "while the disk is behind, up to {} MiB of packets wait in memory{secs}, over all \
+         the files written, taken only as needed (--disk-backlog)",
         bytes >> 20
     )
 }

@@ -118,7 +118,7 @@ pub struct OutputConfig {
     pub flush: Option<Duration>,
     /// Bytes of packets each file sink may hold while its disk is behind
     /// (`--disk-backlog`).
-    pub backlog: u64,
+    pub backlog: crate::sink::output::Backlog,
 }
 
 impl OutputConfig {
@@ -142,7 +142,7 @@ impl OutputConfig {
             index: self.index,
             owner: self.owner.clone(),
             flush: self.flush,
-            backlog: self.backlog,
+            backlog: self.backlog.clone(),
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

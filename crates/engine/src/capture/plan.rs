@@ -656,7 +656,7 @@ mod tests {
             index: true,
             owner: None,
             flush: None,
-            backlog: crate::sink::disk::DEFAULT_BACKLOG,
+            backlog: Default::default(),
         })
     }
 

@@ -44,31 +44,10 @@ const RESERVE_MAX: u64 = 64 << 20;
 /// enough to ride out a disk writer that the scheduler keeps off a busy machine for a few
 /// ms. More are made while the disk is behind, up to the sink's backlog.
 pub const BUFFERS_AT_START: usize = 8;
-/// The least backlog a file sink may grow to, in buffers (32 MiB or more).
+/// The least backlog of a capture's file sinks together, in buffers (48 MiB).
 pub const BUFFERS_AT_LEAST: usize = 32;
 /// The backlog of a file sink that is given none: 48 MiB.
 pub const DEFAULT_BACKLOG: u64 = (BUFFERS_AT_LEAST * BUFFER_CAPACITY) as u64;
-
-/// How many buffers a file sink starts with and may grow to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Buffers {
-    /// Made when the sink starts.
-    pub at_start: usize,
-    /// Made at most, the rest while the disk is behind.
-    pub at_most: usize,
-}
-
-/// The buffers of a file sink whose backlog is `bytes`: as many as hold it, never fewer
-/// than [`BUFFERS_AT_LEAST`], of which the first [`BUFFERS_AT_START`] are made at start.
-pub fn buffers_for(bytes: u64) -> Buffers {
-    let at_most = usize::try_from(bytes / BUFFER_CAPACITY as u64)
-        .unwrap_or(usize::MAX)
-        .max(BUFFERS_AT_LEAST);
-    Buffers {
-        at_start: BUFFERS_AT_START,
-        at_most,
-    }
-}
 
 /// How the disk writer writes.
 #[derive(Clone, Debug)]

@@ -85,9 +85,10 @@ pub struct FileConfig {
     /// Hand whole blocks to the disk within about this long of their packet's arrival
     /// (`--flush-interval`; zero: at every batch); None: only as buffers fill.
     pub flush: Option<Duration>,
-    /// Bytes of packets this file sink may hold while its disk is behind (`--disk-backlog`):
-    /// buffers beyond the first few are made only when the disk falls behind.
-    pub backlog: u64,
+    /// What this sink, with the capture's other sinks, may hold while its disk is behind
+    /// (`--disk-backlog`): buffers beyond the first few are made only when the disk falls
+    /// behind.
+    pub backlog: super::output::Backlog,
 }
 
 /// What the index is told of a packet written for one interface, worked out once (see
@@ -324,8 +325,8 @@ impl FileSink {
             let a = f.align();
             (Ok((f, path)), a)
         };
-        let buffers = super::disk::buffers_for(cfg.backlog);
-        let (disk, front, free) = Disk::start(disk_cfg, first, align, buffers.at_start)?;
+        let (disk, front, free) =
+            Disk::start(disk_cfg, first, align, super::disk::BUFFERS_AT_START)?;
         let mut out = Output::new(
             disk.tx.clone(),
             free,
@@ -334,7 +335,7 @@ impl FileSink {
             cfg.seal.is_some(),
             cfg.index && !stream,
         );
-        out.may_grow(buffers.at_most - buffers.at_start);
+        out.may_grow(cfg.backlog.clone());
         let writer = Writer::start(&cfg, out)?;
         let n = cfg.interfaces.len();
         let told = Told::for_config(&cfg, cfg.index && !stream);
@@ -534,7 +535,7 @@ impl FileSink {
         let mut grown = 0;
         if let Some(w) = self.writer.take() {
             let mut out = w.into_out();
-            grown = out.grown();
+            grown = out.give_back();
             out.close_file(None);
         }
         let mut report = match self.disk.take() {
@@ -548,7 +549,7 @@ impl FileSink {
                  (the backlog may grow to {} MiB: --disk-backlog)",
                 self.cfg.path.display(),
                 held >> 20,
-                self.cfg.backlog.max(super::disk::DEFAULT_BACKLOG) >> 20
+                self.cfg.backlog.bytes() >> 20
             ));
         }
         Finished {
@@ -579,7 +580,7 @@ mod tests {
             index: true,
             owner: None,
             flush: None,
-            backlog: crate::sink::disk::DEFAULT_BACKLOG,
+            backlog: Default::default(),
         }
     }
 

@@ -18,14 +18,17 @@
 //! disk writer indexes them by chunk, seals and stages them (sealing is the disk writer's
 //! work).
 //!
-//! When no buffer is free (the disk is behind) the front end makes another, up to the
-//! sink's backlog (`--disk-backlog`): a sink starts with a few buffers and holds more only
-//! while its disk is behind, as the page cache does for a writer through it. The memory so
-//! made is kept until the sink ends. Once the backlog is full the front end refuses
-//! packets, which the caller counts as `disk` drops; it never waits.
+//! When no buffer is free (the disk is behind) the front end makes another from the
+//! capture's [`Backlog`] (`--disk-backlog`), which all its sinks share: a sink starts with
+//! a few buffers and holds more only while its disk is behind, as the page cache does for
+//! a writer through it. The memory so made is kept until the sink ends, then given back.
+//! Once the backlog is spent the front end refuses packets, which the caller counts as
+//! `disk` drops; it never waits.
 
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
 
 use corecap_linux::direct::AlignedBuf;
 
@@ -53,6 +56,52 @@ pub const BUFFER_BYTES: usize = 1 << 20;
 pub const BUFFER_SLACK: usize = 512 << 10;
 /// Bytes of one buffer, with its slack.
 pub const BUFFER_CAPACITY: usize = BUFFER_BYTES + BUFFER_SLACK;
+
+/// What a capture's file sinks may hold together while their disk is behind
+/// (`--disk-backlog`), beyond the buffers each starts with: a count of buffers that any of
+/// them takes one at a time and gives back when it ends. Clones share the count, so the
+/// memory is bounded by the capture's link, however many files it writes.
+#[derive(Clone, Debug)]
+pub struct Backlog {
+    bytes: u64,
+    left: Arc<AtomicUsize>,
+}
+
+impl Backlog {
+    /// A backlog of `bytes` (at least [`super::disk::DEFAULT_BACKLOG`]).
+    pub fn new(bytes: u64) -> Self {
+        let bytes = bytes.max(super::disk::DEFAULT_BACKLOG);
+        let n = usize::try_from(bytes / BUFFER_CAPACITY as u64).unwrap_or(usize::MAX);
+        Self {
+            bytes,
+            left: Arc::new(AtomicUsize::new(n)),
+        }
+    }
+
+    /// Its size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Takes one buffer's worth, if any is left.
+    fn take(&self) -> bool {
+        // Relaxed: a count; no other memory is published through it.
+        self.left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Gives `n` buffers' worth back (a sink ended, or the kernel refused the memory).
+    pub(crate) fn give(&self, n: usize) {
+        self.left.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Self::new(super::disk::DEFAULT_BACKLOG)
+    }
+}
 
 /// Why a packet was not taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,8 +186,8 @@ pub struct Output {
     unflushed: bool,
     /// The current file's index (plain files, when they are indexed: see the module doc).
     index: Option<Box<IndexBuilder>>,
-    /// Buffers that may still be made while the disk is behind.
-    grow: usize,
+    /// What the capture's sinks may still make while the disk is behind.
+    backlog: Backlog,
     /// Buffers made so far while the disk was behind.
     grown: usize,
 }
@@ -172,18 +221,20 @@ impl Output {
             flushing: false,
             unflushed: false,
             index: (indexed && !sealed).then(|| Box::new(IndexBuilder::new())),
-            grow: 0,
+            backlog: Backlog::new(0),
             grown: 0,
         }
     }
 
-    /// Lets the front end make up to `n` more buffers while the disk is behind.
-    pub(crate) fn may_grow(&mut self, n: usize) {
-        self.grow = n;
+    /// Lets the front end make buffers from `backlog` while the disk is behind.
+    pub(crate) fn may_grow(&mut self, backlog: Backlog) {
+        self.backlog = backlog;
     }
 
-    /// Buffers made while the disk was behind, beyond those of the start.
-    pub fn grown(&self) -> usize {
+    /// Buffers made while the disk was behind, beyond those of the start; given back to
+    /// the backlog here, as the sink ends and its buffers go.
+    pub(crate) fn give_back(&mut self) -> usize {
+        self.backlog.give(self.grown);
         self.grown
     }
 
@@ -236,17 +287,14 @@ impl Output {
     /// gives the memory: once per MiB of packets held, never per packet.
     #[cold]
     fn make_buffer(&mut self) -> Option<AlignedBuf> {
-        if self.grow == 0 {
+        if !self.backlog.take() {
             return None;
         }
         let b = AlignedBuf::try_new(BUFFER_CAPACITY, self.align);
         match b {
-            Some(_) => {
-                self.grow -= 1;
-                self.grown += 1;
-            }
+            Some(_) => self.grown += 1,
             // The kernel has no more to give: hold what is held, drop the rest as `disk`.
-            None => self.grow = 0,
+            None => self.backlog.give(1),
         }
         b
     }
@@ -474,5 +522,30 @@ impl Write for Output {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_a_backlog_is_shared_by_its_clones_and_given_back() {
+        let a = Backlog::new(super::super::disk::DEFAULT_BACKLOG);
+        let b = a.clone();
+        let n = (a.bytes() / BUFFER_CAPACITY as u64) as usize;
+        let taken = (0..2 * n).filter(|i| if i % 2 == 0 { a.take() } else { b.take() });
+        assert_eq!(
+            taken.count(),
+            n,
+            "two sinks take no more than the capture's backlog"
+        );
+        assert!(!a.take() && !b.take());
+        b.give(3);
+        assert_eq!(
+            (0..10).filter(|_| a.take()).count(),
+            3,
+            "what one gives back, another takes"
+        );
     }
 }
