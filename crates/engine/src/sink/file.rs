@@ -543,12 +543,12 @@ impl FileSink {
             None => DiskReport::default(),
         };
         if grown > 0 {
-            let held = (super::disk::BUFFERS_AT_START + grown) * super::output::BUFFER_CAPACITY;
+            let took = grown * super::output::BUFFER_CAPACITY;
             report.notes.push(format!(
-                "the disk fell behind {}: up to {} MiB of packets waited in memory for it \
-                 (the backlog may grow to {} MiB: --disk-backlog)",
+                "the disk fell behind {}: it took {} MiB of the {} MiB backlog \
+                 (--disk-backlog) to hold packets for it",
                 self.cfg.path.display(),
-                held >> 20,
+                took >> 20,
                 self.cfg.backlog.bytes() >> 20
             ));
         }
