@@ -827,9 +827,12 @@ pub(crate) struct RequestQueryArgs {
     /// Window end, exclusive.
     #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub(crate) to: Option<String>,
-    /// Output pcapng file (`-` for stdout).
+    /// Output pcapng file (`-` for stdout). An existing file is never written over.
     #[arg(short = 'w', value_name = "OUT")]
     pub(crate) out: std::path::PathBuf,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    pub(crate) force: bool,
     /// tcpdump filter expression.
     #[arg(value_name = "FILTER")]
     pub(crate) filter: Vec<String>,

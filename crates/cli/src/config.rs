@@ -1158,6 +1158,7 @@ pub(crate) enum Call {
         to: Option<String>,
         filter: Option<String>,
         out: PathBuf,
+        force: bool,
     },
 }
 
@@ -1178,6 +1179,7 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
             to: q.to.clone(),
             filter: words(&q.filter),
             out: q.out.clone(),
+            force: q.force,
         },
     };
     let tls = match &a.tls_ca {

@@ -251,14 +251,41 @@ impl Feed {
 }
 
 /// `request query --sensor ...`: every sensor's answer, merged in time order into `out`.
+/// The file is made first, before any sensor is asked, and never over a file (unless
+/// `force`); when the query fails (a sensor failed without `--partial`), the file this run
+/// made goes, so that no short answer stays under its name and the command can be given
+/// again.
 pub(crate) fn query(
     sensors: &[Sensor],
     body: &serde_json::Value,
-    out: &Path,
+    (out, force): (&Path, bool),
     partial: bool,
     timeout: Duration,
     json: bool,
 ) -> Result<i32> {
+    let to_stdout = out == Path::new("-");
+    let file = if to_stdout {
+        None
+    } else {
+        Some(super::query::create(out, force)?)
+    };
+    let r = answer(sensors, body, (out, file), partial, timeout, json);
+    if r.is_err() && !to_stdout {
+        let _ = std::fs::remove_file(out);
+    }
+    r
+}
+
+/// [`query`] once its file is made (`None`: standard output).
+fn answer(
+    sensors: &[Sensor],
+    body: &serde_json::Value,
+    (out, file): (&Path, Option<std::fs::File>),
+    partial: bool,
+    timeout: Duration,
+    json: bool,
+) -> Result<i32> {
+    let to_stdout = file.is_none();
     let body = Arc::new(serde_json::to_vec(body)?);
     let t0 = Instant::now();
     // Every sensor is asked before any answer is waited for.
@@ -299,11 +326,9 @@ pub(crate) fn query(
             })
         })
         .collect();
-    let to_stdout = out == Path::new("-");
-    let sink: Box<dyn Write> = if to_stdout {
-        Box::new(io::stdout().lock())
-    } else {
-        Box::new(std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?)
+    let sink: Box<dyn Write> = match file {
+        None => Box::new(io::stdout().lock()),
+        Some(f) => Box::new(f),
     };
     let mut w = PcapngWriter::new(io::BufWriter::with_capacity(1 << 20, sink), "corecap", &[])?;
     merge(&mut feeds, &mut w)?;
@@ -315,11 +340,11 @@ pub(crate) fn query(
         .filter(|r| r.error.is_some())
         .map(|r| r.sensor.as_str())
         .collect();
-    if !to_stdout {
-        let packets: u64 = reports.iter().map(|r| r.packets).sum();
-        eprintln!("wrote {packets} packets of pcapng to {}", out.display());
-    }
     if failed.is_empty() || (partial && failed.len() < reports.len()) {
+        if !to_stdout {
+            let packets: u64 = reports.iter().map(|r| r.packets).sum();
+            eprintln!("wrote {packets} packets of pcapng to {}", out.display());
+        }
         return Ok(0);
     }
     bail!(

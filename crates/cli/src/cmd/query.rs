@@ -185,7 +185,7 @@ fn window(a: &QueryArgs) -> Result<(u64, u64, Option<Shown>)> {
     Ok((from, to, window))
 }
 /// Creates the `-w` file: never over a file, as `capture -w` (`--force` to allow it).
-fn create(out: &Path, force: bool) -> Result<File> {
+pub(crate) fn create(out: &Path, force: bool) -> Result<File> {
     if force {
         File::create(out)
     } else {

@@ -37,27 +37,49 @@ fn call(
     sent.map_err(|x| named(x, e, t))
 }
 
-/// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout).
-fn query(e: &Endpoint, t: Duration, body: &Value, out: &Path) -> Result<i32> {
-    query_to(e, t, body, out).map_err(|x| named(x, e, t))
+/// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout), which
+/// is made before the daemon is asked and never written over unless `force`.
+fn query(e: &Endpoint, t: Duration, body: &Value, out: &Path, force: bool) -> Result<i32> {
+    let to_stdout = out == Path::new("-");
+    let file = if to_stdout {
+        None
+    } else {
+        Some(super::query::create(out, force)?)
+    };
+    query_to(e, t, body, out, file).map_err(|x| {
+        if !to_stdout {
+            // The file this run made holds no answer: it goes, so that the same command
+            // can be given again.
+            let _ = std::fs::remove_file(out);
+        }
+        named(x, e, t)
+    })
 }
 
 /// [`query`], its errors as they come.
-fn query_to(e: &Endpoint, t: Duration, body: &Value, out: &Path) -> Result<i32> {
+fn query_to(
+    e: &Endpoint,
+    t: Duration,
+    body: &Value,
+    out: &Path,
+    file: Option<std::fs::File>,
+) -> Result<i32> {
     let body = serde_json::to_vec(body)?;
     let (s, token) = connect(e, t)?;
-    let to_stdout = out == Path::new("-");
-    let got = if to_stdout {
-        let mut w = std::io::stdout().lock();
-        http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w).map_err(refused)?
-    } else {
-        let mut w = std::io::BufWriter::new(
-            std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?,
-        );
-        let r = http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w)
-            .map_err(refused)?;
-        std::io::Write::flush(&mut w)?;
-        r
+    let to_stdout = file.is_none();
+    let got = match file {
+        None => {
+            let mut w = std::io::stdout().lock();
+            http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w)
+                .map_err(refused)?
+        }
+        Some(f) => {
+            let mut w = std::io::BufWriter::new(f);
+            let r = http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w)
+                .map_err(refused)?;
+            std::io::Write::flush(&mut w)?;
+            r
+        }
     };
     if got.status != 200 {
         bail!("{} (HTTP {})", error_message(&got.error), got.status);
@@ -198,7 +220,8 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             to,
             filter,
             out,
-        } => return query(e, t, &query_body(from, to, filter), out),
+            force,
+        } => return query(e, t, &query_body(from, to, filter), out, *force),
         Call::List => list(&call_ok(e, t, "GET", "/captures", None)?, c.json)?,
         Call::Show(id) => show(
             &call_ok(e, t, "GET", &format!("/captures/{id}"), None)?,
@@ -232,10 +255,11 @@ fn fleet(c: &config::RequestConfig) -> Result<i32> {
             to,
             filter,
             out,
+            force,
         } => super::fleet::query(
             sensors,
             &query_body(from, to, filter),
-            out,
+            (out, *force),
             partial,
             timeout,
             c.json,

@@ -1229,3 +1229,28 @@ fn issue40_a_query_reads_no_byte_twice() {
         "read no more than the file: {v}"
     );
 }
+
+/// Issue 40: `request query -w FILE`, to one daemon or to several sensors, never writes over
+/// a file, as `query -w` and `capture -w` do not (`--force` replaces it); the refusal comes
+/// before any sensor is asked. It used to truncate the user's file.
+#[test]
+#[ignore = "needs root"]
+fn issue40_request_query_never_writes_over_a_file() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("request-no-overwrite");
+    let d = Daemon::start(&lab, &s, &[]);
+    let mine = s.path("notes.pcapng");
+    std::fs::write(&mine, b"the user's own bytes").expect("write");
+    let out = mine.to_str().unwrap();
+    let o = d.request(&["query", "-w", out]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "refused: {err}");
+    assert!(err.contains("exists") && err.contains("--force"), "{err}");
+    let o = d.request(&["--sensor", "s1=http://127.0.0.1:9", "query", "-w", out]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the fan-out refuses too: {err}");
+    assert!(err.contains("exists"), "before asking the sensor: {err}");
+    assert_eq!(std::fs::read(&mine).expect("read"), b"the user's own bytes");
+    d.request_ok(&["query", "--force", "-w", out]);
+    assert_ne!(std::fs::read(&mine).expect("read"), b"the user's own bytes");
+}
