@@ -514,7 +514,7 @@ fn issue13_serve_streams_query_results() {
     let files = [live.clone(), a.clone()];
     for filter in ["host 10.1.7.2", "udp port 5001 or port 53"] {
         let out = s.path("served.pcapng");
-        d.request_ok(&["query", "-w", out.to_str().unwrap(), filter]);
+        d.request_ok(&["query", "--force", "-w", out.to_str().unwrap(), filter]);
         let want = tcpdump(&files, filter, 0, u64::MAX, &s);
         let got = packets(&out);
         assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "time order");
@@ -535,7 +535,7 @@ fn issue13_serve_streams_query_results() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(packets(&out).len(), 1000);
-    let o = d.request(&["query", "-w", out.to_str().unwrap(), "udp port"]);
+    let o = d.request(&["query", "--force", "-w", out.to_str().unwrap(), "udp port"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("400"), "{o:?}");
     let o = d.request(&["query", "--from", "yesterday", "-w", out.to_str().unwrap()]);
@@ -564,7 +564,13 @@ fn issue13_queries_during_traffic_do_not_raise_capture_drops() {
     let mut queries = 0;
     while traffic.try_wait().unwrap().is_none() {
         let out = s.path("q.pcapng");
-        d.request_ok(&["query", "-w", out.to_str().unwrap(), "not host 10.9.9.9"]);
+        d.request_ok(&[
+            "query",
+            "--force",
+            "-w",
+            out.to_str().unwrap(),
+            "not host 10.9.9.9",
+        ]);
         queries += 1;
     }
     assert!(queries >= 2, "queries ran during the traffic: {queries}");
@@ -937,7 +943,7 @@ fn issue22_a_served_query_cut_short_fails_loudly() {
     let key = keygen(&s, "k.key");
     let sealed = spool.join("sealed.pcapng.sealed");
     record_sealed(&src, &sealed, &key);
-    let o = d.request(&["query", "-w", out.to_str().unwrap()]);
+    let o = d.request(&["query", "--force", "-w", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "a cut answer is a failure: {err}");
     assert!(err.contains("cut short"), "{err}");
@@ -1075,7 +1081,7 @@ fn issue40_a_packet_in_the_recording_and_the_spool_is_given_once() {
     // The recording is on disk within its flush interval (0.2 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let got = loop {
-        let o = d.request_ok(&["query", "-w", out.to_str().unwrap()]);
+        let o = d.request_ok(&["query", "--force", "-w", out.to_str().unwrap()]);
         let got = packets(&out);
         if got.len() as u64 >= sent || std::time::Instant::now() > deadline {
             let err = String::from_utf8_lossy(&o.stderr).into_owned();
