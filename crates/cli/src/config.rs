@@ -368,7 +368,7 @@ const BACKLOG_SECONDS: f64 = 1.0;
 /// fastest live input's line rate (as the rings are sized), or a size; at least the least
 /// backlog of a sink, at most a quarter of the available memory.
 pub(crate) fn disk_backlog(given: Option<&str>, inputs: &[Input]) -> Result<u64> {
-    use corecap_engine::sink::disk::DEFAULT_BACKLOG;
+    use corecap_engine::sink::output::DEFAULT_BACKLOG;
     let speed = line_rate_mbps(inputs);
     let seconds = |t: &str| -> Option<f64> {
         let t = t.strip_suffix('s').unwrap_or(t);

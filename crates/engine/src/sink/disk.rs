@@ -44,10 +44,6 @@ const RESERVE_MAX: u64 = 64 << 20;
 /// enough to ride out a disk writer that the scheduler keeps off a busy machine for a few
 /// ms. More are made while the disk is behind, up to the sink's backlog.
 pub const BUFFERS_AT_START: usize = 8;
-/// The least backlog of a capture's file sinks together, in buffers (48 MiB).
-pub const BUFFERS_AT_LEAST: usize = 32;
-/// The backlog of a file sink that is given none: 48 MiB.
-pub const DEFAULT_BACKLOG: u64 = (BUFFERS_AT_LEAST * BUFFER_CAPACITY) as u64;
 
 /// How the disk writer writes.
 #[derive(Clone, Debug)]

@@ -56,6 +56,10 @@ pub const BUFFER_BYTES: usize = 1 << 20;
 pub const BUFFER_SLACK: usize = 512 << 10;
 /// Bytes of one buffer, with its slack.
 pub const BUFFER_CAPACITY: usize = BUFFER_BYTES + BUFFER_SLACK;
+/// The least backlog of a capture's file sinks together, in buffers (48 MiB).
+pub const BUFFERS_AT_LEAST: usize = 32;
+/// The backlog of a file sink that is given none: 48 MiB.
+pub const DEFAULT_BACKLOG: u64 = (BUFFERS_AT_LEAST * BUFFER_CAPACITY) as u64;
 
 /// What a capture's file sinks may hold together while their disk is behind
 /// (`--disk-backlog`), beyond the buffers each starts with: a count of buffers that any of
@@ -68,9 +72,9 @@ pub struct Backlog {
 }
 
 impl Backlog {
-    /// A backlog of `bytes` (at least [`super::disk::DEFAULT_BACKLOG`]).
+    /// A backlog of `bytes` (at least [`DEFAULT_BACKLOG`]).
     pub fn new(bytes: u64) -> Self {
-        let bytes = bytes.max(super::disk::DEFAULT_BACKLOG);
+        let bytes = bytes.max(DEFAULT_BACKLOG);
         let n = usize::try_from(bytes / BUFFER_CAPACITY as u64).unwrap_or(usize::MAX);
         Self {
             bytes,
@@ -99,7 +103,7 @@ impl Backlog {
 
 impl Default for Backlog {
     fn default() -> Self {
-        Self::new(super::disk::DEFAULT_BACKLOG)
+        Self::new(DEFAULT_BACKLOG)
     }
 }
 
@@ -531,7 +535,7 @@ mod tests {
 
     #[test]
     fn test_a_backlog_is_shared_by_its_clones_and_given_back() {
-        let a = Backlog::new(super::super::disk::DEFAULT_BACKLOG);
+        let a = Backlog::new(DEFAULT_BACKLOG);
         let b = a.clone();
         let n = (a.bytes() / BUFFER_CAPACITY as u64) as usize;
         let taken = (0..2 * n).filter(|i| if i % 2 == 0 { a.take() } else { b.take() });
