@@ -263,17 +263,9 @@ pub(crate) fn query(
     timeout: Duration,
     json: bool,
 ) -> Result<i32> {
-    let to_stdout = out == Path::new("-");
-    let file = if to_stdout {
-        None
-    } else {
-        Some(super::query::create(out, force)?)
-    };
-    let r = answer(sensors, body, (out, file), partial, timeout, json);
-    if r.is_err() && !to_stdout {
-        let _ = std::fs::remove_file(out);
-    }
-    r
+    super::query::into_new_file(out, force, |file| {
+        answer(sensors, body, (out, file), partial, timeout, json)
+    })
 }
 
 /// [`query`] once its file is made (`None`: standard output).

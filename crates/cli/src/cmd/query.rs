@@ -184,8 +184,27 @@ fn window(a: &QueryArgs) -> Result<(u64, u64, Option<Shown>)> {
     });
     Ok((from, to, window))
 }
+/// Writes an answer to `-w OUT` through `answer`, which gets the file, made first (None
+/// for `-`, standard output): never over a file unless `force`. When `answer` fails, the
+/// file this run made goes, so that no short answer stays under its name and the same
+/// command can be given again.
+pub(crate) fn into_new_file<T>(
+    out: &Path,
+    force: bool,
+    answer: impl FnOnce(Option<File>) -> Result<T>,
+) -> Result<T> {
+    if out == Path::new("-") {
+        return answer(None);
+    }
+    let r = answer(Some(create(out, force)?));
+    if r.is_err() {
+        let _ = std::fs::remove_file(out);
+    }
+    r
+}
+
 /// Creates the `-w` file: never over a file, as `capture -w` (`--force` to allow it).
-pub(crate) fn create(out: &Path, force: bool) -> Result<File> {
+fn create(out: &Path, force: bool) -> Result<File> {
     if force {
         File::create(out)
     } else {

@@ -40,19 +40,8 @@ fn call(
 /// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout), which
 /// is made before the daemon is asked and never written over unless `force`.
 fn query(e: &Endpoint, t: Duration, body: &Value, out: &Path, force: bool) -> Result<i32> {
-    let to_stdout = out == Path::new("-");
-    let file = if to_stdout {
-        None
-    } else {
-        Some(super::query::create(out, force)?)
-    };
-    query_to(e, t, body, out, file).map_err(|x| {
-        if !to_stdout {
-            // The file this run made holds no answer: it goes, so that the same command
-            // can be given again.
-            let _ = std::fs::remove_file(out);
-        }
-        named(x, e, t)
+    super::query::into_new_file(out, force, |file| {
+        query_to(e, t, body, out, file).map_err(|x| named(x, e, t))
     })
 }
 
