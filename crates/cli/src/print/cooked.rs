@@ -55,18 +55,7 @@ pub(super) fn sll(p: &mut Printer, data: &[u8], wire: u32) -> Step {
         }
         cooked_type(p, u16::from_be_bytes([data[14], data[15]]), wire);
     };
-    if p.opts.link {
-        head(p, wire);
-    }
-    let unknown = cooked_payload(p, data, 16, wire)?;
-    if let Some(at) = unknown {
-        if !p.opts.link {
-            // tcpdump's length here leaves out the VLAN tags.
-            head(p, wire - (at - 16) as u32);
-        }
-        default_dump(p, &data[at..]);
-    }
-    Ok(())
+    headed(p, data, 16, wire, head)
 }
 
 /// Linux cooked capture v2: the interface's name and the direction, then as v1 with -e.
@@ -82,13 +71,26 @@ pub(super) fn sll2(p: &mut Printer, data: &[u8], wire: u32) -> Step {
         }
         cooked_type(p, u16::from_be_bytes([data[0], data[1]]), wire);
     };
+    headed(p, data, 20, wire, head)
+}
+
+/// A cooked header of `hlen` bytes and its payload: `head` prints the header's `-e` text
+/// first with -e, or before the bytes of a protocol not decoded here.
+fn headed(
+    p: &mut Printer,
+    data: &[u8],
+    hlen: usize,
+    wire: u32,
+    head: impl Fn(&mut Printer, u32),
+) -> Step {
     if p.opts.link {
         head(p, wire);
     }
-    let unknown = cooked_payload(p, data, 20, wire)?;
+    let unknown = cooked_payload(p, data, hlen, wire)?;
     if let Some(at) = unknown {
         if !p.opts.link {
-            head(p, wire - (at - 20) as u32);
+            // tcpdump's length here leaves out the VLAN tags.
+            head(p, wire - (at - hlen) as u32);
         }
         default_dump(p, &data[at..]);
     }
