@@ -69,6 +69,14 @@ fn assert_same(a: &[String], b: &[String]) {
 }
 
 /// The names in `dir`, less the folder's own catalog and lease.
+/// The pcapng files of a folder, by name.
+fn capture_files(dir: &Path) -> Vec<String> {
+    names(dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".pcapng"))
+        .collect()
+}
+
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .expect("read dir")
@@ -776,12 +784,6 @@ fn issue40_a_disk_that_stalls_costs_memory_not_packets() {
 #[ignore = "needs root"]
 fn issue39_autostop_by_file_size_and_file_count() {
     let lab = Lab::new(1);
-    let capture_files = |dir: &Scratch| -> Vec<String> {
-        names(&dir.0)
-            .into_iter()
-            .filter(|n| n.ends_with(".pcapng"))
-            .collect()
-    };
     // -a filesize:200: one file of 200 kB (and the packet that crossed it), then stop.
     let s = Scratch::new("autostop-size");
     let mut cap = lab.capture_to(&s.path("a.pcapng"), &["-a", "filesize:200"]);
@@ -807,7 +809,7 @@ fn issue39_autostop_by_file_size_and_file_count() {
     );
     lab.gen(1000, &["--size", "1000", "--rate", "20000"]);
     let v = cap.wait();
-    let files = capture_files(&s);
+    let files = capture_files(&s.0);
     assert_eq!(files.len(), 3, "{files:?}: {v}");
     let kept: usize = files.iter().map(|f| util::packets(&s.path(f)).len()).sum();
     assert_eq!(kept as u64, u(&v, "packets"), "{v}");
@@ -817,7 +819,7 @@ fn issue39_autostop_by_file_size_and_file_count() {
     let mut cap = lab.capture_to(&s.path("c.pcapng"), &["-G", "1", "-W", "2"]);
     lab.gen(40_000, &["--size", "200", "--rate", "10000"]);
     let v = cap.wait();
-    assert_eq!(capture_files(&s).len(), 2, "{v}");
+    assert_eq!(capture_files(&s.0).len(), 2, "{v}");
 }
 
 /// Issue 40: a worker's own file is in time order although its ring is not. Two generator
@@ -842,7 +844,7 @@ fn issue40_a_workers_own_file_is_in_time_order() {
         let v = cap.stop();
         assert_eq!(u(&v, "packets"), sent, "{v}");
         let mut all = 0;
-        for f in names(&s.0).iter().filter(|n| n.ends_with(".pcapng")) {
+        for f in &capture_files(&s.0) {
             let ts: Vec<u64> = util::packets(&s.path(f)).into_iter().map(|p| p.0).collect();
             let back = ts.windows(2).filter(|w| w[0] > w[1]).count();
             assert_eq!(
@@ -876,10 +878,7 @@ fn issue39_files_n_counts_the_files_of_every_worker() {
     );
     lab.gen_on_two_queues(6000);
     let v = cap.stop();
-    let files: Vec<String> = names(&s.0)
-        .into_iter()
-        .filter(|n| n.ends_with(".pcapng"))
-        .collect();
+    let files = capture_files(&s.0);
     assert_eq!(files.len(), 3, "the newest 3 in all: {files:?}: {v}");
     let said = v["files"].as_array().map_or(0, Vec::len);
     assert_eq!(said, 3, "the summary names the files still there: {v}");
@@ -938,10 +937,7 @@ fn issue39_w_writes_one_file_in_time_order_and_filesize_counts_kb() {
     let sent = lab.gen(6000, &["--size", "1000", "--threads", "2", "--flows", "64"]);
     let v = cap.stop();
     assert_eq!(u(&v, "packets"), sent, "{v}");
-    let files: Vec<String> = names(&s.0)
-        .into_iter()
-        .filter(|n| n.ends_with(".pcapng"))
-        .collect();
+    let files = capture_files(&s.0);
     assert!(
         files
             .iter()
