@@ -104,6 +104,7 @@ pub mod compression;
 pub mod flow;
 pub mod hash;
 pub mod link;
+pub mod name;
 pub mod pcap;
 pub mod pcapng;
 pub mod read;
