@@ -19,6 +19,8 @@
 //!   updates (a full disk) is brought up to date from them
 //!   ([`catalog_update::refresh`]). It is an accelerator: a catalog that cannot be written
 //!   or read costs a note, never a packet or an answer.
+//! - [`session`]: one record per connection of a file segment, with its Community ID and
+//!   the names of its first packets, and the sessions file beside the capture file.
 //! - [`sniff`]: what a file holds, from its first bytes.
 //! - [`query`]: filtered, time-ordered reads over many files, pruned by their indexes.
 //!
@@ -39,6 +41,7 @@ pub mod query;
 pub mod recover;
 pub mod retention;
 pub mod sealed;
+pub mod session;
 pub mod sidecar;
 pub mod sniff;
 
