@@ -46,6 +46,17 @@ impl CommunityId {
         CommunityId(out)
     }
 
+    /// The ID of its text (`1:` and 28 characters of standard base64 that decode to 20
+    /// bytes); None for any other bytes.
+    pub fn parse(text: &[u8]) -> Option<CommunityId> {
+        let b64 = text.strip_prefix(b"1:")?;
+        let mut digest = [0u8; 20];
+        let n = base64::engine::general_purpose::STANDARD
+            .decode_slice(b64, &mut digest)
+            .ok()?;
+        (n == 20 && b64.len() == COMMUNITY_ID_LEN - 2).then(|| CommunityId::from_digest(&digest))
+    }
+
     /// The ID as text.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).expect("base64 is ASCII")
@@ -283,7 +294,11 @@ mod tests {
             let tc = icmp.then_some((sport as u8, dport as u8));
             for (seed, want) in [(0, seed0), (1, seed1)] {
                 let id = community_id(&k, tc, seed);
-                assert_eq!(id.as_str(), want, "{proto} {src} {dst} {sport} {dport} seed {seed}");
+                assert_eq!(
+                    id.as_str(),
+                    want,
+                    "{proto} {src} {dst} {sport} {dport} seed {seed}"
+                );
             }
         }
     }
@@ -325,6 +340,25 @@ mod tests {
         let mut a = key(6, "1.2.3.4", "5.6.7.8", 1122, 3344);
         a.vlan = 7;
         assert_eq!(community_id(&a, None, 0).as_str(), README[0].5);
-        assert_eq!(format!("{}", community_id(&a, None, 0)).len(), COMMUNITY_ID_LEN);
+        assert_eq!(
+            format!("{}", community_id(&a, None, 0)).len(),
+            COMMUNITY_ID_LEN
+        );
+    }
+
+    #[test]
+    fn test_parse_text() {
+        let id = community_id(&key(6, "1.2.3.4", "5.6.7.8", 1122, 3344), None, 0);
+        assert_eq!(CommunityId::parse(id.as_bytes()), Some(id));
+        for bad in [
+            &b""[..],
+            b"1:",
+            b"2:wCb3OG7yAFWelaUydu0D+125CLM=",
+            b"1:wCb3OG7yAFWelaUydu0D+125CLM",
+            b"1:wCb3OG7yAFWelaUydu0D+125CL!=",
+            b"1:wCb3OG7yAFWelaUydu0D+125CLM=A",
+        ] {
+            assert_eq!(CommunityId::parse(bad), None, "{bad:?}");
+        }
     }
 }

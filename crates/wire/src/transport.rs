@@ -168,7 +168,9 @@ mod tests {
     fn udp_frame(total: u16, payload: &[u8], pad: usize) -> Vec<u8> {
         let mut f = vec![0u8; 12];
         f.extend_from_slice(&[0x08, 0x00]);
-        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        let mut ip = vec![
+            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
         ip[2..4].copy_from_slice(&total.to_be_bytes());
         f.extend_from_slice(&ip);
         f.extend_from_slice(&[0x04, 0x00, 0x00, 0x35]);
@@ -214,7 +216,9 @@ mod tests {
             assert_eq!(a, crate::flow_key(&f[..cut], None), "{cut}");
         }
         // A TCP header cut at 19 bytes: no flags, no payload.
-        let t = Link::Ethernet.transport(&SYN[..14 + 20 + 19], None).unwrap();
+        let t = Link::Ethernet
+            .transport(&SYN[..14 + 20 + 19], None)
+            .unwrap();
         assert_eq!((t.tcp, t.payload.len()), (None, 0));
     }
 
@@ -224,7 +228,10 @@ mod tests {
         // First fragment: the UDP header is read, the key has no ports (as flow_key).
         f[14 + 6] = 0x20;
         let t = Link::Ethernet.transport(&f, None).unwrap();
-        assert_eq!((t.fragment, t.key.sport, t.payload), (Fragment::First, 0, &b"0123456789"[..]));
+        assert_eq!(
+            (t.fragment, t.key.sport, t.payload),
+            (Fragment::First, 0, &b"0123456789"[..])
+        );
         // A later fragment: all of its data is payload, no transport header.
         f[14 + 6] = 0x00;
         f[14 + 7] = 0x10;

@@ -317,7 +317,8 @@ impl SessionTable {
         self.live = 0;
         self.names.clear();
         self.free_streams.clear();
-        self.free_streams.extend((0..self.streams.len() as u16).rev());
+        self.free_streams
+            .extend((0..self.streams.len() as u16).rev());
         out.sort_by_key(|s| (s.first_ns, s.last_ns));
         out
     }

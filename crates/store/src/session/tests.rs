@@ -27,7 +27,10 @@ pub(crate) fn packets(name: &str) -> Vec<(u64, u32, Vec<u8>, Link)> {
     out
 }
 
-fn sessions_of(pkts: &[(u64, u32, Vec<u8>, Link)], cfg: SessionConfig) -> (Vec<Session>, SessionTable) {
+fn sessions_of(
+    pkts: &[(u64, u32, Vec<u8>, Link)],
+    cfg: SessionConfig,
+) -> (Vec<Session>, SessionTable) {
     let mut t = SessionTable::new(cfg);
     for (ts, len, frame, link) in pkts {
         t.add(*ts, *len, frame, *link, None);
@@ -47,7 +50,10 @@ fn need(tool: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "{tool} is missing: .ci/run installs it");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{tool} is missing: .ci/run installs it"
+        );
         eprintln!("skipped: the checks with {tool}, which is not installed");
     }
     found
@@ -228,14 +234,21 @@ fn test_names_match_tshark() {
 
 /// The server name of the split ClientHello in `sessions-loopback.pcap`.
 fn long_sni() -> String {
-    format!("{}.{}.{}.example.net", "a".repeat(60), "b".repeat(60), "c".repeat(60))
+    format!(
+        "{}.{}.{}.example.net",
+        "a".repeat(60),
+        "b".repeat(60),
+        "c".repeat(60)
+    )
 }
 
 /// The names of the loopback capture's sessions, by their responder port and originator
 /// port.
 fn loopback_names(pkts: &[(u64, u32, Vec<u8>, Link)]) -> BTreeMap<(u16, u16), SessionName> {
     let (ss, _) = sessions_of(pkts, SessionConfig::default());
-    ss.iter().map(|s| ((s.key.dport, s.key.sport), s.name)).collect()
+    ss.iter()
+        .map(|s| ((s.key.dport, s.key.sport), s.name))
+        .collect()
 }
 
 #[test]
@@ -250,7 +263,10 @@ fn test_truncated_snaplen_gives_the_right_name_or_none() {
             .map(|(ts, len, f, l)| (*ts, *len, f[..f.len().min(snap)].to_vec(), *l))
             .collect();
         for (k, n) in loopback_names(&cut) {
-            assert!(n == SessionName::None || Some(&n) == full.get(&k), "snap {snap}: {n:?}");
+            assert!(
+                n == SessionName::None || Some(&n) == full.get(&k),
+                "snap {snap}: {n:?}"
+            );
         }
     }
 }
@@ -263,7 +279,9 @@ fn test_split_hello_reordered_dropped_or_changed_gives_no_name() {
     let conns: Vec<_> = full.keys().filter(|k| k.0 == 4433).copied().collect();
     let split = conns
         .iter()
-        .find(|k| matches!(full[k], SessionName::Tls(h) if h.sni.as_bytes() == long_sni().as_bytes()))
+        .find(
+            |k| matches!(full[k], SessionName::Tls(h) if h.sni.as_bytes() == long_sni().as_bytes()),
+        )
         .copied()
         .unwrap();
     let segs: Vec<usize> = pkts
@@ -310,7 +328,11 @@ fn test_fragment_gives_no_name() {
         p.2[7] = if frag == 0 { 0x10 } else { 0 };
         let (ss, _) = sessions_of(&[p], SessionConfig::default());
         assert_eq!(ss.len(), 1);
-        assert_eq!((ss[0].key.sport, ss[0].name), (0, SessionName::None), "{frag:#x}");
+        assert_eq!(
+            (ss[0].key.sport, ss[0].name),
+            (0, SessionName::None),
+            "{frag:#x}"
+        );
     }
 }
 
@@ -355,7 +377,10 @@ fn test_full_table_counts_and_keeps_the_rest() {
     assert_eq!(ss.len(), 2);
     let kept: u64 = ss.iter().map(|s| s.packets[0] + s.packets[1]).sum();
     let st = table.stats();
-    assert_eq!(kept + st.sessions_dropped + st.not_ip + st.unparsed, st.packets);
+    assert_eq!(
+        kept + st.sessions_dropped + st.not_ip + st.unparsed,
+        st.packets
+    );
     assert!(st.sessions_dropped > 0);
     // The table is empty after finish, and takes the next segment's connections.
     let mut t = SessionTable::new(cfg);

@@ -178,7 +178,10 @@ mod tests {
     fn test_labels_checked() {
         assert_eq!(question(&with_name(&[0x40, 0])), Parse::Invalid);
         assert_eq!(question(&with_name(&[0x80, 0])), Parse::Invalid);
-        assert_eq!(question(&with_name(&[3, b'a', b'.', b'b', 0])), Parse::Invalid);
+        assert_eq!(
+            question(&with_name(&[3, b'a', b'.', b'b', 0])),
+            Parse::Invalid
+        );
         // 255 bytes on the wire at most: four 63-byte labels are 256.
         let mut long = Vec::new();
         for _ in 0..4 {

@@ -77,7 +77,9 @@ fn plausible_start(b: &[u8]) -> bool {
     }
     match b.get(m) {
         None => true,
-        Some(b' ') => b[m + 1..].iter().all(|&c| c > 0x20 && c < 0x7f || c == b' '),
+        Some(b' ') => b[m + 1..]
+            .iter()
+            .all(|&c| c > 0x20 && c < 0x7f || c == b' '),
         Some(_) => false,
     }
 }
@@ -113,8 +115,14 @@ fn header_value<'a>(line: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
         return None;
     }
     let v = &line[colon + 1..];
-    let start = v.iter().position(|&c| c != b' ' && c != b'\t').unwrap_or(v.len());
-    let end = v.iter().rposition(|&c| c != b' ' && c != b'\t').map_or(start, |e| e + 1);
+    let start = v
+        .iter()
+        .position(|&c| c != b' ' && c != b'\t')
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|&c| c != b' ' && c != b'\t')
+        .map_or(start, |e| e + 1);
     Some(&v[start..end])
 }
 
@@ -164,7 +172,12 @@ mod tests {
             b"GET\r\n",
             b"SSH-2.0-OpenSSH_9.6\r\n",
         ] {
-            assert_eq!(request(bad), Parse::Invalid, "{}", super::super::Escaped(bad));
+            assert_eq!(
+                request(bad),
+                Parse::Invalid,
+                "{}",
+                super::super::Escaped(bad)
+            );
         }
         // A long path is kept cut; a host longer than 255 bytes is no name.
         let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "p".repeat(400));

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use corecap_wire::{community_id, CaptureReader, Link};
 
 fn real(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/data/real").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../cli/tests/data/real")
+        .join(name)
 }
 
 #[test]
