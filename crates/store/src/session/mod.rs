@@ -51,6 +51,8 @@ pub const ONE_WAY: u8 = 4;
 pub const SAW_SYN: u8 = 8;
 
 /// The name a connection's first packets gave.
+// Inline on purpose: a name is kept without allocating, in a table of names made once.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SessionName {
     /// None (not a protocol with names, or no whole message seen).
