@@ -110,8 +110,8 @@ pub struct SessionTable {
     slots: Vec<Entry>,
     /// `slots.len() - 1` (a power of two less one).
     mask: usize,
-    /// Slots in use.
-    live: usize,
+    /// The slots in use, in the order they were taken (`capacity` allocated at start).
+    live: Vec<u32>,
     names: Vec<SessionName>,
     streams: Vec<Stream>,
     /// Indexes of the streams not lent.
@@ -132,7 +132,7 @@ impl SessionTable {
         SessionTable {
             slots: vec![EMPTY; n],
             mask: n - 1,
-            live: 0,
+            live: Vec::with_capacity(cfg.capacity),
             names: Vec::with_capacity(cfg.names),
             streams: (0..cfg.streams).map(|_| Stream::new()).collect(),
             free_streams: (0..cfg.streams as u16).rev().collect(),
@@ -148,12 +148,17 @@ impl SessionTable {
 
     /// Connections in the table now.
     pub fn len(&self) -> usize {
-        self.live
+        self.live.len()
     }
 
     /// Whether the table holds no connection.
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.live.is_empty()
+    }
+
+    /// The configuration it was made with (its seed is the records').
+    pub fn config(&self) -> SessionConfig {
+        self.cfg
     }
 
     /// Adds a packet: its time (ns), its wire length (what the byte counts add up: the
@@ -190,7 +195,7 @@ impl SessionTable {
                 flags: if one_way { ONE_WAY } else { 0 },
                 ..EMPTY
             };
-            self.live += 1;
+            self.live.push(i as u32);
         }
         let from_orig = e.update(ts_ns, wire_len, &t, sent_by_src);
         self.name_step(i, &t, from_orig);
@@ -202,7 +207,7 @@ impl SessionTable {
         loop {
             let e = &self.slots[i];
             if !e.used {
-                return (self.live < self.cfg.capacity).then_some(i);
+                return (self.live.len() < self.cfg.capacity).then_some(i);
             }
             if e.key == *key {
                 return Some(i);
@@ -306,15 +311,14 @@ impl SessionTable {
     /// The segment's connections, in order of their first packet, with their Community
     /// IDs; the table is empty after, ready for the next segment.
     pub fn finish(&mut self) -> Vec<Session> {
-        let mut out = Vec::with_capacity(self.live);
-        for e in &mut self.slots {
-            if e.used {
-                let name = self.names.get(e.name as usize).copied().unwrap_or_default();
-                out.push(e.session(name, self.cfg.seed));
-                *e = EMPTY;
-            }
+        let mut out = Vec::with_capacity(self.live.len());
+        for &i in &self.live {
+            let e = &mut self.slots[i as usize];
+            let name = self.names.get(e.name as usize).copied().unwrap_or_default();
+            out.push(e.session(name, self.cfg.seed));
+            *e = EMPTY;
         }
-        self.live = 0;
+        self.live.clear();
         self.names.clear();
         self.free_streams.clear();
         self.free_streams

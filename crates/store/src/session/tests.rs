@@ -405,3 +405,43 @@ fn test_originator_is_the_syn_sender() {
         assert!(s.ended_fin_rst());
     }
 }
+
+/// The cost of a packet: each capture replayed into a table many times, one segment per
+/// replay. Run in release: `cargo test -p corecap-store --release --lib -- --ignored
+/// test_rate --nocapture`.
+#[test]
+#[ignore = "a measurement: run in release"]
+fn test_rate_on_real_captures() {
+    let files = [
+        "sessions-loopback.pcap",
+        "dns_tcp.pcap",
+        "simple_http_sll2.pcap",
+        "quic_vn.pcap",
+        "mptcp-v1.pcap",
+        "edns-opts.pcap",
+        "community-id-combined.pcap",
+    ];
+    let mut t = SessionTable::new(SessionConfig::default());
+    for name in files {
+        let pkts = packets(name);
+        let rounds = 200_000 / pkts.len() + 1;
+        let (mut update, mut finish, mut sessions) = (0u128, 0u128, 0usize);
+        for _ in 0..rounds {
+            let start = std::time::Instant::now();
+            for (ts, len, f, l) in &pkts {
+                t.add(*ts, *len, f, *l, None);
+            }
+            let mid = std::time::Instant::now();
+            sessions += t.finish().len();
+            update += (mid - start).as_nanos();
+            finish += mid.elapsed().as_nanos();
+        }
+        let n = (rounds * pkts.len()) as f64;
+        println!(
+            "{name}: {:.0} ns per packet to update, {:.0} ns per session to finish \
+             ({n} packets, {sessions} sessions)",
+            update as f64 / n,
+            finish as f64 / sessions as f64
+        );
+    }
+}
