@@ -14,6 +14,14 @@
 //! - [`link`]: [`Link`] says where each link type a file may hold (Ethernet, Linux
 //!   cooked v1 and v2, raw IP, BSD NULL/LOOP, NFLOG) keeps its network header; chosen once
 //!   per source, it gives the flow key and the steering hash of any of them.
+//! - [`transport`]: [`Transport`] reads a frame's transport layer through the same walk:
+//!   fragment state, TCP flags and sequence number, ICMP type and code, and the payload,
+//!   bounded by the IP length (padding is never payload).
+//! - [`community_id`](mod@community_id): [`community_id()`] gives a flow's Community ID (v1), as Zeek, Suricata
+//!   and Arkime compute it.
+//! - [`name`]: names from a connection's first bytes: the DNS question, a TLS ClientHello's
+//!   server name and ALPN, an HTTP request's method, Host and path, and [`name::Stream`], the
+//!   bounded accumulator of a TCP stream's first segments.
 //! - [`hash`]: the Toeplitz hash of Microsoft RSS with the symmetric key
 //!   `0x6d5a` (Woo and Park), so both directions of a flow get the same
 //!   [`flow_hash`] and the same worker. [`frame_hash`] hashes a raw frame,

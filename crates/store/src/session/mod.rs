@@ -1,5 +1,5 @@
 //! Sessions: one record per connection of a file segment, built from the packets the writer
-//! writes, and kept beside the file ([`format`]).
+//! writes, and kept beside the file ([`format`](mod@format)).
 //!
 //! [`SessionTable`] is fed each packet as it is written ([`SessionTable::add`]: time, wire
 //! length, the captured frame, its link type and the VLAN the ring reported). It reads the
@@ -30,7 +30,6 @@
 mod naming;
 mod table;
 
-/// The sessions file beside a capture file.
 pub mod format;
 
 #[cfg(test)]
