@@ -204,8 +204,10 @@ pub fn suffixed_path(base: &Path, suffix: &str) -> PathBuf {
     base.with_file_name(name)
 }
 
-/// Deletes a capture file and its index.
+/// Deletes a capture file, its index and its sessions (the sessions first, then the index,
+/// then the file, so nothing outlives the file it describes).
 pub fn remove_with_index(p: &Path) {
+    let _ = std::fs::remove_file(sessions_path(p));
     let _ = corecap_index::remove_capture(p);
 }
 
@@ -228,6 +230,12 @@ pub fn is_sessions(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "sessions")
 }
 
+/// Whether `path` has the name of a file kept beside a capture file: its index (`.idx`) or
+/// its sessions (`.sessions`). A folder's listing of captures leaves them out.
+pub fn is_beside(path: &Path) -> bool {
+    corecap_index::is_sidecar(path) || is_sessions(path)
+}
+
 /// The hidden name a file is written under: `dir/.NAME.part`.
 pub fn part_path(p: &Path) -> PathBuf {
     let name = p
@@ -248,7 +256,7 @@ pub fn is_part(path: &Path) -> bool {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return false;
     };
-    whole_of_part(&name).is_some_and(|own| !corecap_index::is_sidecar(Path::new(own)))
+    whole_of_part(&name).is_some_and(|own| !is_beside(Path::new(own)))
 }
 
 /// The name a hidden part gets once its file is whole: `.NAME.part` → `NAME`; None for a
@@ -304,6 +312,7 @@ mod tests {
             Path::new("x.pcapng.sealed.sessions")
         );
         assert!(!is_file_of(capture, "x.pcapng.sessions"));
+        assert!(is_beside(&side) && is_beside(Path::new("x.pcapng.idx")) && !is_beside(capture));
     }
 
     #[test]

@@ -218,7 +218,7 @@ fn scan(dir: &Path, skip: impl Fn(&str) -> Skip) -> OnDisk {
     for e in entries.filter_map(Result::ok) {
         let name = e.file_name().to_string_lossy().into_owned();
         let path = e.path();
-        if name.starts_with('.') || corecap_index::is_sidecar(&path) {
+        if name.starts_with('.') || crate::names::is_beside(&path) {
             continue;
         }
         let Some(m) = std::fs::symlink_metadata(&path)
