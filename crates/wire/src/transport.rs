@@ -114,7 +114,9 @@ impl<'a> Transport<'a> {
     }
 
     /// Reads the transport header at the start of `l4` (the datagram's captured bytes from
-    /// there); gives its length, None when the capture cut it.
+    /// there); gives its length (the payload starts there, or would: a header cut by the
+    /// capture leaves an empty payload shorter than `payload_len`), None when it has none
+    /// to read (a TCP header cut before its flags, an ICMP one before its code).
     fn header(&mut self, l4: &[u8]) -> Option<usize> {
         match self.key.proto {
             IPPROTO_TCP => {
@@ -124,10 +126,11 @@ impl<'a> Transport<'a> {
                     flags: h[13],
                     seq: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
                 });
-                // A data offset under 20 is impossible; the payload is not read then.
-                (offset >= 20 && offset <= l4.len()).then_some(offset)
+                // A data offset under 20 is impossible; the payload is not read then. Options
+                // cut by the capture leave an empty payload that says it was cut.
+                (offset >= 20).then_some(offset)
             }
-            IPPROTO_UDP | IPPROTO_UDPLITE => (l4.len() >= 8).then_some(8),
+            IPPROTO_UDP | IPPROTO_UDPLITE => Some(8),
             IPPROTO_ICMP | IPPROTO_ICMPV6 => {
                 let h = l4.get(..4)?;
                 self.icmp = Some((h[0], h[1]));
