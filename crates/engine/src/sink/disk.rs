@@ -413,16 +413,21 @@ impl DiskWriter {
         }
         if overlaps {
             // Writes in flight may land in any order: the one that this rewrites goes first.
-            while self.ring.in_flight() > 0 {
-                let n = self.ring.in_flight();
-                self.reap(n);
-            }
+            self.drain();
         }
         let Some(cur) = self.cur.as_mut() else { return };
         let Target::File { file, .. } = &cur.target else {
             return;
         };
         if cur.reserved != u64::MAX && off + wlen as u64 > cur.reserved {
+            // fallocate waits for the file's direct writes in flight (inode_dio_wait),
+            // whose completions this thread reaps: reserving with writes in flight hung
+            // writers on ext4 under load. So the writes in flight end first.
+            self.drain();
+            let Some(cur) = self.cur.as_mut() else { return };
+            let Target::File { file, .. } = &cur.target else {
+                return;
+            };
             let end = off + wlen as u64;
             let want = end + end.clamp(RESERVE_MIN, RESERVE_MAX);
             cur.reserved = match file.reserve(want) {
@@ -448,6 +453,11 @@ impl DiskWriter {
             self.complete();
         }
         self.reap(0);
+    }
+
+    /// Waits for every write in flight (or for the ring to give them up as stalled).
+    fn drain(&mut self) {
+        self.drain();
     }
 
     /// Takes finished writes: recycles buffers, advances the durable prefix, notes errors.
@@ -604,10 +614,7 @@ impl DiskWriter {
         if self.cur.as_ref().is_some_and(|c| c.stage.is_some()) {
             self.flush_stage(true);
         }
-        while self.ring.in_flight() > 0 {
-            let n = self.ring.in_flight();
-            self.reap(n);
-        }
+        self.drain();
         let Some(mut cur) = self.cur.take() else {
             return;
         };
@@ -766,10 +773,7 @@ impl DiskWriter {
 impl DiskWriter {
     /// Removes the current file, which holds no packet.
     fn discard(&mut self) {
-        while self.ring.in_flight() > 0 {
-            let n = self.ring.in_flight();
-            self.reap(n);
-        }
+        self.drain();
         if let Some(Current {
             target: Target::File { part, .. },
             ..
