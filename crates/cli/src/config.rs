@@ -11,12 +11,12 @@ use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
-use corecap_engine::sink::output::Backlog;
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_manager::manager::Config as ManagerConfig;
 use corecap_manager::spool::Spool;
 use corecap_store::sealed::KeyFile;
+use corecap_store::write::output::Backlog;
 
 use corecap_manager::api::{Mode, OutputKind, StartRequest};
 
@@ -368,7 +368,7 @@ const BACKLOG_SECONDS: f64 = 1.0;
 /// fastest live input's line rate (as the rings are sized), or a size; at least the least
 /// backlog of a sink, at most a quarter of the available memory.
 pub(crate) fn disk_backlog(given: Option<&str>, inputs: &[Input]) -> Result<u64> {
-    use corecap_engine::sink::output::DEFAULT_BACKLOG;
+    use corecap_store::write::output::DEFAULT_BACKLOG;
     let speed = line_rate_mbps(inputs);
     let seconds = |t: &str| -> Option<f64> {
         let t = t.strip_suffix('s').unwrap_or(t);
@@ -760,7 +760,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
     if o.path.as_os_str() == "-" && rotating {
         bail!("-b cannot rotate standard output");
     }
-    if !corecap_engine::sink::disk::is_fifo(&o.path) && o.path.as_os_str() != "-" {
+    if !corecap_store::write::disk::is_fifo(&o.path) && o.path.as_os_str() != "-" {
         if let Some(why) = corecap_index::capture_name_error(&o.path) {
             bail!("-w {why}");
         }

@@ -579,8 +579,7 @@ impl WriteRing {
             match ring.submitter().submit_with_args(1, &args) {
                 Ok(_) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ETIME)) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => match ring.submit_and_wait(1)
-                {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => match ring.submit_and_wait(1) {
                     Ok(_) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                     Err(e) => return Err(e),

@@ -32,14 +32,14 @@
 #![deny(missing_docs)]
 
 mod catalog;
-pub mod catalog_update;
-pub mod lock;
-pub mod names;
-pub mod query;
-pub mod recover;
-pub mod retention;
-pub mod sealed;
-pub mod sidecar;
-pub mod sniff;
+pub mod format;
+pub mod keep;
+pub mod read;
+pub mod write;
 
 pub use catalog::{discard as discard_catalog, Catalog, Entry, Error, State, CATALOG};
+// The paths other crates use: the folders above are the layout, these are the API.
+pub use format::{names, sealed};
+pub use keep::{lock, recover, retention};
+pub use read::{query, sniff};
+pub use write::{catalog_update, sidecar};

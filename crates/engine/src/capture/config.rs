@@ -118,7 +118,7 @@ pub struct OutputConfig {
     pub flush: Option<Duration>,
     /// Bytes of packets each file sink may hold while its disk is behind
     /// (`--disk-backlog`).
-    pub backlog: crate::sink::output::Backlog,
+    pub backlog: corecap_store::write::output::Backlog,
 }
 
 impl OutputConfig {

@@ -10,18 +10,17 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use corecap_wire::pcap::PcapWriter;
 use corecap_wire::pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
 
-use super::disk::{Disk, DiskConfig, DiskReport, Stream};
-use super::output::{Output, Refused, Written};
 use crate::packet::Packet;
 use corecap_store::names::{next_rotation, rotated_path};
 use corecap_store::retention::Retention;
+use corecap_store::write::disk::{Disk, DiskConfig, DiskReport, Stream};
+use corecap_store::write::output::{Output, Refused, Written};
 
 /// File format of a capture file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +87,7 @@ pub struct FileConfig {
     /// What this sink, with the capture's other sinks, may hold while its disk is behind
     /// (`--disk-backlog`): buffers beyond the first few are made only when the disk falls
     /// behind.
-    pub backlog: super::output::Backlog,
+    pub backlog: corecap_store::write::output::Backlog,
 }
 
 /// What the index is told of a packet written for one interface, worked out once (see
@@ -259,7 +258,7 @@ pub struct FileSink {
 impl FileSink {
     /// Creates the first file (under its hidden name) and starts the disk writer.
     pub fn create(cfg: FileConfig) -> io::Result<Self> {
-        let stream = cfg.path == Path::new("-") || super::disk::is_fifo(&cfg.path);
+        let stream = cfg.path == Path::new("-") || corecap_store::write::disk::is_fifo(&cfg.path);
         let seq = if cfg.rotation.active() && !stream {
             next_rotation(&cfg.path)?
         } else {
@@ -312,7 +311,7 @@ impl FileSink {
         } else if stream {
             (Err(Stream::fifo(&path)?), 1)
         } else {
-            let f = super::disk::open_part(&path, disk_cfg.direct_io())?;
+            let f = corecap_store::write::disk::open_part(&path, disk_cfg.direct_io())?;
             if let Some(who) = &cfg.owner {
                 corecap_linux::privilege::chown_fd(f.file(), who).map_err(|e| {
                     io::Error::other(format!(
@@ -325,16 +324,14 @@ impl FileSink {
             let a = f.align();
             (Ok((f, path)), a)
         };
-        let (disk, front, free) =
-            Disk::start(disk_cfg, first, align, super::disk::BUFFERS_AT_START)?;
-        let mut out = Output::new(
-            disk.tx.clone(),
-            free,
-            front,
+        let (disk, mut out) = Disk::start(
+            disk_cfg,
+            first,
             align,
+            corecap_store::write::disk::BUFFERS_AT_START,
             cfg.seal.is_some(),
             cfg.index && !stream,
-        );
+        )?;
         out.may_grow(cfg.backlog.clone());
         let writer = Writer::start(&cfg, out)?;
         let n = cfg.interfaces.len();
@@ -413,11 +410,7 @@ impl FileSink {
         let Some(w) = self.writer.as_mut() else {
             return Err(Refused::Failed);
         };
-        if self
-            .disk
-            .as_ref()
-            .is_some_and(|d| d.failed.load(Ordering::Relaxed))
-        {
+        if self.disk.as_ref().is_some_and(Disk::failed) {
             return Err(Refused::Failed);
         }
         w.out().ready()?;
@@ -474,9 +467,7 @@ impl FileSink {
 
     /// Whether writing failed (the capture should stop).
     pub fn failed(&self) -> bool {
-        self.disk
-            .as_ref()
-            .is_none_or(|d| d.failed.load(Ordering::Relaxed))
+        self.disk.as_ref().is_none_or(Disk::failed)
     }
 
     /// Files begun so far: the first, then one per rotation (kept or since deleted).
@@ -543,7 +534,7 @@ impl FileSink {
             None => DiskReport::default(),
         };
         if grown > 0 {
-            let took = grown * super::output::BUFFER_CAPACITY;
+            let took = grown * corecap_store::write::output::BUFFER_CAPACITY;
             report.notes.push(format!(
                 "the disk fell behind {}: it took {} MiB of the {} MiB backlog \
                  (--disk-backlog) to hold packets for it",
@@ -564,6 +555,7 @@ impl FileSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     /// A pcapng (or pcap) file at `path` of one Ethernet interface: no rotation, direct I/O,
     /// indexed, no flush timer.

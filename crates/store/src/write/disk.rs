@@ -29,10 +29,10 @@ use std::sync::Arc;
 
 use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
-use super::output::{Filled, Msg, BUFFER_BYTES, BUFFER_CAPACITY};
-use corecap_store::names::{index_path, part_path, remove_with_index};
-use corecap_store::retention::Retention;
-use corecap_store::sealed::{SealConfig, Sealer, CHUNK_HEAD};
+use super::output::{Filled, Msg, Output, BUFFER_BYTES, BUFFER_CAPACITY};
+use crate::names::{index_path, part_path, remove_with_index};
+use crate::retention::Retention;
+use crate::sealed::{SealConfig, Sealer, CHUNK_HEAD};
 
 /// Writes in flight per file.
 const DEPTH: u32 = 8;
@@ -96,7 +96,7 @@ enum Target {
 }
 
 /// A stream that a capture is written to in order: standard output, or a FIFO.
-pub(crate) struct Stream {
+pub struct Stream {
     out: Box<dyn Write + Send>,
     /// What errors call it: "standard output", or the FIFO's path.
     name: String,
@@ -110,7 +110,7 @@ impl std::fmt::Debug for Stream {
 
 impl Stream {
     /// Standard output.
-    pub(crate) fn stdout() -> Self {
+    pub fn stdout() -> Self {
         Self {
             out: Box::new(io::stdout()),
             name: "standard output".into(),
@@ -119,7 +119,7 @@ impl Stream {
 
     /// Opens an existing FIFO for writing; like any writer of a FIFO, this waits until it
     /// has a reader.
-    pub(crate) fn fifo(path: &Path) -> io::Result<Self> {
+    pub fn fifo(path: &Path) -> io::Result<Self> {
         let f = fs::OpenOptions::new().write(true).open(path).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
         })?;
@@ -139,7 +139,7 @@ pub fn is_fifo(path: &Path) -> bool {
 /// Opens a new capture file under its hidden name. One left by a writer that crashed is
 /// recovered first (never deleted, see [`super::recover`]); one that another writer holds
 /// is an error.
-pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
+pub fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
     let part = part_path(path);
     match DirectFile::create(&part, direct, 0o640) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -149,7 +149,7 @@ pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
                     format!("another capture is writing it ({} exists)", part.display()),
                 ));
             }
-            corecap_store::recover::recover_dir(corecap_store::names::dir_of(&part), None)?;
+            crate::recover::recover_dir(crate::names::dir_of(&part), None)?;
             DirectFile::create(&part, direct, 0o640)
         }
         r => r,
@@ -309,7 +309,7 @@ impl DiskWriter {
         // Indexed before sealing, by the chunk's place in the file.
         if let Some(ix) = cur.index.as_mut() {
             let start = cur.end + cur.stage.as_ref().map_or(0, |s| s.1) as u64;
-            let len = (CHUNK_HEAD + data + corecap_store::sealed::TAG) as u64;
+            let len = (CHUNK_HEAD + data + crate::sealed::TAG) as u64;
             ix.add_region(start..start + len, &f.buf.bytes()[CHUNK_HEAD..f.blocks.end]);
         }
         let Some(sealer) = cur.sealer.as_mut() else {
@@ -416,7 +416,7 @@ impl DiskWriter {
             self.drain();
         }
         let Some(cur) = self.cur.as_mut() else { return };
-        let Target::File { file, .. } = &cur.target else {
+        let Target::File { file: _, .. } = &cur.target else {
             return;
         };
         if cur.reserved != u64::MAX && off + wlen as u64 > cur.reserved {
@@ -457,7 +457,10 @@ impl DiskWriter {
 
     /// Waits for every write in flight (or for the ring to give them up as stalled).
     fn drain(&mut self) {
-        self.drain();
+        while self.ring.in_flight() > 0 {
+            let n = self.ring.in_flight();
+            self.reap(n);
+        }
     }
 
     /// Takes finished writes: recycles buffers, advances the durable prefix, notes errors.
@@ -634,7 +637,7 @@ impl DiskWriter {
             // The whole blocks of all that reached the disk, which may reach past the last
             // buffer's end that was whole (a full disk takes part of a buffer).
             if let Ok(Some((bytes, packets))) =
-                corecap_store::recover::whole_prefix_within(part, cur.durable)
+                crate::recover::whole_prefix_within(part, cur.durable)
             {
                 if bytes > cur.safe.0 {
                     cur.safe = (bytes, packets);
@@ -685,7 +688,7 @@ impl DiskWriter {
                 fs::File::open(&*part).and_then(|f| corecap_index::Identity::of_file(&f, covered));
             let written = id.and_then(|id| {
                 ix.set_identity(id);
-                corecap_store::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
+                crate::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
                     .map(|()| id)
             });
             match written {
@@ -709,11 +712,11 @@ impl DiskWriter {
             });
             return;
         }
-        let entry = corecap_store::Entry {
+        let entry = crate::Entry {
             name: path
                 .file_name()
                 .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
-            state: corecap_store::State::Whole,
+            state: crate::State::Whole,
             time,
             packets,
             bytes: file.file().metadata().map_or(0, |m| m.len()),
@@ -726,16 +729,16 @@ impl DiskWriter {
 
     /// A file just named: recorded in its folder's catalog, then kept under `-b files:N`
     /// and the byte budget, which may delete the oldest.
-    fn keep(&mut self, path: &Path, entry: &corecap_store::Entry, bytes: u64) {
+    fn keep(&mut self, path: &Path, entry: &crate::Entry, bytes: u64) {
         // A catalog behind its files (this writer's first file, or one after a failed
         // update) is brought up to date from them first. The catalog is an accelerator:
         // one that cannot be written costs a note, and recording goes on.
-        let dir = corecap_store::names::dir_of(path);
+        let dir = crate::names::dir_of(path);
         let kept = if self.catalog_behind {
-            corecap_store::catalog_update::refresh(dir)
-                .and_then(|()| corecap_store::catalog_update::record(entry, dir))
+            crate::catalog_update::refresh(dir)
+                .and_then(|()| crate::catalog_update::record(entry, dir))
         } else {
-            corecap_store::catalog_update::record(entry, dir)
+            crate::catalog_update::record(entry, dir)
         };
         self.catalog_behind = kept.is_err();
         if let Err(e) = kept {
@@ -753,7 +756,7 @@ impl DiskWriter {
             while self.kept.len() > max.max(1) {
                 if let Some(old) = self.kept.pop_front() {
                     remove_with_index(&old);
-                    corecap_store::catalog_update::forget(std::slice::from_ref(&old));
+                    crate::catalog_update::forget(std::slice::from_ref(&old));
                     if let Some(r) = &self.cfg.retention {
                         r.forget(&old);
                     }
@@ -806,7 +809,7 @@ fn cut_back(file: &mut DirectFile, safe: u64, header: &[u8]) -> io::Result<()> {
 
 /// A running disk writer.
 #[derive(Debug)]
-pub(crate) struct Disk {
+pub struct Disk {
     pub(crate) tx: Sender<Msg>,
     pub(crate) failed: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<DiskReport>,
@@ -814,14 +817,17 @@ pub(crate) struct Disk {
 
 impl Disk {
     /// Starts the disk writer of a file sink whose first file is `first` (a file under its
-    /// hidden name, or a stream) with `buffers` buffers. Returns it, the front end's first
-    /// buffer and the free list.
-    pub(crate) fn start(
+    /// hidden name, or a stream) with `buffers` buffers. Returns it and the front end that
+    /// formats packets into its buffers (`sealed`: chunks to encrypt; `indexed`: the index
+    /// built as blocks are formatted).
+    pub fn start(
         cfg: DiskConfig,
         first: Result<(DirectFile, PathBuf), Stream>,
         align: usize,
         buffers: usize,
-    ) -> io::Result<(Self, AlignedBuf, Receiver<AlignedBuf>)> {
+        sealed: bool,
+        indexed: bool,
+    ) -> io::Result<(Self, Output)> {
         let (tx, rx) = std::sync::mpsc::channel::<Msg>();
         let (free_tx, free_rx) = std::sync::mpsc::channel::<AlignedBuf>();
         let front = AlignedBuf::new(BUFFER_CAPACITY, align);
@@ -857,12 +863,19 @@ impl Disk {
         let handle = std::thread::Builder::new()
             .name("corecap-disk".into())
             .spawn(move || run(w, rx, direct))?;
-        Ok((Self { tx, failed, handle }, front, free_rx))
+        let out = Output::new(tx.clone(), free_rx, front, align, sealed, indexed);
+        Ok((Self { tx, failed, handle }, out))
+    }
+
+    /// Whether the writer failed (the disk refused a write; the capture should stop).
+    pub fn failed(&self) -> bool {
+        // Relaxed: a flag read on its own, set once by the writer thread.
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Waits for the disk writer to end (the front end has sent its last file's close and
     /// dropped its sender) and returns its report.
-    pub(crate) fn join(self) -> DiskReport {
+    pub fn join(self) -> DiskReport {
         drop(self.tx);
         self.handle.join().unwrap_or_else(|_| DiskReport {
             error: Some("the disk writer thread panicked".into()),

@@ -32,8 +32,8 @@ use std::sync::Arc;
 
 use corecap_linux::direct::AlignedBuf;
 
+use crate::sealed::{CHUNK_HEAD, TAG};
 use corecap_index::IndexBuilder;
-use corecap_store::sealed::{CHUNK_HEAD, TAG};
 
 /// What a file sink's front end sends its disk writer.
 #[derive(Debug)]
@@ -96,7 +96,7 @@ impl Backlog {
     }
 
     /// Gives `n` buffers' worth back (a sink ended, or the kernel refused the memory).
-    pub(crate) fn give(&self, n: usize) {
+    pub fn give(&self, n: usize) {
         self.left.fetch_add(n, Ordering::Relaxed);
     }
 }
@@ -231,13 +231,13 @@ impl Output {
     }
 
     /// Lets the front end make buffers from `backlog` while the disk is behind.
-    pub(crate) fn may_grow(&mut self, backlog: Backlog) {
+    pub fn may_grow(&mut self, backlog: Backlog) {
         self.backlog = backlog;
     }
 
     /// Buffers made while the disk was behind, beyond those of the start; given back to
     /// the backlog here, as the sink ends and its buffers go.
-    pub(crate) fn give_back(&mut self) -> usize {
+    pub fn give_back(&mut self) -> usize {
         self.backlog.give(self.grown);
         self.grown
     }
@@ -390,7 +390,7 @@ impl Output {
 
     /// Hands the buffer's whole blocks over now, if there are any and a free buffer is
     /// there to follow it (never waits). For streams, whose alignment is 1.
-    pub(crate) fn hand_over(&mut self) {
+    pub fn hand_over(&mut self) {
         if self.sealed || self.overflow || self.mark == self.start || self.len != self.mark {
             return;
         }
@@ -406,7 +406,7 @@ impl Output {
     /// stalled front end flushes once a buffer comes back). A plain file's writer writes
     /// them padded to the alignment, and the unaligned tail is written again, whole, with
     /// the next buffer. Returns whether it flushed.
-    pub(crate) fn flush(&mut self) -> bool {
+    pub fn flush(&mut self) -> bool {
         if !self.unflushed || self.overflow || self.len != self.mark || self.dead {
             return false;
         }
@@ -473,7 +473,7 @@ impl Output {
     /// to its exact length, writes its index and gives it its name. With `next`, the disk
     /// writer then starts that file, and blocks formatted from here on go into it. Waits
     /// for a free buffer only when `next` is None (the end of the capture).
-    pub(crate) fn close_file(&mut self, next: Option<std::path::PathBuf>) {
+    pub fn close_file(&mut self, next: Option<std::path::PathBuf>) {
         self.len = self.mark;
         let full = match (self.parked.take(), self.buf.take()) {
             (Some(p), Some(b)) => {
