@@ -11,8 +11,7 @@ use std::sync::Arc;
 use corecap_index::{sidecar_path, Index, Predicate, Span};
 use corecap_wire::Compression;
 
-use super::query::*;
-use super::stream::*;
+use super::outcome::{io_at, QueryError, QueryStats, MAX_READ};
 use crate::names::is_part;
 use crate::sealed::{unseal, ChunkOpener, KeyFile, MAGIC};
 /// The catalogs of the folders a query reads, opened once each.
@@ -613,4 +612,50 @@ impl FilePlan {
         self.start_ts = if start_ts == u64::MAX { 0 } else { start_ts };
         self.indexed = true;
     }
+}
+
+/// What a query reads of an indexed file: the regions in its window, each whole or, where
+/// the postings answer the filter, only its listed packets.
+pub(crate) struct Picked {
+    /// The packets the postings name (None: they cannot answer the filter).
+    pub(crate) offsets: Option<Vec<Span>>,
+    /// Regions read, in file order, with the range of `offsets` in each (None: whole).
+    pub(crate) regions: Vec<(usize, Option<Range<usize>>)>,
+}
+
+/// Picks the reads of `index` for the window and `pred`. With postings (`postings`: the
+/// file's offsets are its own, not a sealed file's), a region is read for its listed
+/// packets, or whole when opaque (its packets' keys may be missing); without, every region
+/// that may match is read whole.
+pub(crate) fn pick(
+    index: &Index,
+    lists: &mut Lists,
+    from: u64,
+    to: u64,
+    pred: &Predicate,
+    postings: bool,
+) -> Picked {
+    let offsets = (postings && index.has_postings())
+        .then(|| postings_of(pred, &index.postings, lists))
+        .flatten();
+    let mut regions = Vec::new();
+    let mut next = 0;
+    for (i, r) in index.regions.iter().enumerate() {
+        let listed = offsets.as_ref().map(|o| {
+            let lo = next + o[next..].partition_point(|x| x.start < r.at.start);
+            next = lo + o[lo..].partition_point(|x| x.start < r.at.end);
+            lo..next
+        });
+        if !r.overlaps(from, to) {
+            continue;
+        }
+        match listed {
+            Some(_) if r.opaque() => regions.push((i, None)),
+            Some(range) if !range.is_empty() => regions.push((i, Some(range))),
+            Some(_) => {}
+            None if pred.may_match(r) => regions.push((i, None)),
+            None => {}
+        }
+    }
+    Picked { offsets, regions }
 }

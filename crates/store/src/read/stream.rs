@@ -6,59 +6,13 @@ use std::io::{self, BufReader, Cursor, Read, Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::sync::Arc;
 
-use corecap_index::{Index, Predicate, Span};
+use corecap_index::Span;
 use corecap_wire::{CaptureReader, Decompress, InterfaceDesc, PcapngWriter};
 
-use super::plan::*;
-use super::query::*;
+use super::outcome::{io_at, QueryError, QueryStats, MAX_READ};
+use super::plan::{whole_name, FilePlan, Segment, PACKET_READ};
 use crate::sealed::{read_chunk, read_full, ChunkOpener, NextChunk, SealError, CHUNK_HEAD};
 use corecap_linux::cbpf::{Meta, Program};
-
-/// What a query reads of an indexed file: the regions in its window, each whole or, where
-/// the postings answer the filter, only its listed packets.
-pub(crate) struct Picked {
-    /// The packets the postings name (None: they cannot answer the filter).
-    pub(crate) offsets: Option<Vec<Span>>,
-    /// Regions read, in file order, with the range of `offsets` in each (None: whole).
-    pub(crate) regions: Vec<(usize, Option<Range<usize>>)>,
-}
-
-/// Picks the reads of `index` for the window and `pred`. With postings (`postings`: the
-/// file's offsets are its own, not a sealed file's), a region is read for its listed
-/// packets, or whole when opaque (its packets' keys may be missing); without, every region
-/// that may match is read whole.
-pub(crate) fn pick(
-    index: &Index,
-    lists: &mut Lists,
-    from: u64,
-    to: u64,
-    pred: &Predicate,
-    postings: bool,
-) -> Picked {
-    let offsets = (postings && index.has_postings())
-        .then(|| postings_of(pred, &index.postings, lists))
-        .flatten();
-    let mut regions = Vec::new();
-    let mut next = 0;
-    for (i, r) in index.regions.iter().enumerate() {
-        let listed = offsets.as_ref().map(|o| {
-            let lo = next + o[next..].partition_point(|x| x.start < r.at.start);
-            next = lo + o[lo..].partition_point(|x| x.start < r.at.end);
-            lo..next
-        });
-        if !r.overlaps(from, to) {
-            continue;
-        }
-        match listed {
-            Some(_) if r.opaque() => regions.push((i, None)),
-            Some(range) if !range.is_empty() => regions.push((i, Some(range))),
-            Some(_) => {}
-            None if pred.may_match(r) => regions.push((i, None)),
-            None => {}
-        }
-    }
-    Picked { offsets, regions }
-}
 
 /// A packet held by the merge.
 #[derive(Debug, Default)]
@@ -660,4 +614,24 @@ impl FileStream {
         self.if_map[i] = Some(id);
         Ok(id)
     }
+}
+
+/// Asks the device for the aligned blocks of `spans` (`FADV_WILLNEED`), up to `budget`
+/// bytes; the bytes asked for, or None where the budget ran out first.
+pub(crate) fn announce(f: &File, spans: &[Span], budget: u64) -> Option<u64> {
+    let (mut asked, mut last) = (0u64, 0u64);
+    for s in spans {
+        let block = (s.start / PACKET_READ * PACKET_READ).max(last);
+        let end = s.end.max(s.start + 1).div_ceil(PACKET_READ) * PACKET_READ;
+        if block >= end {
+            continue;
+        }
+        asked += end - block;
+        if asked > budget {
+            return None;
+        }
+        corecap_linux::direct::advise_willneed(f, block, end - block);
+        last = end;
+    }
+    Some(asked)
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use corecap_index::{sidecar_path, Index};
 use serde::Serialize;
 
-use crate::read::plan::*;
-use crate::read::query::*;
+use crate::read::outcome::{io_at, QueryError};
+use crate::read::plan::{file_kind, FileKind};
 use crate::sealed::{
     read_chunk, ChunkOpener, KeyFile, NextChunk, SealConfig, SealError, CHUNK_HEAD,
 };
