@@ -293,7 +293,39 @@ pub(crate) fn l3_key(frame: &[u8], l2: L2, ring_vlan: Option<u16>) -> Result<Flo
     }
 }
 
+/// Whether a datagram is a fragment of a larger one, and which.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Fragment {
+    /// A whole datagram.
+    #[default]
+    No,
+    /// The first fragment (offset 0, more to come): it holds the transport header.
+    First,
+    /// A later fragment: no transport header, only the middle or end of its data.
+    Later,
+}
+
+/// What the walk of a network header learns: the flow key, where the transport header
+/// starts and where the datagram ends, in the network header's slice.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct L3 {
+    /// The flow key, as [`flow_key`] gives it.
+    pub(crate) key: FlowKey,
+    /// Offset of the transport header (of the fragment's data for a later fragment).
+    pub(crate) l4: usize,
+    /// End of the datagram: its length from the IP header, bounded by the captured bytes.
+    pub(crate) end: usize,
+    /// End of the datagram by the IP header alone (the captured bytes when it says 0).
+    pub(crate) claimed_end: usize,
+    /// Whether the datagram is a fragment.
+    pub(crate) fragment: Fragment,
+}
+
 fn ipv4_key(ip: &[u8], vlan: u16) -> Result<FlowKey, ParseError> {
+    ipv4_l3(ip, vlan).map(|l| l.key)
+}
+
+pub(crate) fn ipv4_l3(ip: &[u8], vlan: u16) -> Result<L3, ParseError> {
     if ip.len() < 20 {
         return Err(ParseError::Truncated);
     }
@@ -314,15 +346,17 @@ fn ipv4_key(ip: &[u8], vlan: u16) -> Result<FlowKey, ParseError> {
     // Ethernet padding may follow the datagram; a short capture may cut it.
     // Total length 0 comes from segmentation offload (a GSO/BIG TCP packet
     // seen before the NIC splits it): the captured bytes are the datagram.
-    let end = if total == 0 {
-        ip.len()
-    } else {
-        total.min(ip.len())
-    };
+    let claimed_end = if total == 0 { ip.len() } else { total };
+    let end = claimed_end.min(ip.len());
     let proto = ip[9];
     let frag = be16(ip, 6);
     let more_fragments = frag & 0x2000 != 0;
     let offset = frag & 0x1fff;
+    let fragment = match (offset, more_fragments) {
+        (0, false) => Fragment::No,
+        (0, true) => Fragment::First,
+        _ => Fragment::Later,
+    };
     let mut key = FlowKey {
         vlan,
         proto,
@@ -334,13 +368,23 @@ fn ipv4_key(ip: &[u8], vlan: u16) -> Result<FlowKey, ParseError> {
     };
     key.src[..4].copy_from_slice(&ip[12..16]);
     key.dst[..4].copy_from_slice(&ip[16..20]);
-    if !more_fragments && offset == 0 && has_ports(proto) {
+    if fragment == Fragment::No && has_ports(proto) {
         (key.sport, key.dport) = ports(ip, ihl, end)?;
     }
-    Ok(key)
+    Ok(L3 {
+        key,
+        l4: ihl,
+        end,
+        claimed_end,
+        fragment,
+    })
 }
 
 fn ipv6_key(ip: &[u8], vlan: u16) -> Result<FlowKey, ParseError> {
+    ipv6_l3(ip, vlan).map(|l| l.key)
+}
+
+pub(crate) fn ipv6_l3(ip: &[u8], vlan: u16) -> Result<L3, ParseError> {
     if ip.len() < 40 {
         return Err(ParseError::Truncated);
     }
@@ -349,22 +393,25 @@ fn ipv6_key(ip: &[u8], vlan: u16) -> Result<FlowKey, ParseError> {
     }
     let payload = usize::from(be16(ip, 4));
     // Payload length 0 means a jumbogram (hop-by-hop option); use what we have.
-    let end = if payload == 0 {
-        ip.len()
-    } else {
-        (40 + payload).min(ip.len())
+    let claimed_end = if payload == 0 { ip.len() } else { 40 + payload };
+    let end = claimed_end.min(ip.len());
+    let mut l3 = L3 {
+        key: FlowKey {
+            vlan,
+            proto: ip[6],
+            family: IpFamily::V6,
+            src: [0; 16],
+            dst: [0; 16],
+            sport: 0,
+            dport: 0,
+        },
+        l4: 40,
+        end,
+        claimed_end,
+        fragment: Fragment::No,
     };
-    let mut key = FlowKey {
-        vlan,
-        proto: ip[6],
-        family: IpFamily::V6,
-        src: [0; 16],
-        dst: [0; 16],
-        sport: 0,
-        dport: 0,
-    };
-    key.src.copy_from_slice(&ip[8..24]);
-    key.dst.copy_from_slice(&ip[24..40]);
+    l3.key.src.copy_from_slice(&ip[8..24]);
+    l3.key.dst.copy_from_slice(&ip[24..40]);
 
     let mut next = ip[6];
     let mut off = 40;
@@ -383,15 +430,23 @@ fn ipv6_key(ip: &[u8], vlan: u16) -> Result<FlowKey, ParseError> {
                 }
                 // Every fragment carries the same next header; ports stay 0
                 // so all fragments of a datagram share one key.
-                key.proto = ip[off];
-                return Ok(key);
+                l3.key.proto = ip[off];
+                let frag = be16(ip, off + 2);
+                l3.fragment = match (frag >> 3, frag & 1 != 0) {
+                    (0, false) => Fragment::No,
+                    (0, true) => Fragment::First,
+                    _ => Fragment::Later,
+                };
+                l3.l4 = off + 8;
+                return Ok(l3);
             }
             proto => {
-                key.proto = proto;
+                l3.key.proto = proto;
+                l3.l4 = off;
                 if has_ports(proto) {
-                    (key.sport, key.dport) = ports(ip, off, end)?;
+                    (l3.key.sport, l3.key.dport) = ports(ip, off, end)?;
                 }
-                return Ok(key);
+                return Ok(l3);
             }
         }
     }

@@ -99,19 +99,24 @@ macro_rules! inner_writer {
     };
 }
 
+pub mod community_id;
 pub mod compression;
 pub mod flow;
 pub mod hash;
 pub mod link;
+pub mod name;
 pub mod pcap;
 pub mod pcapng;
 pub mod read;
+pub mod transport;
 pub mod vlan;
 
+pub use community_id::{community_id, CommunityId};
 pub use compression::{Compression, Decompress};
-pub use flow::{flow_key, FlowKey, IpFamily, ParseError};
+pub use flow::{flow_key, FlowKey, Fragment, IpFamily, ParseError};
 pub use hash::{flow_hash, frame_hash, toeplitz, ToeplitzTable, HASH_ALGORITHM_TOEPLITZ};
 pub use link::Link;
 pub use pcap::PcapWriter;
 pub use pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
 pub use read::{CaptureReader, Format, ReadError, ReadInterface, Record};
+pub use transport::{Tcp, Transport};

@@ -1,6 +1,6 @@
 //! The names of a recording's files: rotated files (`STEM_NNNNN.EXT`), per-worker files
 //! (`STEM.w0.EXT`), recovered files (`STEM.recovered-TIME.EXT`), the hidden part a file is
-//! written under (`.NAME.part`) and its index (`NAME.idx`).
+//! written under (`.NAME.part`), its index (`NAME.idx`) and its sessions (`NAME.sessions`).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -214,6 +214,20 @@ pub fn index_path(p: &Path) -> PathBuf {
     corecap_index::sidecar_path(p)
 }
 
+/// The sessions file beside a capture file: `x.pcapng` → `x.pcapng.sessions`,
+/// `x.pcapng.sealed` → `x.pcapng.sealed.sessions` (see [`crate::session::format`]). Written
+/// like the index, under the hidden `.x.pcapng.sessions.tmp` and renamed whole.
+pub fn sessions_path(capture: &Path) -> PathBuf {
+    let mut s = capture.as_os_str().to_owned();
+    s.push(".sessions");
+    PathBuf::from(s)
+}
+
+/// Whether `path` has a sessions file's name (ends in `.sessions`).
+pub fn is_sessions(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "sessions")
+}
+
 /// The hidden name a file is written under: `dir/.NAME.part`.
 pub fn part_path(p: &Path) -> PathBuf {
     let name = p
@@ -272,6 +286,24 @@ mod tests {
             PathBuf::from("/d/out.w0_00003.pcap")
         );
         assert_eq!(suffixed_path(Path::new("-"), "w0"), PathBuf::from("-"));
+    }
+
+    #[test]
+    fn test_sessions_names() {
+        let capture = Path::new("/d/x.pcapng");
+        let side = sessions_path(capture);
+        assert_eq!(side, Path::new("/d/x.pcapng.sessions"));
+        assert!(is_sessions(&side) && !is_sessions(capture));
+        assert!(!corecap_index::is_sidecar(&side));
+        assert_eq!(
+            corecap_index::sidecar_temp_path(&side),
+            Path::new("/d/.x.pcapng.sessions.tmp")
+        );
+        assert_eq!(
+            sessions_path(Path::new("x.pcapng.sealed")),
+            Path::new("x.pcapng.sealed.sessions")
+        );
+        assert!(!is_file_of(capture, "x.pcapng.sessions"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! Toeplitz known answers, file round trips and attacks on the reader, and interop with
 //! tshark and tcpdump.
 
+mod community_id;
 mod flow;
 mod interop;
 mod roundtrip;

@@ -1,0 +1,107 @@
+//! Sessions: one record per connection of a file segment, built from the packets the writer
+//! writes, and kept beside the file ([`format`]).
+//!
+//! [`SessionTable`] is fed each packet as it is written ([`SessionTable::add`]: time, wire
+//! length, the captured frame, its link type and the VLAN the ring reported). It reads the
+//! frame's transport layer once ([`corecap_wire::Transport`]) and updates the connection's
+//! record in a table allocated when it is made: open addressing over a fixed number of
+//! slots, no allocation per packet, and a full table counts what it could not keep
+//! ([`SessionStats::sessions_dropped`]) and never fails a packet. When the file segment
+//! ends, [`SessionTable::finish`] gives the records (each with its Community ID, computed
+//! then, once per connection) and empties the table for the next segment.
+//!
+//! A connection is its canonical flow key (VLAN, protocol, both endpoints), so both
+//! directions meet in one record. Its originator is the sender of its SYN when one is seen
+//! (the receiver of a SYN-ACK seen first), else the sender of its first packet; counts are
+//! kept per direction from there. ICMP and ICMPv6 messages are keyed like their Community
+//! ID: a request and its reply are one connection (echo, router, neighbour, ...), every other
+//! type (an error, a redirect) a one-way connection of its own per type and code. Fragments
+//! are keyed like the flow key keys them: without ports, all of a datagram's fragments in
+//! one connection, apart from that of the unfragmented packets. Non-IP frames are counted,
+//! not kept.
+//!
+//! Names ([`SessionName`]) come from the first packets, never from a fragment: the DNS
+//! question of a UDP or TCP port 53 connection; the ClientHello or HTTP request that starts
+//! the originator's TCP stream, put together from contiguous segments in a
+//! [`corecap_wire::name::Stream`] lent from a small pool while a name waits for its bytes.
+//! A gap, a retransmission with other bytes, a segment cut by the snap length, a full pool or
+//! a message longer than the stream give no name, never a wrong one.
+
+mod naming;
+mod table;
+
+/// The sessions file beside a capture file.
+pub mod format;
+
+#[cfg(test)]
+mod tests;
+
+pub use table::{SessionConfig, SessionStats, SessionTable};
+
+use corecap_wire::name::{ClientHello, DnsQuestion, HttpRequest};
+use corecap_wire::{CommunityId, FlowKey, Link};
+
+/// Record flag: the connection's first packet was a SYN (without ACK).
+pub const BEGAN_SYN: u8 = 1;
+/// Record flag: a FIN or RST was seen, in either direction.
+pub const ENDED_FIN_RST: u8 = 2;
+/// Record flag: a one-way ICMP connection (its endpoints are as sent, not ordered).
+pub const ONE_WAY: u8 = 4;
+/// Record flag: a SYN was seen, so the originator is the SYN's sender.
+pub const SAW_SYN: u8 = 8;
+
+/// The name a connection's first packets gave.
+// Inline on purpose: a name is kept without allocating, in a table of names made once.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SessionName {
+    /// None (not a protocol with names, or no whole message seen).
+    #[default]
+    None,
+    /// A DNS question.
+    Dns(DnsQuestion),
+    /// A TLS ClientHello's server name and ALPN.
+    Tls(ClientHello),
+    /// An HTTP/1.x request's method, Host and path.
+    Http(HttpRequest),
+}
+
+/// One connection of a file segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// The flow key in the originator's direction: `src` is the originator. For ICMP the
+    /// ports are the message's type and its counterpart (or code), as its Community ID
+    /// takes them.
+    pub key: FlowKey,
+    /// The link type of its first packet.
+    pub link: Link,
+    /// The Community ID (v1, with the table's seed).
+    pub community_id: CommunityId,
+    /// First and last packet time, ns since the epoch.
+    pub first_ns: u64,
+    /// Last packet time.
+    pub last_ns: u64,
+    /// Packets from the originator, and from the responder.
+    pub packets: [u64; 2],
+    /// Bytes (wire length, as given to [`SessionTable::add`]) from the originator, and
+    /// from the responder.
+    pub bytes: [u64; 2],
+    /// The OR of every TCP flags byte seen.
+    pub tcp_flags: u8,
+    /// `BEGAN_SYN`, `ENDED_FIN_RST`, `ONE_WAY`, `SAW_SYN`.
+    pub flags: u8,
+    /// The name from its first packets.
+    pub name: SessionName,
+}
+
+impl Session {
+    /// Whether the first packet was a SYN.
+    pub fn began_syn(&self) -> bool {
+        self.flags & BEGAN_SYN != 0
+    }
+
+    /// Whether a FIN or RST was seen.
+    pub fn ended_fin_rst(&self) -> bool {
+        self.flags & ENDED_FIN_RST != 0
+    }
+}

@@ -1,0 +1,411 @@
+//! The session table: a fixed set of slots, open addressing with linear probing.
+
+use corecap_wire::community_id::{community_id_of_tuple, icmp_ports};
+use corecap_wire::flow::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
+use corecap_wire::name::stream::Push;
+use corecap_wire::name::{Parse, Stream};
+use corecap_wire::transport::{TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+use corecap_wire::{FlowKey, Fragment, IpFamily, Link, ParseError, Transport};
+
+use super::naming::{probe_tcp, probe_udp, Naming, DNS_PORT, UDP_TRIES};
+use super::{Session, SessionName, BEGAN_SYN, ENDED_FIN_RST, ONE_WAY, SAW_SYN};
+
+/// How big a table is; everything is allocated when it is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Connections kept per file segment; a packet of one more is counted in
+    /// [`SessionStats::sessions_dropped`].
+    pub capacity: usize,
+    /// Connections per segment that keep a name (a name is about 540 bytes).
+    pub names: usize,
+    /// Connections at once whose name waits for more TCP segments (4 KiB each).
+    pub streams: usize,
+    /// The Community ID seed.
+    pub seed: u16,
+}
+
+impl Default for SessionConfig {
+    /// 65,536 connections, 16,384 names, 64 streams, seed 0: about 25 MiB.
+    fn default() -> Self {
+        SessionConfig {
+            capacity: 1 << 16,
+            names: 1 << 14,
+            streams: 64,
+            seed: 0,
+        }
+    }
+}
+
+/// What a table counted besides its connections, since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Packets given to the table.
+    pub packets: u64,
+    /// Packets that are not IP (ARP, LLDP, ...): counted, not kept.
+    pub not_ip: u64,
+    /// IP packets too short or malformed for a flow key.
+    pub unparsed: u64,
+    /// Packets of connections the full table could not keep (each packet counts, so one
+    /// connection may count several times).
+    pub sessions_dropped: u64,
+    /// Names found when the segment's names were all taken.
+    pub names_dropped: u64,
+    /// Names given up because no stream was free to wait in.
+    pub streams_busy: u64,
+}
+
+/// One slot: a connection while its segment is written.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    used: bool,
+    /// The table key: canonical, or as sent for a one-way ICMP connection.
+    key: FlowKey,
+    /// Whether the originator is `key.src`.
+    orig_is_src: bool,
+    link: Link,
+    flags: u8,
+    tcp_flags: u8,
+    first_ns: u64,
+    last_ns: u64,
+    /// Index 0: from the originator; 1: from the responder.
+    packets: [u64; 2],
+    bytes: [u64; 2],
+    naming: Naming,
+    /// The originator's first data sequence number, after its SYN's.
+    data_seq: Option<u32>,
+    /// Index in `names`, or `NO_NAME`.
+    name: u32,
+}
+
+const NO_NAME: u32 = u32::MAX;
+
+const EMPTY: Entry = Entry {
+    used: false,
+    key: FlowKey {
+        vlan: 0,
+        proto: 0,
+        family: IpFamily::V4,
+        src: [0; 16],
+        dst: [0; 16],
+        sport: 0,
+        dport: 0,
+    },
+    orig_is_src: true,
+    link: Link::Ethernet,
+    flags: 0,
+    tcp_flags: 0,
+    first_ns: 0,
+    last_ns: 0,
+    packets: [0; 2],
+    bytes: [0; 2],
+    naming: Naming::Pending { tries: 0 },
+    data_seq: None,
+    name: NO_NAME,
+};
+
+/// The connections of one file segment; see the module doc of [`crate::session`].
+#[derive(Debug)]
+pub struct SessionTable {
+    cfg: SessionConfig,
+    slots: Vec<Entry>,
+    /// `slots.len() - 1` (a power of two less one).
+    mask: usize,
+    /// The slots in use, in the order they were taken (`capacity` allocated at start).
+    live: Vec<u32>,
+    names: Vec<SessionName>,
+    streams: Vec<Stream>,
+    /// Indexes of the streams not lent.
+    free_streams: Vec<u16>,
+    stats: SessionStats,
+}
+
+impl SessionTable {
+    /// A table for `cfg`, all of its memory allocated now.
+    pub fn new(cfg: SessionConfig) -> SessionTable {
+        let cfg = SessionConfig {
+            capacity: cfg.capacity.max(1),
+            streams: cfg.streams.min(usize::from(u16::MAX)),
+            ..cfg
+        };
+        // At most half the slots are used, so a probe ends soon.
+        let n = (cfg.capacity * 2).next_power_of_two();
+        SessionTable {
+            slots: vec![EMPTY; n],
+            mask: n - 1,
+            live: Vec::with_capacity(cfg.capacity),
+            names: Vec::with_capacity(cfg.names),
+            streams: (0..cfg.streams).map(|_| Stream::new()).collect(),
+            free_streams: (0..cfg.streams as u16).rev().collect(),
+            stats: SessionStats::default(),
+            cfg,
+        }
+    }
+
+    /// What the table counted so far.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Connections in the table now.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Whether the table holds no connection.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// The configuration it was made with (its seed is the records').
+    pub fn config(&self) -> SessionConfig {
+        self.cfg
+    }
+
+    /// Adds a packet: its time (ns), its wire length (what the byte counts add up: the
+    /// length the file records for it, with a VLAN tag the writer put back), the captured
+    /// frame, its link type, and the VLAN TCI the ring reported (see
+    /// [`corecap_wire::flow_key`]). Never fails and allocates nothing.
+    pub fn add(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8], link: Link, vlan: Option<u16>) {
+        self.stats.packets += 1;
+        let t = match link.transport(frame, vlan) {
+            Ok(t) => t,
+            Err(ParseError::NotIp) => {
+                self.stats.not_ip += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.unparsed += 1;
+                return;
+            }
+        };
+        let (key, one_way, sent_by_src) = table_key(&t);
+        let Some(i) = self.slot(&key) else {
+            self.stats.sessions_dropped += 1;
+            return;
+        };
+        let e = &mut self.slots[i];
+        if !e.used {
+            *e = Entry {
+                used: true,
+                key,
+                orig_is_src: sent_by_src,
+                link,
+                first_ns: ts_ns,
+                last_ns: ts_ns,
+                flags: if one_way { ONE_WAY } else { 0 },
+                ..EMPTY
+            };
+            self.live.push(i as u32);
+        }
+        let from_orig = e.update(ts_ns, wire_len, &t, sent_by_src);
+        self.name_step(i, &t, from_orig);
+    }
+
+    /// The slot of `key`: its own, or the empty one it takes; None when the table is full.
+    fn slot(&self, key: &FlowKey) -> Option<usize> {
+        let mut i = hash(key) as usize & self.mask;
+        loop {
+            let e = &self.slots[i];
+            if !e.used {
+                return (self.live.len() < self.cfg.capacity).then_some(i);
+            }
+            if e.key == *key {
+                return Some(i);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Looks for the connection's name in this packet, as the module doc says.
+    fn name_step(&mut self, i: usize, t: &Transport<'_>, from_orig: bool) {
+        let e = &self.slots[i];
+        if e.naming == Naming::Done || t.fragment != Fragment::No {
+            return;
+        }
+        let dns_port = t.key.sport == DNS_PORT || t.key.dport == DNS_PORT;
+        match t.key.proto {
+            IPPROTO_UDP if dns_port => self.name_udp(i, t),
+            IPPROTO_TCP if from_orig => self.name_tcp(i, t, dns_port),
+            IPPROTO_TCP => {}
+            _ => self.slots[i].naming = Naming::Done,
+        }
+    }
+
+    fn name_udp(&mut self, i: usize, t: &Transport<'_>) {
+        let Naming::Pending { tries } = self.slots[i].naming else {
+            return;
+        };
+        let found = if t.truncated() {
+            None
+        } else {
+            probe_udp(t.payload)
+        };
+        match found {
+            Some(n) => self.found(i, n),
+            None if tries + 1 >= UDP_TRIES => self.slots[i].naming = Naming::Done,
+            None => self.slots[i].naming = Naming::Pending { tries: tries + 1 },
+        }
+    }
+
+    fn name_tcp(&mut self, i: usize, t: &Transport<'_>, dns_port: bool) {
+        let Some(tcp) = t.tcp else {
+            return self.give_up(i);
+        };
+        if t.payload.is_empty() && !t.truncated() {
+            return;
+        }
+        let e = self.slots[i];
+        let waiting = match e.naming {
+            Naming::Waiting(s) => usize::from(s),
+            _ => {
+                // The first data must start the stream (right after the SYN, when seen).
+                let starts = e.data_seq.is_none_or(|s| s == tcp.seq);
+                if !starts || t.truncated() {
+                    return self.give_up(i);
+                }
+                match probe_tcp(t.payload, dns_port) {
+                    Parse::Found(n) => return self.found(i, n),
+                    Parse::Invalid => return self.give_up(i),
+                    Parse::More => {}
+                }
+                let Some(s) = self.free_streams.pop() else {
+                    self.stats.streams_busy += 1;
+                    return self.give_up(i);
+                };
+                self.streams[usize::from(s)].clear();
+                self.slots[i].naming = Naming::Waiting(s);
+                usize::from(s)
+            }
+        };
+        let pushed = self.streams[waiting].push(tcp.seq, t.payload, t.truncated());
+        let probed = match pushed {
+            Push::GaveUp => Parse::Invalid,
+            _ => probe_tcp(self.streams[waiting].bytes(), dns_port),
+        };
+        match (probed, pushed) {
+            (Parse::Found(n), _) => self.found(i, n),
+            (Parse::More, Push::Appended) => {}
+            _ => self.give_up(i),
+        }
+    }
+
+    /// Keeps name `n` for slot `i`, and ends its search.
+    fn found(&mut self, i: usize, n: SessionName) {
+        if self.names.len() < self.cfg.names {
+            self.slots[i].name = self.names.len() as u32;
+            self.names.push(n);
+        } else {
+            self.stats.names_dropped += 1;
+        }
+        self.give_up(i);
+    }
+
+    /// Ends slot `i`'s search for a name, giving its stream back.
+    fn give_up(&mut self, i: usize) {
+        if let Naming::Waiting(s) = self.slots[i].naming {
+            self.free_streams.push(s);
+        }
+        self.slots[i].naming = Naming::Done;
+    }
+
+    /// The segment's connections, in order of their first packet, with their Community
+    /// IDs; the table is empty after, ready for the next segment.
+    pub fn finish(&mut self) -> Vec<Session> {
+        let mut out = Vec::with_capacity(self.live.len());
+        for &i in &self.live {
+            let e = &mut self.slots[i as usize];
+            let name = self.names.get(e.name as usize).copied().unwrap_or_default();
+            out.push(e.session(name, self.cfg.seed));
+            *e = EMPTY;
+        }
+        self.live.clear();
+        self.names.clear();
+        self.free_streams.clear();
+        self.free_streams
+            .extend((0..self.streams.len() as u16).rev());
+        out.sort_by_key(|s| (s.first_ns, s.last_ns));
+        out
+    }
+}
+
+impl Entry {
+    /// Counts a packet; `sent_by_src` whether it was sent by the key's `src`. Gives whether
+    /// it came from the originator.
+    fn update(&mut self, ts_ns: u64, wire_len: u32, t: &Transport<'_>, sent_by_src: bool) -> bool {
+        if let Some(tcp) = t.tcp {
+            let pure_syn = tcp.flags & (TCP_SYN | TCP_ACK) == TCP_SYN;
+            let syn_ack = tcp.flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK;
+            let first = self.packets == [0, 0];
+            if pure_syn && self.flags & SAW_SYN == 0 {
+                // The SYN's sender is the originator, whoever was seen first.
+                if self.orig_is_src != sent_by_src {
+                    self.orig_is_src = sent_by_src;
+                    self.packets.swap(0, 1);
+                    self.bytes.swap(0, 1);
+                }
+                self.flags |= SAW_SYN | if first { BEGAN_SYN } else { 0 };
+                self.data_seq = Some(tcp.seq.wrapping_add(1));
+            } else if syn_ack && first {
+                self.orig_is_src = !sent_by_src;
+            }
+            if tcp.flags & (TCP_FIN | TCP_RST) != 0 {
+                self.flags |= ENDED_FIN_RST;
+            }
+            self.tcp_flags |= tcp.flags;
+        }
+        let d = usize::from(sent_by_src != self.orig_is_src);
+        self.packets[d] += 1;
+        self.bytes[d] += u64::from(wire_len);
+        self.first_ns = self.first_ns.min(ts_ns);
+        self.last_ns = self.last_ns.max(ts_ns);
+        d == 0
+    }
+
+    fn session(&self, name: SessionName, seed: u16) -> Session {
+        let key = if self.orig_is_src {
+            self.key
+        } else {
+            self.key.reversed()
+        };
+        Session {
+            key,
+            link: self.link,
+            community_id: community_id_of_tuple(&key, self.flags & ONE_WAY != 0, seed),
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+            packets: self.packets,
+            bytes: self.bytes,
+            tcp_flags: self.tcp_flags,
+            flags: self.flags,
+            name,
+        }
+    }
+}
+
+/// The table key of a packet, whether it is a one-way ICMP message, and whether the packet
+/// was sent by the key's `src`.
+fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
+    let mut k = t.key;
+    let mut one_way = false;
+    if let (IPPROTO_ICMP | IPPROTO_ICMPV6, Some((ty, code))) = (k.proto, t.icmp) {
+        (k.sport, k.dport, one_way) = icmp_ports(k.proto == IPPROTO_ICMPV6, ty, code);
+    }
+    if one_way {
+        return (k, true, true);
+    }
+    let c = k.canonical();
+    (c, false, c.src == k.src && c.sport == k.sport)
+}
+
+/// A hash of a key for the slot it starts probing at.
+fn hash(k: &FlowKey) -> u64 {
+    let mut b = [0u8; 40];
+    b[..2].copy_from_slice(&k.vlan.to_le_bytes());
+    b[2] = k.proto;
+    b[3] = u8::from(k.family == IpFamily::V6);
+    b[4..20].copy_from_slice(&k.src);
+    b[20..36].copy_from_slice(&k.dst);
+    b[36..38].copy_from_slice(&k.sport.to_le_bytes());
+    b[38..40].copy_from_slice(&k.dport.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&b)
+}
