@@ -88,6 +88,9 @@ pub struct FileConfig {
     /// (`--disk-backlog`): buffers beyond the first few are made only when the disk falls
     /// behind.
     pub backlog: corecap_store::write::output::Backlog,
+    /// Keep one record per connection of each file beside it (`.sessions`), in a table of
+    /// this size; None: no sessions file.
+    pub sessions: Option<corecap_store::session::SessionConfig>,
 }
 
 /// What the index is told of a packet written for one interface, worked out once (see
@@ -333,6 +336,9 @@ impl FileSink {
             cfg.index && !stream,
         )?;
         out.may_grow(cfg.backlog.clone());
+        if let (Some(s), false) = (cfg.sessions, stream) {
+            out.keep_sessions(s);
+        }
         let writer = Writer::start(&cfg, out)?;
         let n = cfg.interfaces.len();
         let told = Told::for_config(&cfg, cfg.index && !stream);
@@ -453,6 +459,12 @@ impl FileSink {
             Some(written) => w.out().end_packet(&written)?,
             None => w.out().end_block(true)?,
         }
+        if let Some(t) = self.told.get(p.iface as usize) {
+            // Its connection, at the time and with the bytes the file holds.
+            let frame = &p.data[..p.data.len().min(t.keep)];
+            let ts = p.ts_ns / t.tick * t.tick;
+            w.out().add_session(ts, p.wire_len, frame, p.link, p.vlan);
+        }
         if self.first_ts.is_none() && rot.duration.is_some() {
             // Once a file: the clock its duration is counted on.
             self.first_at = Some(std::time::Instant::now());
@@ -524,9 +536,11 @@ impl FileSink {
     pub fn finish(mut self, stats: &[(u64, u64)]) -> Finished {
         self.write_isbs(stats);
         let mut grown = 0;
+        let mut sessions = None;
         if let Some(w) = self.writer.take() {
             let mut out = w.into_out();
             grown = out.give_back();
+            sessions = out.session_stats();
             out.close_file(None);
         }
         let mut report = match self.disk.take() {
@@ -541,6 +555,15 @@ impl FileSink {
                 self.cfg.path.display(),
                 took >> 20,
                 self.cfg.backlog.bytes() >> 20
+            ));
+        }
+        if let Some(s) = sessions.filter(|s| s.sessions_dropped > 0) {
+            report.notes.push(format!(
+                "sessions of {}: {} packets belonged to connections past the table's {} \
+                 (sessions_dropped); the packets are all written",
+                self.cfg.path.display(),
+                s.sessions_dropped,
+                self.cfg.sessions.map_or(0, |c| c.capacity)
             ));
         }
         Finished {
@@ -573,6 +596,7 @@ mod tests {
             owner: None,
             flush: None,
             backlog: Default::default(),
+            sessions: Some(corecap_store::session::SessionConfig::on_demand()),
         }
     }
 

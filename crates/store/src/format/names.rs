@@ -204,9 +204,12 @@ pub fn suffixed_path(base: &Path, suffix: &str) -> PathBuf {
     base.with_file_name(name)
 }
 
-/// Deletes a capture file and its index.
+/// Deletes a capture file, its index and its sessions file.
 pub fn remove_with_index(p: &Path) {
     let _ = corecap_index::remove_capture(p);
+    // After the file: a crash between leaves a sessions file that no file's bytes match,
+    // never a file without its sessions.
+    let _ = std::fs::remove_file(sessions_path(p));
 }
 
 /// The index beside a capture file: `x.pcapng` → `x.pcapng.idx`.
@@ -226,6 +229,12 @@ pub fn sessions_path(capture: &Path) -> PathBuf {
 /// Whether `path` has a sessions file's name (ends in `.sessions`).
 pub fn is_sessions(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "sessions")
+}
+
+/// Whether `path` has the name of a file that describes the capture file beside it (its
+/// index or its sessions), not a capture file.
+pub fn is_beside(path: &Path) -> bool {
+    corecap_index::is_sidecar(path) || is_sessions(path)
 }
 
 /// The hidden name a file is written under: `dir/.NAME.part`.
@@ -248,7 +257,7 @@ pub fn is_part(path: &Path) -> bool {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return false;
     };
-    whole_of_part(&name).is_some_and(|own| !corecap_index::is_sidecar(Path::new(own)))
+    whole_of_part(&name).is_some_and(|own| !is_beside(Path::new(own)))
 }
 
 /// The name a hidden part gets once its file is whole: `.NAME.part` → `NAME`; None for a

@@ -121,8 +121,8 @@ pub fn recover_dir(dir: &Path, kek: Option<&Arc<KeyFile>>) -> io::Result<Recover
         let Some(name) = own_name(&part) else {
             continue;
         };
-        if corecap_index::is_sidecar(Path::new(&name)) {
-            // An index's temporary file: the index is rebuilt from the data.
+        if crate::names::is_beside(Path::new(&name)) {
+            // An index's or sessions file's temporary file: rebuilt from the data.
             let _ = fs::remove_file(&part);
             continue;
         }

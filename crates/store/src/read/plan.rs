@@ -87,13 +87,13 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError
                 if (hidden && !is_part(&f)) || !f.is_file() {
                     continue;
                 }
-                match (file_kind(&f), corecap_index::is_sidecar(&f)) {
+                match (file_kind(&f), crate::names::is_beside(&f)) {
                     // A file that cannot be read may be a capture: the answer would miss it.
                     (Err(e), false) if !hidden && e.kind() != io::ErrorKind::NotFound => {
                         return Err(io_at(&f)(e));
                     }
                     (Ok(FileKind::Plain | FileKind::Compressed(_)), _) => out.push(f),
-                    // A sidecar: no capture magic, or a sealed index.
+                    // An index or sessions file: no capture magic, or sealed.
                     (_, true) => {}
                     (Ok(FileKind::Sealed), false) => out.push(f),
                     // A part whose first bytes are not on disk yet holds nothing to read.

@@ -44,7 +44,7 @@ fn capture_files(dir: &Path) -> Vec<PathBuf> {
             let hidden = p
                 .file_name()
                 .is_none_or(|n| n.to_string_lossy().starts_with('.'));
-            !hidden && !corecap_index::is_sidecar(p) && p.is_file()
+            !hidden && !crate::names::is_beside(p) && p.is_file()
         })
         .filter(|p| {
             matches!(

@@ -27,9 +27,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
+use corecap_index::Identity;
 use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
-use super::output::{Filled, Msg, Output, BUFFER_BYTES, BUFFER_CAPACITY};
+use super::output::{Filled, Msg, Output, Sessions, BUFFER_BYTES, BUFFER_CAPACITY};
 use crate::names::{index_path, part_path, remove_with_index};
 use crate::retention::Retention;
 use crate::sealed::{SealConfig, Sealer, CHUNK_HEAD};
@@ -185,6 +186,8 @@ struct Current {
     /// The sidecar index, one region per buffer (files only): built here for a sealed file,
     /// by the front end for a plain one (it comes with the file's last buffer).
     index: Option<Box<corecap_index::IndexBuilder>>,
+    /// The file's connections, from the front end with its last buffer.
+    sessions: Option<Box<Sessions>>,
     failed: bool,
 }
 
@@ -242,6 +245,7 @@ impl DiskWriter {
             sealer: None,
             stage: None,
             index: None,
+            sessions: None,
             failed: false,
         };
         if self.cfg.index && self.cfg.seal.is_some() && matches!(cur.target, Target::File { .. }) {
@@ -702,6 +706,10 @@ impl DiskWriter {
                     .push(format!("no index for {}: {e}", path.display())),
             }
         }
+        // The sessions file too, tied to the same bytes as the index; none without them.
+        if let (Some(s), Some((covered, id))) = (cur.sessions.take(), identity) {
+            bytes += self.write_sessions(path, &s, covered, id);
+        }
         // Never over another file; then the directory is synced, so the name survives a
         // power cut (the index's name too, made just before).
         let named = corecap_linux::direct::rename_noreplace(part, path)
@@ -725,6 +733,21 @@ impl DiskWriter {
         };
         let path = path.clone();
         self.keep(&path, &entry, bytes);
+    }
+
+    /// Writes the sessions file of `path` (sealed as the file is); returns its bytes, 0
+    /// when it could not be written (a note says why: a query still finds the packets).
+    fn write_sessions(&mut self, path: &Path, s: &Sessions, covered: u64, id: Identity) -> u64 {
+        let bytes = crate::session::format::encode(&s.records, s.seed, covered, Some(id));
+        match crate::session::format::write_sessions(path, &bytes, self.cfg.seal.as_ref()) {
+            Ok(()) => fs::metadata(crate::names::sessions_path(path)).map_or(0, |m| m.len()),
+            Err(e) => {
+                self.report
+                    .notes
+                    .push(format!("no sessions file for {}: {e}", path.display()));
+                0
+            }
+        }
     }
 
     /// A file just named: recorded in its folder's catalog, then kept under `-b files:N`
@@ -890,11 +913,19 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Fill(f) => w.fill(f, false),
-            Msg::Close { last, next, index } => {
+            Msg::Close {
+                last,
+                next,
+                index,
+                sessions,
+            } => {
                 w.fill(last, true);
                 // Only a plain file's front end builds one (never a stream's).
                 if let (Some(cur), Some(ix)) = (w.cur.as_mut(), index) {
                     cur.index = Some(ix);
+                }
+                if let Some(cur) = w.cur.as_mut() {
+                    cur.sessions = sessions;
                 }
                 w.close();
                 if let Some(path) = next {

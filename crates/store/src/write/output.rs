@@ -34,6 +34,9 @@ use corecap_linux::direct::AlignedBuf;
 
 use crate::sealed::{CHUNK_HEAD, TAG};
 use corecap_index::IndexBuilder;
+use corecap_wire::Link;
+
+use crate::session::{Session, SessionConfig, SessionStats, SessionTable};
 
 /// What a file sink's front end sends its disk writer.
 #[derive(Debug)]
@@ -46,7 +49,17 @@ pub(crate) enum Msg {
         last: Filled,
         next: Option<std::path::PathBuf>,
         index: Option<Box<corecap_index::IndexBuilder>>,
+        sessions: Option<Box<Sessions>>,
     },
+}
+
+/// A file segment's connections, for the sessions file beside it.
+#[derive(Debug)]
+pub(crate) struct Sessions {
+    /// The connections, in order of first packet.
+    pub(crate) records: Vec<Session>,
+    /// Their Community ID seed.
+    pub(crate) seed: u16,
 }
 
 /// Bytes formatted before a buffer is handed to the disk writer.
@@ -194,6 +207,8 @@ pub struct Output {
     backlog: Backlog,
     /// Buffers made so far while the disk was behind.
     grown: usize,
+    /// The current file's connections (see [`Output::keep_sessions`]).
+    sessions: Option<Box<SessionTable>>,
 }
 
 impl Output {
@@ -227,7 +242,36 @@ impl Output {
             index: (indexed && !sealed).then(|| Box::new(IndexBuilder::new())),
             backlog: Backlog::new(0),
             grown: 0,
+            sessions: None,
         }
+    }
+
+    /// Keeps one record per connection of each file, written beside it when it closes
+    /// ([`crate::session`]). The table is made here, once, with all its memory.
+    pub fn keep_sessions(&mut self, cfg: SessionConfig) {
+        self.sessions = Some(Box::new(SessionTable::new(cfg)));
+    }
+
+    /// Counts a packet just written into its connection (no allocation: a full table
+    /// counts what it cannot keep). `ts_ns` is the time as the file holds it, `frame` the
+    /// bytes it holds, `vlan` the tag the ring stripped.
+    #[inline]
+    pub fn add_session(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        frame: &[u8],
+        link: Link,
+        vlan: Option<u16>,
+    ) {
+        if let Some(t) = self.sessions.as_mut() {
+            t.add(ts_ns, wire_len, frame, link, vlan);
+        }
+    }
+
+    /// What the session table counted, over all files so far.
+    pub fn session_stats(&self) -> Option<SessionStats> {
+        self.sessions.as_ref().map(|t| t.stats())
     }
 
     /// Lets the front end make buffers from `backlog` while the disk is behind.
@@ -491,7 +535,20 @@ impl Output {
         if more && index.is_some() {
             self.index = Some(Box::new(IndexBuilder::new()));
         }
-        if self.to_disk.send(Msg::Close { last, next, index }).is_err() {
+        // The table is emptied for the next file; its records go with this one.
+        let sessions = self.sessions.as_mut().map(|t| {
+            Box::new(Sessions {
+                seed: t.config().seed,
+                records: t.finish(),
+            })
+        });
+        let close = Msg::Close {
+            last,
+            next,
+            index,
+            sessions,
+        };
+        if self.to_disk.send(close).is_err() {
             self.dead = true;
         }
         self.off = 0;
