@@ -894,9 +894,16 @@ pub(crate) struct DiskArgs {
     /// Write through the page cache instead of with direct I/O.
     #[arg(long)]
     pub(crate) no_direct: bool,
-    /// Write no index beside the files (queries then scan them).
+    /// Write no index beside the files (queries then scan them, and no sessions are kept).
     #[arg(long)]
     pub(crate) no_index: bool,
+    /// Keep no sessions file beside the files (one record per connection, with its
+    /// Community ID and the names of its first packets: see `corecap flows`).
+    #[arg(long)]
+    pub(crate) no_sessions: bool,
+    /// The seed of the sessions' Community IDs, as Zeek's, Suricata's and Arkime's seed.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub(crate) community_id_seed: u16,
     /// Memory that holds packets while the disk is behind (a stall, other writers), over all
     /// the files being written: seconds of the fastest input's line rate (2, 0.5s) or a
     /// size (512M, 2G). It is taken only while the disk is behind. [default: 1 s of the

@@ -11,12 +11,13 @@ use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
-use corecap_engine::sink::output::Backlog;
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_manager::manager::Config as ManagerConfig;
 use corecap_manager::spool::Spool;
 use corecap_store::sealed::KeyFile;
+use corecap_store::session::SessionConfig;
+use corecap_store::write::output::Backlog;
 
 use corecap_manager::api::{Mode, OutputKind, StartRequest};
 
@@ -368,7 +369,7 @@ const BACKLOG_SECONDS: f64 = 1.0;
 /// fastest live input's line rate (as the rings are sized), or a size; at least the least
 /// backlog of a sink, at most a quarter of the available memory.
 pub(crate) fn disk_backlog(given: Option<&str>, inputs: &[Input]) -> Result<u64> {
-    use corecap_engine::sink::output::DEFAULT_BACKLOG;
+    use corecap_store::write::output::DEFAULT_BACKLOG;
     let speed = line_rate_mbps(inputs);
     let seconds = |t: &str| -> Option<f64> {
         let t = t.strip_suffix('s').unwrap_or(t);
@@ -685,6 +686,15 @@ pub(crate) fn check_print_flags(p: &PrintArgs, printing: bool, instead: &str) ->
     Ok(())
 }
 
+/// The sessions kept beside each file, in a table of `size` (none with `--no-sessions`, or
+/// with `--no-index`: a sessions file is tied to the bytes the index covers).
+fn sessions(d: &crate::args::DiskArgs, size: SessionConfig) -> Option<SessionConfig> {
+    (!d.no_sessions && !d.no_index).then_some(SessionConfig {
+        seed: d.community_id_seed,
+        ..size
+    })
+}
+
 /// The output of a capture that prints: its packets merged in time order, as pcapng, into
 /// the printer's pipe at `path`, handed over as they come.
 pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
@@ -697,6 +707,7 @@ pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
         direct: false,
         retention: None,
         index: false,
+        sessions: None,
         owner: None,
         flush: Some(Duration::ZERO),
         // A pipe to the printer, which reads as fast as it prints: the least backlog.
@@ -741,6 +752,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         seal: seal(a)?,
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
+        sessions: sessions(&a.disk, SessionConfig::default()),
         flush: flush_interval(&a.disk)?,
         owner: a
             .user
@@ -760,7 +772,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
     if o.path.as_os_str() == "-" && rotating {
         bail!("-b cannot rotate standard output");
     }
-    if !corecap_engine::sink::disk::is_fifo(&o.path) && o.path.as_os_str() != "-" {
+    if !corecap_store::write::disk::is_fifo(&o.path) && o.path.as_os_str() != "-" {
         if let Some(why) = corecap_index::capture_name_error(&o.path) {
             bail!("-w {why}");
         }
@@ -967,6 +979,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
+        sessions: sessions(&a.disk, SessionConfig::on_demand()),
         flush: flush_interval(&a.disk)?,
         retention,
         ipfix_collectors: ipfix_collectors(&a.ipfix_collector, a.ipfix_biflow)?,
@@ -1008,6 +1021,7 @@ fn recording(
         seal: None,
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
+        sessions: sessions(&a.disk, SessionConfig::default()),
         flush: flush_interval(&a.disk)?,
         owner: run_as.clone(),
         retention: retention.clone(),

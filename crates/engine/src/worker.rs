@@ -10,11 +10,11 @@ use corecap_linux::{error_chain, filter, RingPacket, RxRing};
 use crate::packet::Packet;
 use crate::sink::file::FileSink;
 use crate::sink::merge::MergeHandle;
-use crate::sink::output::Refused;
 use crate::source::afpacket::{self, LiveSpec};
 use crate::source::replay::{self, FileSpec};
 use crate::source::ring_order::{self, RingOrder};
 use crate::stats::ledger::{Snapshot, WorkerCounters};
+use corecap_store::write::output::Refused;
 
 /// What a worker reads.
 #[derive(Debug)]

@@ -397,14 +397,27 @@ pub struct Done {
 
 /// Writes in flight through io_uring, or synchronous `pwrite` where io_uring is not
 /// available (disabled by sysctl, or a seccomp profile).
+///
+/// A disk that completes none of the writes in flight for [`STALL_LIMIT`] (a dead device, a
+/// filesystem wedged in the kernel) does not hang its writer: `reap` gives those writes up
+/// with an error, their buffers are leaked (the kernel may still read them), and their slots
+/// stay out of use until their completions come.
 pub struct WriteRing {
     ring: Option<IoUring>,
     /// In-flight writes by slot; a slot's buffer is owned here until its completion.
     slots: Vec<Option<(u64, AlignedBuf, usize, u64)>>,
+    /// Slots of writes given up as stalled whose completions have not come yet.
+    lost: Vec<bool>,
     /// Completed synchronous writes, returned by the next reap.
     ready: Vec<Done>,
     in_flight: usize,
+    stall: std::time::Duration,
 }
+
+/// How long the writes in flight may all go without a completion before they are given up:
+/// the kernel's own hung-task warning time. A disk shared with heavy writers took over 20 s
+/// to flush here, and giving up on a slow but live disk would lose what waiting keeps.
+pub const STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl std::fmt::Debug for WriteRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -430,9 +443,16 @@ impl WriteRing {
         Self {
             ring,
             slots: (0..depth).map(|_| None).collect(),
+            lost: vec![false; depth as usize],
             ready: Vec::new(),
             in_flight: 0,
+            stall: STALL_LIMIT,
         }
+    }
+
+    /// Sets how long writes in flight may go without any completion (default [`STALL_LIMIT`]).
+    pub fn set_stall_limit(&mut self, stall: std::time::Duration) {
+        self.stall = stall;
     }
 
     /// Whether writes go through io_uring.
@@ -447,7 +467,7 @@ impl WriteRing {
 
     /// Whether another write can be submitted.
     pub fn has_room(&self) -> bool {
-        self.in_flight() < self.slots.len()
+        self.in_flight() + self.lost.iter().filter(|l| **l).count() < self.slots.len()
     }
 
     /// Writes `buf[..len]` at `offset` of `file`. The file must stay open until the write
@@ -475,7 +495,9 @@ impl WriteRing {
             });
             return Ok(());
         };
-        let Some(slot) = self.slots.iter().position(Option::is_none) else {
+        let lost = &self.lost;
+        let Some(slot) = (0..self.slots.len()).find(|&i| self.slots[i].is_none() && !lost[i])
+        else {
             return Err(buf);
         };
         let ptr = buf.bytes().as_ptr();
@@ -488,7 +510,7 @@ impl WriteRing {
         self.slots[slot] = Some((tag, buf, len, offset));
         // SAFETY: the entry points at `len` bytes of the buffer now held in `slots[slot]`,
         // which is released only in `reap` after this entry's completion (or never, if the
-        // ring is dropped with it in flight: see Drop).
+        // write is given up as stalled or the ring is dropped with it in flight).
         let pushed = unsafe { ring.submission().push(&entry) }.is_ok();
         if !pushed || ring.submit().is_err() {
             let (_, buf, ..) = self.slots[slot].take().expect("slot just filled");
@@ -513,13 +535,20 @@ impl WriteRing {
         let Some(ring) = self.ring.as_mut() else {
             return Ok(());
         };
+        let mut since = std::time::Instant::now();
         loop {
             for cqe in ring.completion() {
                 let slot = cqe.user_data() as usize;
+                if let Some(l) = self.lost.get_mut(slot).filter(|l| **l) {
+                    // A write given up as stalled has ended: its slot is free again.
+                    *l = false;
+                    continue;
+                }
                 let Some((tag, buf, len, offset)) = self.slots.get_mut(slot).and_then(Option::take)
                 else {
                     continue;
                 };
+                since = std::time::Instant::now();
                 self.in_flight -= 1;
                 got += 1;
                 let r = cqe.result();
@@ -540,12 +569,44 @@ impl WriteRing {
             if got >= want {
                 return Ok(());
             }
-            match ring.submit_and_wait(1) {
+            if since.elapsed() >= self.stall {
+                return Err(self.give_up());
+            }
+            // Waits a second at most, so a stall is seen; kernels before 5.11 have no
+            // timed wait (EINVAL) and wait as long as it takes.
+            let ts = types::Timespec::new().sec(1);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            match ring.submitter().submit_with_args(1, &args) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ETIME)) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => match ring.submit_and_wait(1) {
+                    Ok(_) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                    Err(e) => return Err(e),
+                },
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Gives up the writes in flight: their buffers are leaked, since the kernel may still
+    /// read them, and their slots wait for their completions before they are used again.
+    fn give_up(&mut self) -> io::Error {
+        let n = self.in_flight;
+        for (slot, lost) in self.slots.iter_mut().zip(self.lost.iter_mut()) {
+            if let Some(b) = slot.take() {
+                std::mem::forget(b);
+                *lost = true;
+            }
+        }
+        self.in_flight = 0;
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the disk completed none of {n} writes in {} s; they are given up",
+                self.stall.as_secs_f64()
+            ),
+        )
     }
 }
 
@@ -659,6 +720,65 @@ mod tests {
         drop(f);
         assert!(is_abandoned(&p), "abandoned once closed");
         std::fs::remove_file(&p).unwrap();
+    }
+
+    /// A write that never completes (into a full pipe nobody reads) is given up after the
+    /// stall limit, not waited for; its slot is used again only once its completion comes.
+    #[test]
+    fn test_a_stalled_write_is_given_up_not_waited_for() {
+        use std::io::{Read, Write};
+        let mut ring = WriteRing::new(2, true);
+        if !ring.is_uring() {
+            eprintln!("skipped: io_uring is not available here");
+            return;
+        }
+        ring.set_stall_limit(std::time::Duration::from_millis(1500));
+        let (mut rd, wr) = std::io::pipe().unwrap();
+        let wr = File::from(std::os::fd::OwnedFd::from(wr));
+        // Fill the pipe so that the next write blocks.
+        // SAFETY: F_SETFL on a descriptor this test owns.
+        unsafe {
+            let fl = libc::fcntl(wr.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(wr.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        let mut filled = 0usize;
+        while let Ok(n) = (&wr).write(&[7u8; 4096]) {
+            filled += n;
+        }
+        // SAFETY: as above.
+        unsafe {
+            let fl = libc::fcntl(wr.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(wr.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+        let mut buf = AlignedBuf::new(4096, 4096);
+        buf.bytes_mut().fill(1);
+        ring.submit(&wr, buf, 4096, 0, 9).unwrap();
+        let mut out = Vec::new();
+        let t = std::time::Instant::now();
+        let e = ring.reap(1, &mut out).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(t.elapsed() >= std::time::Duration::from_millis(1500));
+        assert!(out.is_empty());
+        assert_eq!(ring.in_flight(), 0);
+        // One slot of two is out of use until the given-up write ends.
+        let spare = AlignedBuf::new(4096, 4096);
+        assert!(ring.has_room());
+        ring.submit(&wr, spare, 4096, 0, 10).unwrap();
+        assert!(!ring.has_room(), "the lost slot must not be reused");
+        // Reading the pipe lets both writes end; the given-up one frees its slot silently.
+        let mut sink = vec![0u8; filled + 8192];
+        let mut got = 0;
+        while got < filled + 8192 {
+            got += rd.read(&mut sink[got..]).unwrap();
+        }
+        ring.reap(1, &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].tag, 10);
+        assert_eq!(out[0].result.as_ref().unwrap(), &4096);
+        while !ring.has_room() {
+            ring.reap(0, &mut out).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     #[test]

@@ -78,6 +78,9 @@ pub struct Config {
     pub direct: bool,
     /// Write each capture file's index beside it.
     pub index: bool,
+    /// Sessions kept beside each on-demand capture's file (a small table: captures are
+    /// many); None: no sessions file.
+    pub sessions: Option<corecap_store::session::SessionConfig>,
     /// Packets older than this are on disk (`--flush-interval`).
     pub flush: Option<Duration>,
     /// Keep the newest whole capture files under a byte budget (`serve --retain`).
@@ -111,6 +114,7 @@ impl Config {
             spare_idle: Duration::from_secs(1),
             direct: true,
             index: true,
+            sessions: Some(corecap_store::session::SessionConfig::on_demand()),
             flush: Some(Duration::from_secs(1)),
             retention: None,
             ipfix_collectors: Vec::new(),
@@ -1047,6 +1051,7 @@ impl Manager {
                 direct: self.cfg.direct,
                 retention: self.cfg.retention.clone(),
                 index: self.cfg.index,
+                sessions: self.cfg.sessions,
                 owner: None,
                 flush: self.cfg.flush,
                 // An on-demand capture is one of many: the least backlog of a sink.

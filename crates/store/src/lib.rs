@@ -5,12 +5,20 @@
 //! The engine's disk writers use it to write; the CLI and the daemon use it to read. It
 //! imports nothing of the engine, which keeps the data path.
 //!
-//! - [`names`]: the files of a capture and their names.
-//! - [`sealed`]: the encrypted file format (AES-256-GCM chunks).
-//! - [`sidecar`]: writing a file's index beside it.
-//! - [`retention`]: whole files kept under a byte budget.
-//! - [`recover`]: a killed writer's parts made whole files, never deleted.
-//! - [`lock`]: one live writer per capture name and per spool.
+//! Its folders follow a recording's life:
+//!
+//! - [`write`]: packets formatted into buffers ([`write::output`]) and put on disk by one
+//!   thread per file ([`write::disk`]), then the file's index ([`sidecar`]), its sessions and
+//!   its catalog entry ([`catalog_update`]); [`write::index_file`] indexes a file after the
+//!   fact.
+//! - [`session`]: one record per connection of a file segment, with its Community ID and
+//!   the names of its first packets, and the sessions file beside the capture file.
+//! - [`format`]: the files of a capture and their names ([`names`]), and the encrypted file
+//!   format ([`sealed`], AES-256-GCM chunks).
+//! - [`keep`]: whole files kept under a budget ([`retention`]), a killed writer's parts made
+//!   whole files, never deleted ([`recover`]), one live writer per name ([`lock`]).
+//! - [`read`]: what a file holds ([`sniff`]), and filtered, time-ordered reads over many
+//!   files, pruned by their indexes ([`query`]).
 //! - [`Catalog`]: one small SQLite database per recording folder (`.corecap-catalog`),
 //!   naming every capture file with its state (being written, whole, recovered), its time
 //!   range, packet and byte counts and its index's bytes, so a query over a window opens
@@ -19,10 +27,6 @@
 //!   updates (a full disk) is brought up to date from them
 //!   ([`catalog_update::refresh`]). It is an accelerator: a catalog that cannot be written
 //!   or read costs a note, never a packet or an answer.
-//! - [`session`]: one record per connection of a file segment, with its Community ID and
-//!   the names of its first packets, and the sessions file beside the capture file.
-//! - [`sniff`]: what a file holds, from its first bytes.
-//! - [`query`]: filtered, time-ordered reads over many files, pruned by their indexes.
 //!
 //! SQLite (through `rusqlite`, built in) rather than a format of our own: several disk
 //! writers update one folder's catalog at once, readers query it while they do, and a
@@ -34,15 +38,15 @@
 #![deny(missing_docs)]
 
 mod catalog;
-pub mod catalog_update;
-pub mod lock;
-pub mod names;
-pub mod query;
-pub mod recover;
-pub mod retention;
-pub mod sealed;
+pub mod format;
+pub mod keep;
+pub mod read;
 pub mod session;
-pub mod sidecar;
-pub mod sniff;
+pub mod write;
 
 pub use catalog::{discard as discard_catalog, Catalog, Entry, Error, State, CATALOG};
+// The paths other crates use: the folders above are the layout, these are the API.
+pub use format::{names, sealed};
+pub use keep::{lock, recover, retention};
+pub use read::{query, sniff};
+pub use write::{catalog_update, sidecar};

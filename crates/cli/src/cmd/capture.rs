@@ -68,7 +68,7 @@ fn check_writable_by(
     let Some(out) = out.filter(|p| p.as_os_str() != "-") else {
         return Ok(());
     };
-    if corecap_engine::sink::disk::is_fifo(out) {
+    if corecap_store::write::disk::is_fifo(out) {
         return Ok(());
     }
     let dir = match out.parent() {

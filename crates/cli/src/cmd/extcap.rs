@@ -192,7 +192,7 @@ fn wait_reader(fifo: &Path, stop: &AtomicBool) -> Result<Option<std::fs::File>> 
 fn capture(a: &ExtcapArgs) -> Result<i32> {
     let spec = interface(a.extcap_interface.as_deref())?;
     let fifo = a.fifo.as_deref().context("--capture needs --fifo PATH")?;
-    if !corecap_engine::sink::disk::is_fifo(fifo) {
+    if !corecap_store::write::disk::is_fifo(fifo) {
         bail!("--fifo {}: not a FIFO", fifo.display());
     }
     let mut argv: Vec<String> = [

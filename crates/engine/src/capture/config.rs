@@ -118,7 +118,9 @@ pub struct OutputConfig {
     pub flush: Option<Duration>,
     /// Bytes of packets each file sink may hold while its disk is behind
     /// (`--disk-backlog`).
-    pub backlog: crate::sink::output::Backlog,
+    pub backlog: corecap_store::write::output::Backlog,
+    /// Sessions kept beside each file, and their table's size (`--no-sessions`: None).
+    pub sessions: Option<corecap_store::session::SessionConfig>,
 }
 
 impl OutputConfig {
@@ -143,6 +145,7 @@ impl OutputConfig {
             owner: self.owner.clone(),
             flush: self.flush,
             backlog: self.backlog.clone(),
+            sessions: self.sessions.filter(|_| self.index),
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

@@ -657,6 +657,7 @@ mod tests {
             owner: None,
             flush: None,
             backlog: Default::default(),
+            sessions: None,
         })
     }
 

@@ -131,7 +131,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
 /// output, a FIFO, or a folder that is not there (opening the output then says so).
 fn claim_output(o: &OutputConfig) -> Result<Option<corecap_store::lock::WriterLock>, CaptureError> {
     let dir = corecap_store::names::dir_of(&o.path);
-    if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) || !dir.is_dir() {
+    if o.path.as_os_str() == "-" || corecap_store::write::disk::is_fifo(&o.path) || !dir.is_dir() {
         return Ok(None);
     }
     corecap_store::lock::WriterLock::capture(&o.path)
@@ -146,7 +146,7 @@ fn prepare_output(
     o: &OutputConfig,
     notes: &mut Vec<String>,
 ) -> Result<Vec<corecap_store::recover::Recovered>, CaptureError> {
-    if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) {
+    if o.path.as_os_str() == "-" || corecap_store::write::disk::is_fifo(&o.path) {
         return Ok(Vec::new());
     }
     let dir = corecap_store::names::dir_of(&o.path).to_owned();
@@ -170,7 +170,7 @@ fn trim_earlier_runs(o: &OutputConfig) -> Vec<String> {
     let Some(ret) = &o.retention else {
         return Vec::new();
     };
-    if o.path.as_os_str() == "-" || crate::sink::disk::is_fifo(&o.path) {
+    if o.path.as_os_str() == "-" || corecap_store::write::disk::is_fifo(&o.path) {
         return Vec::new();
     }
     let found = corecap_store::retention::on_disk(&o.path);

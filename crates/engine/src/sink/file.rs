@@ -10,18 +10,17 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use corecap_wire::pcap::PcapWriter;
 use corecap_wire::pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
 
-use super::disk::{Disk, DiskConfig, DiskReport, Stream};
-use super::output::{Output, Refused, Written};
 use crate::packet::Packet;
 use corecap_store::names::{next_rotation, rotated_path};
 use corecap_store::retention::Retention;
+use corecap_store::write::disk::{Disk, DiskConfig, DiskReport, Stream};
+use corecap_store::write::output::{Output, Refused, Written};
 
 /// File format of a capture file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +87,10 @@ pub struct FileConfig {
     /// What this sink, with the capture's other sinks, may hold while its disk is behind
     /// (`--disk-backlog`): buffers beyond the first few are made only when the disk falls
     /// behind.
-    pub backlog: super::output::Backlog,
+    pub backlog: corecap_store::write::output::Backlog,
+    /// Keep one record per connection of each file beside it (`.sessions`), in a table of
+    /// this size; None: no sessions file.
+    pub sessions: Option<corecap_store::session::SessionConfig>,
 }
 
 /// What the index is told of a packet written for one interface, worked out once (see
@@ -259,7 +261,7 @@ pub struct FileSink {
 impl FileSink {
     /// Creates the first file (under its hidden name) and starts the disk writer.
     pub fn create(cfg: FileConfig) -> io::Result<Self> {
-        let stream = cfg.path == Path::new("-") || super::disk::is_fifo(&cfg.path);
+        let stream = cfg.path == Path::new("-") || corecap_store::write::disk::is_fifo(&cfg.path);
         let seq = if cfg.rotation.active() && !stream {
             next_rotation(&cfg.path)?
         } else {
@@ -312,7 +314,7 @@ impl FileSink {
         } else if stream {
             (Err(Stream::fifo(&path)?), 1)
         } else {
-            let f = super::disk::open_part(&path, disk_cfg.direct_io())?;
+            let f = corecap_store::write::disk::open_part(&path, disk_cfg.direct_io())?;
             if let Some(who) = &cfg.owner {
                 corecap_linux::privilege::chown_fd(f.file(), who).map_err(|e| {
                     io::Error::other(format!(
@@ -325,17 +327,18 @@ impl FileSink {
             let a = f.align();
             (Ok((f, path)), a)
         };
-        let (disk, front, free) =
-            Disk::start(disk_cfg, first, align, super::disk::BUFFERS_AT_START)?;
-        let mut out = Output::new(
-            disk.tx.clone(),
-            free,
-            front,
+        let (disk, mut out) = Disk::start(
+            disk_cfg,
+            first,
             align,
+            corecap_store::write::disk::BUFFERS_AT_START,
             cfg.seal.is_some(),
             cfg.index && !stream,
-        );
+        )?;
         out.may_grow(cfg.backlog.clone());
+        if let (Some(s), false) = (cfg.sessions, stream) {
+            out.keep_sessions(s);
+        }
         let writer = Writer::start(&cfg, out)?;
         let n = cfg.interfaces.len();
         let told = Told::for_config(&cfg, cfg.index && !stream);
@@ -413,11 +416,7 @@ impl FileSink {
         let Some(w) = self.writer.as_mut() else {
             return Err(Refused::Failed);
         };
-        if self
-            .disk
-            .as_ref()
-            .is_some_and(|d| d.failed.load(Ordering::Relaxed))
-        {
+        if self.disk.as_ref().is_some_and(Disk::failed) {
             return Err(Refused::Failed);
         }
         w.out().ready()?;
@@ -460,6 +459,12 @@ impl FileSink {
             Some(written) => w.out().end_packet(&written)?,
             None => w.out().end_block(true)?,
         }
+        if let Some(t) = self.told.get(p.iface as usize) {
+            // Its connection, at the time and with the bytes the file holds.
+            let frame = &p.data[..p.data.len().min(t.keep)];
+            let ts = p.ts_ns / t.tick * t.tick;
+            w.out().add_session(ts, p.wire_len, frame, p.link, p.vlan);
+        }
         if self.first_ts.is_none() && rot.duration.is_some() {
             // Once a file: the clock its duration is counted on.
             self.first_at = Some(std::time::Instant::now());
@@ -474,9 +479,7 @@ impl FileSink {
 
     /// Whether writing failed (the capture should stop).
     pub fn failed(&self) -> bool {
-        self.disk
-            .as_ref()
-            .is_none_or(|d| d.failed.load(Ordering::Relaxed))
+        self.disk.as_ref().is_none_or(Disk::failed)
     }
 
     /// Files begun so far: the first, then one per rotation (kept or since deleted).
@@ -533,9 +536,11 @@ impl FileSink {
     pub fn finish(mut self, stats: &[(u64, u64)]) -> Finished {
         self.write_isbs(stats);
         let mut grown = 0;
+        let mut sessions = None;
         if let Some(w) = self.writer.take() {
             let mut out = w.into_out();
             grown = out.give_back();
+            sessions = out.session_stats();
             out.close_file(None);
         }
         let mut report = match self.disk.take() {
@@ -543,13 +548,22 @@ impl FileSink {
             None => DiskReport::default(),
         };
         if grown > 0 {
-            let took = grown * super::output::BUFFER_CAPACITY;
+            let took = grown * corecap_store::write::output::BUFFER_CAPACITY;
             report.notes.push(format!(
                 "the disk fell behind {}: it took {} MiB of the {} MiB backlog \
                  (--disk-backlog) to hold packets for it",
                 self.cfg.path.display(),
                 took >> 20,
                 self.cfg.backlog.bytes() >> 20
+            ));
+        }
+        if let Some(s) = sessions.filter(|s| s.sessions_dropped > 0) {
+            report.notes.push(format!(
+                "sessions of {}: {} packets belonged to connections past the table's {} \
+                 (sessions_dropped); the packets are all written",
+                self.cfg.path.display(),
+                s.sessions_dropped,
+                self.cfg.sessions.map_or(0, |c| c.capacity)
             ));
         }
         Finished {
@@ -564,6 +578,7 @@ impl FileSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     /// A pcapng (or pcap) file at `path` of one Ethernet interface: no rotation, direct I/O,
     /// indexed, no flush timer.
@@ -581,6 +596,7 @@ mod tests {
             owner: None,
             flush: None,
             backlog: Default::default(),
+            sessions: Some(corecap_store::session::SessionConfig::on_demand()),
         }
     }
 

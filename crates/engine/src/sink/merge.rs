@@ -20,9 +20,9 @@ use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
 use super::file::FileSink;
-use super::output::Refused;
 use crate::packet::Packet;
 use crate::stage::pipe;
+use corecap_store::write::output::Refused;
 
 /// Packets of one worker on their way to the merge thread.
 #[derive(Debug, Default)]

@@ -121,8 +121,8 @@ pub fn recover_dir(dir: &Path, kek: Option<&Arc<KeyFile>>) -> io::Result<Recover
         let Some(name) = own_name(&part) else {
             continue;
         };
-        if corecap_index::is_sidecar(Path::new(&name)) {
-            // An index's temporary file: the index is rebuilt from the data.
+        if crate::names::is_beside(Path::new(&name)) {
+            // An index's or sessions file's temporary file: rebuilt from the data.
             let _ = fs::remove_file(&part);
             continue;
         }
@@ -272,7 +272,7 @@ fn recover_part(part: &Path, path: &Path, kek: Option<&Arc<KeyFile>>) -> io::Res
     corecap_linux::direct::sync_parent(&new)?;
     let sealed = whole.sealed;
     let indexed = (!sealed || kek.is_some())
-        && crate::query::build_index(&new, kek).is_ok_and(|r| r.not_indexed.is_none());
+        && crate::write::index_file::build_index(&new, kek).is_ok_and(|r| r.not_indexed.is_none());
     if !indexed {
         // Indexing records the file in the folder's catalog; without an index, this does.
         if let Some(e) = crate::catalog_update::entry_from_index(&new, crate::State::Recovered) {

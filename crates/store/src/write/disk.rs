@@ -27,12 +27,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
+use corecap_index::Identity;
 use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
-use super::output::{Filled, Msg, BUFFER_BYTES, BUFFER_CAPACITY};
-use corecap_store::names::{index_path, part_path, remove_with_index};
-use corecap_store::retention::Retention;
-use corecap_store::sealed::{SealConfig, Sealer, CHUNK_HEAD};
+use super::output::{Filled, Msg, Output, Sessions, BUFFER_BYTES, BUFFER_CAPACITY};
+use crate::names::{index_path, part_path, remove_with_index};
+use crate::retention::Retention;
+use crate::sealed::{SealConfig, Sealer, CHUNK_HEAD};
 
 /// Writes in flight per file.
 const DEPTH: u32 = 8;
@@ -96,7 +97,7 @@ enum Target {
 }
 
 /// A stream that a capture is written to in order: standard output, or a FIFO.
-pub(crate) struct Stream {
+pub struct Stream {
     out: Box<dyn Write + Send>,
     /// What errors call it: "standard output", or the FIFO's path.
     name: String,
@@ -110,7 +111,7 @@ impl std::fmt::Debug for Stream {
 
 impl Stream {
     /// Standard output.
-    pub(crate) fn stdout() -> Self {
+    pub fn stdout() -> Self {
         Self {
             out: Box::new(io::stdout()),
             name: "standard output".into(),
@@ -119,7 +120,7 @@ impl Stream {
 
     /// Opens an existing FIFO for writing; like any writer of a FIFO, this waits until it
     /// has a reader.
-    pub(crate) fn fifo(path: &Path) -> io::Result<Self> {
+    pub fn fifo(path: &Path) -> io::Result<Self> {
         let f = fs::OpenOptions::new().write(true).open(path).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
         })?;
@@ -139,7 +140,7 @@ pub fn is_fifo(path: &Path) -> bool {
 /// Opens a new capture file under its hidden name. One left by a writer that crashed is
 /// recovered first (never deleted, see [`super::recover`]); one that another writer holds
 /// is an error.
-pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
+pub fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
     let part = part_path(path);
     match DirectFile::create(&part, direct, 0o640) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -149,7 +150,7 @@ pub(crate) fn open_part(path: &Path, direct: bool) -> io::Result<DirectFile> {
                     format!("another capture is writing it ({} exists)", part.display()),
                 ));
             }
-            corecap_store::recover::recover_dir(corecap_store::names::dir_of(&part), None)?;
+            crate::recover::recover_dir(crate::names::dir_of(&part), None)?;
             DirectFile::create(&part, direct, 0o640)
         }
         r => r,
@@ -185,6 +186,8 @@ struct Current {
     /// The sidecar index, one region per buffer (files only): built here for a sealed file,
     /// by the front end for a plain one (it comes with the file's last buffer).
     index: Option<Box<corecap_index::IndexBuilder>>,
+    /// The file's connections, from the front end with its last buffer.
+    sessions: Option<Box<Sessions>>,
     failed: bool,
 }
 
@@ -242,6 +245,7 @@ impl DiskWriter {
             sealer: None,
             stage: None,
             index: None,
+            sessions: None,
             failed: false,
         };
         if self.cfg.index && self.cfg.seal.is_some() && matches!(cur.target, Target::File { .. }) {
@@ -309,7 +313,7 @@ impl DiskWriter {
         // Indexed before sealing, by the chunk's place in the file.
         if let Some(ix) = cur.index.as_mut() {
             let start = cur.end + cur.stage.as_ref().map_or(0, |s| s.1) as u64;
-            let len = (CHUNK_HEAD + data + corecap_store::sealed::TAG) as u64;
+            let len = (CHUNK_HEAD + data + crate::sealed::TAG) as u64;
             ix.add_region(start..start + len, &f.buf.bytes()[CHUNK_HEAD..f.blocks.end]);
         }
         let Some(sealer) = cur.sealer.as_mut() else {
@@ -413,16 +417,21 @@ impl DiskWriter {
         }
         if overlaps {
             // Writes in flight may land in any order: the one that this rewrites goes first.
-            while self.ring.in_flight() > 0 {
-                let n = self.ring.in_flight();
-                self.reap(n);
-            }
+            self.drain();
         }
         let Some(cur) = self.cur.as_mut() else { return };
-        let Target::File { file, .. } = &cur.target else {
+        let Target::File { file: _, .. } = &cur.target else {
             return;
         };
         if cur.reserved != u64::MAX && off + wlen as u64 > cur.reserved {
+            // fallocate waits for the file's direct writes in flight (inode_dio_wait),
+            // whose completions this thread reaps: reserving with writes in flight hung
+            // writers on ext4 under load. So the writes in flight end first.
+            self.drain();
+            let Some(cur) = self.cur.as_mut() else { return };
+            let Target::File { file, .. } = &cur.target else {
+                return;
+            };
             let end = off + wlen as u64;
             let want = end + end.clamp(RESERVE_MIN, RESERVE_MAX);
             cur.reserved = match file.reserve(want) {
@@ -448,6 +457,14 @@ impl DiskWriter {
             self.complete();
         }
         self.reap(0);
+    }
+
+    /// Waits for every write in flight (or for the ring to give them up as stalled).
+    fn drain(&mut self) {
+        while self.ring.in_flight() > 0 {
+            let n = self.ring.in_flight();
+            self.reap(n);
+        }
     }
 
     /// Takes finished writes: recycles buffers, advances the durable prefix, notes errors.
@@ -604,10 +621,7 @@ impl DiskWriter {
         if self.cur.as_ref().is_some_and(|c| c.stage.is_some()) {
             self.flush_stage(true);
         }
-        while self.ring.in_flight() > 0 {
-            let n = self.ring.in_flight();
-            self.reap(n);
-        }
+        self.drain();
         let Some(mut cur) = self.cur.take() else {
             return;
         };
@@ -627,7 +641,7 @@ impl DiskWriter {
             // The whole blocks of all that reached the disk, which may reach past the last
             // buffer's end that was whole (a full disk takes part of a buffer).
             if let Ok(Some((bytes, packets))) =
-                corecap_store::recover::whole_prefix_within(part, cur.durable)
+                crate::recover::whole_prefix_within(part, cur.durable)
             {
                 if bytes > cur.safe.0 {
                     cur.safe = (bytes, packets);
@@ -678,7 +692,7 @@ impl DiskWriter {
                 fs::File::open(&*part).and_then(|f| corecap_index::Identity::of_file(&f, covered));
             let written = id.and_then(|id| {
                 ix.set_identity(id);
-                corecap_store::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
+                crate::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
                     .map(|()| id)
             });
             match written {
@@ -692,6 +706,10 @@ impl DiskWriter {
                     .push(format!("no index for {}: {e}", path.display())),
             }
         }
+        // The sessions file too, tied to the same bytes as the index; none without them.
+        if let (Some(s), Some((covered, id))) = (cur.sessions.take(), identity) {
+            bytes += self.write_sessions(path, &s, covered, id);
+        }
         // Never over another file; then the directory is synced, so the name survives a
         // power cut (the index's name too, made just before).
         let named = corecap_linux::direct::rename_noreplace(part, path)
@@ -702,11 +720,11 @@ impl DiskWriter {
             });
             return;
         }
-        let entry = corecap_store::Entry {
+        let entry = crate::Entry {
             name: path
                 .file_name()
                 .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
-            state: corecap_store::State::Whole,
+            state: crate::State::Whole,
             time,
             packets,
             bytes: file.file().metadata().map_or(0, |m| m.len()),
@@ -717,18 +735,33 @@ impl DiskWriter {
         self.keep(&path, &entry, bytes);
     }
 
+    /// Writes the sessions file of `path` (sealed as the file is); returns its bytes, 0
+    /// when it could not be written (a note says why: a query still finds the packets).
+    fn write_sessions(&mut self, path: &Path, s: &Sessions, covered: u64, id: Identity) -> u64 {
+        let bytes = crate::session::format::encode(&s.records, s.seed, covered, Some(id));
+        match crate::session::format::write_sessions(path, &bytes, self.cfg.seal.as_ref()) {
+            Ok(()) => fs::metadata(crate::names::sessions_path(path)).map_or(0, |m| m.len()),
+            Err(e) => {
+                self.report
+                    .notes
+                    .push(format!("no sessions file for {}: {e}", path.display()));
+                0
+            }
+        }
+    }
+
     /// A file just named: recorded in its folder's catalog, then kept under `-b files:N`
     /// and the byte budget, which may delete the oldest.
-    fn keep(&mut self, path: &Path, entry: &corecap_store::Entry, bytes: u64) {
+    fn keep(&mut self, path: &Path, entry: &crate::Entry, bytes: u64) {
         // A catalog behind its files (this writer's first file, or one after a failed
         // update) is brought up to date from them first. The catalog is an accelerator:
         // one that cannot be written costs a note, and recording goes on.
-        let dir = corecap_store::names::dir_of(path);
+        let dir = crate::names::dir_of(path);
         let kept = if self.catalog_behind {
-            corecap_store::catalog_update::refresh(dir)
-                .and_then(|()| corecap_store::catalog_update::record(entry, dir))
+            crate::catalog_update::refresh(dir)
+                .and_then(|()| crate::catalog_update::record(entry, dir))
         } else {
-            corecap_store::catalog_update::record(entry, dir)
+            crate::catalog_update::record(entry, dir)
         };
         self.catalog_behind = kept.is_err();
         if let Err(e) = kept {
@@ -746,7 +779,7 @@ impl DiskWriter {
             while self.kept.len() > max.max(1) {
                 if let Some(old) = self.kept.pop_front() {
                     remove_with_index(&old);
-                    corecap_store::catalog_update::forget(std::slice::from_ref(&old));
+                    crate::catalog_update::forget(std::slice::from_ref(&old));
                     if let Some(r) = &self.cfg.retention {
                         r.forget(&old);
                     }
@@ -766,10 +799,7 @@ impl DiskWriter {
 impl DiskWriter {
     /// Removes the current file, which holds no packet.
     fn discard(&mut self) {
-        while self.ring.in_flight() > 0 {
-            let n = self.ring.in_flight();
-            self.reap(n);
-        }
+        self.drain();
         if let Some(Current {
             target: Target::File { part, .. },
             ..
@@ -802,7 +832,7 @@ fn cut_back(file: &mut DirectFile, safe: u64, header: &[u8]) -> io::Result<()> {
 
 /// A running disk writer.
 #[derive(Debug)]
-pub(crate) struct Disk {
+pub struct Disk {
     pub(crate) tx: Sender<Msg>,
     pub(crate) failed: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<DiskReport>,
@@ -810,14 +840,17 @@ pub(crate) struct Disk {
 
 impl Disk {
     /// Starts the disk writer of a file sink whose first file is `first` (a file under its
-    /// hidden name, or a stream) with `buffers` buffers. Returns it, the front end's first
-    /// buffer and the free list.
-    pub(crate) fn start(
+    /// hidden name, or a stream) with `buffers` buffers. Returns it and the front end that
+    /// formats packets into its buffers (`sealed`: chunks to encrypt; `indexed`: the index
+    /// built as blocks are formatted).
+    pub fn start(
         cfg: DiskConfig,
         first: Result<(DirectFile, PathBuf), Stream>,
         align: usize,
         buffers: usize,
-    ) -> io::Result<(Self, AlignedBuf, Receiver<AlignedBuf>)> {
+        sealed: bool,
+        indexed: bool,
+    ) -> io::Result<(Self, Output)> {
         let (tx, rx) = std::sync::mpsc::channel::<Msg>();
         let (free_tx, free_rx) = std::sync::mpsc::channel::<AlignedBuf>();
         let front = AlignedBuf::new(BUFFER_CAPACITY, align);
@@ -853,12 +886,19 @@ impl Disk {
         let handle = std::thread::Builder::new()
             .name("corecap-disk".into())
             .spawn(move || run(w, rx, direct))?;
-        Ok((Self { tx, failed, handle }, front, free_rx))
+        let out = Output::new(tx.clone(), free_rx, front, align, sealed, indexed);
+        Ok((Self { tx, failed, handle }, out))
+    }
+
+    /// Whether the writer failed (the disk refused a write; the capture should stop).
+    pub fn failed(&self) -> bool {
+        // Relaxed: a flag read on its own, set once by the writer thread.
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Waits for the disk writer to end (the front end has sent its last file's close and
     /// dropped its sender) and returns its report.
-    pub(crate) fn join(self) -> DiskReport {
+    pub fn join(self) -> DiskReport {
         drop(self.tx);
         self.handle.join().unwrap_or_else(|_| DiskReport {
             error: Some("the disk writer thread panicked".into()),
@@ -873,11 +913,19 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Fill(f) => w.fill(f, false),
-            Msg::Close { last, next, index } => {
+            Msg::Close {
+                last,
+                next,
+                index,
+                sessions,
+            } => {
                 w.fill(last, true);
                 // Only a plain file's front end builds one (never a stream's).
                 if let (Some(cur), Some(ix)) = (w.cur.as_mut(), index) {
                     cur.index = Some(ix);
+                }
+                if let Some(cur) = w.cur.as_mut() {
+                    cur.sessions = sessions;
                 }
                 w.close();
                 if let Some(path) = next {

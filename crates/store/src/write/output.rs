@@ -32,8 +32,11 @@ use std::sync::Arc;
 
 use corecap_linux::direct::AlignedBuf;
 
+use crate::sealed::{CHUNK_HEAD, TAG};
 use corecap_index::IndexBuilder;
-use corecap_store::sealed::{CHUNK_HEAD, TAG};
+use corecap_wire::Link;
+
+use crate::session::{Session, SessionConfig, SessionStats, SessionTable};
 
 /// What a file sink's front end sends its disk writer.
 #[derive(Debug)]
@@ -46,7 +49,17 @@ pub(crate) enum Msg {
         last: Filled,
         next: Option<std::path::PathBuf>,
         index: Option<Box<corecap_index::IndexBuilder>>,
+        sessions: Option<Box<Sessions>>,
     },
+}
+
+/// A file segment's connections, for the sessions file beside it.
+#[derive(Debug)]
+pub(crate) struct Sessions {
+    /// The connections, in order of first packet.
+    pub(crate) records: Vec<Session>,
+    /// Their Community ID seed.
+    pub(crate) seed: u16,
 }
 
 /// Bytes formatted before a buffer is handed to the disk writer.
@@ -96,7 +109,7 @@ impl Backlog {
     }
 
     /// Gives `n` buffers' worth back (a sink ended, or the kernel refused the memory).
-    pub(crate) fn give(&self, n: usize) {
+    pub fn give(&self, n: usize) {
         self.left.fetch_add(n, Ordering::Relaxed);
     }
 }
@@ -194,6 +207,8 @@ pub struct Output {
     backlog: Backlog,
     /// Buffers made so far while the disk was behind.
     grown: usize,
+    /// The current file's connections (see [`Output::keep_sessions`]).
+    sessions: Option<Box<SessionTable>>,
 }
 
 impl Output {
@@ -227,17 +242,46 @@ impl Output {
             index: (indexed && !sealed).then(|| Box::new(IndexBuilder::new())),
             backlog: Backlog::new(0),
             grown: 0,
+            sessions: None,
         }
     }
 
+    /// Keeps one record per connection of each file, written beside it when it closes
+    /// ([`crate::session`]). The table is made here, once, with all its memory.
+    pub fn keep_sessions(&mut self, cfg: SessionConfig) {
+        self.sessions = Some(Box::new(SessionTable::new(cfg)));
+    }
+
+    /// Counts a packet just written into its connection (no allocation: a full table
+    /// counts what it cannot keep). `ts_ns` is the time as the file holds it, `frame` the
+    /// bytes it holds, `vlan` the tag the ring stripped.
+    #[inline]
+    pub fn add_session(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        frame: &[u8],
+        link: Link,
+        vlan: Option<u16>,
+    ) {
+        if let Some(t) = self.sessions.as_mut() {
+            t.add(ts_ns, wire_len, frame, link, vlan);
+        }
+    }
+
+    /// What the session table counted, over all files so far.
+    pub fn session_stats(&self) -> Option<SessionStats> {
+        self.sessions.as_ref().map(|t| t.stats())
+    }
+
     /// Lets the front end make buffers from `backlog` while the disk is behind.
-    pub(crate) fn may_grow(&mut self, backlog: Backlog) {
+    pub fn may_grow(&mut self, backlog: Backlog) {
         self.backlog = backlog;
     }
 
     /// Buffers made while the disk was behind, beyond those of the start; given back to
     /// the backlog here, as the sink ends and its buffers go.
-    pub(crate) fn give_back(&mut self) -> usize {
+    pub fn give_back(&mut self) -> usize {
         self.backlog.give(self.grown);
         self.grown
     }
@@ -390,7 +434,7 @@ impl Output {
 
     /// Hands the buffer's whole blocks over now, if there are any and a free buffer is
     /// there to follow it (never waits). For streams, whose alignment is 1.
-    pub(crate) fn hand_over(&mut self) {
+    pub fn hand_over(&mut self) {
         if self.sealed || self.overflow || self.mark == self.start || self.len != self.mark {
             return;
         }
@@ -406,7 +450,7 @@ impl Output {
     /// stalled front end flushes once a buffer comes back). A plain file's writer writes
     /// them padded to the alignment, and the unaligned tail is written again, whole, with
     /// the next buffer. Returns whether it flushed.
-    pub(crate) fn flush(&mut self) -> bool {
+    pub fn flush(&mut self) -> bool {
         if !self.unflushed || self.overflow || self.len != self.mark || self.dead {
             return false;
         }
@@ -473,7 +517,7 @@ impl Output {
     /// to its exact length, writes its index and gives it its name. With `next`, the disk
     /// writer then starts that file, and blocks formatted from here on go into it. Waits
     /// for a free buffer only when `next` is None (the end of the capture).
-    pub(crate) fn close_file(&mut self, next: Option<std::path::PathBuf>) {
+    pub fn close_file(&mut self, next: Option<std::path::PathBuf>) {
         self.len = self.mark;
         let full = match (self.parked.take(), self.buf.take()) {
             (Some(p), Some(b)) => {
@@ -491,7 +535,20 @@ impl Output {
         if more && index.is_some() {
             self.index = Some(Box::new(IndexBuilder::new()));
         }
-        if self.to_disk.send(Msg::Close { last, next, index }).is_err() {
+        // The table is emptied for the next file; its records go with this one.
+        let sessions = self.sessions.as_mut().map(|t| {
+            Box::new(Sessions {
+                seed: t.config().seed,
+                records: t.finish(),
+            })
+        });
+        let close = Msg::Close {
+            last,
+            next,
+            index,
+            sessions,
+        };
+        if self.to_disk.send(close).is_err() {
             self.dead = true;
         }
         self.off = 0;

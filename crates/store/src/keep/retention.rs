@@ -247,8 +247,10 @@ fn scan(dir: &Path, skip: impl Fn(&str) -> Skip) -> OnDisk {
         let mtime_ns = u64::try_from(m.mtime()).unwrap_or(0) * 1_000_000_000
             + u64::try_from(m.mtime_nsec()).unwrap_or(0);
         let first = first_packet_ns(&path).unwrap_or(mtime_ns);
-        let index = std::fs::metadata(corecap_index::sidecar_path(&path)).map_or(0, |m| m.len());
-        files.push((first, path, m.len() + index));
+        let beside = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
+        let index = beside(corecap_index::sidecar_path(&path));
+        let sessions = beside(crate::names::sessions_path(&path));
+        files.push((first, path, m.len() + index + sessions));
     }
     files.sort();
     out.files = files.into_iter().map(|(t, p, b)| (p, b, t)).collect();

@@ -1,0 +1,5 @@
+//! Keeping a recording: [`retention`] deletes whole old files under a budget, [`recover`]
+//! makes whole what a killed writer left, and [`lock`] lets one live writer hold a name.
+pub mod lock;
+pub mod recover;
+pub mod retention;

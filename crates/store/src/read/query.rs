@@ -1,0 +1,312 @@
+//! Queries over recorded files: packets in a time window that pass a tcpdump filter, read
+//! from only the regions of each file that its index says can match.
+//!
+//! A query runs in three steps:
+//!
+//! 1. **Plan** ([`plan_file`]): for each file, its sidecar index (unsealed with the key for a
+//!    sealed capture) gives the regions; a region is read when its time range overlaps the
+//!    window and its sets can match the filter's [`Predicate`]. Adjacent regions merge into
+//!    one read. A file without an index, with a damaged or stale one, or whose interfaces are
+//!    defined after its header, is scanned whole. Bytes past the index's coverage (a file
+//!    indexed while cut short, then completed) are read too. A compressed file (gzip, zstd,
+//!    lz4: byte offsets of the file are no places in the capture) is never indexed and
+//!    always scanned, through its decoder.
+//! 2. **Read** (a file stream): each read is one `pread` of the byte range; a region not at
+//!    the start of the file is parsed after the file header kept in the index. For a sealed
+//!    file the range is whole chunks, decrypted one by one ([`ChunkOpener`]).
+//! 3. **Merge** ([`run`]): every packet read passes the compiled filter (the classic BPF
+//!    interpreter) and the window, so the answer is exact whatever the index says; files are
+//!    merged in timestamp order (a file opens when the merge reaches its first timestamp, so
+//!    a rotation directory keeps few files open), into one pcapng that keeps interface
+//!    names and descriptions, `epb_queue`, `epb_hash` and `epb_dropcount`.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use corecap_wire::{Epb, PcapngWriter};
+use serde::Serialize;
+
+use crate::names::is_part;
+
+use super::outcome::io_at;
+use super::plan::{pick, plan_scan, sealed_opener, usable_index, Catalogs};
+use super::stream::{announce, Ctx, FileStream, Held};
+// The query's API in one place: planning, the times users give, and the index built
+// after the fact, with the query itself.
+pub use super::outcome::{QueryError, QuerySpec, QueryStats};
+pub use super::plan::{expand_paths, file_kind, plan_file, FileKind, FilePlan, Pruning, Segment};
+pub use super::time::{parse_time, parse_time_in, time_zone, utc_text};
+pub use crate::write::index_file::{build_index, IndexReport};
+
+/// Runs a query: writes the matching packets, in timestamp order, as one pcapng to `out`.
+pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
+    let _leases = lease_folders(&spec.files);
+    let mut stats = QueryStats::default();
+    let mut plans = plan_all(spec, &mut stats)?;
+    plans.sort_by_key(|p| p.start_ts);
+    let out = PcapngWriter::new(out, "corecap query", &[]).map_err(QueryError::Output)?;
+    let mut ctx = Ctx {
+        filter: spec.filter.as_deref().filter(|f| !f.trim().is_empty()),
+        programs: HashMap::new(),
+        out,
+        out_ifs: HashMap::new(),
+        from: spec.from,
+        to: spec.to,
+        stats,
+        refused: None,
+        same_time: spec.once.then(|| (u64::MAX, Vec::new())),
+    };
+    // With no file to read, the filter is still checked (as tcpdump checks it for Ethernet);
+    // otherwise each file's link type checks it.
+    if plans.is_empty() {
+        ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET, false)?;
+    }
+    let planned = plans.len() as u64;
+    prefetch(&mut plans);
+    merge(plans, &mut ctx)?;
+    ctx.out.flush().map_err(QueryError::Output)?;
+    if ctx.stats.duplicates > 0 {
+        ctx.stats.notes.push(format!(
+            "{} packets held by two files (an on-demand capture's copy of the recording) given once",
+            ctx.stats.duplicates
+        ));
+    }
+    // A filter that applies to none of the files is an error, never an empty answer.
+    if let (Some(why), true) = (ctx.refused.take(), ctx.stats.files_refused == planned) {
+        return Err(QueryError::Filter(why));
+    }
+    Ok(ctx.stats)
+}
+
+/// Bytes of listed packets announced to the device before the first read, at most.
+pub(crate) const PREFETCH: u64 = 256 << 20;
+
+/// Announces the blocks of every file's listed packets to the device at once, so their
+/// reads are in flight together across files rather than file by file as each is opened;
+/// up to [`PREFETCH`] bytes. A file whose packets all fit is marked announced. A file that
+/// cannot be opened is left to its read, which reports it.
+pub(crate) fn prefetch(plans: &mut [FilePlan]) {
+    let mut budget = PREFETCH;
+    for plan in plans {
+        if !plan
+            .segments
+            .iter()
+            .any(|s| matches!(s, Segment::Packets(_)))
+        {
+            continue;
+        }
+        let Ok(f) = File::open(&plan.path) else {
+            continue;
+        };
+        corecap_linux::direct::advise_random(&f);
+        let mut all = true;
+        for seg in &plan.segments {
+            let Segment::Packets(spans) = seg else {
+                continue;
+            };
+            match announce(&f, spans, budget) {
+                Some(asked) => budget -= asked,
+                None => {
+                    all = false;
+                    budget = 0;
+                    break;
+                }
+            }
+        }
+        plan.announced = all;
+        if !all {
+            return;
+        }
+    }
+}
+
+/// Each folder's lease, to hold until the answer is written: retention deletes nothing
+/// there meanwhile (see `corecap_linux::direct::Lease`).
+pub(crate) fn lease_folders(files: &[PathBuf]) -> Vec<corecap_linux::direct::Lease> {
+    let mut dirs: Vec<&Path> = files.iter().map(|f| crate::names::dir_of(f)).collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs.into_iter()
+        .filter_map(|d| corecap_linux::direct::Lease::shared(d).ok())
+        .collect()
+}
+
+/// Plans the reads of every file of `spec` (those with something to read), counting
+/// each in `stats`.
+pub(crate) fn plan_all(
+    spec: &QuerySpec,
+    stats: &mut QueryStats,
+) -> Result<Vec<FilePlan>, QueryError> {
+    let mut pruning = Pruning::new(spec.filter.as_deref());
+    let mut catalogs = Catalogs::default();
+    let mut plans = Vec::new();
+    for f in &spec.files {
+        stats.files += 1;
+        if !spec.scan && catalogs.outside(f, spec.from, spec.to) {
+            // The folder's catalog says no packet of this file is in the window: neither
+            // the file nor its index is opened.
+            stats.files_pruned += 1;
+            continue;
+        }
+        let plan = if spec.scan {
+            plan_scan(f, spec.kek.as_ref())?
+        } else {
+            plan_file(
+                f,
+                spec.from,
+                spec.to,
+                &mut pruning,
+                spec.kek.as_ref(),
+                stats,
+            )?
+        };
+        stats.files_live += u64::from(plan.live);
+        stats.bytes_total += plan.size;
+        stats.regions_read += plan.regions.0;
+        stats.regions_total += plan.regions.1;
+        if plan.indexed {
+            stats.files_indexed += 1;
+        } else {
+            stats.files_scanned += 1;
+        }
+        stats.notes.extend(plan.note.clone());
+        if !plan.segments.is_empty() {
+            plans.push(plan);
+        }
+    }
+    stats.notes.append(&mut catalogs.notes);
+    Ok(plans)
+}
+
+/// Reads the planned files (in start-time order) and writes their matching packets merged
+/// in timestamp order: a file is opened once the merge reaches its first timestamp.
+pub(crate) fn merge<W: Write>(
+    plans: Vec<FilePlan>,
+    ctx: &mut Ctx<'_, W>,
+) -> Result<(), QueryError> {
+    let mut pending = plans.into_iter().peekable();
+    let mut streams: Vec<FileStream> = Vec::new();
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    loop {
+        let head = heap.peek().map(|Reverse((ts, _))| *ts);
+        if let Some(p) = pending.peek() {
+            if head.is_none_or(|ts| p.start_ts <= ts) {
+                let Some(plan) = pending.next() else { break };
+                let mut s = FileStream::new(plan);
+                if s.advance(ctx)? {
+                    heap.push(Reverse((s.held.ts_ns, streams.len())));
+                }
+                streams.push(s);
+                continue;
+            }
+        }
+        let Some(Reverse((_, i))) = heap.pop() else {
+            return Ok(());
+        };
+        let s = &mut streams[i];
+        let h = &s.held;
+        if ctx.given_before(i, h.ts_ns, &h.data, h.orig_len) {
+            if s.advance(ctx)? {
+                heap.push(Reverse((s.held.ts_ns, i)));
+            } else {
+                s.held = Held::default();
+            }
+            continue;
+        }
+        ctx.out
+            .write_epb(&Epb {
+                if_id: h.out_if,
+                ts_ns: h.ts_ns,
+                data: &h.data,
+                orig_len: h.orig_len,
+                vlan_tci: None,
+                queue: h.queue,
+                hash: h.hash,
+                dropcount: h.dropcount,
+            })
+            .map_err(QueryError::Output)?;
+        ctx.stats.packets += 1;
+        if s.advance(ctx)? {
+            heap.push(Reverse((s.held.ts_ns, i)));
+        } else {
+            // Done with this file: free its buffers.
+            s.held = Held::default();
+        }
+    }
+    Ok(())
+}
+/// What `corecap query --stats` tells without reading a packet: from the folders'
+/// catalogs and the files' indexes, the files a query would open and at most how many
+/// packets it would return.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Counts {
+    /// Files considered.
+    pub files: u64,
+    /// Files outside the window by their folder's catalog (never opened).
+    pub files_pruned: u64,
+    /// Files counted from their index.
+    pub files_indexed: u64,
+    /// Files without a usable index: their packets are not counted.
+    pub files_unindexed: u64,
+    /// Packets the query would return, at most: exact keys from the postings (a filter
+    /// that tests more than a key, or a window that cuts a region, returns fewer).
+    pub packets_at_most: u64,
+    /// Bytes of the files considered.
+    pub bytes_total: u64,
+    /// Bytes of indexes read.
+    pub index_bytes: u64,
+    /// Notes (an index that does not match its file).
+    pub notes: Vec<String>,
+}
+
+/// Counts a query's answer from the catalogs and indexes alone (see [`Counts`]).
+pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
+    let mut pruning = Pruning::new(spec.filter.as_deref());
+    let mut catalogs = Catalogs::default();
+    let mut c = Counts::default();
+    for f in &spec.files {
+        c.files += 1;
+        if catalogs.outside(f, spec.from, spec.to) {
+            c.files_pruned += 1;
+            continue;
+        }
+        let size = std::fs::metadata(f).map_err(io_at(f))?.len();
+        c.bytes_total += size;
+        let kind = file_kind(f).map_err(io_at(f))?;
+        let mut plan = FilePlan::scan(f, size, sealed_opener(f, kind, spec.kek.as_ref())?);
+        let mut st = QueryStats::default();
+        let index = if is_part(f) || kind != FileKind::Plain && kind != FileKind::Sealed {
+            None
+        } else {
+            usable_index(&mut plan, spec.kek.as_ref(), &mut st)
+        };
+        c.index_bytes += st.index_bytes;
+        c.notes.extend(plan.note.take());
+        let Some((index, mut lists)) = index else {
+            c.files_unindexed += 1;
+            continue;
+        };
+        c.files_indexed += 1;
+        let links = corecap_index::header_linktypes(&index.header);
+        let pred = pruning.for_links(links.as_deref());
+        let opened = plan.opener.is_none();
+        let picked = pick(&index, &mut lists, spec.from, spec.to, &pred, opened);
+        c.index_bytes += lists.settle(&mut plan);
+        c.notes.extend(plan.note.take());
+        c.packets_at_most += picked
+            .regions
+            .iter()
+            .map(|(i, listed)| match listed {
+                Some(range) => picked.offsets.as_ref().map_or(0, |o| {
+                    o[range.clone()].iter().map(|s| s.packets).sum::<u64>()
+                }),
+                None => u64::from(index.regions[*i].packets),
+            })
+            .sum::<u64>();
+    }
+    c.notes.append(&mut catalogs.notes);
+    Ok(c)
+}
