@@ -45,6 +45,14 @@ pub(crate) fn run(a: IndexArgs) -> Result<i32> {
                 r.size,
                 if r.sealed { ", sealed" } else { "" }
             );
+            match (r.sessions, &r.no_sessions) {
+                (Some(n), _) => println!(
+                    "{}: {n} connections",
+                    corecap_store::names::sessions_path(f).display()
+                ),
+                (None, Some(why)) => eprintln!("corecap: note: no sessions file: {why}"),
+                (None, None) => {}
+            }
         }
     }
     Ok(0)

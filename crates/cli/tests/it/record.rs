@@ -966,3 +966,133 @@ fn issue39_w_writes_one_file_in_time_order_and_filesize_counts_kb() {
         &back[..back.len().min(10)]
     );
 }
+
+/// Conversations as tshark counts them in `path`: for each pair of endpoints (ordered
+/// text), the frames each way (as an unordered pair) and in all.
+fn tshark_conversations(path: &Path) -> Vec<(String, [u64; 2], u64)> {
+    let out = Command::new("tshark")
+        .arg("-nr")
+        .arg(path)
+        .args(["-q", "-z", "conv,udp", "-z", "conv,tcp"])
+        .output()
+        .expect("run tshark");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v: Vec<(String, [u64; 2], u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            // A <-> B  frames bytes unit  frames bytes unit  frames bytes unit  start  dur
+            (t.len() >= 12 && t[1] == "<->").then(|| {
+                let n = |i: usize| t[i].parse::<u64>().expect("frames");
+                let mut ends = [t[0], t[2]];
+                ends.sort();
+                let mut each = [n(3), n(6)];
+                each.sort();
+                (format!("{} {}", ends[0], ends[1]), each, n(9))
+            })
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The conversations of a file's sessions file, in the same terms.
+fn session_conversations(path: &Path) -> Vec<(String, [u64; 2], u64)> {
+    let f = corecap_store::session::format::read_sessions(path, None)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .unwrap_or_else(|| panic!("{}: no sessions file", path.display()));
+    let mut v: Vec<(String, [u64; 2], u64)> = f
+        .sessions
+        .iter()
+        .map(|s| {
+            let end = |ip: std::net::IpAddr, port: u16| format!("{ip}:{port}");
+            let mut ends = [
+                end(s.key.src_ip(), s.key.sport),
+                end(s.key.dst_ip(), s.key.dport),
+            ];
+            ends.sort();
+            let mut each = s.packets;
+            each.sort();
+            (
+                format!("{} {}", ends[0], ends[1]),
+                each,
+                s.packets[0] + s.packets[1],
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Issue 35: every file a recording writes keeps its connections beside it, counted as
+/// tshark counts that file's conversations, and a file deleted by `-b files:N` takes its
+/// sessions file with it.
+#[test]
+#[ignore = "needs root"]
+fn issue35_each_file_keeps_its_sessions_as_tshark_counts_them() {
+    util::need("tshark");
+    let lab = Lab::new(2);
+    let s = Scratch::new("sessions-rotation");
+    let cap = lab.capture_to(
+        &s.path("r.pcapng"),
+        &["--workers", "2", "-b", "filesize:400,files:3"],
+    );
+    lab.gen_on_two_queues(8000);
+    let v = cap.stop();
+    let files = capture_files(&s.0);
+    assert_eq!(files.len(), 3, "{files:?}: {v}");
+    for f in &files {
+        let p = s.path(f);
+        let theirs = tshark_conversations(&p);
+        assert!(!theirs.is_empty(), "{f}: tshark found no conversation");
+        assert_eq!(session_conversations(&p), theirs, "{f}");
+    }
+    // No sessions file outlives its capture file.
+    for n in names(&s.0).iter().filter(|n| n.ends_with(".sessions")) {
+        let own = n.trim_end_matches(".sessions");
+        assert!(
+            files.iter().any(|f| f == own),
+            "{n} without its file: {files:?}"
+        );
+    }
+    assert_eq!(
+        names(&s.0)
+            .iter()
+            .filter(|n| n.ends_with(".sessions"))
+            .count(),
+        3
+    );
+}
+
+/// Issue 35: `corecap index` gives a file written elsewhere (tcpdump's, here) its sessions
+/// too, tied to its bytes: once the file is replaced, they are not believed.
+#[test]
+fn issue35_index_gives_any_capture_file_its_sessions_and_a_replaced_file_loses_them() {
+    util::need("tshark");
+    let s = Scratch::new("sessions-index");
+    let p = s.path("t.pcap");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real/sessions-loopback.pcap");
+    std::fs::copy(&real, &p).expect("copy");
+    let o = util::corecap(&["index", p.to_str().expect("utf8")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("connections"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(session_conversations(&p), tshark_conversations(&p));
+    // The same length, other bytes: the sessions file no longer describes it.
+    let mut b = std::fs::read(&p).expect("read");
+    let last = b.len() - 1;
+    b[last] ^= 0xff;
+    std::fs::write(&p, &b).expect("write");
+    let e = corecap_store::session::format::read_sessions(&p, None).expect_err("stale");
+    assert!(
+        matches!(e, corecap_store::session::format::SessionsError::Stale),
+        "{e}"
+    );
+}

@@ -461,9 +461,11 @@ impl FileSink {
         }
         if let Some(t) = self.told.get(p.iface as usize) {
             // Its connection, at the time and with the bytes the file holds.
+            // (With the tag the ring stripped put back, as the file's length says.)
             let frame = &p.data[..p.data.len().min(t.keep)];
             let ts = p.ts_ns / t.tick * t.tick;
-            w.out().add_session(ts, p.wire_len, frame, p.link, p.vlan);
+            let len = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
+            w.out().add_session(ts, len, frame, p.link, p.vlan);
         }
         if self.first_ts.is_none() && rot.duration.is_some() {
             // Once a file: the clock its duration is counted on.

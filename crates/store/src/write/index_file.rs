@@ -6,7 +6,10 @@ use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
 
-use corecap_index::{sidecar_path, Index};
+use corecap_index::{sidecar_path, Identity, Index};
+use corecap_wire::{CaptureReader, Link};
+
+use crate::session::{SessionConfig, SessionTable};
 use serde::Serialize;
 
 use crate::read::outcome::{io_at, QueryError};
@@ -34,6 +37,10 @@ pub struct IndexReport {
     pub sealed: bool,
     /// Why no sidecar was written (a compressed file), if so.
     pub not_indexed: Option<String>,
+    /// Connections written to the sessions file (plain files).
+    pub sessions: Option<u64>,
+    /// Why no sessions file was written, if none was.
+    pub no_sessions: Option<String>,
 }
 
 /// Builds and writes the sidecar of a pcap, pcapng or sealed capture file (regions of
@@ -93,7 +100,15 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
     // The folder's catalog learns the file (made, or rebuilt from the files, if needed): a
     // window then opens only the files it overlaps. A catalog that cannot be written costs
     // nothing but that.
-    if let (Ok(ix), Some(name)) = (Index::parse(&sidecar), path.file_name()) {
+    let parsed = Index::parse(&sidecar);
+    if let (Ok(ix), None) = (&parsed, &seal) {
+        match ix.identity.map(|id| build_sessions(path, ix.covered, id)) {
+            Some(Ok(n)) => report.sessions = Some(n),
+            Some(Err(e)) => report.no_sessions = Some(e),
+            None => report.no_sessions = Some("the index has no identity".into()),
+        }
+    }
+    if let (Ok(ix), Some(name)) = (parsed, path.file_name()) {
         let name = name.to_string_lossy().into_owned();
         let state = if crate::names::is_recovered(Path::new(&name)) {
             crate::State::Recovered
@@ -112,6 +127,25 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
         let _ = crate::catalog_update::record(&e, crate::names::dir_of(path));
     }
     Ok(report)
+}
+
+/// Writes the sessions file of a plain capture file from its packets within the first
+/// `covered` bytes (the index's), tied to the same bytes; returns the connections written.
+/// Community IDs take seed 0, the default of Zeek, Suricata and Arkime.
+fn build_sessions(path: &Path, covered: u64, id: Identity) -> Result<u64, String> {
+    let mut r = CaptureReader::open(path).map_err(|e| e.to_string())?;
+    let mut table = SessionTable::new(SessionConfig::default());
+    // A packet past the covered bytes (a file that grew after it was indexed) is not the
+    // index's, so not its sessions'.
+    while r.offset() < covered {
+        let Ok(Some(p)) = r.next_packet() else { break };
+        table.add(p.ts_ns, p.orig_len, p.data, Link::of(p.linktype), None);
+    }
+    let seed = table.config().seed;
+    let records = table.finish();
+    let bytes = crate::session::format::encode(&records, seed, covered, Some(id));
+    crate::session::format::write_sessions(path, &bytes, None).map_err(|e| e.to_string())?;
+    Ok(records.len() as u64)
 }
 
 /// Indexes a sealed file: runs of whole chunks of about 1 MiB of plaintext are regions.
