@@ -16,7 +16,7 @@ Regimes:
              (paper 001, test 3); the capturer is pinned to the same core
 
 Tools: corecap-count (one worker per core, AF_PACKET), corecap-count-1w (one worker on
-CPU 1, away from the generator on CPU 0), corecap-write (pcapng files), corecap-write-1w
+CPU 1, away from the generator on CPU 0), corecap-write (pcapng files; -nosessions: with --no-sessions), corecap-write-1w
 (one worker on CPU 1 writing pcapng), corecap-pipeline and corecap-pipeline-mpsc (capture
 on CPU 1, the count app on a stage thread on CPU 0, over SPSC rings or the PFQ queue),
 corecap-seed-1w / corecap-aes-1w (paper 003 Table II on one core: capture, encrypt with
@@ -163,16 +163,19 @@ def tool_cmd(tool, outdir, cpu):
         spread = ["--xdp-spread", "2", "--cpus", "1,0"] if tool.endswith("spread2") else ["--cpus", "1"]
         return [CORECAP, "capture", "--netns", NS, "-i", "xdp:cap0", "--json", "--stats-interval", "0", *spread,
                 "--count-only"]
-    if tool == "corecap-write":
+    if tool in ("corecap-write", "corecap-write-nosessions"):
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
+        # Issue 35: the same without the sessions file, for the cost of sessions.
+        no = ["--no-sessions"] if tool.endswith("nosessions") else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
-                "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
-    if tool == "corecap-write-per-worker":
+                "-w", os.path.join(outdir, "corecap.pcapng"), *no, *cpus]
+    if tool in ("corecap-write-per-worker", "corecap-write-per-worker-nosessions"):
         # A file per worker (--per-worker): no merge thread, the layout before one merged
         # file became the default.
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []
+        no = ["--no-sessions"] if tool.endswith("nosessions") else []
         return [CORECAP, "capture", "--netns", NS, "-i", "cap0", "--json", "--stats-interval", "0", "-B", "256M",
-                "--per-worker", "-w", os.path.join(outdir, "corecap.pcapng"), *cpus]
+                "--per-worker", "-w", os.path.join(outdir, "corecap.pcapng"), *no, *cpus]
     if tool == "corecap-write-default":
         # Every default: the ring sized from the link, one worker per RX queue, direct I/O.
         cpus = ["--cpus", str(cpu), "--workers", "1"] if cpu is not None else []

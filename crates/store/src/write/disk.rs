@@ -616,7 +616,8 @@ impl DiskWriter {
     }
 
     /// Ends the current file: waits for its writes, cuts it to length (or back to its last
-    /// durable block after a failure), syncs it and gives it its name.
+    /// durable block after a failure), syncs it, writes what goes beside it and gives it its
+    /// name.
     fn close(&mut self) {
         if self.cur.as_ref().is_some_and(|c| c.stage.is_some()) {
             self.flush_stage(true);
@@ -631,11 +632,62 @@ impl DiskWriter {
         if let Some((stage, _)) = cur.stage.take() {
             self.spare.push(stage);
         }
-        let Target::File { file, part, path } = &mut cur.target else {
+        if !matches!(cur.target, Target::File { .. }) {
             if cur.failed {
                 self.report.lost += cur.packets - cur.safe.1.min(cur.packets);
             }
             return;
+        }
+        let packets = self.cut_to_length(&mut cur);
+        let Target::File { file, part, path } = &cur.target else {
+            return;
+        };
+        if cur.failed && packets == 0 {
+            // A file that holds no packet gets no capture name, as a failed start leaves
+            // none: the error says what happened.
+            let removed = fs::remove_file(part.as_path())
+                .and_then(|_| corecap_linux::direct::sync_parent(part.as_path()));
+            if let Err(e) = removed {
+                self.report
+                    .notes
+                    .push(format!("could not remove {}: {e}", part.display()));
+            }
+            return;
+        }
+        let time = cur.index.as_ref().and_then(|ix| ix.time_range());
+        let (index, sessions) = (cur.index.take(), cur.sessions.take());
+        let (identity, beside) = self.write_beside(part, path, index, sessions, cur.failed);
+        // Never over another file; then the directory is synced, so the name survives a
+        // power cut (the index's name too, made just before).
+        let named = corecap_linux::direct::rename_noreplace(part, path)
+            .and_then(|_| corecap_linux::direct::sync_parent(path));
+        if let Err(e) = named {
+            self.report.error.get_or_insert_with(|| {
+                format!("naming {} (from {}): {e}", path.display(), part.display())
+            });
+            return;
+        }
+        let size = file.file().metadata().map_or(0, |m| m.len());
+        let entry = crate::Entry {
+            name: path
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+            state: crate::State::Whole,
+            time,
+            packets,
+            bytes: size,
+            index_bytes: fs::metadata(index_path(path)).map_or(0, |m| m.len()),
+            identity,
+        };
+        let path = path.clone();
+        self.keep(&path, &entry, size + beside);
+    }
+
+    /// Cuts the closing file to its length and syncs it; after a failure, back to the whole
+    /// blocks that reached the disk. Returns the packets it holds.
+    fn cut_to_length(&mut self, cur: &mut Current) -> u64 {
+        let Target::File { file, part, path } = &mut cur.target else {
+            return 0;
         };
         if cur.failed && cur.sealer.is_none() {
             // The whole blocks of all that reached the disk, which may reach past the last
@@ -661,78 +713,51 @@ impl DiskWriter {
                 .error
                 .get_or_insert_with(|| format!("closing {}: {e}", path.display()));
         }
-        let mut bytes = file.file().metadata().map_or(0, |m| m.len());
-        let time = cur.index.as_ref().and_then(|ix| ix.time_range());
-        let packets = if cur.failed {
+        if cur.failed {
             cur.safe.1.min(cur.packets)
         } else {
             cur.packets
+        }
+    }
+
+    /// Writes the index and the sessions file of the file at `part` (to be named `path`),
+    /// before the file takes its name. A file cut back after a failed write gets neither (a
+    /// query scans it). Returns the identity they are tied to and their bytes.
+    fn write_beside(
+        &mut self,
+        part: &Path,
+        path: &Path,
+        index: Option<Box<corecap_index::IndexBuilder>>,
+        sessions: Option<Box<Sessions>>,
+        failed: bool,
+    ) -> (Option<(u64, Identity)>, u64) {
+        let (Some(mut ix), false) = (index, failed) else {
+            return (None, 0);
         };
-        if cur.failed && packets == 0 {
-            // A file that holds no packet gets no capture name, as a failed start leaves
-            // none: the error says what happened.
-            let removed = fs::remove_file(part.as_path())
-                .and_then(|_| corecap_linux::direct::sync_parent(part.as_path()));
-            if let Err(e) = removed {
+        let at = index_path(path);
+        // The identity of the bytes on disk, read back (the writer's descriptor may be a
+        // direct one, which takes aligned buffers only).
+        let covered = ix.covered();
+        let id = fs::File::open(part).and_then(|f| Identity::of_file(&f, covered));
+        let written = id.and_then(|id| {
+            ix.set_identity(id);
+            crate::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref()).map(|()| id)
+        });
+        let id = match written {
+            Ok(id) => id,
+            Err(e) => {
                 self.report
                     .notes
-                    .push(format!("could not remove {}: {e}", part.display()));
+                    .push(format!("no index for {}: {e}", path.display()));
+                return (None, 0);
             }
-            return;
-        }
-        // The index goes in place before the file it describes; a file cut back after a
-        // failed write gets none (a query scans it).
-        let mut identity = None;
-        if let (Some(mut ix), false) = (cur.index.take(), cur.failed) {
-            let at = index_path(path);
-            // The identity of the bytes on disk, read back (the writer's descriptor may be
-            // a direct one, which takes aligned buffers only).
-            let covered = ix.covered();
-            let id =
-                fs::File::open(&*part).and_then(|f| corecap_index::Identity::of_file(&f, covered));
-            let written = id.and_then(|id| {
-                ix.set_identity(id);
-                crate::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref())
-                    .map(|()| id)
-            });
-            match written {
-                Ok(id) => {
-                    identity = Some((covered, id));
-                    bytes += fs::metadata(&at).map_or(0, |m| m.len());
-                }
-                Err(e) => self
-                    .report
-                    .notes
-                    .push(format!("no index for {}: {e}", path.display())),
-            }
-        }
-        // The sessions file too, tied to the same bytes as the index; none without them.
-        if let (Some(s), Some((covered, id))) = (cur.sessions.take(), identity) {
+        };
+        let mut bytes = fs::metadata(&at).map_or(0, |m| m.len());
+        // The sessions file too, tied to the same bytes as the index.
+        if let Some(s) = sessions {
             bytes += self.write_sessions(path, &s, covered, id);
         }
-        // Never over another file; then the directory is synced, so the name survives a
-        // power cut (the index's name too, made just before).
-        let named = corecap_linux::direct::rename_noreplace(part, path)
-            .and_then(|_| corecap_linux::direct::sync_parent(path));
-        if let Err(e) = named {
-            self.report.error.get_or_insert_with(|| {
-                format!("naming {} (from {}): {e}", path.display(), part.display())
-            });
-            return;
-        }
-        let entry = crate::Entry {
-            name: path
-                .file_name()
-                .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
-            state: crate::State::Whole,
-            time,
-            packets,
-            bytes: file.file().metadata().map_or(0, |m| m.len()),
-            index_bytes: fs::metadata(index_path(path)).map_or(0, |m| m.len()),
-            identity,
-        };
-        let path = path.clone();
-        self.keep(&path, &entry, bytes);
+        (Some((covered, id)), bytes)
     }
 
     /// Writes the sessions file of `path` (sealed as the file is); returns its bytes, 0
