@@ -816,6 +816,17 @@ pub(crate) enum RequestCmd {
     Cores,
     /// Packets of the spool's files by time window and filter, as pcapng (POST /queries).
     Query(RequestQueryArgs),
+    /// Download a capture's packets as one pcapng in time order (GET /captures/ID/pcap).
+    Fetch {
+        /// Capture id.
+        id: String,
+        /// Output pcapng file (`-` for stdout). An existing file is never written over.
+        #[arg(short = 'w', value_name = "OUT")]
+        out: std::path::PathBuf,
+        /// Replace OUT if it exists.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// `corecap request query`.

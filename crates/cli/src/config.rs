@@ -1174,6 +1174,12 @@ pub(crate) enum Call {
         out: PathBuf,
         force: bool,
     },
+    /// A capture's packets, as pcapng to `out` (`-`: stdout).
+    Fetch {
+        id: String,
+        out: PathBuf,
+        force: bool,
+    },
 }
 
 /// Resolves the client's arguments: the endpoint (and its token) and the request.
@@ -1194,6 +1200,11 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
             filter: words(&q.filter),
             out: q.out.clone(),
             force: q.force,
+        },
+        RequestCmd::Fetch { id, out, force } => Call::Fetch {
+            id: id.clone(),
+            out: out.clone(),
+            force: *force,
         },
     };
     let tls = match &a.tls_ca {

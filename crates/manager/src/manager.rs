@@ -1092,6 +1092,36 @@ impl Manager {
         views
     }
 
+    /// The packet files of capture `id`, for a download: each under its whole name, or
+    /// its hidden part while it is written. An error for a capture that writes flow records
+    /// or no file.
+    pub fn packet_files(&self, id: &str) -> Result<Vec<PathBuf>, ApiError> {
+        let g = self.lock();
+        let e = g
+            .entries
+            .iter()
+            .find(|e| e.view.id == id)
+            .ok_or_else(|| err(404, format!("no capture '{id}'")))?;
+        if !matches!(e.view.output, OutputKind::Pcapng | OutputKind::Pcap) {
+            return Err(err(
+                409,
+                format!("capture '{id}' writes flow records, not packets"),
+            ));
+        }
+        let files: Vec<PathBuf> = e
+            .files
+            .iter()
+            .filter_map(|p| {
+                let part = corecap_store::names::part_path(p);
+                [p.clone(), part].into_iter().find(|f| f.is_file())
+            })
+            .collect();
+        if files.is_empty() {
+            return Err(err(409, format!("capture '{id}' has no file (yet)")));
+        }
+        Ok(files)
+    }
+
     /// One capture.
     pub fn show(&self, id: &str) -> Result<CaptureView, ApiError> {
         let (view, changed) = {

@@ -512,6 +512,9 @@ impl Conn {
         if req.method == "POST" && req.path.trim_end_matches('/') == "/queries" {
             return self.query(req).await;
         }
+        if let (true, Some(id)) = (req.method == "GET", crate::download::capture_of(&req.path)) {
+            return self.download(id.to_owned()).await;
+        }
         let m = self.m.clone();
         let resp = tokio::task::spawn_blocking(move || route(&m, req, t0, wall))
             .await
@@ -546,6 +549,28 @@ impl Conn {
                 Ok(Err(r)) => return self.reply(r),
                 Err(_) => return self.reply(Response::error(500, "the request failed")),
             };
+        self.stream_query(spec, None)
+    }
+
+    /// `GET /captures/{id}/pcap`: the capture's packets, streamed as a query's answer
+    /// ([`crate::download`]), with the file name a browser saves it under.
+    async fn download(&self, id: String) -> hyper::Response<ApiBody> {
+        let m = self.m.clone();
+        let got = tokio::task::spawn_blocking(move || crate::download::spec(&m, &id)).await;
+        match got {
+            Ok(Ok((spec, name))) => self.stream_query(spec, Some(name)),
+            Ok(Err(r)) => self.reply(r),
+            Err(_) => self.reply(Response::error(500, "the request failed")),
+        }
+    }
+
+    /// Streams the answer of `spec` as pcapng, its statistics in the trailer; `name` makes
+    /// it a download (`Content-Disposition: attachment`).
+    fn stream_query(
+        &self,
+        spec: corecap_store::query::QuerySpec,
+        name: Option<String>,
+    ) -> hyper::Response<ApiBody> {
         let (tx, rx) = mpsc::channel(QUERY_CHUNKS);
         let m = self.m.clone();
         let spawned = std::thread::Builder::new()
@@ -580,6 +605,13 @@ impl Conn {
             hyper::header::TRAILER,
             HeaderValue::from_static(http::QUERY_TRAILER),
         );
+        // The name is the daemon's id (cN): nothing a header cannot carry.
+        let disposition =
+            name.and_then(|n| HeaderValue::from_str(&format!("attachment; filename=\"{n}\"")).ok());
+        if let Some(d) = disposition {
+            h.headers_mut()
+                .insert(hyper::header::CONTENT_DISPOSITION, d);
+        }
         h.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
         h

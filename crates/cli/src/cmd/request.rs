@@ -40,32 +40,40 @@ fn call(
 /// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout), which
 /// is made before the daemon is asked and never written over unless `force`.
 fn query(e: &Endpoint, t: Duration, body: &Value, out: &Path, force: bool) -> Result<i32> {
+    let body = serde_json::to_vec(body)?;
     super::query::into_new_file(out, force, |file| {
-        query_to(e, t, body, out, file).map_err(|x| named(x, e, t))
+        answer_to(e, t, ("POST", "/queries", Some(&body)), out, file).map_err(|x| named(x, e, t))
     })
 }
 
-/// [`query`], its errors as they come.
-fn query_to(
+/// `request fetch`: a capture's packets into `out`, which is never written over (unless
+/// `force`) and is removed when the download fails.
+fn fetch(e: &Endpoint, t: Duration, id: &str, out: &Path, force: bool) -> Result<i32> {
+    let path = format!("/captures/{id}/pcap");
+    super::query::into_new_file(out, force, |file| {
+        answer_to(e, t, ("GET", &path, None), out, file).map_err(|x| named(x, e, t))
+    })
+}
+
+/// A streamed pcapng answer (a query's, or a download's) into `file` (None: stdout), its
+/// errors as they come.
+fn answer_to(
     e: &Endpoint,
     t: Duration,
-    body: &Value,
+    (method, path, body): (&str, &str, Option<&[u8]>),
     out: &Path,
     file: Option<std::fs::File>,
 ) -> Result<i32> {
-    let body = serde_json::to_vec(body)?;
     let (s, token) = connect(e, t)?;
     let to_stdout = file.is_none();
     let got = match file {
         None => {
             let mut w = std::io::stdout().lock();
-            http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w)
-                .map_err(refused)?
+            http::call_streaming(s, method, path, token, body, &mut w).map_err(refused)?
         }
         Some(f) => {
             let mut w = std::io::BufWriter::new(f);
-            let r = http::call_streaming(s, "POST", "/queries", token, Some(&body), &mut w)
-                .map_err(refused)?;
+            let r = http::call_streaming(s, method, path, token, body, &mut w).map_err(refused)?;
             std::io::Write::flush(&mut w)?;
             r
         }
@@ -211,6 +219,7 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             out,
             force,
         } => return query(e, t, &query_body(from, to, filter), out, *force),
+        Call::Fetch { id, out, force } => return fetch(e, t, id, out, *force),
         Call::List => list(&call_ok(e, t, "GET", "/captures", None)?, c.json)?,
         Call::Show(id) => show(
             &call_ok(e, t, "GET", &format!("/captures/{id}"), None)?,

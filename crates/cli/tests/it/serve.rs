@@ -1261,3 +1261,71 @@ fn issue40_no_request_exhausts_or_duplicates_capture_ids() {
     let (ok, _) = d.stop();
     assert!(ok);
 }
+
+/// Issue 36: a capture downloads as one pcapng (`GET /captures/ID/pcap`, `request fetch`):
+/// the packets its file holds, in the same order, under a `Content-Disposition` that names
+/// it; a download never writes over a file, and a failed one leaves none.
+#[test]
+#[ignore = "needs root"]
+fn issue36_a_capture_downloads_as_one_pcapng_and_never_over_a_file() {
+    util::need("tshark");
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-fetch");
+    let d = Daemon::start(&lab, &dir, &["-i", "cap0"]);
+    let id = d.start_capture(&["-c", "150", "-w", "f.pcapng", "udp"]);
+    lab.gen(400, &[]);
+    let v = d.wait_for(&id, |v| v["state"] != "running");
+    assert_eq!(u(&v, "packets"), 150, "{v}");
+    let got = dir.path("got.pcapng");
+    let o = d.request_ok(&["fetch", &id, "-w", got.to_str().expect("utf8")]);
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(said.contains("(whole)"), "{said}");
+    let frames = |p: &std::path::Path| {
+        let o = Command::new("tshark")
+            .arg("-nr")
+            .arg(p)
+            .args(["-T", "fields", "-e", "frame.time_epoch", "-e", "frame.len"])
+            .args(["-o", "frame.generate_md5_hash:TRUE", "-e", "frame.md5_hash"])
+            .output()
+            .expect("tshark");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let theirs = frames(&dir.path("spool").join("f.pcapng"));
+    assert_eq!(theirs.lines().count(), 150);
+    assert_eq!(frames(&got), theirs);
+    // Never over a file: the second fetch is refused and the first answer stays.
+    let before = std::fs::read(&got).expect("read");
+    let o = d.request(&["fetch", &id, "-w", got.to_str().expect("utf8")]);
+    assert!(!o.status.success());
+    assert_eq!(std::fs::read(&got).expect("read"), before);
+    // An unknown capture: the daemon's 404 is said, and no file is left.
+    let none = dir.path("none.pcapng");
+    let o = d.request(&["fetch", "c999", "-w", none.to_str().expect("utf8")]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no capture 'c999'"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!none.exists());
+    // What a browser sees: the file's name for saving it.
+    let mut s = UnixStream::connect(&d.socket).expect("connect");
+    write!(
+        s,
+        "GET /captures/{id}/pcap HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut head = Vec::new();
+    s.read_to_end(&mut head).expect("read");
+    let head = String::from_utf8_lossy(&head[..head.len().min(600)]).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!(
+            "content-disposition: attachment; filename=\"{id}.pcapng\""
+        )),
+        "{head}"
+    );
+    let (ok, _) = d.stop();
+    assert!(ok);
+}

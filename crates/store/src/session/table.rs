@@ -424,9 +424,8 @@ fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
 /// packet), and the table is at most half full.
 fn hash(k: &FlowKey) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let w = |b: &[u8; 16], i: usize| {
-        u64::from_le_bytes(b[i..i + 8].try_into().expect("8 of 16 bytes"))
-    };
+    let w =
+        |b: &[u8; 16], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 of 16 bytes"));
     let tail = u64::from(k.vlan)
         | u64::from(k.proto) << 16
         | u64::from(k.family == IpFamily::V6) << 24
