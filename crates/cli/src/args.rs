@@ -902,6 +902,14 @@ pub(crate) struct DiskArgs {
     /// oldest; with capture, it needs rotation (-b filesize: or duration:).
     #[arg(long, value_name = "SIZE")]
     pub(crate) retain: Option<String>,
+    /// Delete the whole files whose last packet is older than this (14d, 12h, 90m, 3600s),
+    /// oldest first; with capture, it needs rotation.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) retain_age: Option<String>,
+    /// Delete the oldest whole files while the filesystem has less than this free: a share
+    /// (10%) or a size (50G); with capture, it needs rotation.
+    #[arg(long, value_name = "PERCENT|SIZE")]
+    pub(crate) min_free: Option<String>,
     /// Write through the page cache instead of with direct I/O.
     #[arg(long)]
     pub(crate) no_direct: bool,

@@ -414,16 +414,61 @@ pub(crate) fn flush_interval(d: &crate::args::DiskArgs) -> Result<Option<std::ti
     )?))
 }
 
-/// The byte budget of `--retain`, shared by every file of a capture or daemon.
+/// What a capture or daemon keeps (`--retain`, `--retain-age`, `--min-free`), shared by
+/// every file it writes; None when no rule is given.
 pub(crate) fn retention(
     d: &crate::args::DiskArgs,
 ) -> Result<Option<std::sync::Arc<corecap_store::retention::Retention>>> {
-    let Some(r) = &d.retain else { return Ok(None) };
-    let b = size(r).context("--retain")?;
-    if b == 0 {
-        bail!("--retain must be more than 0 bytes");
+    use corecap_store::retention::{MinFree, Retention};
+    if d.retain.is_none() && d.retain_age.is_none() && d.min_free.is_none() {
+        return Ok(None);
     }
-    Ok(Some(corecap_store::retention::Retention::new(b)))
+    let budget = match &d.retain {
+        Some(r) => match size(r).context("--retain")? {
+            0 => bail!("--retain must be more than 0 bytes"),
+            b => b,
+        },
+        None => u64::MAX,
+    };
+    let r = Retention::new(budget);
+    if let Some(a) = &d.retain_age {
+        r.limit_age(age(a).with_context(|| format!("--retain-age {a}"))?);
+    }
+    if let Some(m) = &d.min_free {
+        let min = match m.strip_suffix('%') {
+            Some(p) => match p.trim().parse::<f64>() {
+                Ok(p) if (0.0..100.0).contains(&p) => MinFree::Percent(p),
+                _ => bail!("--min-free {m}: a share is 0% to 99%"),
+            },
+            None => MinFree::Bytes(size(m).with_context(|| format!("--min-free {m}"))?),
+        };
+        r.keep_free(min);
+    }
+    Ok(Some(r))
+}
+
+/// A duration as `--retain-age` takes it: a number and a unit (s, m or min, h, d, w).
+fn age(s: &str) -> Result<std::time::Duration> {
+    let t = s.trim();
+    let at = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (n, unit) = t.split_at(at);
+    let n: f64 = n
+        .parse()
+        .map_err(|_| anyhow::anyhow!("expected a number and a unit, as 14d or 12h"))?;
+    let secs = match unit.trim() {
+        "s" | "sec" | "secs" | "" => 1.0,
+        "m" | "min" | "mins" => 60.0,
+        "h" | "hour" | "hours" => 3600.0,
+        "d" | "day" | "days" => 86_400.0,
+        "w" | "week" | "weeks" => 604_800.0,
+        u => bail!("unknown unit '{u}' (s, m, h, d or w)"),
+    };
+    if !(n * secs).is_finite() || n * secs <= 0.0 {
+        bail!("the age must be more than 0");
+    }
+    Ok(std::time::Duration::from_secs_f64(n * secs))
 }
 
 /// Parses a CPU list such as `0-3,6`.
@@ -762,7 +807,9 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         retention: {
             let r = retention(&a.disk)?;
             if r.is_some() && !rotating {
-                bail!("--retain needs rotation (-b filesize:kB or -b duration:S)");
+                bail!(
+                    "--retain, --retain-age and --min-free need rotation (-b filesize:kB or -b duration:S)"
+                );
             }
             r
         },

@@ -363,6 +363,26 @@ pub fn sync_parent(path: &Path) -> io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Space of the filesystem that holds `path` (`statvfs`): bytes free to an unprivileged
+/// writer, and its size in bytes.
+pub fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: `c` is a NUL-terminated path and `st` a statvfs the call fills.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so it filled `st` (and it was zeroed before).
+    let st = unsafe { st.assume_init() };
+    let unit = st.f_frsize.max(1);
+    Ok((
+        st.f_bavail.saturating_mul(unit),
+        st.f_blocks.saturating_mul(unit),
+    ))
+}
+
 /// Whether the regular file at `path` was left by a writer that is gone: nobody holds the
 /// `flock` that [`DirectFile::create`] takes. Links and other files are never abandoned.
 pub fn is_abandoned(path: &Path) -> bool {

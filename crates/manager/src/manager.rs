@@ -1203,7 +1203,7 @@ impl Manager {
         if let Some(r) = &self.cfg.retention {
             for f in flows {
                 if let Ok(m) = std::fs::metadata(&f) {
-                    r.add(f, m.len());
+                    r.add(f, m.len(), None);
                 }
             }
         }

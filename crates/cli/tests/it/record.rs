@@ -1096,3 +1096,97 @@ fn issue35_index_gives_any_capture_file_its_sessions_and_a_replaced_file_loses_t
         "{e}"
     );
 }
+
+/// Issue 37: `--retain-age` deletes at start the files whose packets are older than the
+/// age (oldest first, by their packets' time), and keeps the recent ones; `--min-free`
+/// deletes the oldest whole files while the filesystem has less free than asked, so the
+/// recording goes on where a full disk would have stopped it.
+#[test]
+#[ignore = "needs root"]
+fn issue37_retain_age_and_min_free_delete_the_oldest_files() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("retain-age");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    // Three days old, two days old, and an hour old.
+    for (name, ago) in [
+        ("r_00001.pcapng", 3 * 86_400),
+        ("r_00002.pcapng", 2 * 86_400),
+        ("r_00003.pcapng", 3600),
+    ] {
+        earlier_run_file(&s.path(name), (now - ago) * 1_000_000_000, 100);
+    }
+    let cap = lab.capture_to(
+        &s.path("r.pcapng"),
+        &[
+            "--workers",
+            "1",
+            "-b",
+            "filesize:200",
+            "--retain-age",
+            "36h",
+        ],
+    );
+    lab.gen(300, &[]);
+    let v = cap.stop();
+    let names = capture_files(&s.0);
+    assert!(
+        !names.contains(&"r_00001.pcapng".to_owned()),
+        "{names:?}: {v}"
+    );
+    assert!(
+        !names.contains(&"r_00002.pcapng".to_owned()),
+        "{names:?}: {v}"
+    );
+    assert!(
+        names.contains(&"r_00003.pcapng".to_owned()),
+        "{names:?}: {v}"
+    );
+    assert!(names.len() >= 2, "this run's file is kept too: {names:?}");
+
+    // 24 MB into an 8 MiB filesystem that must keep half of itself free.
+    let disk = SmallDisk::new("8m");
+    let out = disk.0.path("m.pcapng");
+    let cap = lab.capture_to(
+        &out,
+        &["--workers", "1", "-b", "filesize:512", "--min-free", "50%"],
+    );
+    lab.gen(16_000, &["--size", "1514", "--rate", "20000"]);
+    let (success, v, err) = cap.stop_any();
+    assert!(success, "the recording went on: {err}: {v}");
+    assert_eq!(v["balanced"], true, "{v}");
+    let files = capture_files(&disk.0 .0);
+    let (free, size) = fs_space(&disk.0 .0);
+    // Half free, less what one file being written may take before the next close.
+    assert!(
+        free + (1 << 20) >= size / 2,
+        "{free} of {size} free: {files:?}"
+    );
+    // The newest packets are kept: the last file holds the last of the traffic.
+    let last = files.last().expect("a file");
+    assert!(tshark_packets(&disk.0.path(last)).len() > 10, "{files:?}");
+    assert!(
+        !files.contains(&"m_00001.pcapng".to_owned()),
+        "the oldest went first: {files:?}"
+    );
+}
+
+/// Free and total bytes of the filesystem of `dir`, as `df` gives them.
+fn fs_space(dir: &Path) -> (u64, u64) {
+    let o = Command::new("df")
+        .args(["-B1", "--output=avail,size"])
+        .arg(dir)
+        .output()
+        .expect("df");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let nums: Vec<u64> = text
+        .lines()
+        .nth(1)
+        .expect("df line")
+        .split_whitespace()
+        .map(|n| n.parse().expect("number"))
+        .collect();
+    (nums[0], nums[1])
+}

@@ -1,4 +1,7 @@
-//! Retention: a recording's whole files kept under a byte budget (`--retain`).
+//! Retention: a recording's whole files kept under a byte budget (`--retain`), for an age
+//! (`--retain-age`), and so that the filesystem keeps some space free (`--min-free`).
+//! Whichever bites first deletes the oldest whole file (by its packets' time), never the
+//! newest and never one being written.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -24,6 +27,33 @@ pub struct Retention {
     /// At most this many whole files kept (`-b files:N` over a file per worker: N in all,
     /// as dumpcap counts them); `usize::MAX` for no limit.
     max_files: AtomicUsize,
+    /// Files whose last packet is older than this (ns) go; `u64::MAX` for no limit.
+    max_age_ns: AtomicU64,
+    /// What the filesystem of the oldest file must keep free.
+    min_free: Mutex<MinFree>,
+}
+
+/// Space a recording leaves free on its filesystem (`--min-free`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum MinFree {
+    /// No such rule.
+    #[default]
+    Nothing,
+    /// At least this many bytes free.
+    Bytes(u64),
+    /// At least this share of the filesystem free, in percent (0 to 100).
+    Percent(f64),
+}
+
+impl MinFree {
+    /// Whether `free` bytes of a filesystem of `total` are less than this asks.
+    fn wants_more(self, free: u64, total: u64) -> bool {
+        match self {
+            MinFree::Nothing => false,
+            MinFree::Bytes(b) => free < b,
+            MinFree::Percent(p) => (free as f64) < total as f64 * p / 100.0,
+        }
+    }
 }
 
 /// A whole file retention counts.
@@ -32,6 +62,8 @@ struct Kept {
     path: PathBuf,
     bytes: u64,
     first_ns: u64,
+    /// Its last packet's time (ns), for `--retain-age`.
+    last_ns: u64,
 }
 
 impl Retention {
@@ -44,7 +76,21 @@ impl Retention {
             deleted_files: AtomicU64::new(0),
             deleted_bytes: AtomicU64::new(0),
             max_files: AtomicUsize::new(usize::MAX),
+            max_age_ns: AtomicU64::new(u64::MAX),
+            min_free: Mutex::new(MinFree::Nothing),
         })
+    }
+
+    /// Deletes files whose last packet is older than `age` as well.
+    pub fn limit_age(&self, age: std::time::Duration) {
+        // Relaxed: set before any sink starts; read under the kept list's lock.
+        let ns = u64::try_from(age.as_nanos()).unwrap_or(u64::MAX);
+        self.max_age_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Deletes the oldest files while their filesystem has less free than `min` as well.
+    pub fn keep_free(&self, min: MinFree) {
+        *self.min_free.lock().unwrap_or_else(|e| e.into_inner()) = min;
     }
 
     /// Keeps at most `n` whole files as well (the oldest go first), over every sink that
@@ -86,10 +132,12 @@ impl Retention {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         for (path, bytes, first_ns) in files {
             if !kept.iter().any(|k| k.path == path) {
+                let last_ns = last_packet_ns(&path).unwrap_or(first_ns).max(first_ns);
                 kept.push_back(Kept {
                     path,
                     bytes,
                     first_ns,
+                    last_ns,
                 });
             }
         }
@@ -111,16 +159,33 @@ impl Retention {
         kept.retain(|k| k.path != path);
     }
 
-    /// Adds a whole file and deletes the oldest files over the budget (never the one just
-    /// added). Returns the deleted paths.
-    pub fn add(&self, path: PathBuf, bytes: u64) -> Vec<PathBuf> {
+    /// Adds a whole file whose last packet is at `last_ns` (None: now) and deletes the
+    /// oldest files over the limits (never the one just added). Returns the deleted paths.
+    pub fn add(&self, path: PathBuf, bytes: u64, last_ns: Option<u64>) -> Vec<PathBuf> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.push_back(Kept {
             path,
             bytes,
             first_ns: u64::MAX,
+            last_ns: last_ns.unwrap_or_else(now_ns),
         });
         self.trim_kept(&mut kept, 1)
+    }
+
+    /// Whether the oldest of `kept` (with the files being written, `total` bytes) must go:
+    /// over the budget or the file count, past the age, or too little space free.
+    fn over(&self, kept: &VecDeque<Kept>, total: u64, now: u64) -> bool {
+        let Some(oldest) = kept.front() else {
+            return false;
+        };
+        let max_age = self.max_age_ns.load(Ordering::Relaxed);
+        let min_free = *self.min_free.lock().unwrap_or_else(|e| e.into_inner());
+        total > self.budget
+            || kept.len() > self.max_files.load(Ordering::Relaxed)
+            || (max_age != u64::MAX && oldest.last_ns < now.saturating_sub(max_age))
+            || (min_free != MinFree::Nothing
+                && corecap_linux::direct::fs_space(dir_of(&oldest.path))
+                    .is_ok_and(|(free, size)| min_free.wants_more(free, size)))
     }
 
     /// Deletes the oldest of `kept` while they and the files being written are over the
@@ -133,8 +198,8 @@ impl Retention {
         let mut total: u64 = kept.iter().map(|k| k.bytes).sum::<u64>() + open;
         let mut gone = Vec::new();
         let mut leases: Vec<(PathBuf, Option<corecap_linux::direct::Lease>)> = Vec::new();
-        let max_files = self.max_files.load(Ordering::Relaxed);
-        while (total > self.budget || kept.len() > max_files) && kept.len() > keep {
+        let now = now_ns();
+        while kept.len() > keep && self.over(kept, total, now) {
             let Some(dir) = kept.front().map(|k| dir_of(&k.path).to_owned()) else {
                 break;
             };
@@ -158,6 +223,22 @@ impl Retention {
         crate::catalog_update::forget(&gone);
         gone
     }
+}
+
+/// The time now, ns since the epoch.
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The time of a file's last packet, from its index (a file without one: None).
+fn last_packet_ns(path: &Path) -> Option<u64> {
+    let b = std::fs::read(corecap_index::sidecar_path(path)).ok()?;
+    corecap_index::Index::parse(&b)
+        .ok()?
+        .time_range()
+        .map(|(_, last)| last)
 }
 
 /// A capture's files already on disk, as a start finds them ([`on_disk`]).

@@ -813,7 +813,7 @@ impl DiskWriter {
             }
         }
         if let Some(r) = &self.cfg.retention {
-            for gone in r.add(path.to_owned(), bytes) {
+            for gone in r.add(path.to_owned(), bytes, entry.time.map(|(_, last)| last)) {
                 self.kept.retain(|k| *k != gone);
                 self.report.files.retain(|f| *f != gone);
             }
