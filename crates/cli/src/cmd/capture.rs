@@ -278,6 +278,9 @@ fn announce(cfg: &CaptureConfig, cap: &Capture, printing: bool) {
             writing(o, &cap.files, !cfg.groups.is_empty())
         );
         eprintln!("corecap: {}", backlog_text(o.backlog.bytes(), &cfg.inputs));
+        if let Some(w) = reach_warning(o, &cfg.inputs) {
+            eprintln!("corecap: warning: {w}");
+        }
     }
     let inputs: Vec<String> = cfg
         .inputs
@@ -299,6 +302,58 @@ fn announce(cfg: &CaptureConfig, cap: &Capture, printing: bool) {
             ", not promiscuous (-p)"
         }
     );
+}
+
+/// A rotating recording that retention can never trim (a budget over the filesystem's
+/// size), or that has no retention at all: it fills its filesystem and then stops. Says how
+/// long that takes at the fastest input's line rate, the most it can write.
+fn reach_warning(
+    o: &corecap_engine::capture::OutputConfig,
+    inputs: &[corecap_engine::capture::Input],
+) -> Option<String> {
+    if !o.rotation.active() || o.path.as_os_str() == "-" {
+        return None;
+    }
+    let dir = corecap_store::names::dir_of(&o.path);
+    let (free, size) = corecap_linux::direct::fs_space(dir).ok()?;
+    let fill = crate::config::line_rate_mbps(inputs)
+        .map(|mbps| {
+            let secs = free as f64 / (mbps * 125_000) as f64;
+            let (n, unit) = match secs {
+                s if s < 3600.0 => (s / 60.0, "minutes"),
+                s if s < 2.0 * 86_400.0 => (s / 3600.0, "hours"),
+                s => (s / 86_400.0, "days"),
+            };
+            format!(", in {n:.1} {unit} at the full {mbps} Mbit/s of the link")
+        })
+        .unwrap_or_default();
+    match &o.retention {
+        None => Some(format!(
+            "no retention (--retain, --retain-age, --min-free): the files fill {} ({} free){fill}, \
+             and the recording then stops",
+            dir.display(),
+            approx(free)
+        )),
+        Some(r) if r.budget() != u64::MAX && r.budget() > size => Some(format!(
+            "--retain {} is more than the filesystem of {} holds ({}): it never deletes \
+             before the disk is full{fill}; --min-free keeps space free",
+            size_text(r.budget()),
+            dir.display(),
+            approx(size)
+        )),
+        Some(_) => None,
+    }
+}
+
+/// A size said roughly, in the largest unit it has one of (`45.4 GB`).
+fn approx(b: u64) -> String {
+    let units = [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")];
+    units
+        .iter()
+        .find(|(u, _)| b as f64 >= *u)
+        .map_or(format!("{b} bytes"), |(u, n)| {
+            format!("{:.1} {n}", b as f64 / u)
+        })
 }
 
 /// What each file may hold in memory while the disk is behind (`--disk-backlog`), in bytes

@@ -1190,3 +1190,27 @@ fn fs_space(dir: &Path) -> (u64, u64) {
         .collect();
     (nums[0], nums[1])
 }
+
+/// Issue 37: a rotating recording that retention can never trim says so at start: no rule
+/// at all (it fills the disk, then stops), or a budget larger than the filesystem.
+#[test]
+fn issue37_a_recording_that_would_fill_its_disk_is_warned_at_start() {
+    let s = Scratch::new("reach");
+    let input = s.path("in.pcapng");
+    earlier_run_file(&input, 1_780_000_000_000_000_000, 50);
+    let run = |name: &str, extra: &[&str]| {
+        let out = s.path(name);
+        let mut a = vec!["capture", "-r", input.to_str().expect("utf8")];
+        a.extend(["-w", out.to_str().expect("utf8"), "-b", "filesize:1000"]);
+        a.extend_from_slice(extra);
+        let o = util::corecap(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let none = run("a.pcapng", &[]);
+    assert!(none.contains("warning: no retention"), "{none}");
+    let huge = run("b.pcapng", &["--retain", "900T"]);
+    assert!(huge.contains("is more than the filesystem"), "{huge}");
+    let fine = run("c.pcapng", &["--retain", "1G"]);
+    assert!(!fine.contains("warning:"), "{fine}");
+}
