@@ -882,21 +882,35 @@ fn issue21_serve_remembers_after_sigkill() {
         assert!(Instant::now() < deadline, "nothing of {running} on disk");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Written when each capture started and when the first ended, before any kill.
-    let catalog: Value = serde_json::from_slice(
-        &std::fs::read(spool.join(".corecap-captures.json")).expect("the spool's catalog"),
-    )
-    .expect("JSON");
-    let states: Vec<(&str, &str)> = catalog["captures"]
-        .as_array()
-        .expect("captures")
-        .iter()
-        .map(|r| (r["id"].as_str().unwrap(), r["state"].as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        states,
-        [(done.as_str(), "done"), (running.as_str(), "running")]
-    );
+    // Written when each capture started and when the first ended, before any kill (the
+    // end is saved once the capture's files are closed, just after the API says done).
+    let want = [
+        (done.clone(), "done".to_owned()),
+        (running.clone(), "running".to_owned()),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let catalog: Value = serde_json::from_slice(
+            &std::fs::read(spool.join(".corecap-captures.json")).expect("the spool's catalog"),
+        )
+        .expect("JSON");
+        let states: Vec<(String, String)> = catalog["captures"]
+            .as_array()
+            .expect("captures")
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_str().unwrap().into(),
+                    r["state"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        if states == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{states:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     let pid = d.pid();
     let killed = Command::new("kill")
