@@ -22,9 +22,9 @@
 //! running, and gives unnamed captures ids past every id that run gave.
 //!
 //! The registry of captures (this module: the manager, its lock, list, show, stop) is
-//! split by what a capture goes through: [`start`] (a request checked, admitted and
-//! started), [`end`] (the housekeeping tick, ends, the refill of workers kept ready, the
-//! shutdown), [`records`] (captures as the spool's catalog keeps them) and [`report`]
+//! split by what a capture goes through: `start` (a request checked, admitted and
+//! started), `end` (the housekeeping tick, ends, the refill of workers kept ready, the
+//! shutdown), `records` (captures as the spool's catalog keeps them) and `report`
 //! (counters, statistics, cores and metrics).
 
 use std::collections::BTreeMap;
