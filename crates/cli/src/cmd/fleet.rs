@@ -182,27 +182,78 @@ struct Feed {
     /// Time of the sensor's packet before the head.
     last_ts: u64,
     started: Instant,
+    /// The sensor's next packets, read ahead: the head is the earliest of them, so a
+    /// sensor whose answer steps back by fewer than [`REORDER`] packets is put in order.
+    ahead: BinaryHeap<Reverse<Ahead>>,
+    /// Packets read so far (the order of equal times), and the latest time among them.
+    read: u64,
+    latest: u64,
+    /// Packets that came after a later one and were put back in order.
+    reordered: u64,
+    /// How the sensor's answer ended, once it has (None: whole; Some: the error).
+    ended: Option<Option<String>>,
+}
+
+/// How many packets of a sensor's answer the merge reads ahead to put it in time order.
+const REORDER: usize = 4096;
+
+/// A packet read ahead: ordered by time, then by arrival.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Ahead {
+    ts_ns: u64,
+    seq: u64,
+    if_id: u32,
+    orig_len: u32,
+    data: Vec<u8>,
 }
 
 impl Feed {
-    /// Reads the next packet into `head`; an error ends the feed with the error kept.
+    /// Puts the next packet in time order into `head`: the earliest of those read ahead.
+    /// One that is still earlier than a packet already given (it came more than
+    /// [`REORDER`] packets late) is counted out of order. The feed ends once the answer has
+    /// and every packet read ahead is given, with the answer's error if it had one.
     fn advance(&mut self) {
         self.head = None;
-        let Some(r) = self.reader.as_mut() else {
+        self.fill();
+        let Some(Reverse(p)) = self.ahead.pop() else {
+            if let Some(e) = self.ended.take() {
+                self.finish(e);
+            }
             return;
         };
-        match r.next_packet() {
-            Ok(Some(p)) => {
-                self.data.clear();
-                self.data.extend_from_slice(p.data);
-                self.head = Some((p.ts_ns, p.if_id, p.orig_len));
-                if p.ts_ns < self.last_ts {
-                    self.report.out_of_order += 1;
+        if p.ts_ns < self.last_ts {
+            self.report.out_of_order += 1;
+        }
+        self.last_ts = self.last_ts.max(p.ts_ns);
+        self.head = Some((p.ts_ns, p.if_id, p.orig_len));
+        self.data = p.data;
+    }
+
+    /// Reads ahead until [`REORDER`] packets wait or the answer has ended.
+    fn fill(&mut self) {
+        while self.ahead.len() < REORDER && self.ended.is_none() {
+            let Some(r) = self.reader.as_mut() else {
+                self.ended = Some(None);
+                return;
+            };
+            match r.next_packet() {
+                Ok(Some(p)) => {
+                    if p.ts_ns < self.latest {
+                        self.reordered += 1;
+                    }
+                    self.latest = self.latest.max(p.ts_ns);
+                    self.read += 1;
+                    self.ahead.push(Reverse(Ahead {
+                        ts_ns: p.ts_ns,
+                        seq: self.read,
+                        if_id: p.if_id,
+                        orig_len: p.orig_len,
+                        data: p.data.to_vec(),
+                    }));
                 }
-                self.last_ts = self.last_ts.max(p.ts_ns);
+                Ok(None) => self.ended = Some(None),
+                Err(e) => self.ended = Some(Some(e.to_string())),
             }
-            Ok(None) => self.finish(None),
-            Err(e) => self.finish(Some(e.to_string())),
         }
     }
 
@@ -215,6 +266,12 @@ impl Feed {
         let told = std::mem::take(&mut *self.told.lock().unwrap_or_else(|p| p.into_inner()));
         self.report.notes = told.notes;
         self.report.partial = told.partial;
+        if self.reordered > 0 {
+            self.report.notes.push(format!(
+                "{} packets came after later ones and were put back in time order",
+                self.reordered
+            ));
+        }
         if self.report.out_of_order > 0 {
             let order = format!("{} packets out of time order", self.report.out_of_order);
             self.report.partial = Some(match self.report.partial.take() {
@@ -308,6 +365,11 @@ fn answer(
                 told: told.clone(),
                 last_ts: 0,
                 started: t0,
+                ahead: BinaryHeap::new(),
+                read: 0,
+                latest: 0,
+                reordered: 0,
+                ended: None,
             };
             feed.with_reader(ChanReader {
                 rx,
