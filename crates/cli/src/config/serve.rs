@@ -1,0 +1,257 @@
+//! `corecap serve`: the daemon's configuration, its base captures and its recording,
+//! resolved from its flags.
+
+use super::*;
+
+/// What `corecap serve` runs, resolved from [`ServeArgs`]: the listeners, one base capture
+/// per `-i`, and the manager's configuration.
+pub(crate) struct ServeConfig {
+    /// The API's Unix socket.
+    pub(crate) socket: PathBuf,
+    /// A TCP listener too (`--listen`).
+    pub(crate) listen: Option<Listen>,
+    /// The spool as given, for messages.
+    pub(crate) spool: PathBuf,
+    /// One attachable capture of a whole interface per `-i`.
+    pub(crate) bases: Vec<CaptureConfig>,
+    /// The spool (opened), limits, key, spawned workers' rings and IPFIX collectors.
+    pub(crate) manager: ManagerConfig,
+    /// Print each capture's final state as JSON lines at exit.
+    pub(crate) json: bool,
+    /// The user to run as once the base captures and the socket are open (`-Z`).
+    pub(crate) run_as: Option<corecap_linux::privilege::RunAs>,
+}
+
+/// `serve --listen`: the address, the bearer token, and TLS.
+pub(crate) struct Listen {
+    pub(crate) addr: SocketAddr,
+    /// Required in clear, optional with TLS.
+    pub(crate) token: Option<String>,
+    /// The daemon's certificate and the CA of its clients' certificates.
+    pub(crate) tls: Option<Arc<corecap_manager::tls::ServerConfig>>,
+}
+
+/// `--listen` with its token and TLS files, checked: in clear only on loopback and with a
+/// token; elsewhere with TLS and client certificates.
+pub(super) fn listen(a: &ServeArgs) -> Result<Option<Listen>> {
+    let Some(addr) = a.listen else {
+        if a.token_file.is_some() {
+            bail!("--token-file is for --listen");
+        }
+        return Ok(None);
+    };
+    let token = a.token_file.as_deref().map(token).transpose()?;
+    let tls = match (&a.tls_cert, &a.tls_key, &a.tls_client_ca) {
+        (Some(c), Some(k), Some(ca)) => Some(Arc::new(
+            corecap_manager::tls::server_config(c, k, ca).context("--listen with TLS")?,
+        )),
+        (None, None, None) => None,
+        _ => bail!("TLS needs --tls-cert, --tls-key and --tls-client-ca together (corecap certs DIR makes them)"),
+    };
+    if tls.is_none() {
+        if !addr.ip().is_loopback() {
+            bail!("--listen {addr}: an address other than loopback needs TLS with client certificates (--tls-cert, --tls-key, --tls-client-ca; corecap certs DIR makes them)");
+        }
+        if token.is_none() {
+            bail!("--listen in clear needs --token-file FILE (made when missing)");
+        }
+    }
+    Ok(Some(Listen { addr, token, tls }))
+}
+
+/// Resolves the daemon's arguments: opens the spool (and the recording folder), loads the
+/// key, the token and the TLS files, and builds the base captures' configurations.
+pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
+    let run_as = a
+        .user
+        .as_deref()
+        .map(corecap_linux::privilege::lookup_user)
+        .transpose()?;
+    let also = run_as.as_ref().map(|u| u.uid);
+    let quota = a.quota.as_deref().map(size).transpose()?;
+    let spool = Spool::open(&a.spool, quota, also)
+        .with_context(|| format!("opening the spool {}", a.spool.display()))?;
+    let key = a.key_file.as_deref().map(key_file).transpose()?;
+    let listen = listen(a)?;
+    let cpus = optional_cpu_list(a.cpus.as_deref())?;
+    let stage_cpus = optional_cpu_list(a.stage_cpus.as_deref())?;
+    let ring = ring(&a.ring)?;
+    let spawn_ring = corecap_linux::RingConfig::with_size(
+        a.spawn_buffer_size
+            .checked_mul(1 << 20)
+            .filter(|b| *b > 0)
+            .context("--spawn-buffer-size must be 1 MiB or more")?,
+        ring.block_size,
+        ring.retire_tov_ms,
+    );
+    let mut bases = a
+        .interfaces
+        .iter()
+        .map(|i| base_capture(i, a.workers.unwrap_or(0), &cpus, &stage_cpus, ring))
+        .collect::<Result<Vec<_>>>()?;
+    let retention = retention(&a.disk)?;
+    let record = match &a.record {
+        Some(dir) => {
+            let dir = corecap_manager::spool::open_folder(dir, also)
+                .with_context(|| format!("opening the recording folder {}", dir.display()))?;
+            if dir == spool.dir() {
+                bail!(
+                    "--record {}: give a folder other than the spool",
+                    dir.display()
+                );
+            }
+            let rotation = if a.rotate.is_empty() {
+                rotation(&["filesize:1G,duration:300".to_owned()])?
+            } else {
+                rotation(&a.rotate)?
+            };
+            if !rotation.active() {
+                bail!("--record needs rotation (-b filesize:kB or duration:S)");
+            }
+            for b in &mut bases {
+                b.output = Some(recording(&dir, b, a, rotation, &retention, &run_as)?);
+                // An attachable capture's workers steer; a stage thread of one balance
+                // group writes the recording, as `capture --pipeline` does.
+                b.groups = vec![GroupSpec {
+                    kind: GroupKind::Balance,
+                    members: 1,
+                    filter: None,
+                    snaplen: None,
+                }];
+            }
+            Some(dir)
+        }
+        None => None,
+    };
+    let manager = ManagerConfig {
+        spool,
+        max_captures: a.max_captures,
+        key,
+        share_cores: a.share_cores,
+        stage_cpus,
+        ring: spawn_ring,
+        spares: a.spares,
+        spawn_priority: a.spawn_priority,
+        spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
+        direct: !a.disk.no_direct,
+        index: !a.disk.no_index,
+        sessions: sessions(&a.disk, SessionConfig::on_demand()),
+        flush: flush_interval(&a.disk)?,
+        retention,
+        ipfix_collectors: ipfix_collectors(&a.ipfix_collector, a.ipfix_biflow)?,
+        recovered: Vec::new(),
+        record,
+    };
+    Ok(ServeConfig {
+        socket: a.socket.clone(),
+        listen,
+        spool: a.spool.clone(),
+        bases,
+        manager,
+        json: a.json,
+        run_as,
+    })
+}
+
+/// What a base capture records with `serve --record DIR`: `DIR/IF.pcapng` (from a stage
+/// thread, `IF.g0m0_NNNNN.pcapng`), rotated, indexed and kept under `--retain` with the
+/// spool, as `capture -w`.
+pub(super) fn recording(
+    dir: &Path,
+    base: &CaptureConfig,
+    a: &ServeArgs,
+    rotation: Rotation,
+    retention: &Option<Arc<corecap_store::retention::Retention>>,
+    run_as: &Option<corecap_linux::privilege::RunAs>,
+) -> Result<OutputConfig> {
+    let iface = base.inputs.first().map_or("capture", |i| i.iface.as_str());
+    let path = dir.join(format!("{iface}.pcapng"));
+    if let Some(why) = corecap_index::capture_name_error(&path) {
+        bail!("--record: {why}");
+    }
+    Ok(OutputConfig {
+        path,
+        format: Format::Pcapng,
+        merge: false,
+        rotation,
+        seal: None,
+        direct: !a.disk.no_direct,
+        index: !a.disk.no_index,
+        sessions: sessions(&a.disk, SessionConfig::default()),
+        flush: flush_interval(&a.disk)?,
+        owner: run_as.clone(),
+        retention: retention.clone(),
+        backlog: Backlog::new(disk_backlog(a.disk.disk_backlog.as_deref(), &base.inputs)?),
+    })
+}
+
+/// The base capture of `serve -i IF`: the whole interface over AF_PACKET, attachable, with
+/// no groups of its own.
+pub(super) fn base_capture(
+    typed: &str,
+    workers: usize,
+    cpus: &[u32],
+    stage_cpus: &[u32],
+    ring: corecap_linux::RingConfig,
+) -> Result<CaptureConfig> {
+    let input = Input::parse(typed).map_err(anyhow::Error::msg)?;
+    if input.xdp || input.queue.is_some() {
+        bail!("a base capture takes a whole interface over AF_PACKET: -i IF, not '{typed}'");
+    }
+    Ok(CaptureConfig {
+        inputs: vec![input],
+        workers,
+        cpus: cpus.to_vec(),
+        stage_cpus: stage_cpus.to_vec(),
+        ring,
+        attachable: true,
+        ..CaptureConfig::default()
+    })
+}
+
+/// A CPU list flag, empty when not given.
+pub(super) fn optional_cpu_list(s: Option<&str>) -> Result<Vec<u32>> {
+    Ok(s.map(cpu_list).transpose()?.unwrap_or_default())
+}
+
+/// A key-encryption key file (`--key-file`); warns about one others can read.
+pub(crate) fn key_file(path: &Path) -> Result<Arc<KeyFile>> {
+    let k = KeyFile::load(path)?;
+    if let Some(w) = &k.warning {
+        eprintln!("corecap: warning: {w}");
+    }
+    Ok(Arc::new(k))
+}
+
+/// Reads the token file, or makes one (mode 0600) when it does not exist.
+pub(super) fn token(path: &Path) -> Result<String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::read_to_string(path) {
+        Ok(t) if t.trim().len() >= 16 => Ok(t.trim().to_owned()),
+        Ok(_) => bail!("{}: a token has at least 16 characters", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let t = corecap_manager::new_token().context("making a token")?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            writeln!(f, "{t}")?;
+            eprintln!("corecap: wrote a new API token to {}", path.display());
+            Ok(t)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// The IPFIX collectors flows requests may name (`--ipfix-collector`).
+pub(super) fn ipfix_collectors(urls: &[String], biflow: bool) -> Result<Vec<IpfixTarget>> {
+    urls.iter()
+        .map(|c| {
+            let t = IpfixTarget::parse(c).map_err(anyhow::Error::msg)?;
+            Ok(IpfixTarget { biflow, ..t })
+        })
+        .collect()
+}
