@@ -272,74 +272,8 @@ impl FileSink {
         } else {
             cfg.path.clone()
         };
-        if !stream {
-            // Rotated and per-worker names keep the base's ending and its leading dot.
-            for p in [&cfg.path, &path] {
-                if let Some(why) = corecap_index::capture_name_error(p) {
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
-                }
-            }
-        }
-        if !stream && std::fs::symlink_metadata(&path).is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "{} exists: corecap never writes over a file; give another name, or \
-                     rotate (-b) to go on after the files already there",
-                    path.display()
-                ),
-            ));
-        }
-        if stream && (cfg.rotation.active() || cfg.seal.is_some()) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{} is a stream: it cannot be rotated or sealed",
-                    path.display()
-                ),
-            ));
-        }
-        // A stream's buffers are written whole (alignment 1), so a buffer handed over
-        // early carries nothing back.
-        let disk_cfg = DiskConfig {
-            direct: cfg.direct,
-            seal: cfg.seal.clone(),
-            files: cfg.rotation.files,
-            retention: cfg.retention.clone(),
-            index: cfg.index,
-            flush: cfg.flush.is_some(),
-        };
-        let (first, align) = if path == Path::new("-") {
-            (Err(Stream::stdout()), 1)
-        } else if stream {
-            (Err(Stream::fifo(&path)?), 1)
-        } else {
-            let f = corecap_store::write::disk::open_part(&path, disk_cfg.direct_io())?;
-            if let Some(who) = &cfg.owner {
-                corecap_linux::privilege::chown_fd(f.file(), who).map_err(|e| {
-                    io::Error::other(format!(
-                        "{}: {}",
-                        path.display(),
-                        corecap_linux::error_chain(&e)
-                    ))
-                })?;
-            }
-            let a = f.align();
-            (Ok((f, path)), a)
-        };
-        let (disk, mut out) = Disk::start(
-            disk_cfg,
-            first,
-            align,
-            corecap_store::write::disk::BUFFERS_AT_START,
-            cfg.seal.is_some(),
-            cfg.index && !stream,
-        )?;
-        out.may_grow(cfg.backlog.clone());
-        if let (Some(s), false) = (cfg.sessions, stream) {
-            out.keep_sessions(s);
-        }
-        let writer = Writer::start(&cfg, out)?;
+        check_first(&cfg, &path, stream)?;
+        let (disk, writer) = start_disk(&cfg, path, stream)?;
         let n = cfg.interfaces.len();
         let told = Told::for_config(&cfg, cfg.index && !stream);
         Ok(Self {
@@ -358,7 +292,89 @@ impl FileSink {
             time_due: false,
         })
     }
+}
 
+/// Refuses a first file that a capture may not write: a name of the recording's own kind
+/// (an index's, a hidden one), a file that exists (never written over), or a stream asked
+/// to rotate or to be sealed.
+fn check_first(cfg: &FileConfig, path: &Path, stream: bool) -> io::Result<()> {
+    if !stream {
+        // Rotated and per-worker names keep the base's ending and its leading dot.
+        for p in [&cfg.path, path] {
+            if let Some(why) = corecap_index::capture_name_error(p) {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+            }
+        }
+    }
+    if !stream && std::fs::symlink_metadata(path).is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} exists: corecap never writes over a file; give another name, or \
+                     rotate (-b) to go on after the files already there",
+                path.display()
+            ),
+        ));
+    }
+    if stream && (cfg.rotation.active() || cfg.seal.is_some()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a stream: it cannot be rotated or sealed",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens the first file (or the stream) and starts its disk writer; returns it and the
+/// packet writer that formats into it.
+fn start_disk(cfg: &FileConfig, path: PathBuf, stream: bool) -> io::Result<(Disk, Writer)> {
+    // A stream's buffers are written whole (alignment 1), so a buffer handed over
+    // early carries nothing back.
+    let disk_cfg = DiskConfig {
+        direct: cfg.direct,
+        seal: cfg.seal.clone(),
+        files: cfg.rotation.files,
+        retention: cfg.retention.clone(),
+        index: cfg.index,
+        flush: cfg.flush.is_some(),
+    };
+    let (first, align) = if path == Path::new("-") {
+        (Err(Stream::stdout()), 1)
+    } else if stream {
+        (Err(Stream::fifo(&path)?), 1)
+    } else {
+        let f = corecap_store::write::disk::open_part(&path, disk_cfg.direct_io())?;
+        if let Some(who) = &cfg.owner {
+            corecap_linux::privilege::chown_fd(f.file(), who).map_err(|e| {
+                io::Error::other(format!(
+                    "{}: {}",
+                    path.display(),
+                    corecap_linux::error_chain(&e)
+                ))
+            })?;
+        }
+        let a = f.align();
+        (Ok((f, path)), a)
+    };
+    let (disk, mut out) = Disk::start(
+        disk_cfg,
+        first,
+        align,
+        corecap_store::write::disk::BUFFERS_AT_START,
+        cfg.seal.is_some(),
+        cfg.index && !stream,
+    )?;
+    out.may_grow(cfg.backlog.clone());
+    if let (Some(s), false) = (cfg.sessions, stream) {
+        out.keep_sessions(s);
+    }
+    Writer::start(cfg, out).map(|w| (disk, w))
+}
+
+impl FileSink {
     /// Called once per batch (and while idle): on a stream (standard output, a FIFO),
     /// hands the blocks formatted so far to the writer now rather than when a buffer is
     /// full, so that a live reader sees packets as they come; on a file, runs the flush
