@@ -20,13 +20,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         corecap_linux::netdev::enter_netns(ns)
             .with_context(|| format!("entering network namespace {ns}"))?;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
-    let usr1 = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone())
-        .context("installing signal handlers")?;
+    let (stop, usr1) = signals()?;
     let interval = crate::report::stats_interval(a.stats_interval, a.json, false)?;
     let mut c = config::serve(&a)?;
     // One daemon per spool: a second is refused before it recovers or writes anything.
@@ -66,7 +60,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     if let Some(p) = priority {
         check_fifo(&opener, p)?;
     }
-    let max_captures = c.manager.max_captures;
+    let up = serving(&c, c.manager.max_captures);
     let m = Arc::new(Manager::new(c.manager, bases).with_opener(opener));
     // Workers kept ready for spawn mode are made on a thread of their own, never on a
     // request's path.
@@ -93,16 +87,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     if let Some(r) = &retention {
         trim_at_start(r);
     }
-    eprintln!(
-        "corecap: serving on {}{} (spool {}, at most {max_captures} captures)",
-        c.socket.display(),
-        c.listen.as_ref().map_or(String::new(), |l| format!(
-            " and {}://{}",
-            if l.tls.is_some() { "https" } else { "http" },
-            l.addr
-        )),
-        c.spool.display(),
-    );
+    eprintln!("corecap: {up}");
     let mut stats = Report::new(interval, c.json);
     // Relaxed: flags set by the signal handlers, polled here.
     while !stop.load(Ordering::Relaxed) {
@@ -120,6 +105,32 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     stats.summary(&ended);
     eprintln!("corecap: stopped");
     Ok(0)
+}
+
+/// The flags SIGINT or SIGTERM (stop) and SIGUSR1 (statistics now) set.
+fn signals() -> Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let usr1 = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, usr1.clone())
+        .context("installing signal handlers")?;
+    Ok((stop, usr1))
+}
+
+/// The line that says the daemon is up: where it listens, its spool, its capture limit.
+fn serving(c: &config::ServeConfig, max_captures: usize) -> String {
+    format!(
+        "serving on {}{} (spool {}, at most {max_captures} captures)",
+        c.socket.display(),
+        c.listen.as_ref().map_or(String::new(), |l| format!(
+            " and {}://{}",
+            if l.tls.is_some() { "https" } else { "http" },
+            l.addr
+        )),
+        c.spool.display(),
+    )
 }
 
 /// `serve`'s statistics: a line every `--stats-interval` and on SIGUSR1, with rates over
