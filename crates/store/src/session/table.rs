@@ -150,7 +150,7 @@ impl SessionTable {
         // At most half the slots are used, so a probe ends soon.
         let n = (cfg.capacity * 2).next_power_of_two();
         SessionTable {
-            slots: vec![EMPTY; n],
+            slots: huge_slots(n),
             mask: n - 1,
             live: Vec::with_capacity(cfg.capacity),
             names: Vec::with_capacity(cfg.names),
@@ -415,6 +415,16 @@ fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     }
     let c = k.canonical();
     (c, false, c.src == k.src && c.sport == k.sport)
+}
+
+/// `n` empty slots, on huge pages where the kernel gives them: a packet's slot is at a
+/// random place in many MiB, and with 4 KiB pages each lookup was a TLB miss too.
+fn huge_slots(n: usize) -> Vec<Entry> {
+    let mut v: Vec<Entry> = Vec::with_capacity(n);
+    // Advised before the first write, which is what places the pages.
+    corecap_linux::memory::advise_huge(v.as_ptr() as usize, n * std::mem::size_of::<Entry>());
+    v.resize(n, EMPTY);
+    v
 }
 
 /// A hash of a key for the slot it starts probing at: the key's five words, each folded in
