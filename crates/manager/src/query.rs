@@ -69,6 +69,7 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
         kek: m.key().cloned(),
         scan: false,
         once: true,
+        sessions: None,
     })
 }
 

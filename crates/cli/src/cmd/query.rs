@@ -44,6 +44,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         kek,
         scan: a.scan,
         once: false,
+        sessions: None,
     };
     if a.stats {
         // --stats (--count-only): counts from the catalogs and indexes, no packet read.

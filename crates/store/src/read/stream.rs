@@ -42,6 +42,8 @@ pub(crate) struct FileStream {
 /// What the whole query shares: filters per link type, output interfaces, counters.
 pub(crate) struct Ctx<'a, W: Write> {
     pub(crate) filter: Option<&'a str>,
+    /// Only the packets of these connections.
+    pub(crate) sessions: Option<&'a super::flow_match::SessionMatch>,
     /// By link type and byte order (a BSD NULL header is in the writer's).
     pub(crate) programs: HashMap<(u16, bool), Program>,
     pub(crate) out: PcapngWriter<W>,
@@ -557,6 +559,11 @@ impl FileStream {
                         .map_or(0, |b| u16::from_be_bytes([b[0], b[1]])),
                 };
                 if p.run(&self.held.data, orig, &meta) == 0 {
+                    continue;
+                }
+            }
+            if let Some(m) = ctx.sessions {
+                if !m.matches(corecap_wire::Link::of(lt), &self.held.data, ts) {
                     continue;
                 }
             }
