@@ -6,6 +6,7 @@ pub(crate) mod client;
 pub(crate) mod demo;
 pub(crate) mod extcap;
 pub(crate) mod fleet;
+pub(crate) mod flows;
 pub(crate) mod gen;
 pub(crate) mod generate;
 pub(crate) mod index;

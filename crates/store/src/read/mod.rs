@@ -3,6 +3,7 @@
 //! time order ([`query`]); [`time`] parses the times users give. [`flows`] lists the
 //! connections the sessions files beside the capture files keep, and [`flow_match`] says
 //! which match and turns them into a query for their packets.
+pub mod flow_doc;
 pub mod flow_match;
 pub mod flows;
 pub mod outcome;
