@@ -5,9 +5,9 @@
 use std::io::{self, BufWriter, Write};
 
 use anyhow::{bail, Result};
+use corecap_store::query::expand_paths;
 use corecap_store::read::flow_doc::FlowDoc;
 use corecap_store::read::flows::{list, FlowSort, FlowSpec, FlowStats};
-use corecap_store::query::expand_paths;
 
 use super::query::{selectors, split_args, window_of};
 use crate::config;
@@ -123,7 +123,9 @@ fn write_csv(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
             d.network.community_id.clone(),
             d.corecap.tcp_flags.clone(),
             d.corecap.segments.to_string(),
-            d.dns.as_ref().map_or(String::new(), |x| x.question.name.clone()),
+            d.dns
+                .as_ref()
+                .map_or(String::new(), |x| x.question.name.clone()),
             d.tls
                 .as_ref()
                 .map_or(String::new(), |x| x.client.server_name.clone()),
@@ -163,8 +165,16 @@ fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
     writeln!(
         out,
         "{:<30} {:>10} {:<5} {:>45}    {:<45} {:>8} {:>10} {:>8} {:>10} {:<10} NAME",
-        "FIRST (UTC)", "SECONDS", "PROTO", "ORIGINATOR", "RESPONDER", "PKTS>", "BYTES>", "<PKTS",
-        "<BYTES", "FLAGS"
+        "FIRST (UTC)",
+        "SECONDS",
+        "PROTO",
+        "ORIGINATOR",
+        "RESPONDER",
+        "PKTS>",
+        "BYTES>",
+        "<PKTS",
+        "<BYTES",
+        "FLAGS"
     )?;
     for d in docs {
         let mut flags = d.corecap.tcp_flags.clone();

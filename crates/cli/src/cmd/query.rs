@@ -14,8 +14,8 @@ use corecap_store::query::{
 use corecap_store::read::flow_match::Selectors;
 
 use crate::args::QueryArgs;
-use crate::flow_args::SelectArgs;
 use crate::config;
+use crate::flow_args::SelectArgs;
 use crate::print::pipe::{is_broken_pipe, Pipe};
 
 pub(crate) fn run(a: QueryArgs) -> Result<i32> {

@@ -179,7 +179,12 @@ impl FlowDoc {
                 community_id: s.community_id.as_str().to_owned(),
                 transport: transport_name(k.proto),
                 iana_number: k.proto.to_string(),
-                kind: if k.family == IpFamily::V4 { "ipv4" } else { "ipv6" }.to_owned(),
+                kind: if k.family == IpFamily::V4 {
+                    "ipv4"
+                } else {
+                    "ipv6"
+                }
+                .to_owned(),
                 packets: s.packets[0] + s.packets[1],
                 bytes: s.bytes[0] + s.bytes[1],
                 vlan: (k.vlan != 0).then(|| VlanDoc {

@@ -8,9 +8,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use corecap_linux::cbpf::{Meta, Program};
-use corecap_wire::flow::{
-    IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
-};
+use corecap_wire::flow::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use corecap_wire::name::Name;
 use corecap_wire::{FlowKey, IpFamily, Link};
 
@@ -65,7 +63,9 @@ impl Selectors {
             && names(&self.dns, dns_name(&s.name))
             && names(&self.http_host, http_host(&s.name))
             && self.host.is_none_or(|h| k.src_ip() == h || k.dst_ip() == h)
-            && self.port.is_none_or(|p| has_ports(k.proto) && (k.sport == p || k.dport == p))
+            && self
+                .port
+                .is_none_or(|p| has_ports(k.proto) && (k.sport == p || k.dport == p))
     }
 }
 
@@ -247,6 +247,8 @@ fn transport(s: &Session, k: &FlowKey, back: bool) -> Vec<u8> {
 #[derive(Clone, Debug, Default)]
 pub struct SessionMatch {
     by_key: HashMap<FlowKey, Vec<(u64, u64)>>,
+    /// The user's filter alone, for a link type the keys' filter does not compile for.
+    pub user_filter: Option<String>,
 }
 
 impl SessionMatch {
@@ -260,7 +262,10 @@ impl SessionMatch {
                 .or_default()
                 .push((s.first_ns, s.last_ns));
         }
-        SessionMatch { by_key }
+        SessionMatch {
+            by_key,
+            user_filter: None,
+        }
     }
 
     /// Whether the packet `frame` (of link type `link`) at `ts_ns` is one of theirs.
@@ -304,10 +309,12 @@ pub fn narrow(spec: &QuerySpec, select: &Selectors) -> Result<(QuerySpec, FlowSt
         return Ok((q, stats));
     }
     let keys = keys_filter(&flows);
-    q.filter = Some(match spec.filter.as_deref().filter(|f| !f.trim().is_empty()) {
-        Some(user) => format!("({user}) and ({keys})"),
-        None => keys,
-    });
+    q.filter = Some(
+        match spec.filter.as_deref().filter(|f| !f.trim().is_empty()) {
+            Some(user) => format!("({user}) and ({keys})"),
+            None => keys,
+        },
+    );
     q.from = flows.iter().map(|f| f.session.first_ns).min().unwrap_or(0);
     q.to = flows
         .iter()
@@ -315,7 +322,9 @@ pub fn narrow(spec: &QuerySpec, select: &Selectors) -> Result<(QuerySpec, FlowSt
         .max()
         .unwrap_or(u64::MAX - 1)
         + 1;
-    q.sessions = Some(Arc::new(SessionMatch::new(&flows)));
+    let mut m = SessionMatch::new(&flows);
+    m.user_filter = spec.filter.clone().filter(|f| !f.trim().is_empty());
+    q.sessions = Some(Arc::new(m));
     Ok((q, stats))
 }
 

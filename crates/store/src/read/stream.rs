@@ -102,9 +102,16 @@ impl<W: Write> Ctx<'_, W> {
         };
         let key = (linktype, big_endian);
         if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(key) {
-            let insns =
+            let compile = |expr| {
                 corecap_linux::filter::compile_for_file(linktype, big_endian, 262_144, expr)
-                    .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))?;
+                    .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))
+            };
+            let insns = match (compile(expr), self.sessions) {
+                // libpcap has no address tests on some link types (NFLOG): the connections'
+                // keys are then checked by the exact match alone, after the user's filter.
+                (Err(_), Some(m)) => compile(m.user_filter.as_deref().unwrap_or(""))?,
+                (r, _) => r?,
+            };
             e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
         }
         Ok(self.programs.get(&key))

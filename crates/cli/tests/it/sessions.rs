@@ -1,0 +1,435 @@
+//! Sessions read back (issue 35): `corecap flows` against tshark's conversations on real
+//! captures of several link types, `corecap query` by Community ID and by name against
+//! tshark's display filter of the same connection, connections joined across rotated
+//! files of a lab recording, and the daemon's `GET /flows` and `request flows`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+fn real(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/real")
+        .join(name)
+}
+
+/// Real captures with TCP or UDP conversations and no tunnel (tshark would count an inner
+/// conversation too), one or more per link type: Ethernet, BSD NULL, NFLOG, Linux SLL and
+/// SLL2, raw IPv4 and IPv6.
+const CAPTURES: &[&str] = &[
+    "sessions-loopback.pcap",
+    "community-id-combined.pcap",
+    "dns_tcp.pcap",
+    "dns-badcookie.pcap",
+    "mptcp-v1.pcap",
+    "nflog.pcap",
+    "simple_http_sll2.pcap",
+    "tcp-handshake-nano.pcap",
+    "LINKTYPE_IPV4.pcap",
+    "LINKTYPE_IPV6.pcap",
+    "babel.pcap",
+];
+
+/// A conversation without its direction: protocol, and its two ends in order.
+type Conv = (String, (IpAddr, u16), (IpAddr, u16));
+
+/// Frames and bytes from the lower end to the higher, then back.
+type Counts = [u64; 4];
+
+fn conv_of(
+    proto: &str,
+    a: (IpAddr, u16),
+    b: (IpAddr, u16),
+    ab: [u64; 2],
+    ba: [u64; 2],
+) -> (Conv, Counts) {
+    if a <= b {
+        ((proto.to_owned(), a, b), [ab[0], ab[1], ba[0], ba[1]])
+    } else {
+        ((proto.to_owned(), b, a), [ba[0], ba[1], ab[0], ab[1]])
+    }
+}
+
+fn end_of(text: &str) -> (IpAddr, u16) {
+    let (ip, port) = text.rsplit_once(':').expect("addr:port");
+    (ip.parse().expect("address"), port.parse().expect("port"))
+}
+
+fn tshark(args: &[&str]) -> String {
+    let o = Command::new("tshark").args(args).output().expect("tshark");
+    assert!(
+        o.status.success(),
+        "tshark {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8")
+}
+
+/// tshark's TCP and UDP conversations of `f` (`-z conv,tcp -z conv,udp`): frames each way
+/// from its table; bytes each way from its table where it prints them in bytes, and from
+/// the frames' lengths where it rounds them (`11 kB`), checked against the table's where
+/// it does not.
+fn tshark_convs(f: &Path) -> BTreeMap<Conv, Counts> {
+    let p = f.to_str().unwrap();
+    let mut lens: BTreeMap<(String, (IpAddr, u16), (IpAddr, u16)), [u64; 2]> = BTreeMap::new();
+    let fields = tshark(&[
+        "-r",
+        p,
+        "-T",
+        "fields",
+        "-e",
+        "ip.src",
+        "-e",
+        "ipv6.src",
+        "-e",
+        "ip.dst",
+        "-e",
+        "ipv6.dst",
+        "-e",
+        "tcp.srcport",
+        "-e",
+        "tcp.dstport",
+        "-e",
+        "udp.srcport",
+        "-e",
+        "udp.dstport",
+        "-e",
+        "frame.len",
+    ]);
+    for line in fields.lines() {
+        let c: Vec<&str> = line.split('\t').collect();
+        if c.len() < 9 || c.iter().any(|x| x.contains(',')) {
+            continue;
+        }
+        let pick = |a: &str, b: &str| {
+            if a.is_empty() {
+                b.to_owned()
+            } else {
+                a.to_owned()
+            }
+        };
+        let (src, dst) = (pick(c[0], c[1]), pick(c[2], c[3]));
+        let (proto, sp, dp) = match (c[4], c[6]) {
+            ("", "") => continue,
+            (t, "") => ("tcp", t, c[5]),
+            (_, u) => ("udp", u, c[7]),
+        };
+        let key = (
+            proto.to_owned(),
+            (src.parse().unwrap(), sp.parse().unwrap()),
+            (dst.parse().unwrap(), dp.parse().unwrap()),
+        );
+        let e = lens.entry(key).or_default();
+        e[0] += 1;
+        e[1] += c[8].parse::<u64>().unwrap();
+    }
+    let table = tshark(&["-r", p, "-q", "-z", "conv,tcp", "-z", "conv,udp"]);
+    let mut out = BTreeMap::new();
+    let mut proto = "";
+    for line in table.lines() {
+        if line.starts_with("TCP Conversations") {
+            proto = "tcp";
+        } else if line.starts_with("UDP Conversations") {
+            proto = "udp";
+        }
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() < 9 || w[1] != "<->" {
+            continue;
+        }
+        let (a, b) = (end_of(w[0]), end_of(w[2]));
+        let frames_ba: u64 = w[3].parse().unwrap();
+        let frames_ab: u64 = w[6].parse().unwrap();
+        let sum = |x, y| {
+            lens.get(&(proto.to_owned(), x, y))
+                .copied()
+                .unwrap_or([0, 0])
+        };
+        let (ab, ba) = (sum(a, b), sum(b, a));
+        assert_eq!(
+            (ab[0], ba[0]),
+            (frames_ab, frames_ba),
+            "{line}: frames by field"
+        );
+        for (bytes, unit, want) in [(w[4], w[5], ba[1]), (w[7], w[8], ab[1])] {
+            if unit == "bytes" {
+                assert_eq!(bytes.parse::<u64>().unwrap(), want, "{line}: bytes");
+            }
+        }
+        let (k, v) = conv_of(proto, a, b, ab, ba);
+        out.insert(k, v);
+    }
+    out
+}
+
+/// Records `src` with `corecap capture -r SRC -w DIR/x.pcapng`; returns the recording.
+fn record(src: &Path, s: &Scratch, tag: &str) -> PathBuf {
+    let dir = s.path(tag);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("x.pcapng");
+    let o = corecap(&[
+        "capture",
+        "-r",
+        src.to_str().unwrap(),
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.with_extension("pcapng.sessions").exists());
+    out
+}
+
+/// `corecap flows ARGS --json`, each line parsed; the command must succeed.
+fn flows_json(args: &[&str]) -> Vec<Value> {
+    let o = corecap(&[&["flows"], args, &["--json"]].concat());
+    assert!(
+        o.status.success(),
+        "flows {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// corecap's TCP and UDP connections, as [`tshark_convs`] gives tshark's.
+fn corecap_convs(flows: &[Value]) -> BTreeMap<Conv, Counts> {
+    let mut out = BTreeMap::new();
+    for f in flows {
+        let proto = f["network"]["transport"].as_str().unwrap();
+        if proto != "tcp" && proto != "udp" {
+            continue;
+        }
+        let end = |e: &Value| {
+            (
+                e["ip"].as_str().unwrap().parse().unwrap(),
+                e["port"].as_u64().unwrap() as u16,
+            )
+        };
+        let (s, d) = (&f["source"], &f["destination"]);
+        let (k, v) = conv_of(
+            proto,
+            end(s),
+            end(d),
+            [u(s, "packets"), u(s, "bytes")],
+            [u(d, "packets"), u(d, "bytes")],
+        );
+        assert!(out.insert(k, v).is_none(), "one record per connection: {f}");
+    }
+    out
+}
+
+#[test]
+fn issue35_flows_equal_tshark_conversations() {
+    if !need("tshark") {
+        return;
+    }
+    let s = Scratch::new("flows-real");
+    for (i, name) in CAPTURES.iter().enumerate() {
+        let src = real(name);
+        let rec = record(&src, &s, &format!("r{i}"));
+        let ours = corecap_convs(&flows_json(&[rec.to_str().unwrap()]));
+        let theirs = tshark_convs(&src);
+        assert!(!theirs.is_empty(), "{name}: tshark sees conversations");
+        assert_eq!(ours, theirs, "{name}: flows against tshark -z conv");
+    }
+}
+
+/// tshark's display filter for the connection of flow `f`.
+fn display_filter(f: &Value) -> String {
+    let proto = f["network"]["transport"].as_str().unwrap();
+    let (s, d) = (&f["source"], &f["destination"]);
+    let ipf = if f["network"]["type"] == "ipv6" {
+        "ipv6"
+    } else {
+        "ip"
+    };
+    format!(
+        "{ipf}.addr=={} && {ipf}.addr=={} && {proto}.port=={} && {proto}.port=={}",
+        s["ip"].as_str().unwrap(),
+        d["ip"].as_str().unwrap(),
+        s["port"],
+        d["port"]
+    )
+}
+
+/// `corecap query REC SELECTORS -w` gives exactly the packets (time and bytes) of
+/// `tshark -r SRC -Y FILTER`; returns how many.
+fn query_equals_tshark(src: &Path, rec: &Path, sel: &[&str], filter: &str, s: &Scratch) -> usize {
+    let n = std::fs::read_dir(&s.0).unwrap().count();
+    let (ours, theirs) = (
+        s.path(&format!("q{n}.pcapng")),
+        s.path(&format!("t{n}.pcapng")),
+    );
+    let o = corecap(
+        &[
+            &["query", rec.to_str().unwrap()],
+            sel,
+            &["-w", ours.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(
+        o.status.success(),
+        "query {sel:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    tshark(&[
+        "-r",
+        src.to_str().unwrap(),
+        "-Y",
+        filter,
+        "-F",
+        "pcapng",
+        "-w",
+        theirs.to_str().unwrap(),
+    ]);
+    let (a, b) = (packets(&ours), packets(&theirs));
+    assert_eq!(a, b, "{sel:?} against tshark -Y '{filter}'");
+    a.len()
+}
+
+#[test]
+fn issue35_query_by_community_id_equals_tshark_conversation() {
+    if !need("tshark") {
+        return;
+    }
+    let s = Scratch::new("flows-cid");
+    for name in [
+        "sessions-loopback.pcap",
+        "community-id-combined.pcap",
+        "nflog.pcap",
+        "simple_http_sll2.pcap",
+        "dns_tcp.pcap",
+    ] {
+        let src = real(name);
+        let rec = record(&src, &s, name);
+        for f in flows_json(&[rec.to_str().unwrap()]) {
+            let proto = f["network"]["transport"].as_str().unwrap();
+            if proto != "tcp" && proto != "udp" {
+                continue;
+            }
+            let id = f["network"]["community_id"].as_str().unwrap();
+            let n =
+                query_equals_tshark(&src, &rec, &["--community-id", id], &display_filter(&f), &s);
+            assert_eq!(n as u64, u(&f["network"], "packets"), "{name} {id}");
+        }
+    }
+}
+
+#[test]
+fn issue35_names_select_connections_and_their_packets() {
+    let s = Scratch::new("flows-names");
+    let src = real("sessions-loopback.pcap");
+    let rec = record(&src, &s, "lo");
+    let r = rec.to_str().unwrap();
+    let ports = |args: &[&str]| -> Vec<u64> {
+        let mut v: Vec<u64> = flows_json(&[&[r], args].concat())
+            .iter()
+            .map(|f| u(&f["source"], "port"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ports(&["--sni", "www.example.org"]), [47824]);
+    assert_eq!(ports(&["--sni", "WWW.Example.ORG."]), [47824]);
+    assert_eq!(ports(&["--sni", "*.EXAMPLE.net"]), [47836]);
+    assert_eq!(ports(&["--sni", "example.org"]), Vec::<u64>::new());
+    assert_eq!(ports(&["--http-host", "web.example.com"]), [58144]);
+    assert_eq!(ports(&["--http-host", "*.example.com"]), [58144, 58150]);
+    assert_eq!(
+        ports(&["--http-host", "*", "--sort", "bytes", "--limit", "1"]),
+        [58150]
+    );
+    assert_eq!(ports(&["--port", "4433"]), [47824, 47836]);
+    assert_eq!(ports(&["--host", "127.0.0.1", "port 8080"]), [58144, 58150]);
+    assert_eq!(ports(&["tcp[tcpflags] & tcp-rst != 0"]), Vec::<u64>::new());
+    let nflog = record(&real("nflog.pcap"), &s, "nflog");
+    let n = nflog.to_str().unwrap();
+    let names = |args: &[&str]| flows_json(&[&[n], args].concat()).len();
+    assert_eq!(names(&["--dns", "example.com"]), 2);
+    assert_eq!(names(&["--dns", "www.*"]), 2);
+    assert_eq!(names(&["--dns", "*"]), 4);
+    if !need("tshark") {
+        return;
+    }
+    let sni = query_equals_tshark(
+        &src,
+        &rec,
+        &["--sni", "www.example.org"],
+        "tcp.port==47824",
+        &s,
+    );
+    assert_eq!(sni, 23);
+    let http = "tcp.port==58144 || tcp.port==58150";
+    query_equals_tshark(&src, &rec, &["--http-host", "*.example.com"], http, &s);
+    // The user's filter narrows the connections' packets further.
+    let syn = "tcp.port==47824 && tcp.flags.syn==1";
+    query_equals_tshark(
+        &src,
+        &rec,
+        &["--sni", "www.example.org", "tcp[tcpflags] & tcp-syn != 0"],
+        syn,
+        &s,
+    );
+    query_equals_tshark(
+        &real("nflog.pcap"),
+        &nflog,
+        &["--dns", "www.example.com"],
+        "dns.qry.name==\"www.example.com\"",
+        &s,
+    );
+}
+
+#[test]
+fn issue35_missing_sessions_are_noted_and_formats() {
+    let s = Scratch::new("flows-notes");
+    let rec = record(&real("sessions-loopback.pcap"), &s, "a");
+    let dir = rec.parent().unwrap();
+    // A second file without sessions: said in a note, never silently skipped.
+    let other = dir.join("y.pcap");
+    std::fs::copy(real("nflog.pcap"), &other).unwrap();
+    let o = corecap(&["flows", dir.to_str().unwrap()]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("1 files without a sessions file"), "{err}");
+    assert!(
+        err.contains("4 connections from the sessions of 1 of 2 files"),
+        "{err}"
+    );
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("127.0.0.1:58144 -> 127.0.0.1:8080"),
+        "{table}"
+    );
+    assert!(table.contains("GET web.example.com/index.html"), "{table}");
+    // A stale sessions file (the capture replaced) is not believed.
+    std::fs::copy(real("nflog.pcap"), &rec).unwrap();
+    let o = corecap(&["flows", rec.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no longer matches"), "{err}");
+    // CSV: a header and one line per connection.
+    let rec = record(&real("sessions-loopback.pcap"), &s, "b");
+    let o = corecap(&["flows", rec.to_str().unwrap(), "--csv"]);
+    let csv = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv.starts_with("event.start,"), "{csv}");
+    // A Community ID of no connection: an empty answer, not an error.
+    let out = s.path("none.pcapng");
+    let id = "1:AAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let o = corecap(&[
+        "query",
+        rec.to_str().unwrap(),
+        "--community-id",
+        id,
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(packets(&out).is_empty());
+}
