@@ -1173,7 +1173,11 @@ pub(crate) enum Call {
         filter: Option<String>,
         out: PathBuf,
         force: bool,
+        /// Community ID, SNI, DNS and HTTP Host selectors, in `POST /queries`'s names.
+        select: [Option<String>; 4],
     },
+    /// Connections, `GET` this path (with its query).
+    Flows(String),
 }
 
 /// Resolves the client's arguments: the endpoint (and its token) and the request.
@@ -1194,7 +1198,14 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
             filter: words(&q.filter),
             out: q.out.clone(),
             force: q.force,
+            select: [
+                q.select.community_id.clone(),
+                q.select.sni.clone(),
+                q.select.dns.clone(),
+                q.select.http_host.clone(),
+            ],
         },
+        RequestCmd::Flows(f) => Call::Flows(f.path()),
     };
     let tls = match &a.tls_ca {
         Some(ca) => Some(Arc::new(

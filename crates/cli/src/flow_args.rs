@@ -92,3 +92,69 @@ pub(crate) struct FlowsArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) key_file: Option<PathBuf>,
 }
+
+/// `corecap request flows`.
+#[derive(Args, Debug)]
+pub(crate) struct RequestFlowsArgs {
+    /// Window start, inclusive (Unix seconds, RFC 3339, or relative like -15m).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) from: Option<String>,
+    /// Window end, exclusive.
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) to: Option<String>,
+    #[command(flatten)]
+    pub(crate) select: SelectArgs,
+    /// Either end's address.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) host: Option<IpAddr>,
+    /// Either end's port.
+    #[arg(long, value_name = "N")]
+    pub(crate) port: Option<u16>,
+    /// At most N connections from each daemon (its default: 10000).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+    /// tcpdump filter expression, asked of each connection.
+    #[arg(value_name = "FILTER")]
+    pub(crate) filter: Vec<String>,
+}
+
+impl RequestFlowsArgs {
+    /// The path and query of `GET /flows` for these arguments, percent-encoded.
+    pub(crate) fn path(&self) -> String {
+        let filter = self.filter.join(" ");
+        let pairs = [
+            ("from", self.from.clone()),
+            ("to", self.to.clone()),
+            ("community_id", self.select.community_id.clone()),
+            ("sni", self.select.sni.clone()),
+            ("dns", self.select.dns.clone()),
+            ("http_host", self.select.http_host.clone()),
+            ("host", self.host.map(|h| h.to_string())),
+            ("port", self.port.map(|p| p.to_string())),
+            ("limit", self.limit.map(|n| n.to_string())),
+            ("filter", (!filter.trim().is_empty()).then_some(filter)),
+        ];
+        let q: Vec<String> = pairs
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", encode(v))))
+            .collect();
+        if q.is_empty() {
+            "/flows".to_owned()
+        } else {
+            format!("/flows?{}", q.join("&"))
+        }
+    }
+}
+
+/// `s` percent-encoded for a URL query: letters, digits and `-._~` as they are.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

@@ -21,6 +21,7 @@
 pub mod api;
 pub mod catalog;
 pub mod cores;
+pub mod flows;
 pub mod http;
 pub mod lookback;
 pub mod manager;

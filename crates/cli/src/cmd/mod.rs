@@ -12,6 +12,7 @@ pub(crate) mod generate;
 pub(crate) mod index;
 pub(crate) mod lab;
 pub(crate) mod query;
+pub(crate) mod remote_flows;
 pub(crate) mod request;
 pub(crate) mod seal;
 pub(crate) mod serve;
