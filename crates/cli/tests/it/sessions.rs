@@ -433,3 +433,185 @@ fn issue35_missing_sessions_are_noted_and_formats() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(packets(&out).is_empty());
 }
+
+/// The whole capture files of a recording folder, in name order (not the hidden part
+/// being written, nor the files beside them).
+fn whole_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .filter(|p| {
+            let n = p.to_string_lossy();
+            !n.ends_with(".idx") && !n.ends_with(".sessions")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The files merged into one in time order (`mergecap`), for tshark to see them whole.
+fn merged(files: &[PathBuf], s: &Scratch) -> PathBuf {
+    let out = s.path("merged.pcapng");
+    let o = Command::new("mergecap")
+        .arg("-w")
+        .arg(&out)
+        .args(files)
+        .output()
+        .expect("mergecap");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue35_connections_joined_across_rotated_files_equal_tshark() {
+    if !need("tshark") || !need("mergecap") {
+        return;
+    }
+    let lab = Lab::new(1);
+    let s = Scratch::new("flows-rot");
+    let dir = s.path("rec");
+    std::fs::create_dir(&dir).unwrap();
+    let cap = lab.capture_to(
+        &dir.join("r.pcapng"),
+        &["--workers", "1", "-b", "filesize:1000"],
+    );
+    let sent = lab.gen(
+        12_000,
+        &[
+            "--flows", "16", "--bidir", "--size", "512", "--rate", "40000",
+        ],
+    );
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    let files = whole_files(&dir);
+    assert!(files.len() >= 4, "rotated: {files:?}");
+    let flows = flows_json(&[dir.to_str().unwrap()]);
+    assert!(
+        flows.iter().all(|f| u(&f["corecap"], "segments") >= 4),
+        "every connection spans the files: {flows:?}"
+    );
+    let all = merged(&files, &s);
+    let theirs = tshark_convs(&all);
+    assert_eq!(theirs.len(), 16, "{theirs:?}");
+    assert_eq!(corecap_convs(&flows), theirs, "joined flows against tshark");
+    // One connection's packets, over every file, by its Community ID.
+    let f = &flows[3];
+    let id = f["network"]["community_id"].as_str().unwrap();
+    let n = query_equals_tshark(&all, &dir, &["--community-id", id], &display_filter(f), &s);
+    assert_eq!(n as u64, u(&f["network"], "packets"));
+    // A window over the middle files only lists the connections' parts in it.
+    let mid = packets(&files[1]);
+    let (t1, t2) = (mid[0].0, mid[mid.len() - 1].0);
+    let o = corecap(&[
+        "flows",
+        dir.to_str().unwrap(),
+        "--from",
+        &secs(t1),
+        "--to",
+        &secs(t2),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 16);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue35_daemon_lists_flows_and_queries_by_community_id() {
+    let lab = Lab::new(1);
+    let s = Scratch::new("flows-serve");
+    let rec = s.path("rec");
+    let args = recording_daemon_args(&rec, &[]);
+    let d = Daemon::start(
+        &lab,
+        &s,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    lab.gen(
+        6_000,
+        &[
+            "--flows", "8", "--bidir", "--size", "512", "--rate", "20000",
+        ],
+    );
+    // The files the recorder closed have their sessions; the one it writes has none yet.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let o = d.request_ok(&["flows"]);
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!lines.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(lines.len() <= 8, "{lines:?}");
+    // The same as `corecap flows` over the recording's whole files (and its part, noted).
+    let local = flows_json(&[rec.to_str().unwrap()]);
+    let ids = |v: &[Value]| {
+        let mut ids: Vec<String> = v
+            .iter()
+            .map(|f| f["network"]["community_id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&lines), ids(&local));
+    // GET /flows itself: chunked JSON lines, ended by the line of figures.
+    if have("curl") {
+        let id = lines[0]["network"]["community_id"].as_str().unwrap();
+        let url = format!(
+            "http://corecap/flows?limit=1&community_id={}",
+            id.replace('+', "%2B")
+                .replace('/', "%2F")
+                .replace('=', "%3D")
+        );
+        let o = Command::new("curl")
+            .args(["-sS", "-i", "--unix-socket"])
+            .arg(&d.socket)
+            .arg(&url)
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&o.stdout).to_lowercase();
+        assert!(text.contains("transfer-encoding: chunked"), "{text}");
+        let body: Vec<&str> = text.lines().filter(|l| l.starts_with('{')).collect();
+        assert_eq!(body.len(), 2, "{text}");
+        assert!(body[1].contains("\"type\":\"end\""), "{text}");
+        assert!(body[1].contains("\"truncated\":false"), "{text}");
+        // A bad parameter is refused before anything is read.
+        let o = Command::new("curl")
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--unix-socket",
+            ])
+            .arg(&d.socket)
+            .arg("http://corecap/flows?port=x")
+            .output()
+            .expect("curl");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "400");
+    }
+    // POST /queries by Community ID: that connection's packets, as a local query gives them.
+    let id = lines[0]["network"]["community_id"].as_str().unwrap();
+    let (remote, local) = (s.path("remote.pcapng"), s.path("local.pcapng"));
+    d.request_ok(&[
+        "query",
+        "--community-id",
+        id,
+        "-w",
+        remote.to_str().unwrap(),
+    ]);
+    let o = corecap(&[
+        "query",
+        rec.to_str().unwrap(),
+        "--community-id",
+        id,
+        "-w",
+        local.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = packets(&remote);
+    assert_eq!(got.len() as u64, u(&lines[0]["network"], "packets"));
+    assert_eq!(got, packets(&local));
+}
