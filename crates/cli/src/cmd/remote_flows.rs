@@ -10,8 +10,11 @@ use serde_json::Value;
 use super::client::{connect, error_message, is_timeout, refused, timed_out};
 use crate::config::{Endpoint, Sensor};
 
+/// A daemon's connections, and its end line (figures and notes).
+type Answer = (Vec<Value>, Value);
+
 /// A daemon's answer: its connections, and its end line (figures and notes).
-fn parse(body: &[u8]) -> Result<(Vec<Value>, Value)> {
+fn parse(body: &[u8]) -> Result<Answer> {
     let mut flows = Vec::new();
     for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let v: Value = serde_json::from_slice(line).context("the answer is not JSON lines")?;
@@ -53,7 +56,7 @@ pub(crate) fn one(e: &Endpoint, t: Duration, path: &str) -> Result<i32> {
 /// `request flows` to every sensor at once: the lines of all, each with its sensor's name
 /// (`observer.name`), in order of first packet.
 pub(crate) fn fleet(sensors: &[Sensor], path: &str, partial: bool, t: Duration) -> Result<i32> {
-    let answers: Vec<(String, Result<(Vec<Value>, Value)>)> = std::thread::scope(|sc| {
+    let answers: Vec<(String, Result<Answer>)> = std::thread::scope(|sc| {
         let jobs: Vec<_> = sensors
             .iter()
             .map(|s| {

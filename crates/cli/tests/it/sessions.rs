@@ -76,7 +76,8 @@ fn tshark(args: &[&str]) -> String {
 /// it does not.
 fn tshark_convs(f: &Path) -> BTreeMap<Conv, Counts> {
     let p = f.to_str().unwrap();
-    let mut lens: BTreeMap<(String, (IpAddr, u16), (IpAddr, u16)), [u64; 2]> = BTreeMap::new();
+    // By direction: the protocol, the sender, the receiver.
+    let mut lens: BTreeMap<Conv, [u64; 2]> = BTreeMap::new();
     let fields = tshark(&[
         "-r",
         p,
@@ -614,4 +615,66 @@ fn issue35_daemon_lists_flows_and_queries_by_community_id() {
     let got = packets(&remote);
     assert_eq!(got.len() as u64, u(&lines[0]["network"], "packets"));
     assert_eq!(got, packets(&local));
+}
+
+#[test]
+fn issue35_too_many_connections_for_one_query_are_refused() {
+    // 200 DNS questions for one name, each from a port of its own: 200 connections.
+    let ifs = [corecap_wire::InterfaceDesc::ethernet("e", 262144)];
+    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
+    let question = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01a\x07example\x03com\x00\x00\x01\x00\x01";
+    for i in 0..200u16 {
+        let mut frame = udp_frame(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            2000 + i,
+            53,
+            42 + question.len(),
+        );
+        frame[42..].copy_from_slice(question);
+        let ts_ns = 1_700_000_000_000_000_000 + u64::from(i) * 1000;
+        w.write_epb(&corecap_wire::Epb {
+            if_id: 0,
+            ts_ns,
+            data: &frame,
+            orig_len: frame.len() as u32,
+            ..corecap_wire::Epb::default()
+        })
+        .expect("epb");
+    }
+    let s = Scratch::new("flows-many");
+    let src = s.path("dns.pcapng");
+    std::fs::write(&src, w.into_inner()).unwrap();
+    let rec = record(&src, &s, "rec");
+    let r = rec.to_str().unwrap();
+    assert_eq!(flows_json(&[r, "--dns", "A.Example.com"]).len(), 200);
+    let out = s.path("q.pcapng");
+    let o = corecap(&[
+        "query",
+        r,
+        "--dns",
+        "a.example.com",
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("match 200 connections, more than the 128"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no answer file is left");
+    // Narrowed by the window, they fit.
+    let o = corecap(&[
+        "query",
+        r,
+        "--dns",
+        "a.example.com",
+        "--to",
+        "1700000000.000100",
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(packets(&out).len(), 100);
 }
