@@ -261,3 +261,90 @@ fn absorb(flow: &mut Flow, s: &Session) {
     }
     flow.segments += 1;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::flow_match::SessionFilter;
+    use crate::session::{BEGAN_SYN, SAW_SYN};
+    use corecap_wire::flow::IPPROTO_TCP;
+    use corecap_wire::{community_id::community_id_of_tuple, FlowKey, IpFamily, Link};
+
+    const S: u64 = 1_000_000_000;
+
+    fn key() -> FlowKey {
+        let mut k = FlowKey {
+            vlan: 0,
+            proto: IPPROTO_TCP,
+            family: IpFamily::V4,
+            src: [0; 16],
+            dst: [0; 16],
+            sport: 40000,
+            dport: 443,
+        };
+        k.src[..4].copy_from_slice(&[10, 0, 0, 1]);
+        k.dst[..4].copy_from_slice(&[10, 0, 0, 2]);
+        k
+    }
+
+    fn session(key: FlowKey, first: u64, last: u64, packets: [u64; 2], flags: u8) -> Session {
+        Session {
+            key,
+            link: Link::Ethernet,
+            community_id: community_id_of_tuple(&key, false, 0),
+            first_ns: first,
+            last_ns: last,
+            packets,
+            bytes: [packets[0] * 100, packets[1] * 100],
+            tcp_flags: 0x10,
+            flags,
+            name: SessionName::None,
+        }
+    }
+
+    #[test]
+    fn test_join_across_files() {
+        let k = key();
+        let syn = BEGAN_SYN | SAW_SYN;
+        let records = vec![
+            (0, session(k, 10 * S, 20 * S, [5, 4], syn)),
+            // The next file: its first packet came from the responder, so its record counts
+            // from the other end.
+            (1, session(k.reversed(), 21 * S, 30 * S, [3, 2], 0)),
+            (2, session(k, 31 * S, 40 * S, [1, 1], ENDED_FIN_RST)),
+            // A new connection on the same ports: it begins with a SYN.
+            (3, session(k, 41 * S, 42 * S, [2, 1], syn)),
+            // Long after: a connection of its own.
+            (
+                4,
+                session(k, 42 * S + JOIN_GAP_NS + 1, 43 * S + JOIN_GAP_NS, [1, 0], 0),
+            ),
+        ];
+        let flows = join(records);
+        assert_eq!(flows.len(), 3, "{flows:?}");
+        let f = &flows[0].session;
+        assert_eq!(flows[0].segments, 3);
+        assert_eq!(f.key, k);
+        assert_eq!(f.packets, [5 + 2 + 1, 4 + 3 + 1]);
+        assert_eq!(f.bytes, [800, 800]);
+        assert_eq!((f.first_ns, f.last_ns), (10 * S, 40 * S));
+        assert!(f.began_syn() && f.ended_fin_rst());
+        assert_eq!((flows[1].segments, flows[2].segments), (1, 1));
+    }
+
+    #[test]
+    fn test_session_filter() {
+        let s = session(key(), S, 2 * S, [1, 1], BEGAN_SYN);
+        let yes = |e: &str| SessionFilter::new(Some(e)).unwrap().matches(&s);
+        assert!(yes("tcp port 443"));
+        assert!(
+            yes("src host 10.0.0.2 and dst port 40000"),
+            "either direction"
+        );
+        assert!(yes("net 10.0.0.0/24 and tcp[tcpflags] & tcp-ack != 0"));
+        assert!(!yes("udp"));
+        assert!(!yes("tcp[tcpflags] & tcp-rst != 0"));
+        assert!(!yes("vlan 5"));
+        assert!(SessionFilter::new(Some("no such thing")).is_err());
+    }
+}
