@@ -678,3 +678,36 @@ fn issue35_too_many_connections_for_one_query_are_refused() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(packets(&out).len(), 100);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue35_vlan_connections_listed_and_queried() {
+    if !need("tshark") {
+        return;
+    }
+    let lab = Lab::new(1);
+    let s = Scratch::new("flows-vlan");
+    let dir = s.path("rec");
+    std::fs::create_dir(&dir).unwrap();
+    let cap = lab.capture_to(&dir.join("v.pcapng"), &["--workers", "1"]);
+    let sent = lab.gen(
+        2_000,
+        &["--flows", "4", "--bidir", "--vlan", "7", "--rate", "20000"],
+    );
+    let v = cap.stop();
+    assert_eq!(u(&v, "packets"), sent, "{v}");
+    let files = whole_files(&dir);
+    let flows = flows_json(&[dir.to_str().unwrap(), "vlan 7"]);
+    assert_eq!(flows.len(), 4, "{flows:?}");
+    assert!(
+        flows.iter().all(|f| f["network"]["vlan"]["id"] == "7"),
+        "{flows:?}"
+    );
+    assert!(flows_json(&[dir.to_str().unwrap(), "vlan 8"]).is_empty());
+    assert_eq!(corecap_convs(&flows), tshark_convs(&files[0]));
+    let f = &flows[1];
+    let id = f["network"]["community_id"].as_str().unwrap();
+    let filter = format!("vlan.id==7 && {}", display_filter(f));
+    let n = query_equals_tshark(&files[0], &dir, &["--community-id", id], &filter, &s);
+    assert_eq!(n as u64, u(&f["network"], "packets"));
+}

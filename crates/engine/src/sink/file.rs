@@ -463,7 +463,10 @@ impl FileSink {
             // Its connection, at the time and with the bytes the file holds.
             let frame = &p.data[..p.data.len().min(t.keep)];
             let ts = p.ts_ns / t.tick * t.tick;
-            w.out().add_session(ts, p.wire_len, frame, p.link, p.vlan);
+            // The length on the wire as the file holds it: with the tag the ring stripped
+            // put back, as the writer put it back.
+            let wire = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
+            w.out().add_session(ts, wire, frame, p.link, p.vlan);
         }
         if self.first_ts.is_none() && rot.duration.is_some() {
             // Once a file: the clock its duration is counted on.
