@@ -524,7 +524,14 @@ fn issue35_daemon_lists_flows_and_queries_by_community_id() {
     let lab = Lab::new(1);
     let s = Scratch::new("flows-serve");
     let rec = s.path("rec");
-    let args = recording_daemon_args(&rec, &[]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let token = s.path("token");
+    let extra = ["--listen", &listen, "--token-file", token.to_str().unwrap()];
+    let args = recording_daemon_args(&rec, &extra);
     let d = Daemon::start(
         &lab,
         &s,
@@ -592,6 +599,35 @@ fn issue35_daemon_lists_flows_and_queries_by_community_id() {
             .output()
             .expect("curl");
         assert_eq!(String::from_utf8_lossy(&o.stdout), "400");
+    }
+    // The fan-out: the same daemon under two names, each line naming its sensor.
+    let url = format!("http://{listen}");
+    // The daemon listens in the lab's namespace: the client asks from there.
+    let o = Command::new("ip")
+        .args(["netns", "exec", &lab.netns, bin()])
+        .args(["request", "--token-file", token.to_str().unwrap()])
+        .args([
+            "--sensor",
+            &format!("a={url}"),
+            "--sensor",
+            &format!("b={url}"),
+            "flows",
+        ])
+        .output()
+        .expect("request flows");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let both: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(both.len(), 2 * lines.len());
+    for name in ["a", "b"] {
+        let of: Vec<Value> = both
+            .iter()
+            .filter(|f| f["observer"]["name"] == name)
+            .cloned()
+            .collect();
+        assert_eq!(ids(&of), ids(&lines), "{name}");
     }
     // POST /queries by Community ID: that connection's packets, as a local query gives them.
     let id = lines[0]["network"]["community_id"].as_str().unwrap();
