@@ -747,3 +747,47 @@ fn issue35_vlan_connections_listed_and_queried() {
     let n = query_equals_tshark(&files[0], &dir, &["--community-id", id], &filter, &s);
     assert_eq!(n as u64, u(&f["network"], "packets"));
 }
+
+#[test]
+fn issue35_sealed_recording_needs_its_key() {
+    let s = Scratch::new("flows-sealed");
+    let key = keygen(&s, "k.key");
+    let dir = s.path("rec");
+    std::fs::create_dir(&dir).unwrap();
+    let out = dir.join("x.pcapng");
+    let src = real("sessions-loopback.pcap");
+    let o = corecap(&[
+        "capture",
+        "-r",
+        src.to_str().unwrap(),
+        "-w",
+        out.to_str().unwrap(),
+        "--encrypt",
+        "aes",
+        "--key-file",
+        &key,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d = dir.to_str().unwrap();
+    // Without the key: nothing listed, and the note says why.
+    let o = corecap(&["flows", d]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("sealed sessions file: no key"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).lines().count() <= 1);
+    // With it: the connections, and a name's packets.
+    assert_eq!(flows_json(&[d, "--key-file", &key]).len(), 4);
+    let q = s.path("q.pcapng");
+    let o = corecap(&[
+        "query",
+        d,
+        "--key-file",
+        &key,
+        "--sni",
+        "www.example.org",
+        "-w",
+        q.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(packets(&q).len(), 23);
+}
