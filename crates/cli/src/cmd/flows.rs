@@ -160,11 +160,22 @@ fn endpoint(ip: &str, port: Option<u16>) -> String {
 
 /// One line per connection: first time, duration, protocol, originator → responder,
 /// packets and bytes each way, TCP flags seen (and `+` for a SYN start, `.` for a FIN or
-/// RST end), the name.
+/// RST end), the name. The address columns are as wide as their longest entry.
 fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
+    let ends: Vec<(String, String)> = docs
+        .iter()
+        .map(|d| {
+            (
+                endpoint(&d.source.ip, d.source.port),
+                endpoint(&d.destination.ip, d.destination.port),
+            )
+        })
+        .collect();
+    let wo = ends.iter().map(|e| e.0.len()).max().unwrap_or(0).max(10);
+    let wr = ends.iter().map(|e| e.1.len()).max().unwrap_or(0).max(9);
     writeln!(
         out,
-        "{:<30} {:>10} {:<5} {:>45}    {:<45} {:>8} {:>10} {:>8} {:>10} {:<10} NAME",
+        "{:<30} {:>10} {:<9} {:>wo$}    {:<wr$} {:>8} {:>10} {:>8} {:>10} {:<10} NAME",
         "FIRST (UTC)",
         "SECONDS",
         "PROTO",
@@ -176,7 +187,7 @@ fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
         "<BYTES",
         "FLAGS"
     )?;
-    for d in docs {
+    for (d, (o, r)) in docs.iter().zip(&ends) {
         let mut flags = d.corecap.tcp_flags.clone();
         if d.corecap.began_syn {
             flags.insert(0, '+');
@@ -186,12 +197,10 @@ fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
         }
         writeln!(
             out,
-            "{:<30} {:>10.3} {:<5} {:>45} -> {:<45} {:>8} {:>10} {:>8} {:>10} {:<10} {}",
+            "{:<30} {:>10.3} {:<9} {o:>wo$} -> {r:<wr$} {:>8} {:>10} {:>8} {:>10} {:<10} {}",
             d.event.start,
             d.event.duration as f64 / 1e9,
             d.network.transport,
-            endpoint(&d.source.ip, d.source.port),
-            endpoint(&d.destination.ip, d.destination.port),
             d.source.packets,
             d.source.bytes,
             d.destination.packets,
