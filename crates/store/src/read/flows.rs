@@ -14,9 +14,9 @@
 //!   the later one starts within [`JOIN_GAP_NS`] of the earlier one's last packet and does
 //!   not begin with a SYN (a new connection on the same ports). The joined record counts
 //!   both, each direction from the first record's originator, and keeps the first record's
-//!   name. Only the files the window opens are joined: a connection whose first part lies
-//!   in a file outside the window is listed from its later parts, without the name its
-//!   first packets gave.
+//!   name. The files the window opens are joined, and the one just before the first of
+//!   them in each folder: a connection that began further back is listed from there on,
+//!   without the name its first packets gave.
 //! - **Window.** A connection is listed when its first-to-last packet range overlaps the
 //!   window `from..to`.
 
@@ -90,6 +90,9 @@ pub struct FlowStats {
     pub files_pruned: u64,
     /// Files whose sessions were read.
     pub files_read: u64,
+    /// Files outside the window whose sessions were read to join the connections that
+    /// continue from them into it.
+    pub files_joined: u64,
     /// Files without a sessions file: their connections are not listed.
     pub files_without: u64,
     /// Files whose sessions file no longer matches them: not listed.
@@ -147,47 +150,35 @@ fn key_order(s: &Session) -> (u8, [u8; 16], u16, [u8; 16], u16, u16) {
 }
 
 /// Every file's session records, each with the position of its file, counting in `stats`
-/// the files that have none to give.
+/// the files that have none to give. A file the window leaves out that comes just before
+/// one it opens, in the same folder, is read too: the connections that continue from it
+/// into the window are joined whole, with the names their first packets gave.
 fn read_all(spec: &FlowSpec, stats: &mut FlowStats) -> Vec<(usize, Session)> {
     let mut catalogs = Catalogs::default();
     let mut out = Vec::new();
     let mut missing: HashMap<&'static str, (u64, String)> = HashMap::new();
+    let mut pruned_before = false;
     for (i, f) in spec.files.iter().enumerate() {
         stats.files += 1;
         if catalogs.outside(f, spec.from, spec.to) {
             stats.files_pruned += 1;
+            pruned_before = true;
             continue;
         }
-        let why = match read_sessions(f, spec.kek.as_deref()) {
-            Ok(Some(file)) => {
-                stats.files_read += 1;
-                stats.records += file.sessions.len() as u64;
-                out.extend(file.sessions.into_iter().map(|s| (i, s)));
-                continue;
-            }
-            Ok(None) => {
-                stats.files_without += 1;
-                if is_part(f) {
-                    "being written (its sessions come when it is whole)"
-                } else {
-                    "without a sessions file"
+        if let (true, Some(prev)) = (pruned_before, i.checked_sub(1)) {
+            let p = &spec.files[prev];
+            if crate::names::dir_of(p) == crate::names::dir_of(f) {
+                if let Ok(Some(file)) = read_sessions(p, spec.kek.as_deref()) {
+                    stats.files_joined += 1;
+                    out.extend(file.sessions.into_iter().map(|s| (prev, s)));
                 }
             }
-            Err(SessionsError::Stale) => {
-                stats.files_stale += 1;
-                "with a sessions file that no longer matches the capture file"
-            }
-            Err(e) => {
-                stats.files_unreadable += 1;
-                stats.notes.push(format!(
-                    "{}: sessions not read: {e}; its connections are not listed",
-                    f.display()
-                ));
-                continue;
-            }
-        };
-        let e = missing.entry(why).or_insert((0, f.display().to_string()));
-        e.0 += 1;
+        }
+        pruned_before = false;
+        if let Some(why) = read_one(spec, i, stats, &mut out) {
+            let e = missing.entry(why).or_insert((0, f.display().to_string()));
+            e.0 += 1;
+        }
     }
     let mut missing: Vec<_> = missing.into_iter().collect();
     missing.sort();
@@ -198,6 +189,44 @@ fn read_all(spec: &FlowSpec, stats: &mut FlowStats) -> Vec<(usize, Session)> {
     }
     stats.notes.append(&mut catalogs.notes);
     out
+}
+
+/// Reads the sessions of file `i` into `out`; why it has none to give, when it has none.
+fn read_one(
+    spec: &FlowSpec,
+    i: usize,
+    stats: &mut FlowStats,
+    out: &mut Vec<(usize, Session)>,
+) -> Option<&'static str> {
+    let f = &spec.files[i];
+    match read_sessions(f, spec.kek.as_deref()) {
+        Ok(Some(file)) => {
+            stats.files_read += 1;
+            stats.records += file.sessions.len() as u64;
+            out.extend(file.sessions.into_iter().map(|s| (i, s)));
+            None
+        }
+        Ok(None) => {
+            stats.files_without += 1;
+            Some(if is_part(f) {
+                "being written (its sessions come when it is whole)"
+            } else {
+                "without a sessions file"
+            })
+        }
+        Err(SessionsError::Stale) => {
+            stats.files_stale += 1;
+            Some("with a sessions file that no longer matches the capture file")
+        }
+        Err(e) => {
+            stats.files_unreadable += 1;
+            stats.notes.push(format!(
+                "{}: sessions not read: {e}; its connections are not listed",
+                f.display()
+            ));
+            None
+        }
+    }
 }
 
 /// Joins the records of one connection in consecutive file segments (see the module doc).
