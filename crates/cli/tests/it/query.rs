@@ -376,7 +376,7 @@ fn issue13_rotated_lab_recording() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .filter(|p| !corecap_index::is_sidecar(p))
+        .filter(|p| !corecap_store::names::is_beside(p))
         .collect();
     files.sort();
     assert!(files.len() >= 4, "rotated: {files:?}");
