@@ -118,8 +118,10 @@ fn issue16_direct_and_buffered_files_hold_the_same_packets_and_end_exactly() {
         [
             "buffered.pcapng",
             "buffered.pcapng.idx",
+            "buffered.pcapng.sessions",
             "direct.pcapng",
-            "direct.pcapng.idx"
+            "direct.pcapng.idx",
+            "direct.pcapng.sessions"
         ]
     );
     // The same packets, as tshark reads them; tails exact to the block.
@@ -169,7 +171,7 @@ fn issue16_rotation_and_retention_keep_the_newest_files_under_the_budget() {
         .collect();
     let on_disk: Vec<String> = names(&dir.0)
         .into_iter()
-        .filter(|n| !n.ends_with(".idx"))
+        .filter(|n| !n.ends_with(".idx") && !n.ends_with(".sessions"))
         .collect();
     assert_eq!(
         on_disk.len(),
@@ -279,7 +281,10 @@ fn issue16_a_reader_never_sees_a_torn_file() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for e in std::fs::read_dir(&dir).expect("dir").filter_map(Result::ok) {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    if name.starts_with('.') || name.ends_with(".idx") {
+                    if name.starts_with('.')
+                        || name.ends_with(".idx")
+                        || name.ends_with(".sessions")
+                    {
                         continue;
                     }
                     // A file under its own name is whole: every block complete.
