@@ -5,6 +5,7 @@ mod args;
 mod cmd;
 mod config;
 mod config_file;
+mod flow_args;
 mod print;
 mod report;
 
@@ -84,6 +85,7 @@ fn main() {
         args::Cmd::Request(a) => cmd::request::run(a),
         args::Cmd::Index(a) => cmd::index::run(a),
         args::Cmd::Query(a) => cmd::query::run(a),
+        args::Cmd::Flows(a) => cmd::flows::run(a),
         args::Cmd::Certs(a) => cmd::certs::run(&a),
         args::Cmd::Keygen { out } => cmd::seal::keygen(&out),
         args::Cmd::Decrypt {

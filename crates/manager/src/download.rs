@@ -32,6 +32,7 @@ pub fn spec(m: &Manager, id: &str) -> Result<(QuerySpec, String), Response> {
         kek: m.key().cloned(),
         scan: false,
         once: true,
+        sessions: None,
     };
     Ok((spec, format!("{id}.pcapng")))
 }

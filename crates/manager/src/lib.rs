@@ -22,6 +22,7 @@ pub mod api;
 pub mod catalog;
 pub mod cores;
 pub mod download;
+pub mod flows;
 pub mod http;
 pub mod lookback;
 pub mod manager;

@@ -89,6 +89,7 @@ fn read(job: &Job, tx: &SyncSender<Recorded>) -> Result<(), String> {
         kek: job.kek.clone(),
         scan: false,
         once: false,
+        sessions: None,
     };
     let mut w = BufWriter::with_capacity(1 << 20, answer);
     run(&spec, &mut w).map_err(|e| format!("querying the recording: {e}"))?;

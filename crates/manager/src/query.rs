@@ -1,8 +1,9 @@
 //! `POST /queries`: packets of the spool's files, and of the recording's with
 //! `serve --record`, by time window and filter, streamed back as pcapng.
 //!
-//! The body is JSON: `{"from": T, "to": T, "filter": "tcpdump expression"}`, every field
-//! optional, T as `corecap query` takes it (Unix seconds, RFC 3339, or relative like
+//! The body is JSON: `{"from": T, "to": T, "filter": "tcpdump expression"}`, and the
+//! selectors `community_id`, `sni`, `dns`, `http_host` (exactly the packets of the
+//! connections they pick, as `corecap query` takes them), every field optional, T as `corecap query` takes it (Unix seconds, RFC 3339, or relative like
 //! `-15m`). A bad time or filter gets 400 before anything is read. The query runs on a
 //! thread of its own (see [`crate::server`]), which first moves off the CPUs capture uses
 //! (base workers, spawned workers, stage threads) and drops to the idle I/O class, so a
@@ -31,6 +32,14 @@ pub struct QueryRequest {
     pub to: Option<String>,
     /// tcpdump filter expression.
     pub filter: Option<String>,
+    /// Only the packets of the connections with this Community ID.
+    pub community_id: Option<String>,
+    /// ... whose TLS server name matches this pattern (`*` wildcards, any case).
+    pub sni: Option<String>,
+    /// ... whose DNS question's name matches this pattern.
+    pub dns: Option<String>,
+    /// ... whose HTTP Host matches this pattern.
+    pub http_host: Option<String>,
 }
 
 /// Checks a request and turns it into a query over the spool and the recording; `Err` is
@@ -61,7 +70,7 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
     let mut folders = vec![m.spool().dir().to_owned()];
     folders.extend(m.record().map(|d| d.to_owned()));
     let (files, _) = expand_paths(&folders).map_err(|e| Response::error(500, e.to_string()))?;
-    Ok(QuerySpec {
+    let spec = QuerySpec {
         files,
         from,
         to,
@@ -69,7 +78,17 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
         kek: m.key().cloned(),
         scan: false,
         once: true,
-    })
+        sessions: None,
+    };
+    let select = crate::flows::selectors(q.community_id, q.sni, q.dns, q.http_host);
+    if !select.by_session() {
+        return Ok(spec);
+    }
+    // The connections first, from the sessions files; too many for one filter is the
+    // client's to narrow.
+    let (narrowed, _) = corecap_store::read::flow_match::narrow(&spec, &select)
+        .map_err(|e| Response::error(400, e.to_string()))?;
+    Ok(narrowed)
 }
 
 /// Moves the calling thread off the capture CPUs and to the idle I/O class. Returns the

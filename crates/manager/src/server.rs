@@ -496,6 +496,7 @@ impl Conn {
         }
         let method = req.method().as_str().to_owned();
         let path = req.uri().path().to_owned();
+        let query = req.uri().query().unwrap_or("").to_owned();
         let read = Limited::new(req.into_body(), MAX_BODY).collect();
         let body = match tokio::time::timeout_at(self.until, read).await {
             Ok(Ok(b)) => b.to_bytes().to_vec(),
@@ -511,6 +512,9 @@ impl Conn {
         let req = Request { method, path, body };
         if req.method == "POST" && req.path.trim_end_matches('/') == "/queries" {
             return self.query(req).await;
+        }
+        if req.method == "GET" && req.path.trim_end_matches('/') == "/flows" {
+            return self.flows(query).await;
         }
         if let (true, Some(id)) = (req.method == "GET", crate::download::capture_of(&req.path)) {
             return self.download(id.to_owned()).await;
@@ -612,6 +616,44 @@ impl Conn {
             h.headers_mut()
                 .insert(hyper::header::CONTENT_DISPOSITION, d);
         }
+        h.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+        h
+    }
+}
+
+impl Conn {
+    /// `GET /flows`: checks the parameters, then lists the connections from a thread of
+    /// its own and streams them as JSON lines, chunked, ended by the line of figures
+    /// ([`crate::flows`]). A listing that fails after the first byte aborts the connection.
+    async fn flows(&self, query: String) -> hyper::Response<ApiBody> {
+        let m = self.m.clone();
+        let spec = match tokio::task::spawn_blocking(move || crate::flows::spec(&m, &query)).await {
+            Ok(Ok(spec)) => spec,
+            Ok(Err(r)) => return self.reply(r),
+            Err(_) => return self.reply(Response::error(500, "the request failed")),
+        };
+        let (tx, rx) = mpsc::channel(QUERY_CHUNKS);
+        let m = self.m.clone();
+        let spawned = std::thread::Builder::new()
+            .name("corecap-flows".into())
+            .spawn(move || {
+                api_thread_start();
+                let mut w = ChannelWriter(tx);
+                if let Err(e) = crate::flows::stream(&m, &spec, &mut w) {
+                    eprintln!("corecap: flows stream ended: {e}");
+                    let _ = w.0.blocking_send(Err(e));
+                }
+            });
+        if let Err(e) = spawned {
+            return self.reply(Response::error(503, format!("cannot list the flows: {e}")));
+        }
+        self.m.count_response(200);
+        let mut h = hyper::Response::new(ApiBody::Stream(rx));
+        h.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/x-ndjson"),
+        );
         h.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
         h
@@ -789,7 +831,7 @@ pub fn route(m: &Manager, req: Request, t0: Instant, wall: SystemTime) -> Respon
         ("GET", []) => Response::json(
             200,
             &serde_json::json!({"service": "corecap", "version": env!("CARGO_PKG_VERSION"),
-                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries"]}),
+                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries", "/flows"]}),
         ),
         ("GET", ["captures"]) => view_json(200, &m.list()),
         ("POST", ["captures"]) => match serde_json::from_slice::<StartRequest>(&req.body) {
@@ -800,12 +842,15 @@ pub fn route(m: &Manager, req: Request, t0: Instant, wall: SystemTime) -> Respon
         ("DELETE", ["captures", id]) => r(m.stop(id), 200),
         ("GET", ["metrics"]) => Response::text(200, m.metrics()),
         ("GET", ["cores"]) => Response::json(200, &m.cores()),
-        (_, ["captures"]) | (_, ["captures", _]) | (_, ["metrics"]) | (_, ["cores"]) | (_, []) => {
-            Response::error(
-                405,
-                format!("{} is not allowed on {}", req.method, req.path),
-            )
-        }
+        (_, ["captures"])
+        | (_, ["captures", _])
+        | (_, ["metrics"])
+        | (_, ["cores"])
+        | (_, ["flows"])
+        | (_, []) => Response::error(
+            405,
+            format!("{} is not allowed on {}", req.method, req.path),
+        ),
         _ => Response::error(404, format!("no endpoint {}", req.path)),
     }
 }

@@ -64,6 +64,9 @@ pub(crate) enum Cmd {
     /// Packets from recorded files by time window and filter: one line per packet as tcpdump
     /// -r prints them, or one pcapng in time order (-w).
     Query(QueryArgs),
+    /// Connections from recorded files' sessions: a table, JSON lines or CSV, by time
+    /// window, Community ID, TLS server name, DNS name, HTTP Host, host, port and filter.
+    Flows(crate::flow_args::FlowsArgs),
     /// Run the on-demand capture daemon: an HTTP+JSON API on a Unix socket that starts and
     /// stops captures per request (attach to a base capture's workers, or spawn a worker).
     Serve(Box<ServeArgs>),
@@ -553,6 +556,10 @@ pub(crate) struct QueryArgs {
     /// Filter expression (instead of trailing words).
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
     pub(crate) filter: Option<String>,
+    /// Only the packets of the connections these select (from the files' sessions), both
+    /// directions, from each one's first packet to its last.
+    #[command(flatten)]
+    pub(crate) select: crate::flow_args::SelectArgs,
     /// Output pcapng file (`-` for stdout); never written over (see --force). Without -w
     /// (or --stats), one line per packet is printed, as tcpdump -r prints it.
     #[arg(short = 'w', value_name = "OUT")]

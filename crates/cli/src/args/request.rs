@@ -73,6 +73,10 @@ pub(crate) enum RequestCmd {
     Cores,
     /// Packets of the spool's files by time window and filter, as pcapng (POST /queries).
     Query(RequestQueryArgs),
+    /// Connections of the spool's and the recording's files, from their sessions, as JSON
+    /// lines (GET /flows); with several sensors, each line names its sensor
+    /// (`observer.name`).
+    Flows(crate::flow_args::RequestFlowsArgs),
     /// Download a capture's packets as one pcapng in time order (GET /captures/ID/pcap).
     Fetch {
         /// Capture id.
@@ -101,6 +105,9 @@ pub(crate) struct RequestQueryArgs {
     /// Replace OUT if it exists.
     #[arg(long)]
     pub(crate) force: bool,
+    /// Only the packets of the connections these select.
+    #[command(flatten)]
+    pub(crate) select: crate::flow_args::SelectArgs,
     /// tcpdump filter expression.
     #[arg(value_name = "FILTER")]
     pub(crate) filter: Vec<String>,

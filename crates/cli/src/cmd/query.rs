@@ -11,8 +11,11 @@ use corecap_store::query::{
     expand_paths, parse_time_in, run as run_query, time_zone, utc_text, QuerySpec, QueryStats,
 };
 
+use corecap_store::read::flow_match::Selectors;
+
 use crate::args::QueryArgs;
 use crate::config;
+use crate::flow_args::SelectArgs;
 use crate::print::pipe::{is_broken_pipe, Pipe};
 
 pub(crate) fn run(a: QueryArgs) -> Result<i32> {
@@ -44,6 +47,12 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         kek,
         scan: a.scan,
         once: false,
+        sessions: None,
+    };
+    let spec = if a.select.any() {
+        by_sessions(spec, &a.select)?
+    } else {
+        spec
     };
     if a.stats {
         // --stats (--count-only): counts from the catalogs and indexes, no packet read.
@@ -77,6 +86,38 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     };
     summary(&a, &stats, skipped, window.as_ref(), to_stdout)?;
     Ok(0)
+}
+
+/// The query narrowed to the packets of the connections `select` picks, from the files'
+/// sessions; the notes of files whose sessions could not be read go to stderr first.
+fn by_sessions(spec: QuerySpec, select: &SelectArgs) -> Result<QuerySpec> {
+    let sel = selectors(select, None, None);
+    let (narrowed, stats) = corecap_store::read::flow_match::narrow(&spec, &sel)?;
+    for n in &stats.notes {
+        eprintln!("corecap: note: {n}");
+    }
+    eprintln!(
+        "{} connections matched, from the sessions of {} of {} files",
+        stats.matched, stats.files_read, stats.files
+    );
+    Ok(narrowed)
+}
+
+/// The store's selectors of what was typed.
+pub(crate) fn selectors(
+    s: &SelectArgs,
+    host: Option<std::net::IpAddr>,
+    port: Option<u16>,
+) -> Selectors {
+    Selectors {
+        community_id: s.community_id.clone(),
+        sni: s.sni.clone(),
+        dns: s.dns.clone(),
+        http_host: s.http_host.clone(),
+        host,
+        port,
+        filter: None,
+    }
 }
 
 /// The notes and the figures of a query that read packets: a table on stderr, or with
@@ -158,28 +199,38 @@ fn print_packets(a: &QueryArgs, spec: &QuerySpec) -> Result<Option<QueryStats>> 
 }
 
 /// A window's ends as the summary shows them (RFC 3339 in UTC), each when it was given.
-type Shown = (Option<String>, Option<String>);
+pub(crate) type Shown = (Option<String>, Option<String>);
 
 /// The window of `--from` and `--to` in ns (times of day without an offset in `--tz`, else
 /// in TZ or the system's zone), and the same as the summary shows it back: exact, in UTC.
 fn window(a: &QueryArgs) -> Result<(u64, u64, Option<Shown>)> {
+    window_of(a.from.as_deref(), a.to.as_deref(), a.tz.as_deref())
+}
+
+/// The window of `from` and `to` (see [`window`]).
+pub(crate) fn window_of(
+    from: Option<&str>,
+    to: Option<&str>,
+    tz: Option<&str>,
+) -> Result<(u64, u64, Option<Shown>)> {
+    let (from_text, to_text) = (from, to);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let zone = time_zone(a.tz.as_deref()).map_err(|e| anyhow!("--tz: {e}"))?;
-    let from = match &a.from {
+    let zone = time_zone(tz).map_err(|e| anyhow!("--tz: {e}"))?;
+    let from = match from_text {
         Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--from {t}: {e}"))?,
         None => 0,
     };
-    let to = match &a.to {
+    let to = match to_text {
         Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--to {t}: {e}"))?,
         None => u64::MAX,
     };
     // The window as it was understood, exact and in UTC.
-    let window = (a.from.is_some() || a.to.is_some()).then(|| {
+    let window = (from_text.is_some() || to_text.is_some()).then(|| {
         (
-            a.from.as_ref().map(|_| utc_text(from)),
-            a.to.as_ref().map(|_| utc_text(to)),
+            from_text.map(|_| utc_text(from)),
+            to_text.map(|_| utc_text(to)),
         )
     });
     Ok((from, to, window))
@@ -220,7 +271,7 @@ fn create(out: &Path, force: bool) -> Result<File> {
 }
 
 /// Leading arguments that exist are paths; the rest is the filter. With `-f`, all are paths.
-fn split_args(args: &[String], all_paths: bool) -> (Vec<PathBuf>, Vec<String>) {
+pub(crate) fn split_args(args: &[String], all_paths: bool) -> (Vec<PathBuf>, Vec<String>) {
     let mut paths = Vec::new();
     let mut i = 0;
     while i < args.len() && (all_paths || Path::new(&args[i]).exists()) {

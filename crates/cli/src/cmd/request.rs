@@ -99,7 +99,7 @@ fn answer_to(
 }
 
 /// Calls and turns an error status into an error with the daemon's message.
-fn call_ok(
+pub(crate) fn call_ok(
     e: &Endpoint,
     t: Duration,
     method: &str,
@@ -218,7 +218,9 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             filter,
             out,
             force,
-        } => return query(e, t, &query_body(from, to, filter), out, *force),
+            select,
+        } => return query(e, t, &query_body(from, to, filter, select), out, *force),
+        Call::Flows(path) => return super::remote_flows::one(e, t, path),
         Call::Fetch { id, out, force } => return fetch(e, t, id, out, *force),
         Call::List => list(&call_ok(e, t, "GET", "/captures", None)?, c.json)?,
         Call::Show(id) => show(
@@ -240,8 +242,21 @@ fn query_body(
     from: &Option<String>,
     to: &Option<String>,
     filter: &Option<String>,
+    [community_id, sni, dns, http_host]: &[Option<String>; 4],
 ) -> serde_json::Value {
-    serde_json::json!({ "from": from, "to": to, "filter": filter })
+    let mut v = serde_json::json!({ "from": from, "to": to, "filter": filter });
+    // Only the selectors given: an older daemon refuses fields it does not know.
+    for (k, s) in [
+        ("community_id", community_id),
+        ("sni", sni),
+        ("dns", dns),
+        ("http_host", http_host),
+    ] {
+        if let Some(s) = s {
+            v[k] = serde_json::Value::from(s.as_str());
+        }
+    }
+    v
 }
 
 /// A request to several sensors (`--sensor`, `--sensors`): queries, lists and shows.
@@ -254,19 +269,21 @@ fn fleet(c: &config::RequestConfig) -> Result<i32> {
             filter,
             out,
             force,
+            select,
         } => super::fleet::query(
             sensors,
-            &query_body(from, to, filter),
+            &query_body(from, to, filter, select),
             (out, *force),
             partial,
             timeout,
             c.json,
         ),
         Call::List => super::fleet::get(sensors, "/captures", partial, timeout, c.json),
+        Call::Flows(path) => super::remote_flows::fleet(sensors, path, partial, timeout),
         Call::Show(id) => {
             super::fleet::get(sensors, &format!("/captures/{id}"), partial, timeout, c.json)
         }
-        _ => bail!("with several sensors, request does query, list and show; start, stop, metrics and cores go to one daemon (--url)"),
+        _ => bail!("with several sensors, request does query, flows, list and show; start, stop, metrics and cores go to one daemon (--url)"),
     }
 }
 

@@ -76,7 +76,11 @@ pub(crate) enum Call {
         filter: Option<String>,
         out: PathBuf,
         force: bool,
+        /// Community ID, SNI, DNS and HTTP Host selectors, in `POST /queries`'s names.
+        select: [Option<String>; 4],
     },
+    /// Connections, `GET` this path (with its query).
+    Flows(String),
     /// A capture's packets, as pcapng to `out` (`-`: stdout).
     Fetch {
         id: String,
@@ -103,7 +107,14 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
             filter: words(&q.filter),
             out: q.out.clone(),
             force: q.force,
+            select: [
+                q.select.community_id.clone(),
+                q.select.sni.clone(),
+                q.select.dns.clone(),
+                q.select.http_host.clone(),
+            ],
         },
+        RequestCmd::Flows(f) => Call::Flows(f.path()),
         RequestCmd::Fetch { id, out, force } => Call::Fetch {
             id: id.clone(),
             out: out.clone(),

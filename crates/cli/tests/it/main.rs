@@ -25,6 +25,7 @@ mod readme;
 mod record;
 mod seal;
 mod serve;
+mod sessions;
 mod steer;
 mod tune;
 mod xdp;

@@ -395,15 +395,17 @@ fn issue8_rotation_keeps_the_newest_files_each_valid() {
         .filter(|p| !util::folder_metadata(&p.file_name().unwrap_or_default().to_string_lossy()))
         .collect();
     kept.sort();
-    // Each with its index and its sessions, which go with it.
+    // Each kept file has its sessions beside it too, and those of deleted files are gone.
     assert_eq!(kept.len(), 9, "{kept:?}");
+    let beside =
+        |p: &std::path::PathBuf| p.extension().is_some_and(|e| e == "idx" || e == "sessions");
     for p in &kept {
-        if p.extension().is_some_and(|e| e == "idx" || e == "sessions") {
+        if beside(p) {
             let capture = p.with_extension("");
             assert!(kept.contains(&capture), "{} has its capture", p.display());
         }
     }
-    kept.retain(|p| p.extension().is_none_or(|e| e != "idx" && e != "sessions"));
+    kept.retain(|p| !beside(p));
     assert_eq!(kept.len(), 3, "{kept:?}");
     let names: Vec<String> = kept
         .iter()

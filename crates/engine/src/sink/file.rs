@@ -480,8 +480,10 @@ impl FileSink {
             // (With the tag the ring stripped put back, as the file's length says.)
             let frame = &p.data[..p.data.len().min(t.keep)];
             let ts = p.ts_ns / t.tick * t.tick;
-            let len = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
-            w.out().add_session(ts, len, frame, p.link, p.vlan);
+            // The length on the wire as the file holds it: with the tag the ring stripped
+            // put back, as the writer put it back.
+            let wire = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
+            w.out().add_session(ts, wire, frame, p.link, p.vlan);
         }
         if self.first_ts.is_none() && rot.duration.is_some() {
             // Once a file: the clock its duration is counted on.

@@ -69,6 +69,9 @@ pub struct QuerySpec {
     /// in two files): a daemon's spool holds copies of the recording's packets (an
     /// on-demand capture on a recorded interface), and its answer gives each packet once.
     pub once: bool,
+    /// Only the packets of these connections, each within its first and last packet
+    /// ([`super::flow_match::narrow`] sets it).
+    pub sessions: Option<Arc<super::flow_match::SessionMatch>>,
 }
 
 /// What a query did.

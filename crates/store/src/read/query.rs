@@ -50,6 +50,7 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
     let out = PcapngWriter::new(out, "corecap query", &[]).map_err(QueryError::Output)?;
     let mut ctx = Ctx {
         filter: spec.filter.as_deref().filter(|f| !f.trim().is_empty()),
+        sessions: spec.sessions.as_deref(),
         programs: HashMap::new(),
         out,
         out_ifs: HashMap::new(),

@@ -42,6 +42,8 @@ pub(crate) struct FileStream {
 /// What the whole query shares: filters per link type, output interfaces, counters.
 pub(crate) struct Ctx<'a, W: Write> {
     pub(crate) filter: Option<&'a str>,
+    /// Only the packets of these connections.
+    pub(crate) sessions: Option<&'a super::flow_match::SessionMatch>,
     /// By link type and byte order (a BSD NULL header is in the writer's).
     pub(crate) programs: HashMap<(u16, bool), Program>,
     pub(crate) out: PcapngWriter<W>,
@@ -100,9 +102,16 @@ impl<W: Write> Ctx<'_, W> {
         };
         let key = (linktype, big_endian);
         if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(key) {
-            let insns =
+            let compile = |expr| {
                 corecap_linux::filter::compile_for_file(linktype, big_endian, 262_144, expr)
-                    .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))?;
+                    .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))
+            };
+            let insns = match (compile(expr), self.sessions) {
+                // libpcap has no address tests on some link types (NFLOG): the connections'
+                // keys are then checked by the exact match alone, after the user's filter.
+                (Err(_), Some(m)) => compile(m.user_filter.as_deref().unwrap_or(""))?,
+                (r, _) => r?,
+            };
             e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
         }
         Ok(self.programs.get(&key))
@@ -557,6 +566,11 @@ impl FileStream {
                         .map_or(0, |b| u16::from_be_bytes([b[0], b[1]])),
                 };
                 if p.run(&self.held.data, orig, &meta) == 0 {
+                    continue;
+                }
+            }
+            if let Some(m) = ctx.sessions {
+                if !m.matches(corecap_wire::Link::of(lt), &self.held.data, ts) {
                     continue;
                 }
             }

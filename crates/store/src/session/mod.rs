@@ -103,4 +103,23 @@ impl Session {
     pub fn ended_fin_rst(&self) -> bool {
         self.flags & ENDED_FIN_RST != 0
     }
+
+    /// The connection's key as the table keys it: both directions in one (the endpoints
+    /// ordered), a one-way ICMP message's as sent. Equal for the records of one connection
+    /// in consecutive file segments, whichever end each took for the originator.
+    pub fn table_key(&self) -> FlowKey {
+        if self.flags & ONE_WAY != 0 {
+            self.key
+        } else {
+            self.key.canonical()
+        }
+    }
+}
+
+/// The connection a captured frame of link type `link` belongs to, keyed as
+/// [`Session::table_key`] keys it; None for a frame that is not IP or cannot be parsed.
+pub fn frame_key(link: Link, frame: &[u8]) -> Option<FlowKey> {
+    link.transport(frame, None)
+        .ok()
+        .map(|t| table::table_key(&t).0)
 }

@@ -404,7 +404,7 @@ impl Entry {
 
 /// The table key of a packet, whether it is a one-way ICMP message, and whether the packet
 /// was sent by the key's `src`.
-fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
+pub(crate) fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     let mut k = t.key;
     let mut one_way = false;
     if let (IPPROTO_ICMP | IPPROTO_ICMPV6, Some((ty, code))) = (k.proto, t.icmp) {
