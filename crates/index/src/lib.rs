@@ -97,7 +97,9 @@ pub fn sidecar_temp_path(sidecar: &Path) -> PathBuf {
 /// - a name ending in `.idx` is a sidecar's (`x.idx` is the index of `x`; queries skip it);
 /// - a hidden name (starting with `.`) is the shape of the files being written
 ///   (`.x.part`, `.x.idx.tmp`), which the writer replaces when it finds one left over, and
-///   which queries skip.
+///   which queries skip;
+/// - a name ending in `.sessions` is a sessions file's (`x.sessions` holds the connections
+///   of `x`: the store's rule, refused here with the index's so every writer asks once).
 pub fn capture_name_error(path: &Path) -> Option<String> {
     let name = path.file_name()?.to_string_lossy();
     if is_sidecar(path) {
@@ -111,6 +113,13 @@ pub fn capture_name_error(path: &Path) -> Option<String> {
         Some(format!(
             "{}: a capture file's name cannot start with '.': hidden names are those of files being written, and queries skip them",
             path.display()
+        ))
+    } else if name.ends_with(".sessions") {
+        Some(format!(
+            "{}: a capture file's name cannot end in .sessions: that is the name of a file's connections ({} are those of {})",
+            path.display(),
+            name,
+            name.strip_suffix(".sessions").unwrap_or_default()
         ))
     } else {
         None
@@ -151,6 +160,9 @@ mod tests {
         // the temporary ends in `.tmp`.
         let e = capture_name_error(Path::new("/d/x.idx")).expect("refused");
         assert!(e.contains("index of x"), "{e}");
+        // Nor does a capture take the name of another's sessions file.
+        let e = capture_name_error(Path::new("/d/x.pcapng.sessions")).expect("refused");
+        assert!(e.contains("those of x.pcapng"), "{e}");
         assert_eq!(
             sidecar_temp_path(&sidecar_path(Path::new("/d/x"))),
             Path::new("/d/.x.idx.tmp")

@@ -829,8 +829,9 @@ fn issue21_no_capture_is_named_like_an_index() {
     let s = Scratch::new("query-names");
     let src = s.path("src.pcap");
     synthetic_pcap(&src, 1000, T0);
-    // `-w x.idx` is refused: x.idx is the index of x. So is a hidden name.
-    for name in ["x.idx", "x.pcapng.idx", ".x.pcapng"] {
+    // `-w x.idx` is refused: x.idx is the index of x. So is a hidden name, and the name of
+    // a file's sessions.
+    for name in ["x.idx", "x.pcapng.idx", ".x.pcapng", "x.pcapng.sessions"] {
         let out = s.path(name);
         let o = corecap(&[
             "capture",
