@@ -16,7 +16,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use corecap_store::query::{expand_paths, parse_time};
 use corecap_store::read::flow_doc::FlowDoc;
-use corecap_store::read::flow_match::Selectors;
 use corecap_store::read::flows::{list, FlowSort, FlowSpec};
 
 use crate::http::Response;
@@ -124,22 +123,6 @@ pub fn stream<W: Write>(m: &Manager, spec: &FlowSpec, w: &mut W) -> io::Result<(
     serde_json::to_writer(&mut w, &end)?;
     w.write_all(b"\n")?;
     w.flush()
-}
-
-/// The selectors of `POST /queries`, as the store takes them.
-pub fn selectors(
-    community_id: Option<String>,
-    sni: Option<String>,
-    dns: Option<String>,
-    http_host: Option<String>,
-) -> Selectors {
-    Selectors {
-        community_id,
-        sni,
-        dns,
-        http_host,
-        ..Selectors::default()
-    }
 }
 
 #[cfg(test)]

@@ -80,13 +80,19 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
         once: true,
         sessions: None,
     };
-    let select = crate::flows::selectors(q.community_id, q.sni, q.dns, q.http_host);
+    let select = corecap_store::read::flow_match::Selectors {
+        community_id: q.community_id,
+        sni: q.sni,
+        dns: q.dns,
+        http_host: q.http_host,
+        ..Default::default()
+    };
     if !select.by_session() {
         return Ok(spec);
     }
     // The connections first, from the sessions files; too many for one filter is the
     // client's to narrow.
-    let (narrowed, _) = corecap_store::read::flow_match::narrow(&spec, &select)
+    let (narrowed, _) = corecap_store::read::narrow::narrow(&spec, &select)
         .map_err(|e| Response::error(400, e.to_string()))?;
     Ok(narrowed)
 }

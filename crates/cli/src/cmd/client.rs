@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use corecap_manager::http;
 use serde_json::Value;
 
 use crate::config::Endpoint;
@@ -105,4 +106,43 @@ pub(crate) fn error_message(body: &[u8]) -> String {
         .ok()
         .and_then(|v| v["error"].as_str().map(str::to_owned))
         .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned())
+}
+
+/// `e` as it is, or for a timeout `DAEMON: timed out after N s`, naming the daemon by its
+/// URL or socket.
+pub(crate) fn named(e: anyhow::Error, daemon: &Endpoint, t: Duration) -> anyhow::Error {
+    if is_timeout(&e) {
+        anyhow!("{}: {}", daemon.label(), timed_out(t))
+    } else {
+        e
+    }
+}
+
+/// Sends one request to the daemon, waiting at most `t` for each step; returns the status
+/// and the body.
+pub(crate) fn call(
+    e: &Endpoint,
+    t: Duration,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<(u16, Vec<u8>)> {
+    let sent = connect(e, t)
+        .and_then(|(s, token)| http::call(s, method, path, token, body).map_err(refused));
+    sent.map_err(|x| named(x, e, t))
+}
+
+/// Calls and turns an error status into an error with the daemon's message.
+pub(crate) fn call_ok(
+    e: &Endpoint,
+    t: Duration,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<Vec<u8>> {
+    let (status, body) = call(e, t, method, path, body)?;
+    if status >= 300 {
+        bail!("{} (HTTP {status})", error_message(&body));
+    }
+    Ok(body)
 }

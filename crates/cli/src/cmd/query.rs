@@ -92,7 +92,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
 /// sessions; the notes of files whose sessions could not be read go to stderr first.
 fn by_sessions(spec: QuerySpec, select: &SelectArgs) -> Result<QuerySpec> {
     let sel = selectors(select, None, None);
-    let (narrowed, stats) = corecap_store::read::flow_match::narrow(&spec, &sel)?;
+    let (narrowed, stats) = corecap_store::read::narrow::narrow(&spec, &sel)?;
     for n in &stats.notes {
         eprintln!("corecap: note: {n}");
     }

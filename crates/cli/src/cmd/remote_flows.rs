@@ -44,7 +44,7 @@ fn notes(who: &str, end: &Value) {
 
 /// `request flows` to one daemon.
 pub(crate) fn one(e: &Endpoint, t: Duration, path: &str) -> Result<i32> {
-    let body = super::request::call_ok(e, t, "GET", path, None)?;
+    let body = super::client::call_ok(e, t, "GET", path, None)?;
     let (flows, end) = parse(&body)?;
     for f in &flows {
         println!("{f}");

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use corecap_manager::api::{CaptureView, StartRequest, State};
 use corecap_manager::http;
 use serde_json::Value;
@@ -11,31 +11,7 @@ use serde_json::Value;
 use crate::args::RequestArgs;
 use crate::config::{self, Call, Endpoint};
 
-use super::client::{connect, error_message, is_timeout, refused, timed_out};
-
-/// `e` as it is, or for a timeout `DAEMON: timed out after N s`, naming the daemon by its
-/// URL or socket.
-fn named(e: anyhow::Error, daemon: &Endpoint, t: Duration) -> anyhow::Error {
-    if is_timeout(&e) {
-        anyhow!("{}: {}", daemon.label(), timed_out(t))
-    } else {
-        e
-    }
-}
-
-/// Sends one request to the daemon, waiting at most `t` for each step; returns the status
-/// and the body.
-fn call(
-    e: &Endpoint,
-    t: Duration,
-    method: &str,
-    path: &str,
-    body: Option<&[u8]>,
-) -> Result<(u16, Vec<u8>)> {
-    let sent = connect(e, t)
-        .and_then(|(s, token)| http::call(s, method, path, token, body).map_err(refused));
-    sent.map_err(|x| named(x, e, t))
-}
+use super::client::{call_ok, connect, error_message, named, refused};
 
 /// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout), which
 /// is made before the daemon is asked and never written over unless `force`.
@@ -96,21 +72,6 @@ fn answer_to(
         eprintln!("corecap: the answer is {answer}");
     }
     Ok(0)
-}
-
-/// Calls and turns an error status into an error with the daemon's message.
-pub(crate) fn call_ok(
-    e: &Endpoint,
-    t: Duration,
-    method: &str,
-    path: &str,
-    body: Option<&[u8]>,
-) -> Result<Vec<u8>> {
-    let (status, body) = call(e, t, method, path, body)?;
-    if status >= 300 {
-        bail!("{} (HTTP {status})", error_message(&body));
-    }
-    Ok(body)
 }
 
 /// A capture in a few lines.

@@ -1,24 +1,16 @@
-//! What a connection must match to be listed ([`Selectors`]), a tcpdump filter asked of a
-//! connection ([`SessionFilter`]), and the step from connections to their packets
-//! ([`narrow`]: a query for exactly the packets of the connections that match).
+//! What a connection must match to be listed ([`Selectors`]) and a tcpdump filter asked of a
+//! connection ([`SessionFilter`]). The step from connections to their packets is
+//! [`super::narrow`].
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::net::IpAddr;
-use std::sync::Arc;
 
 use corecap_linux::cbpf::{Meta, Program};
 use corecap_wire::flow::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use corecap_wire::name::Name;
-use corecap_wire::{FlowKey, IpFamily, Link};
+use corecap_wire::{FlowKey, IpFamily};
 
-use super::flows::{list, Flow, FlowSort, FlowSpec, FlowStats};
-use super::outcome::{QueryError, QuerySpec};
-use crate::session::{frame_key, Session, SessionName, ONE_WAY};
-
-/// Most connections one query asks for by name: their keys become one filter program,
-/// which libpcap compiles to a few instructions per connection (a program holds 4096).
-pub const MAX_QUERY_FLOWS: usize = 128;
+use super::outcome::QueryError;
+use crate::session::{Session, SessionName, ONE_WAY};
 
 /// What a connection must match; every selector given must match.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -95,7 +87,7 @@ fn non_empty<const N: usize>(n: &Name<N>) -> Option<&[u8]> {
 }
 
 /// Whether the protocol has ports a `--port` or `port` test reads.
-fn has_ports(proto: u8) -> bool {
+pub(crate) fn has_ports(proto: u8) -> bool {
     matches!(proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)
 }
 
@@ -240,142 +232,6 @@ fn transport(s: &Session, k: &FlowKey, back: bool) -> Vec<u8> {
         }
         _ => vec![0; 8],
     }
-}
-
-/// The connections a query was narrowed to: a packet belongs when its key is one of
-/// theirs and its time is within that connection's first and last packet.
-#[derive(Clone, Debug, Default)]
-pub struct SessionMatch {
-    by_key: HashMap<FlowKey, Vec<(u64, u64)>>,
-    /// The user's filter alone, for a link type the keys' filter does not compile for.
-    pub user_filter: Option<String>,
-}
-
-impl SessionMatch {
-    /// The match of `flows`.
-    pub fn new(flows: &[Flow]) -> SessionMatch {
-        let mut by_key: HashMap<FlowKey, Vec<(u64, u64)>> = HashMap::new();
-        for f in flows {
-            let s = &f.session;
-            by_key
-                .entry(s.table_key())
-                .or_default()
-                .push((s.first_ns, s.last_ns));
-        }
-        SessionMatch {
-            by_key,
-            user_filter: None,
-        }
-    }
-
-    /// Whether the packet `frame` (of link type `link`) at `ts_ns` is one of theirs.
-    pub fn matches(&self, link: Link, frame: &[u8], ts_ns: u64) -> bool {
-        frame_key(link, frame)
-            .and_then(|k| self.by_key.get(&k))
-            .is_some_and(|times| times.iter().any(|&(a, b)| a <= ts_ns && ts_ns <= b))
-    }
-}
-
-/// The query for exactly the packets of the connections of `spec`'s files that match
-/// `select` and `spec`'s filter: found from the sessions files first, then read through
-/// the index with a filter of their keys (ORed, and with `spec`'s filter) over the window
-/// from the first connection's first packet to the last one's last, each packet checked
-/// against its connection's key and time range ([`SessionMatch`]). More than
-/// [`MAX_QUERY_FLOWS`] connections is an error that says how many matched.
-pub fn narrow(spec: &QuerySpec, select: &Selectors) -> Result<(QuerySpec, FlowStats), QueryError> {
-    let fs = FlowSpec {
-        files: spec.files.clone(),
-        from: spec.from,
-        to: spec.to,
-        select: Selectors {
-            filter: spec.filter.clone(),
-            ..select.clone()
-        },
-        kek: spec.kek.clone(),
-        sort: FlowSort::First,
-        limit: None,
-    };
-    let (flows, stats) = list(&fs)?;
-    if flows.len() > MAX_QUERY_FLOWS {
-        return Err(QueryError::Other(format!(
-            "the selectors match {} connections, more than the {MAX_QUERY_FLOWS} one query \
-             asks for; narrow the window or the selectors (`corecap flows` lists them)",
-            flows.len()
-        )));
-    }
-    let mut q = spec.clone();
-    if flows.is_empty() {
-        q.files.clear();
-        return Ok((q, stats));
-    }
-    let keys = keys_filter(&flows);
-    q.filter = Some(
-        match spec.filter.as_deref().filter(|f| !f.trim().is_empty()) {
-            Some(user) => format!("({user}) and ({keys})"),
-            None => keys,
-        },
-    );
-    q.from = flows.iter().map(|f| f.session.first_ns).min().unwrap_or(0);
-    q.to = flows
-        .iter()
-        .map(|f| f.session.last_ns)
-        .max()
-        .unwrap_or(u64::MAX - 1)
-        + 1;
-    let mut m = SessionMatch::new(&flows);
-    m.user_filter = spec.filter.clone().filter(|f| !f.trim().is_empty());
-    q.sessions = Some(Arc::new(m));
-    Ok((q, stats))
-}
-
-/// A tcpdump filter that passes every packet of `flows` (and maybe others, which the
-/// exact check drops): per connection its protocol, both addresses and both ports; the
-/// connections on a VLAN after `vlan`, last, as libpcap reads every test after a `vlan`
-/// past the tag.
-pub fn keys_filter(flows: &[Flow]) -> String {
-    let mut plain: Vec<String> = Vec::new();
-    let mut tagged: Vec<String> = Vec::new();
-    for f in flows {
-        let k = f.session.table_key();
-        let t = key_term(&k);
-        let list = if k.vlan != 0 { &mut tagged } else { &mut plain };
-        if !list.contains(&t) {
-            list.push(t);
-        }
-    }
-    let mut out = plain.join(" or ");
-    if !tagged.is_empty() {
-        if !out.is_empty() {
-            out.push_str(" or ");
-        }
-        let _ = write!(out, "(vlan and ({}))", tagged.join(" or "));
-    }
-    out
-}
-
-fn key_term(k: &FlowKey) -> String {
-    let v6 = k.family == IpFamily::V6;
-    let mut t = match k.proto {
-        IPPROTO_TCP => "tcp".to_owned(),
-        IPPROTO_UDP => "udp".to_owned(),
-        IPPROTO_SCTP => "sctp".to_owned(),
-        IPPROTO_ICMP if !v6 => "icmp".to_owned(),
-        IPPROTO_ICMPV6 if v6 => "icmp6".to_owned(),
-        p if v6 => format!("ip6 proto {p}"),
-        p => format!("ip proto {p}"),
-    };
-    let (a, b) = (k.src_ip(), k.dst_ip());
-    let _ = write!(t, " and host {a}");
-    if a != b {
-        let _ = write!(t, " and host {b}");
-    }
-    if has_ports(k.proto) && (k.sport, k.dport) != (0, 0) {
-        let _ = write!(t, " and port {}", k.sport);
-        if k.sport != k.dport {
-            let _ = write!(t, " and port {}", k.dport);
-        }
-    }
-    format!("({t})")
 }
 
 #[cfg(test)]

@@ -6,9 +6,11 @@
 pub mod flow_doc;
 pub mod flow_match;
 pub mod flows;
+pub mod narrow;
 pub mod outcome;
 pub mod plan;
 pub mod query;
+pub mod session_match;
 pub mod sniff;
 pub mod stream;
 pub mod time;

@@ -70,8 +70,8 @@ pub struct QuerySpec {
     /// on-demand capture on a recorded interface), and its answer gives each packet once.
     pub once: bool,
     /// Only the packets of these connections, each within its first and last packet
-    /// ([`super::flow_match::narrow`] sets it).
-    pub sessions: Option<Arc<super::flow_match::SessionMatch>>,
+    /// ([`super::narrow::narrow`] sets it).
+    pub sessions: Option<Arc<super::session_match::SessionMatch>>,
 }
 
 /// What a query did.

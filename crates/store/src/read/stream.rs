@@ -43,7 +43,7 @@ pub(crate) struct FileStream {
 pub(crate) struct Ctx<'a, W: Write> {
     pub(crate) filter: Option<&'a str>,
     /// Only the packets of these connections.
-    pub(crate) sessions: Option<&'a super::flow_match::SessionMatch>,
+    pub(crate) sessions: Option<&'a super::session_match::SessionMatch>,
     /// By link type and byte order (a BSD NULL header is in the writer's).
     pub(crate) programs: HashMap<(u16, bool), Program>,
     pub(crate) out: PcapngWriter<W>,
