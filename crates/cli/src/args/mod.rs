@@ -433,6 +433,11 @@ pub(crate) struct DiskArgs {
     /// Community ID and the names of its first packets: see `corecap flows`).
     #[arg(long)]
     pub(crate) no_sessions: bool,
+    /// Append every closed file's connections to FILE too, one JSON object a line with the
+    /// Elastic Common Schema's names and observer.name, for a log shipper; never torn,
+    /// renamed to FILE.1 past 64 MiB.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) sessions_log: Option<std::path::PathBuf>,
     /// The seed of the sessions' Community IDs, as Zeek's, Suricata's and Arkime's seed.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub(crate) community_id_seed: u16,

@@ -127,3 +127,22 @@ pub(super) fn sessions(d: &crate::args::DiskArgs, size: SessionConfig) -> Option
         ..size
     })
 }
+
+/// The log every closed file's connections are appended to (`--sessions-log`), opened
+/// once for all of a capture's files; its lines name this host as the observer.
+pub(super) fn sessions_log(
+    d: &crate::args::DiskArgs,
+) -> Result<Option<Arc<corecap_store::write::sessions_log::SessionsLog>>> {
+    let Some(p) = &d.sessions_log else {
+        return Ok(None);
+    };
+    if d.no_sessions || d.no_index {
+        bail!("--sessions-log needs the sessions files (not --no-sessions or --no-index)");
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let log = corecap_store::write::sessions_log::SessionsLog::open(p, &host)
+        .with_context(|| format!("--sessions-log {}", p.display()))?;
+    Ok(Some(log))
+}

@@ -636,6 +636,7 @@ pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
         retention: None,
         index: false,
         sessions: None,
+        sessions_log: None,
         owner: None,
         flush: Some(Duration::ZERO),
         // A pipe to the printer, which reads as fast as it prints: the least backlog.
@@ -681,6 +682,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
         sessions: sessions(&a.disk, SessionConfig::default()),
+        sessions_log: sessions_log(&a.disk)?,
         flush: flush_interval(&a.disk)?,
         owner: a
             .user

@@ -178,6 +178,7 @@ pub(super) fn recording(
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
         sessions: sessions(&a.disk, SessionConfig::default()),
+        sessions_log: sessions_log(&a.disk)?,
         flush: flush_interval(&a.disk)?,
         owner: run_as.clone(),
         retention: retention.clone(),

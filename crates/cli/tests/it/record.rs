@@ -1220,3 +1220,53 @@ fn issue37_a_recording_that_would_fill_its_disk_is_warned_at_start() {
     let fine = run("c.pcapng", &["--retain", "1G"]);
     assert!(!fine.contains("warning:"), "{fine}");
 }
+
+/// Issue 35: `--sessions-log` appends every closed file's connections as JSON lines with the
+/// Elastic Common Schema's names and the sensor's `observer.name`: the same connections
+/// `corecap flows --json` lists from the file, and a second run appends after the first.
+#[test]
+fn issue35_the_sessions_log_holds_each_closed_files_connections() {
+    let s = Scratch::new("sessions-log");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real/sessions-loopback.pcap");
+    let log = s.path("sessions.json");
+    let ids = |text: &str| -> Vec<String> {
+        let mut v: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("one object a line");
+                v["network"]["community_id"]
+                    .as_str()
+                    .expect("community_id")
+                    .to_owned()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let mut all = Vec::new();
+    for name in ["a.pcapng", "b.pcapng"] {
+        let out = s.path(name);
+        let o = util::corecap(&[
+            "capture",
+            "-r",
+            real.to_str().expect("utf8"),
+            "-w",
+            out.to_str().expect("utf8"),
+            "--sessions-log",
+            log.to_str().expect("utf8"),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let f = util::corecap(&["flows", out.to_str().expect("utf8"), "--json"]);
+        assert!(f.status.success(), "{}", String::from_utf8_lossy(&f.stderr));
+        all.extend(ids(&String::from_utf8_lossy(&f.stdout)));
+    }
+    all.sort();
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert!(!all.is_empty());
+    assert_eq!(ids(&text), all);
+    for l in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).expect("JSON");
+        assert!(v["observer"]["name"].is_string(), "{l}");
+        assert!(v["source"]["ip"].is_string(), "{l}");
+    }
+}

@@ -121,6 +121,8 @@ pub struct OutputConfig {
     pub backlog: corecap_store::write::output::Backlog,
     /// Sessions kept beside each file, and their table's size (`--no-sessions`: None).
     pub sessions: Option<corecap_store::session::SessionConfig>,
+    /// Every file's connections appended to this log too (`--sessions-log`).
+    pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
 }
 
 impl OutputConfig {
@@ -146,6 +148,7 @@ impl OutputConfig {
             flush: self.flush,
             backlog: self.backlog.clone(),
             sessions: self.sessions.filter(|_| self.index),
+            sessions_log: self.sessions_log.clone(),
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

@@ -658,6 +658,7 @@ mod tests {
             flush: None,
             backlog: Default::default(),
             sessions: None,
+            sessions_log: None,
         })
     }
 

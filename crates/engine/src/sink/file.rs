@@ -91,6 +91,8 @@ pub struct FileConfig {
     /// Keep one record per connection of each file beside it (`.sessions`), in a table of
     /// this size; None: no sessions file.
     pub sessions: Option<corecap_store::session::SessionConfig>,
+    /// Each file's connections appended to this log too (`--sessions-log`).
+    pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
 }
 
 /// What the index is told of a packet written for one interface, worked out once (see
@@ -340,6 +342,7 @@ fn start_disk(cfg: &FileConfig, path: PathBuf, stream: bool) -> io::Result<(Disk
         retention: cfg.retention.clone(),
         index: cfg.index,
         flush: cfg.flush.is_some(),
+        sessions_log: cfg.sessions_log.clone(),
     };
     let (first, align) = if path == Path::new("-") {
         (Err(Stream::stdout()), 1)
@@ -617,6 +620,7 @@ mod tests {
             flush: None,
             backlog: Default::default(),
             sessions: Some(corecap_store::session::SessionConfig::on_demand()),
+            sessions_log: None,
         }
     }
 

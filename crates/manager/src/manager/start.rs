@@ -633,6 +633,7 @@ impl Manager {
                 retention: self.cfg.retention.clone(),
                 index: self.cfg.index,
                 sessions: self.cfg.sessions,
+                sessions_log: None,
                 owner: None,
                 flush: self.cfg.flush,
                 // An on-demand capture is one of many: the least backlog of a sink.

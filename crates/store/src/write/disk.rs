@@ -61,6 +61,8 @@ pub struct DiskConfig {
     pub index: bool,
     /// A flush timer hands partial buffers over (see [`super::output::Output::flush`]).
     pub flush: bool,
+    /// Each closed file's connections appended here too (`--sessions-log`).
+    pub sessions_log: Option<Arc<super::sessions_log::SessionsLog>>,
 }
 
 impl DiskConfig {
@@ -756,6 +758,7 @@ impl DiskWriter {
         // The sessions file too, tied to the same bytes as the index.
         if let Some(s) = sessions {
             bytes += self.write_sessions(path, &s, covered, id);
+            self.log_sessions(path, &s);
         }
         (Some((covered, id)), bytes)
     }
@@ -772,6 +775,21 @@ impl DiskWriter {
                     .push(format!("no sessions file for {}: {e}", path.display()));
                 0
             }
+        }
+    }
+
+    /// Appends the file's connections to the sessions log, if there is one; a log that
+    /// cannot be written costs a note, once.
+    fn log_sessions(&mut self, path: &Path, s: &Sessions) {
+        let Some(log) = &self.cfg.sessions_log else {
+            return;
+        };
+        if let Err(e) = log.append(&s.records) {
+            self.report.notes.push(format!(
+                "the connections of {} are not in the sessions log: {e} (they are in its \
+                 sessions file)",
+                path.display()
+            ));
         }
     }
 

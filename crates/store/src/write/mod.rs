@@ -9,4 +9,5 @@ pub mod catalog_update;
 pub mod disk;
 pub mod index_file;
 pub mod output;
+pub mod sessions_log;
 pub mod sidecar;
