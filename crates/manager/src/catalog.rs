@@ -30,7 +30,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use corecap_store::names::suffixed_path;
+use corecap_store::names::{id_number, name_id, recovered_names};
 use serde::{Deserialize, Serialize};
 
 use crate::api::{Drops, Mode, OutputKind, State};
@@ -254,23 +254,6 @@ fn parse(b: &[u8]) -> Result<(Catalog, usize), String> {
     ))
 }
 
-/// `N` of an id `cN`.
-pub fn id_number(id: &str) -> Option<u64> {
-    let digits = id.strip_prefix('c')?;
-    if digits.is_empty() || digits.len() > 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-/// `N` of a file name that starts with an id `cN` the daemon may have given: `cN.EXT`,
-/// `cN.g0m0.flows.jsonl`, `cN.recovered-TIME.pcapng`, the hidden `.cN.pcapng.part`.
-fn name_id(name: &str) -> Option<u64> {
-    let n = name.strip_prefix('.').unwrap_or(name);
-    let end = n.find('.').unwrap_or(n.len());
-    id_number(&n[..end])
-}
-
 /// The highest `N` of the spool's file names that start with an id `cN`.
 pub fn highest_id_in(dir: &Path) -> Option<u64> {
     ids_in(dir).last().copied()
@@ -296,49 +279,6 @@ pub fn lowest_free(taken: &BTreeSet<u64>) -> u64 {
         n = n.saturating_add(1);
     }
     n
-}
-
-/// Whether a file name a request gives has the shape of the names the daemon gives its
-/// unnamed captures: `c` and digits before the first `.` (`c7.pcapng`, `c12`,
-/// `c18446744073709551615.pcap`). Those names are the daemon's own: ids continue past
-/// every `cN` in the spool's names, so a request taking one could push the ids to their
-/// end, or take an id's name before the id comes.
-pub fn is_id_name(name: &str) -> bool {
-    let stem = name.split('.').next().unwrap_or_default();
-    stem.strip_prefix('c')
-        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// The recovered names of `name` in the spool (`NAME.recovered-TIME.EXT`, see
-/// `sink::recover`) last written at `since` (seconds since the epoch) or after, in name
-/// (so time) order. The time tells them from an older capture's file of the same name.
-fn recovered_names(dir: &Path, name: &str, since: f64) -> Vec<String> {
-    let probe = suffixed_path(Path::new(name), "recovered-*");
-    let probe = probe.to_string_lossy();
-    let Some((head, tail)) = probe.split_once('*') else {
-        return Vec::new();
-    };
-    let Ok(rd) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = rd
-        .filter_map(Result::ok)
-        .filter(|e| {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            n.len() > head.len() + tail.len() && n.starts_with(head) && n.ends_with(tail)
-        })
-        .filter(|e| {
-            e.metadata()
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .is_some_and(|t| t.as_secs_f64() + 1.0 >= since)
-        })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    out.sort();
-    out
 }
 
 /// Where a file the catalog names is now, for a capture whose daemon died while it ran:

@@ -483,7 +483,7 @@ impl Manager {
         sealed: bool,
     ) -> Result<(String, Option<PathBuf>), ApiError> {
         for _ in 0..1000 {
-            let id = format!("c{}", g.next_id);
+            let id = corecap_store::names::id_name(g.next_id);
             if g.entries.iter().any(|e| e.view.id == id) {
                 g.next_id = self.id_after(g, g.next_id);
                 continue;
@@ -514,7 +514,7 @@ impl Manager {
             taken.extend(
                 g.entries
                     .iter()
-                    .filter_map(|e| catalog::id_number(&e.view.id)),
+                    .filter_map(|e| corecap_store::names::id_number(&e.view.id)),
             );
             catalog::lowest_free(&taken)
         })
@@ -556,10 +556,10 @@ impl Manager {
 
     /// Refuses (400) a file name no request may give: one that is not a plain name in the
     /// spool (see [`Spool::resolve`]), one of the daemon's own form `cN...` (see
-    /// [`catalog::is_id_name`]), or an index's (`.idx`).
+    /// [`corecap_store::names::is_id_name`]), or an index's (`.idx`).
     pub(super) fn check_name(&self, name: &str) -> Result<(), ApiError> {
         let p = self.cfg.spool.resolve(name).map_err(|e| err(400, e))?;
-        if catalog::is_id_name(name) {
+        if corecap_store::names::is_id_name(name) {
             return Err(err(
                 400,
                 format!(
