@@ -1270,3 +1270,32 @@ fn issue35_the_sessions_log_holds_each_closed_files_connections() {
         assert!(v["source"]["ip"].is_string(), "{l}");
     }
 }
+
+/// Issue 37: `serve --retain-age` deletes at start the spool's files of earlier runs whose
+/// packets are older than the age, keeps the recent ones, and leaves a file that is not a
+/// capture alone.
+#[test]
+#[ignore = "needs root"]
+fn issue37_serve_retain_age_deletes_the_spools_old_files_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let lab = Lab::new(1);
+    let s = Scratch::new("serve-retain-age");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).expect("spool");
+    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    for (name, ago) in [("old.pcapng", 3 * 86_400), ("recent.pcapng", 3600)] {
+        earlier_run_file(&spool.join(name), (now - ago) * 1_000_000_000, 100);
+    }
+    std::fs::write(spool.join("notes.txt"), "the user's own file\n").expect("notes");
+    let d = util::Daemon::start(&lab, &s, &["--retain-age", "2d"]);
+    let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
+    assert!(m.contains("corecap_retain_deleted_files_total 1"), "{m}");
+    assert!(!spool.join("old.pcapng").exists(), "the old packets went");
+    for kept in ["recent.pcapng", "notes.txt"] {
+        assert!(spool.join(kept).exists(), "{kept} kept");
+    }
+}
