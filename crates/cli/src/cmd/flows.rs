@@ -4,29 +4,17 @@
 
 use std::io::{self, BufWriter, Write};
 
-use anyhow::{bail, Result};
-use corecap_store::query::expand_paths;
+use anyhow::Result;
 use corecap_store::read::flow_doc::FlowDoc;
 use corecap_store::read::flows::{list, FlowSort, FlowSpec, FlowStats};
 
-use super::query::{selectors, split_args, window_of};
+use super::query::{files_and_filter, selectors, window_of};
 use crate::config;
 use crate::flow_args::{FlowsArgs, SortArg};
 
 pub(crate) fn run(a: FlowsArgs) -> Result<i32> {
     let (from, to, _) = window_of(a.from.as_deref(), a.to.as_deref(), a.tz.as_deref())?;
-    let (paths, words) = split_args(&a.args, a.filter.is_some());
-    if paths.is_empty() {
-        bail!(
-            "{}: no such file or directory (give capture files or directories, then the filter)",
-            a.args.first().map_or("", String::as_str)
-        );
-    }
-    let filter = a
-        .filter
-        .clone()
-        .or_else(|| (!words.is_empty()).then(|| words.join(" ")));
-    let (files, skipped) = expand_paths(&paths)?;
+    let (files, skipped, filter) = files_and_filter(&a.args, &[], &a.filter)?;
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     let mut select = selectors(&a.select, a.host, a.port);
     select.filter = filter;

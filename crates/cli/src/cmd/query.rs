@@ -21,23 +21,7 @@ use crate::print::pipe::{is_broken_pipe, Pipe};
 pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     config::check_print_flags(&a.print, a.out.is_none() && !a.stats, "-w or --stats")?;
     let (from, to, window) = window(&a)?;
-    // With -r, as tcpdump -r, the paths are given and the arguments are the filter.
-    let (paths, words) = if a.read.is_empty() {
-        split_args(&a.args, a.filter.is_some())
-    } else {
-        (a.read.clone(), a.args.clone())
-    };
-    if paths.is_empty() {
-        bail!(
-            "{}: no such file or directory (give capture files or directories, then the filter)",
-            a.args.first().map_or("", String::as_str)
-        );
-    }
-    let filter = a
-        .filter
-        .clone()
-        .or_else(|| (!words.is_empty()).then(|| words.join(" ")));
-    let (files, skipped) = expand_paths(&paths)?;
+    let (files, skipped, filter) = files_and_filter(&a.args, &a.read, &a.filter)?;
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     let spec = QuerySpec {
         files,
@@ -268,6 +252,32 @@ fn create(out: &Path, force: bool) -> Result<File> {
         ),
         _ => anyhow::Error::new(e).context(format!("creating {}", out.display())),
     })
+}
+
+/// The files of a command that takes `PATH... [FILTER]` (folders expanded; and how many
+/// names were skipped), and its filter: `-f`'s, else the words after the paths. With `-r`
+/// (`read`), as tcpdump -r, the paths are given and every argument is the filter.
+pub(crate) fn files_and_filter(
+    args: &[String],
+    read: &[PathBuf],
+    given: &Option<String>,
+) -> Result<(Vec<PathBuf>, u64, Option<String>)> {
+    let (paths, words) = if read.is_empty() {
+        split_args(args, given.is_some())
+    } else {
+        (read.to_vec(), args.to_vec())
+    };
+    if paths.is_empty() {
+        bail!(
+            "{}: no such file or directory (give capture files or directories, then the filter)",
+            args.first().map_or("", String::as_str)
+        );
+    }
+    let filter = given
+        .clone()
+        .or_else(|| (!words.is_empty()).then(|| words.join(" ")));
+    let (files, skipped) = expand_paths(&paths)?;
+    Ok((files, skipped, filter))
 }
 
 /// Leading arguments that exist are paths; the rest is the filter. With `-f`, all are paths.
