@@ -502,34 +502,26 @@ fn report(reports: &[SensorReport], total: Duration, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `request list|show --sensor ...`: the same GET to every sensor at once, each answer
-/// under its sensor's name.
-pub(crate) fn get(
+/// The same GET to every sensor at once, each on a thread of its own: per sensor, its name
+/// and what `answer` makes of the status and body (a timeout says "timed out after N s",
+/// to be printed after the sensor's name).
+pub(crate) fn get_each<T: Send>(
     sensors: &[Sensor],
     path: &str,
-    partial: bool,
     timeout: Duration,
-    json: bool,
-) -> Result<i32> {
-    let answers: Vec<(String, Result<Option<Vec<u8>>>)> = std::thread::scope(|sc| {
+    answer: impl Fn(u16, Vec<u8>) -> Result<T> + Sync,
+) -> Vec<(String, Result<T>)> {
+    std::thread::scope(|sc| {
         let jobs: Vec<_> = sensors
             .iter()
             .map(|s| {
+                let answer = &answer;
                 sc.spawn(move || {
-                    let r = (|| -> Result<Option<Vec<u8>>> {
-                        let (c, token) = connect(&s.endpoint, timeout)?;
+                    let r = connect(&s.endpoint, timeout).and_then(|(c, token)| {
                         let (status, body) =
                             http::call(c, "GET", path, token, None).map_err(refused)?;
-                        // An id is a sensor's own: the others do not have it.
-                        if status == 404 && path != "/captures" {
-                            return Ok(None);
-                        }
-                        if status >= 300 {
-                            bail!("{} (HTTP {status})", error_message(&body));
-                        }
-                        Ok(Some(body))
-                    })();
-                    // Printed after the sensor's name.
+                        answer(status, body)
+                    });
                     let r = r.map_err(|e| {
                         if is_timeout(&e) {
                             anyhow::anyhow!(timed_out(timeout))
@@ -547,6 +539,27 @@ pub(crate) fn get(
                     .unwrap_or_else(|_| (String::new(), Err(anyhow::anyhow!("panicked"))))
             })
             .collect()
+    })
+}
+
+/// `request list|show --sensor ...`: the same GET to every sensor at once, each answer
+/// under its sensor's name.
+pub(crate) fn get(
+    sensors: &[Sensor],
+    path: &str,
+    partial: bool,
+    timeout: Duration,
+    json: bool,
+) -> Result<i32> {
+    let answers = get_each(sensors, path, timeout, |status, body| {
+        // An id is a sensor's own: the others do not have it.
+        if status == 404 && path != "/captures" {
+            return Ok(None);
+        }
+        if status >= 300 {
+            bail!("{} (HTTP {status})", error_message(&body));
+        }
+        Ok(Some(body))
     });
     let mut failed = Vec::new();
     let mut all = serde_json::Map::new();

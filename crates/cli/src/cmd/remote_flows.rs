@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
-use corecap_manager::http;
+use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use super::client::{connect, error_message, is_timeout, refused, timed_out};
+use super::client::error_message;
 use crate::config::{Endpoint, Sensor};
 
 /// A daemon's connections, and its end line (figures and notes).
@@ -56,38 +55,13 @@ pub(crate) fn one(e: &Endpoint, t: Duration, path: &str) -> Result<i32> {
 /// `request flows` to every sensor at once: the lines of all, each with its sensor's name
 /// (`observer.name`), in order of first packet.
 pub(crate) fn fleet(sensors: &[Sensor], path: &str, partial: bool, t: Duration) -> Result<i32> {
-    let answers: Vec<(String, Result<Answer>)> = std::thread::scope(|sc| {
-        let jobs: Vec<_> = sensors
-            .iter()
-            .map(|s| {
-                sc.spawn(move || {
-                    let r = (|| {
-                        let (c, token) = connect(&s.endpoint, t)?;
-                        let (status, body) =
-                            http::call(c, "GET", path, token, None).map_err(refused)?;
-                        if status >= 300 {
-                            bail!("{} (HTTP {status})", error_message(&body));
-                        }
-                        parse(&body)
-                    })();
-                    let r = r.map_err(|e| {
-                        if is_timeout(&e) {
-                            anyhow!(timed_out(t))
-                        } else {
-                            e
-                        }
-                    });
-                    (s.name.clone(), r)
-                })
-            })
-            .collect();
-        jobs.into_iter()
-            .map(|j| {
-                j.join()
-                    .unwrap_or_else(|_| (String::new(), Err(anyhow!("panicked"))))
-            })
-            .collect()
-    });
+    let answers: Vec<(String, Result<Answer>)> =
+        super::fleet::get_each(sensors, path, t, |status, body| {
+            if status >= 300 {
+                bail!("{} (HTTP {status})", error_message(&body));
+            }
+            parse(&body)
+        });
     let mut all = Vec::new();
     let mut failed = Vec::new();
     for (name, r) in answers {
