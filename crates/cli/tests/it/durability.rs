@@ -66,7 +66,7 @@ fn whole_files(dir: &Path) -> BTreeMap<PathBuf, u64> {
     for e in std::fs::read_dir(dir).expect("read dir").flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || name.ends_with(".idx") || name.ends_with(".sessions") {
+        if name.starts_with('.') || corecap_store::names::is_beside(Path::new(&name)) {
             continue;
         }
         let len = e.metadata().map_or(0, |m| m.len());

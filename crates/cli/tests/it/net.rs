@@ -397,8 +397,7 @@ fn issue8_rotation_keeps_the_newest_files_each_valid() {
     kept.sort();
     // Each kept file has its sessions beside it too, and those of deleted files are gone.
     assert_eq!(kept.len(), 9, "{kept:?}");
-    let beside =
-        |p: &std::path::PathBuf| p.extension().is_some_and(|e| e == "idx" || e == "sessions");
+    let beside = |p: &std::path::PathBuf| corecap_store::names::is_beside(p);
     for p in &kept {
         if beside(p) {
             let capture = p.with_extension("");

@@ -172,7 +172,7 @@ fn issue16_rotation_and_retention_keep_the_newest_files_under_the_budget() {
         .collect();
     let on_disk: Vec<String> = names(&dir.0)
         .into_iter()
-        .filter(|n| !n.ends_with(".idx") && !n.ends_with(".sessions"))
+        .filter(|n| !corecap_store::names::is_beside(Path::new(n)))
         .collect();
     assert_eq!(
         on_disk.len(),
@@ -282,10 +282,7 @@ fn issue16_a_reader_never_sees_a_torn_file() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for e in std::fs::read_dir(&dir).expect("dir").filter_map(Result::ok) {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    if name.starts_with('.')
-                        || name.ends_with(".idx")
-                        || name.ends_with(".sessions")
-                    {
+                    if name.starts_with('.') || corecap_store::names::is_beside(Path::new(&name)) {
                         continue;
                     }
                     // A file under its own name is whole: every block complete.

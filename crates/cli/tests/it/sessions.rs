@@ -442,10 +442,7 @@ fn whole_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .filter(|p| {
-            let n = p.to_string_lossy();
-            !n.ends_with(".idx") && !n.ends_with(".sessions")
-        })
+        .filter(|p| !corecap_store::names::is_beside(p))
         .collect();
     files.sort();
     files
