@@ -71,7 +71,8 @@ pub(crate) enum RequestCmd {
     Metrics,
     /// Show which core runs what.
     Cores,
-    /// Packets of the spool's files by time window and filter, as pcapng (POST /queries).
+    /// Packets of the spool's and the recording's files by time window and filter, printed one
+    /// line each as tcpdump -r prints them, or as pcapng with -w (POST /queries).
     Query(RequestQueryArgs),
     /// Connections of the spool's and the recording's files, from their sessions, as JSON
     /// lines (GET /flows); with several sensors, each line names its sensor
@@ -100,11 +101,25 @@ pub(crate) struct RequestQueryArgs {
     #[arg(long, value_name = "T", allow_hyphen_values = true)]
     pub(crate) to: Option<String>,
     /// Output pcapng file (`-` for stdout). An existing file is never written over.
+    /// Without -w, one line per packet is printed, as tcpdump -r prints it.
     #[arg(short = 'w', value_name = "OUT")]
-    pub(crate) out: std::path::PathBuf,
+    pub(crate) out: Option<std::path::PathBuf>,
     /// Replace OUT if it exists.
     #[arg(long)]
     pub(crate) force: bool,
+    /// Print at most COUNT packets (tcpdump's -c).
+    #[arg(
+        short = 'c',
+        long = "count",
+        value_name = "COUNT",
+        conflicts_with = "out"
+    )]
+    pub(crate) count: Option<u64>,
+    /// Print less protocol detail on each line (tcpdump's -q).
+    #[arg(short = 'q', conflicts_with = "out")]
+    pub(crate) quick: bool,
+    #[command(flatten)]
+    pub(crate) print: PrintArgs,
     /// Only the packets of the connections these select.
     #[command(flatten)]
     pub(crate) select: crate::flow_args::SelectArgs,

@@ -315,13 +315,19 @@ impl Feed {
 pub(crate) fn query(
     sensors: &[Sensor],
     body: &serde_json::Value,
-    (out, force): (&Path, bool),
+    (out, force, print): (Option<&Path>, bool, &crate::config::Printing),
     partial: bool,
     timeout: Duration,
     json: bool,
 ) -> Result<i32> {
+    let Some(out) = out else {
+        let printed = super::query::into_printer(print, |file| {
+            answer(sensors, body, (None, Some(file)), partial, timeout, json)
+        })?;
+        return Ok(printed.unwrap_or(0));
+    };
     super::query::into_new_file(out, force, |file| {
-        answer(sensors, body, (out, file), partial, timeout, json)
+        answer(sensors, body, (Some(out), file), partial, timeout, json)
     })
 }
 
@@ -329,12 +335,12 @@ pub(crate) fn query(
 fn answer(
     sensors: &[Sensor],
     body: &serde_json::Value,
-    (out, file): (&Path, Option<std::fs::File>),
+    (out, file): (Option<&Path>, Option<std::fs::File>),
     partial: bool,
     timeout: Duration,
     json: bool,
 ) -> Result<i32> {
-    let to_stdout = file.is_none();
+    let to_stdout = file.is_none() || out.is_none();
     let body = Arc::new(serde_json::to_vec(body)?);
     let t0 = Instant::now();
     // Every sensor is asked before any answer is waited for.
@@ -395,7 +401,7 @@ fn answer(
         .map(|r| r.sensor.as_str())
         .collect();
     if failed.is_empty() || (partial && failed.len() < reports.len()) {
-        if !to_stdout {
+        if let (false, Some(out)) = (to_stdout, out) {
             let packets: u64 = reports.iter().map(|r| r.packets).sum();
             eprintln!("wrote {packets} packets of pcapng to {}", out.display());
         }

@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -14,7 +15,7 @@ use corecap_store::query::{
 use corecap_store::read::flow_match::Selectors;
 
 use crate::args::QueryArgs;
-use crate::config;
+use crate::config::{self, Printing};
 use crate::flow_args::SelectArgs;
 use crate::print::pipe::{is_broken_pipe, Pipe};
 
@@ -157,28 +158,37 @@ fn summary(
 /// Prints the packets of the query, one line each, as tcpdump -r prints them; the query's
 /// figures, or `None` when the printing stopped first (-c, or standard output closed).
 fn print_packets(a: &QueryArgs, spec: &QuerySpec) -> Result<Option<QueryStats>> {
-    let opts = config::print_options(&a.print, a.quick);
+    let printing = Printing {
+        opts: config::print_options(&a.print, a.quick),
+        line_buffered: a.print.line_buffered,
+        count: a.count,
+    };
+    into_printer(&printing, |file| {
+        Ok(run_query(spec, BufWriter::with_capacity(1 << 16, file))?)
+    })
+}
+
+/// Prints, one line each as tcpdump -r prints them, the pcapng stream that `answer`
+/// writes into the file it is given (the writing end of the printer's pipe, closed when
+/// `answer` returns). `None` when the printing stopped first (-c, or standard output
+/// closed), so that the rest of the stream had nowhere to go.
+pub(crate) fn into_printer<T>(
+    p: &Printing,
+    answer: impl FnOnce(File) -> Result<T>,
+) -> Result<Option<T>> {
     let mut printer =
-        Pipe::start(opts, a.print.line_buffered, a.count).context("starting the packet printer")?;
+        Pipe::start(p.opts, p.line_buffered, p.count).context("starting the packet printer")?;
     let writer = printer
         .take_writer()
         .context("starting the packet printer")?;
-    // The writer is dropped when the query returns: the printer then sees the end.
-    let queried = run_query(spec, BufWriter::with_capacity(1 << 16, writer));
+    let answered = answer(File::from(OwnedFd::from(writer)));
     let printed = printer.join();
-    match (queried, printed) {
+    match (answered, printed) {
         (_, Err(e)) if is_broken_pipe(&e) => Ok(None),
         (_, Err(e)) => Err(e.context("printing the packets")),
-        (Ok(stats), Ok(_)) => Ok(Some(stats)),
-        (Err(e), Ok(n)) => {
-            let e = anyhow::Error::new(e);
-            // The printer stopped at -c, and the rest of the stream had nowhere to go.
-            if a.count == Some(n) && is_broken_pipe(&e) {
-                Ok(None)
-            } else {
-                Err(e)
-            }
-        }
+        (Ok(v), Ok(_)) => Ok(Some(v)),
+        (Err(e), Ok(n)) if p.count == Some(n) && is_broken_pipe(&e) => Ok(None),
+        (Err(e), Ok(_)) => Err(e),
     }
 }
 

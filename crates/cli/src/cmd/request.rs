@@ -9,16 +9,30 @@ use corecap_manager::http;
 use serde_json::Value;
 
 use crate::args::RequestArgs;
-use crate::config::{self, Call, Endpoint};
+use crate::config::{self, Call, Endpoint, Printing};
 
 use super::client::{call_ok, connect, error_message, named, refused};
 
 /// `corecap request query`: the daemon's answer (pcapng) to `out` (`-`: stdout), which
-/// is made before the daemon is asked and never written over unless `force`.
-fn query(e: &Endpoint, t: Duration, body: &Value, out: &Path, force: bool) -> Result<i32> {
+/// is made before the daemon is asked and never written over unless `force`; without
+/// `out`, its packets printed one line each.
+fn query(
+    e: &Endpoint,
+    t: Duration,
+    body: &Value,
+    (out, force): (Option<&Path>, bool),
+    print: &Printing,
+) -> Result<i32> {
     let body = serde_json::to_vec(body)?;
+    let call = ("POST", "/queries", Some(body.as_slice()));
+    let Some(out) = out else {
+        let printed = super::query::into_printer(print, |file| {
+            answer_to(e, t, call, None, Some(file)).map_err(|x| named(x, e, t))
+        })?;
+        return Ok(printed.unwrap_or(0));
+    };
     super::query::into_new_file(out, force, |file| {
-        answer_to(e, t, ("POST", "/queries", Some(&body)), out, file).map_err(|x| named(x, e, t))
+        answer_to(e, t, call, Some(out), file).map_err(|x| named(x, e, t))
     })
 }
 
@@ -27,21 +41,22 @@ fn query(e: &Endpoint, t: Duration, body: &Value, out: &Path, force: bool) -> Re
 fn fetch(e: &Endpoint, t: Duration, id: &str, out: &Path, force: bool) -> Result<i32> {
     let path = format!("/captures/{id}/pcap");
     super::query::into_new_file(out, force, |file| {
-        answer_to(e, t, ("GET", &path, None), out, file).map_err(|x| named(x, e, t))
+        answer_to(e, t, ("GET", &path, None), Some(out), file).map_err(|x| named(x, e, t))
     })
 }
 
 /// A streamed pcapng answer (a query's, or a download's) into `file` (None: stdout), its
-/// errors as they come.
+/// errors as they come. `out` names the file the user gave (None: the file is the
+/// printer's pipe, and no line says where the answer went).
 fn answer_to(
     e: &Endpoint,
     t: Duration,
     (method, path, body): (&str, &str, Option<&[u8]>),
-    out: &Path,
+    out: Option<&Path>,
     file: Option<std::fs::File>,
 ) -> Result<i32> {
     let (s, token) = connect(e, t)?;
-    let to_stdout = file.is_none();
+    let to_stdout = file.is_none() || out.is_none();
     let got = match file {
         None => {
             let mut w = std::io::stdout().lock();
@@ -62,7 +77,7 @@ fn answer_to(
         eprintln!("corecap: {n}");
     }
     let answer = got.partial().unwrap_or_else(|| "whole".to_owned());
-    if !to_stdout {
+    if let (false, Some(out)) = (to_stdout, out) {
         eprintln!(
             "wrote {} bytes of pcapng to {} ({answer})",
             got.bytes,
@@ -180,7 +195,11 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             out,
             force,
             select,
-        } => return query(e, t, &query_body(from, to, filter, select), out, *force),
+            print,
+        } => {
+            let body = query_body(from, to, filter, select);
+            return query(e, t, &body, (out.as_deref(), *force), print);
+        }
         Call::Flows(path) => return super::remote_flows::one(e, t, path),
         Call::Fetch { id, out, force } => return fetch(e, t, id, out, *force),
         Call::List => list(&call_ok(e, t, "GET", "/captures", None)?, c.json)?,
@@ -231,10 +250,11 @@ fn fleet(c: &config::RequestConfig) -> Result<i32> {
             out,
             force,
             select,
+            print,
         } => super::fleet::query(
             sensors,
             &query_body(from, to, filter, select),
-            (out, *force),
+            (out.as_deref(), *force, print),
             partial,
             timeout,
             c.json,

@@ -69,13 +69,15 @@ pub(crate) enum Call {
     Stop(String),
     Metrics,
     Cores,
-    /// Packets of the spool's files, as pcapng to `out` (`-`: stdout).
+    /// Packets of the spool's files, as pcapng to `out` (`-`: stdout), or printed one
+    /// line each (no `out`).
     Query {
         from: Option<String>,
         to: Option<String>,
         filter: Option<String>,
-        out: PathBuf,
+        out: Option<PathBuf>,
         force: bool,
+        print: Printing,
         /// Community ID, SNI, DNS and HTTP Host selectors, in `POST /queries`'s names.
         select: [Option<String>; 4],
     },
@@ -87,6 +89,14 @@ pub(crate) enum Call {
         out: PathBuf,
         force: bool,
     },
+}
+
+/// How an answer's packets print when it is not written to a file (tcpdump's flags).
+pub(crate) struct Printing {
+    pub(crate) opts: crate::print::Options,
+    pub(crate) line_buffered: bool,
+    /// Print at most this many packets.
+    pub(crate) count: Option<u64>,
 }
 
 /// Resolves the client's arguments: the endpoint (and its token) and the request.
@@ -107,6 +117,14 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
             filter: words(&q.filter),
             out: q.out.clone(),
             force: q.force,
+            print: {
+                check_print_flags(&q.print, q.out.is_none(), "-w")?;
+                Printing {
+                    opts: print_options(&q.print, q.quick),
+                    line_buffered: q.print.line_buffered,
+                    count: q.count,
+                }
+            },
             select: [
                 q.select.community_id.clone(),
                 q.select.sni.clone(),

@@ -550,3 +550,51 @@ fn issue40_request_query_carries_the_daemons_notes() {
     assert!(!err.contains("(whole)"), "{err}");
     assert_eq!(packets(&out).len(), 4, "the whole packets before the cut");
 }
+
+/// Issue 39: `request query` without -w prints the daemon's answer one line a packet, the
+/// lines `tcpdump -r` prints of the same packets, and stops at -c as tcpdump does.
+#[test]
+#[ignore = "needs root"]
+fn issue39_request_query_without_w_prints_what_tcpdump_prints() {
+    assert!(
+        util::have("tcpdump"),
+        "tcpdump is installed (.ci/run installs it)"
+    );
+    let lab = Lab::new(1);
+    let s = Scratch::new("request-print");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).expect("spool");
+    std::fs::set_permissions(&spool, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("mode");
+    let file = spool.join("five.pcapng");
+    std::fs::write(&file, udp_pcapng(&[0, 1, 2, 3, 4])).expect("spool file");
+    let d = Daemon::start(&lab, &s, &[]);
+    // -q: tcpdump decodes port 53 as DNS, which corecap's printer does not yet.
+    let o = d.request_ok(&["query", "-tt", "-n", "-q"]);
+    let ours = String::from_utf8_lossy(&o.stdout).into_owned();
+    let o = Command::new("tcpdump")
+        .args(["-tt", "-n", "-q", "-r"])
+        .arg(&file)
+        .output()
+        .expect("tcpdump");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let theirs = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(theirs.lines().count(), 5, "{theirs}");
+    assert_eq!(ours, theirs);
+    // -c stops the printing (and the answer) after that many packets, with exit 0.
+    let o = d.request_ok(&["query", "-tt", "-q", "-c", "2"]);
+    let two = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        two.lines().collect::<Vec<_>>(),
+        theirs.lines().take(2).collect::<Vec<_>>()
+    );
+    // Printing flags without printing are refused, as `query` refuses them.
+    let o = d.request(&[
+        "query",
+        "-X",
+        "-w",
+        s.path("x.pcapng").to_str().expect("utf8"),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("-X"));
+}
