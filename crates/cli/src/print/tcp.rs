@@ -191,7 +191,20 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
         );
         return Err(Trunc::read("tcp"));
     }
+    if data_len > 0 && is_dns(sport, dport) && !(flags & RST != 0 && p.opts.verbose > 0) {
+        return super::dns::print(p, &b[hlen..], data_len, true, false);
+    }
     Ok(())
+}
+
+/// Whether tcpdump decodes a segment between these ports as DNS: one of them is 53, and
+/// neither is a port whose decoder tcpdump tries first.
+fn is_dns(sport: u16, dport: u16) -> bool {
+    const FIRST: [u16; 17] = [
+        23, 25, 43, 179, 1723, 6379, 22, 139, 445, 10288, 6633, 6653, 21, 80, 8080, 554, 8554,
+    ];
+    let dns = super::udp::DNS_PORT;
+    (sport == dns || dport == dns) && !FIRST.iter().any(|&x| x == sport || x == dport)
 }
 
 /// `-v`: `, cksum 0x3d43 (correct)` or `(incorrect -> 0x3d43)`, when the whole segment

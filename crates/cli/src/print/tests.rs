@@ -191,3 +191,87 @@ fn test_random_bytes_never_panic() {
         }
     }
 }
+
+/// A DNS response over UDP 53 > 4000: `www.example.com` (a pointer back to it), a CNAME
+/// and an A record, and an OPT record with a cookie. The lines expected are tcpdump
+/// 4.99.3's of the same frame.
+fn dns_frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = UDP[..42].to_vec();
+    f[34..36].copy_from_slice(&53u16.to_be_bytes());
+    f[16..18].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
+    f[38..40].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+const DNS_ANSWER: &[u8] = &[
+    0x12, 0x34, 0x81, 0x80, 0, 1, 0, 2, 0, 0, 0,
+    1, // header: 1 question, 2 answers, 1 additional
+    3, b'w', b'w', b'w', 7, b'e', b'x', b'a', b'm', b'p', b'l', b'e', 3, b'c', b'o', b'm', 0, 0, 1,
+    0, 1, // question
+    0xc0, 12, 0, 5, 0, 1, 0, 0, 0x0e, 0x10, 0, 6, 3, b'c', b'd', b'n', 0xc0, 16, // CNAME
+    3, b'c', b'd', b'n', 0xc0, 16, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 7, // A
+    0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, // OPT
+];
+
+#[test]
+fn test_dns_lines() {
+    let f = dns_frame(DNS_ANSWER);
+    assert_eq!(
+        line(opts(), 1, &f),
+        "IP 10.0.0.1.53 > 10.0.0.2.5000: 4660 2/0/1 CNAME cdn.example.com., A 192.0.2.7 (94)"
+    );
+    let vv = Options {
+        verbose: 3,
+        ..opts()
+    };
+    let l = line(vv, 1, &f);
+    assert!(
+        l.ends_with(
+            "4660 q: A? www.example.com. 2/0/1 www.example.com. [1h] CNAME cdn.example.com., \
+             cdn.example.com. [1m] A 192.0.2.7 ar: . OPT UDPsize=1232 DO [COOKIE 0102030405060708] (94)"
+        ),
+        "{l}"
+    );
+    // Every cut of the message ends the line as tcpdump ends it, never in a panic.
+    for cut in 42..f.len() {
+        let l = line(vv, 1, &f[..cut]);
+        assert!(l.contains("[|domain]") || l.contains("(94)"), "{cut}: {l}");
+    }
+}
+
+#[test]
+fn test_random_dns_never_panics() {
+    let mut r = Bytes(0x2545_f491_4f6c_dd1d);
+    let mut printers: Vec<Printer> = (0..4)
+        .map(|v| {
+            Printer::new(Options {
+                verbose: v,
+                ..opts()
+            })
+        })
+        .collect();
+    for _ in 0..20_000 {
+        let mut m = DNS_ANSWER.to_vec();
+        for _ in 0..1 + r.next() % 6 {
+            let at = (r.next() as usize) % m.len();
+            m[at] = r.next() as u8;
+        }
+        m.truncate(12 + (r.next() as usize) % (m.len() - 11));
+        let udp = dns_frame(&m);
+        // The same message over TCP: its length first.
+        let mut tcp = SYN[..34].to_vec();
+        tcp[23] = 6;
+        let mut seg = vec![
+            0xc3, 0x50, 0, 53, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0,
+        ];
+        seg.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        seg.extend_from_slice(&m);
+        tcp[16..18].copy_from_slice(&((20 + seg.len()) as u16).to_be_bytes());
+        tcp.extend_from_slice(&seg);
+        for p in &mut printers {
+            p.packet(1, &udp, udp.len() as u32, 1);
+            p.packet(1, &tcp, tcp.len() as u32, 1);
+        }
+    }
+}

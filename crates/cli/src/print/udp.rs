@@ -1,10 +1,15 @@
 //! UDP (tcpdump 4.99's `print-udp.c`): `10.0.0.1.4000 > 10.0.0.2.5000: UDP, length 18`.
-//! The payload is not decoded, whatever the port.
+//! The payload is decoded on the DNS ports (53, and 5353 for mDNS); on the other ports it
+//! is not, where tcpdump decodes some.
 
 use std::fmt::Write;
 
 use super::l3::{cksum, should_be, words, Net, PROTO_UDP};
 use super::{u16_at, Printer, Step, Trunc};
+
+/// DNS, and multicast DNS.
+pub(super) const DNS_PORT: u16 = 53;
+const MDNS_PORT: u16 = 5353;
 
 /// The addresses and ports (`udpipaddr_print`): with the addresses when the IP header's
 /// protocol is UDP, the ports alone after an extension header; `None` ports when they were
@@ -52,6 +57,12 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
     endpoints(p, net, Some(ports));
     if p.opts.verbose > 0 && !net.fragmented {
         checksum(p, net, b, length);
+    }
+    if !p.opts.quick {
+        let is = |port: u16| ports.0 == port || ports.1 == port;
+        if is(DNS_PORT) || is(MDNS_PORT) {
+            return super::dns::print(p, &b[8..], length, false, !is(DNS_PORT));
+        }
     }
     if ulen > length && !net.fragmented {
         let _ = write!(p.line, "UDP, bad length {ulen} > {length}");

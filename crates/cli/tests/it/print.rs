@@ -4,7 +4,7 @@
 //! line, over several link types and packet kinds (cut and malformed ones too). The
 //! packets use no port tcpdump decodes an application on, which corecap does not.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -391,7 +391,8 @@ fn issue39_query_prints_a_recording_and_stops_at_c() {
     )
     .expect("write");
     let o = Command::new(util::bin())
-        .args(["query", "-tt", "-c", "3"])
+        // -q: port 53 would print as DNS, and these payloads are not DNS messages.
+        .args(["query", "-tt", "-q", "-c", "3"])
         .arg(&f)
         .output()
         .expect("run");
@@ -452,4 +453,49 @@ fn issue39_capture_prints_one_line_per_packet_in_time_order() {
             "{l}"
         );
     }
+}
+
+/// Issue 39: DNS messages (UDP and TCP, mDNS, EDNS options, DNSSEC records, bad labels,
+/// pointer loops) print as tcpdump prints them, at every verbosity.
+#[test]
+fn issue39_dns_prints_as_tcpdump_prints_it() {
+    assert!(
+        util::have("tcpdump"),
+        "tcpdump is installed (.ci/run installs it)"
+    );
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data.join("dns"))
+        .expect("tests/data/dns")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .collect();
+    for f in [
+        "dns-badcookie.pcap",
+        "dns_tcp.pcap",
+        "edns-opts.pcap",
+        "community-id-combined.pcap",
+    ] {
+        files.push(data.join("real").join(f));
+    }
+    files.sort();
+    assert!(files.len() >= 13, "{files:?}");
+    let flag_sets: &[&[&str]] = &[
+        &[],
+        &["-v"],
+        &["-vv"],
+        &["-vvv"],
+        &["-q"],
+        &["-x"],
+        &["-vv", "-X"],
+    ];
+    let mut lines = 0;
+    for f in &files {
+        for flags in flag_sets {
+            let mut with_filter = flags.to_vec();
+            with_filter.extend(["port", "53", "or", "port", "5353"]);
+            lines += same_as_tcpdump(f, &with_filter);
+        }
+    }
+    assert!(lines > 600, "{lines} lines compared");
+    eprintln!("{lines} lines of DNS the same as tcpdump's");
 }
