@@ -7,13 +7,14 @@
 //! - `link`: Ethernet (802.1Q/802.1ad tags), Linux cooked v1 and v2, raw IP, BSD loopback;
 //! - `ip`: IPv4 (options, fragments) and IPv6 (extension headers); `arp`;
 //! - `tcp` (flags, relative sequence numbers, options), `udp`, `icmp` (ICMP and ICMPv6);
-//! - `dns`: DNS and mDNS messages on their ports (UDP 53 and 5353, TCP 53);
+//! - `dns`: DNS and mDNS messages on their ports (UDP 53 and 5353, TCP 53); `text`: the
+//!   text protocols over TCP (HTTP, RTSP, SMTP, FTP, WHOIS);
 //! - `time`: the time stamp (`-t` to `-ttttt`); `hex`: the `-x`/`-X` dumps.
 //!
 //! What it does not decode prints as tcpdump prints a protocol it does not know:
 //! `ethertype Unknown (0x88b5), length 60:` and the bytes, or ` ip-proto-47 24`. Where
-//! tcpdump goes on into an application other than DNS (HTTP on 80, NTP on 123), corecap
-//! stops at the transport: `UDP, length 32`.
+//! tcpdump goes on into an application corecap does not decode (NTP on 123, SSH on 22),
+//! corecap stops at the transport: `UDP, length 32`.
 //!
 //! Bad input never panics: every read of packet bytes goes through the getters below, which
 //! give [`Trunc`] past the end of what was captured. The packet's line then ends as
@@ -35,6 +36,7 @@ mod llc;
 mod nd;
 pub(crate) mod pipe;
 mod tcp;
+mod text;
 mod time;
 mod transport;
 mod udp;

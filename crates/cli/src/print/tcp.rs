@@ -191,20 +191,53 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
         );
         return Err(Trunc::read("tcp"));
     }
-    if data_len > 0 && is_dns(sport, dport) && !(flags & RST != 0 && p.opts.verbose > 0) {
-        return super::dns::print(p, &b[hlen..], data_len, true, false);
+    if data_len == 0 || (flags & RST != 0 && p.opts.verbose > 0) {
+        return Ok(());
     }
-    Ok(())
+    let payload = &b[hlen..];
+    match application(sport, dport) {
+        Some(App::Text(proto)) => {
+            p.line.push_str(": ");
+            super::text::print(p, proto, payload, data_len)
+        }
+        Some(App::Dns) => super::dns::print(p, payload, data_len, true, false),
+        None => Ok(()),
+    }
 }
 
-/// Whether tcpdump decodes a segment between these ports as DNS: one of them is 53, and
-/// neither is a port whose decoder tcpdump tries first.
-fn is_dns(sport: u16, dport: u16) -> bool {
-    const FIRST: [u16; 17] = [
-        23, 25, 43, 179, 1723, 6379, 22, 139, 445, 10288, 6633, 6653, 21, 80, 8080, 554, 8554,
+/// An application tcpdump decodes over TCP that corecap decodes too.
+enum App {
+    Text(&'static super::text::Proto),
+    Dns,
+}
+
+/// What tcpdump decodes a segment between these ports as: the first of its ports that
+/// either end uses, in tcpdump's order. `None` also for the ports whose decoders corecap
+/// does not have (telnet, BGP, PPTP, Redis, SSH, NetBIOS, SMB, BEEP, OpenFlow): their
+/// payloads are not printed.
+fn application(sport: u16, dport: u16) -> Option<App> {
+    use super::text::{FTP, HTTP, RTSP, SMTP, WHOIS};
+    let order: [(&[u16], Option<App>); 15] = [
+        (&[23], None),
+        (&[25], Some(App::Text(&SMTP))),
+        (&[43], Some(App::Text(&WHOIS))),
+        (&[179], None),
+        (&[1723], None),
+        (&[6379], None),
+        (&[22], None),
+        (&[139], None),
+        (&[445], None),
+        (&[10288], None),
+        (&[6633, 6653], None),
+        (&[21], Some(App::Text(&FTP))),
+        (&[80, 8080], Some(App::Text(&HTTP))),
+        (&[554, 8554], Some(App::Text(&RTSP))),
+        (&[super::udp::DNS_PORT], Some(App::Dns)),
     ];
-    let dns = super::udp::DNS_PORT;
-    (sport == dns || dport == dns) && !FIRST.iter().any(|&x| x == sport || x == dport)
+    order
+        .into_iter()
+        .find(|(ports, _)| ports.iter().any(|&x| x == sport || x == dport))
+        .and_then(|(_, app)| app)
 }
 
 /// `-v`: `, cksum 0x3d43 (correct)` or `(incorrect -> 0x3d43)`, when the whole segment

@@ -241,7 +241,7 @@ fn test_dns_lines() {
 }
 
 #[test]
-fn test_random_dns_never_panics() {
+fn test_random_applications_never_panic() {
     let mut r = Bytes(0x2545_f491_4f6c_dd1d);
     let mut printers: Vec<Printer> = (0..4)
         .map(|v| {
@@ -269,9 +269,17 @@ fn test_random_dns_never_panics() {
         seg.extend_from_slice(&m);
         tcp[16..18].copy_from_slice(&((20 + seg.len()) as u16).to_be_bytes());
         tcp.extend_from_slice(&seg);
+        // And as text: the same bytes to port 80 (HTTP) and 25 (SMTP).
+        let mut http = tcp.clone();
+        http[37] = 80;
+        let mut smtp = tcp.clone();
+        smtp[37] = 25;
+        smtp[34 + 22..34 + 26].copy_from_slice(b"GET ");
         for p in &mut printers {
-            p.packet(1, &udp, udp.len() as u32, 1);
-            p.packet(1, &tcp, tcp.len() as u32, 1);
+            for f in [&udp, &tcp, &http, &smtp] {
+                p.packet(1, f, f.len() as u32, 1);
+                p.packet(1, &f[..f.len() - 3], f.len() as u32, 1);
+            }
         }
     }
 }

@@ -464,10 +464,13 @@ fn issue39_dns_prints_as_tcpdump_prints_it() {
         "tcpdump is installed (.ci/run installs it)"
     );
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(data.join("dns"))
-        .expect("tests/data/dns")
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data.join("apps"))
+        .expect("tests/data/apps")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("dns"))
+        })
         .collect();
     for f in [
         "dns-badcookie.pcap",
@@ -498,4 +501,35 @@ fn issue39_dns_prints_as_tcpdump_prints_it() {
     }
     assert!(lines > 600, "{lines} lines compared");
     eprintln!("{lines} lines of DNS the same as tcpdump's");
+}
+
+/// Issue 39: the text protocols over TCP (HTTP requests and responses, SMTP, WHOIS) print
+/// as tcpdump prints them: their first line, or with -v every line.
+#[test]
+fn issue39_text_protocols_print_as_tcpdump_prints_them() {
+    assert!(
+        util::have("tcpdump"),
+        "tcpdump is installed (.ci/run installs it)"
+    );
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let files = [
+        data.join("apps/print-flags.pcap"),
+        data.join("apps/whois.pcap"),
+        data.join("real/community-id-combined.pcap"),
+        data.join("real/sessions-loopback.pcap"),
+        data.join("real/ipv4_tcp_http_xml_tso.pcap"),
+    ];
+    let filter = "tcp port 25 or tcp port 43 or tcp port 21 or tcp port 80 or tcp port 8080 \
+                  or tcp port 554 or tcp port 8554";
+    let flag_sets: &[&[&str]] = &[&[], &["-v"], &["-vv"], &["-x"], &["-X"], &["-e"]];
+    let mut lines = 0;
+    for f in &files {
+        for flags in flag_sets {
+            let mut with_filter = flags.to_vec();
+            with_filter.extend(filter.split_whitespace());
+            lines += same_as_tcpdump(f, &with_filter);
+        }
+    }
+    assert!(lines > 300, "{lines} lines compared");
+    eprintln!("{lines} lines of text protocols the same as tcpdump's");
 }
