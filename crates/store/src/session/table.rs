@@ -447,3 +447,53 @@ fn hash(k: &FlowKey) -> u64 {
     }
     h ^ (h >> 29)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table's key is the canonical key, and says which end sent the packet, for keys
+    /// whose addresses differ in any byte and whose ports tie or not.
+    #[test]
+    fn test_table_key_is_the_canonical_key() {
+        let mut r = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        for _ in 0..50_000 {
+            let mut key = FlowKey {
+                vlan: 0,
+                proto: IPPROTO_TCP,
+                family: IpFamily::V6,
+                src: [0; 16],
+                dst: [0; 16],
+                sport: (next() % 4) as u16,
+                dport: (next() % 4) as u16,
+            };
+            // Mostly equal addresses but for a byte or two, so that every byte decides.
+            let base = next().to_le_bytes();
+            for (i, (s, d)) in key.src.iter_mut().zip(key.dst.iter_mut()).enumerate() {
+                *s = base[i % 8];
+                *d = base[i % 8];
+            }
+            key.src[(next() % 16) as usize] = next() as u8;
+            key.dst[(next() % 16) as usize] = next() as u8;
+            let t = Transport {
+                key,
+                fragment: Fragment::No,
+                tcp: None,
+                icmp: None,
+                payload: &[],
+                payload_len: 0,
+            };
+            let (k, one_way, by_src) = table_key(&t);
+            let c = key.canonical();
+            assert_eq!(k, c);
+            assert!(!one_way);
+            assert_eq!(by_src, c.src == key.src && c.sport == key.sport, "{key:?}");
+        }
+    }
+}
