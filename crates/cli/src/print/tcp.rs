@@ -117,10 +117,15 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
         );
         return Ok(());
     }
-    let seq = u32_at(b, 4, "tcp")?;
-    let ack = u32_at(b, 8, "tcp")?;
-    let win = u16_at(b, 14, "tcp")?;
-    let urp = u16_at(b, 18, "tcp")?;
+    let h = Header {
+        ports: (sport, dport),
+        hlen,
+        seq: u32_at(b, 4, "tcp")?,
+        ack: u32_at(b, 8, "tcp")?,
+        win: u16_at(b, 14, "tcp")?,
+        urp: u16_at(b, 18, "tcp")?,
+        flags: 0,
+    };
     if p.opts.quick {
         let _ = write!(p.line, "tcp {}", length.wrapping_sub(hlen as u32));
         if hlen as u32 > length {
@@ -128,10 +133,29 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
         }
         return Ok(());
     }
-    let flags = u8_at(b, 13, "tcp")?;
+    let h = Header {
+        flags: u8_at(b, 13, "tcp")?,
+        ..h
+    };
+    segment(p, net, b, length, &h)
+}
+
+/// The fields of a TCP header that its line shows.
+struct Header {
+    ports: (u16, u16),
+    hlen: usize,
+    seq: u32,
+    ack: u32,
+    win: u16,
+    urp: u16,
+    flags: u8,
+}
+
+/// The line after the ports, without `-q`: flags, numbers, options, length, payload.
+fn segment(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32, h: &Header) -> Step {
     let letters: String = FLAGS
         .iter()
-        .filter(|f| flags & f.0 != 0)
+        .filter(|f| h.flags & f.0 != 0)
         .map(|f| f.1)
         .collect();
     let _ = write!(
@@ -139,12 +163,13 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
         "Flags [{}]",
         if letters.is_empty() { "none" } else { &letters }
     );
-    let ((seq, ack), th, rev) = if flags & ACK != 0 {
+    let ((seq, ack), th, rev) = if h.flags & ACK != 0 {
         p.tcp
-            .relative(net, (sport, dport), seq, ack, flags & SYN != 0)
+            .relative(net, h.ports, h.seq, h.ack, h.flags & SYN != 0)
     } else {
-        ((seq, ack), (0, 0), false)
+        ((h.seq, h.ack), (0, 0), false)
     };
+    let hlen = h.hlen;
     if hlen as u32 > length {
         let _ = write!(p.line, " [bad hdr length {hlen} - too long, > {length}]");
         return Ok(());
@@ -153,36 +178,50 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
         checksum(p, net, b, length);
     }
     let data_len = length - hlen as u32;
-    if p.opts.verbose > 1 || data_len > 0 || flags & (SYN | FIN | RST) != 0 {
+    if p.opts.verbose > 1 || data_len > 0 || h.flags & (SYN | FIN | RST) != 0 {
         let _ = write!(p.line, ", seq {seq}");
         if data_len > 0 {
             let _ = write!(p.line, ":{}", seq.wrapping_add(data_len));
         }
     }
-    if flags & ACK != 0 {
+    if h.flags & ACK != 0 {
         let _ = write!(p.line, ", ack {ack}");
     }
-    let _ = write!(p.line, ", win {win}");
-    if flags & URG != 0 {
-        let _ = write!(p.line, ", urg {urp}");
+    let _ = write!(p.line, ", win {}", h.win);
+    if h.flags & URG != 0 {
+        let _ = write!(p.line, ", urg {}", h.urp);
     }
-    if hlen > 20 {
-        p.line.push_str(", options [");
-        let opts = &b[20..b.len().min(hlen)];
-        match options(p, opts, hlen - 20, if rev { th.0 } else { th.1 })? {
-            OptionsEnd::Whole => p.line.push(']'),
-            OptionsEnd::Bad { first } => {
-                p.line
-                    .push_str(if first { "[bad opt]" } else { "[bad opt]]" });
-                return Ok(());
-            }
-            OptionsEnd::Cut { first } => {
-                p.line.push_str(if first { " [|tcp]" } else { " [|tcp]>" });
-                return Ok(());
-            }
-        }
+    if hlen > 20 && !options_text(p, b, hlen, if rev { th.0 } else { th.1 })? {
+        return Ok(());
     }
     let _ = write!(p.line, ", length {data_len}");
+    payload(p, b, h, data_len)
+}
+
+/// `, options [...]`; whether they were whole (else the line ends with them).
+fn options_text(p: &mut Printer, b: &[u8], hlen: usize, first_seq: u32) -> Step<bool> {
+    p.line.push_str(", options [");
+    let opts = &b[20..b.len().min(hlen)];
+    match options(p, opts, hlen - 20, first_seq)? {
+        OptionsEnd::Whole => {
+            p.line.push(']');
+            Ok(true)
+        }
+        OptionsEnd::Bad { first } => {
+            p.line
+                .push_str(if first { "[bad opt]" } else { "[bad opt]]" });
+            Ok(false)
+        }
+        OptionsEnd::Cut { first } => {
+            p.line.push_str(if first { " [|tcp]" } else { " [|tcp]>" });
+            Ok(false)
+        }
+    }
+}
+
+/// The payload of `data_len` bytes after the header: what tcpdump decodes of it.
+fn payload(p: &mut Printer, b: &[u8], h: &Header, data_len: u32) -> Step {
+    let hlen = h.hlen;
     if data_len > 0 && b.len() < hlen {
         let _ = write!(
             p.line,
@@ -191,11 +230,11 @@ pub(super) fn print(p: &mut Printer, net: &Net<'_>, b: &[u8], length: u32) -> St
         );
         return Err(Trunc::read("tcp"));
     }
-    if data_len == 0 || (flags & RST != 0 && p.opts.verbose > 0) {
+    if data_len == 0 || (h.flags & RST != 0 && p.opts.verbose > 0) {
         return Ok(());
     }
     let payload = &b[hlen..];
-    match application(sport, dport) {
+    match application(h.ports.0, h.ports.1) {
         Some(App::Text(proto)) => {
             p.line.push_str(": ");
             super::text::print(p, proto, payload, data_len)
