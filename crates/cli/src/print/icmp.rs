@@ -16,8 +16,33 @@ fn a4(b: &[u8], at: usize, layer: &'static str) -> Step<String> {
 /// An ICMP message of `plen` bytes.
 pub(super) fn v4(p: &mut Printer, b: &[u8], plen: u32, fragmented: bool) -> Step {
     let t = u8_at(b, 0, L)?;
-    let code = u8_at(b, 1, L)?;
-    let text = match t {
+    let text = message(b, t, u8_at(b, 1, L)?)?;
+    let _ = write!(p.line, "ICMP {text}, length {plen}");
+    if p.opts.verbose > 0 && !fragmented {
+        if let Some(msg) = b.get(..plen as usize) {
+            let sum = cksum(words(msg, 0));
+            if sum != 0 {
+                let field = u16_at(b, 2, L)?;
+                let _ = write!(
+                    p.line,
+                    " (wrong icmp cksum {field:x} (->{:x})!)",
+                    should_be(field, sum)
+                );
+            }
+        }
+    }
+    if p.opts.verbose > 0 && matches!(t, 3 | 4 | 5 | 11 | 12) {
+        quoted(p, b)?;
+    }
+    if p.opts.verbose > 0 && plen > EXT_OFFSET && matches!(t, 3 | 11 | 12) {
+        extensions(p, b, plen)?;
+    }
+    Ok(())
+}
+
+/// The message of type `t` and `code`, as the line says it: `echo request, id 1, seq 1`.
+fn message(b: &[u8], t: u8, code: u8) -> Step<String> {
+    Ok(match t {
         0 | 8 => format!(
             "echo {}, id {}, seq {}",
             if t == 8 { "request" } else { "reply" },
@@ -25,21 +50,7 @@ pub(super) fn v4(p: &mut Printer, b: &[u8], plen: u32, fragmented: bool) -> Step
             u16_at(b, 6, L)?
         ),
         3 => unreachable(b, code)?,
-        5 => {
-            let kind = match code {
-                0 => "redirect {} to net {}",
-                1 => "redirect {} to host {}",
-                2 => "redirect-tos {} to net {}",
-                3 => "redirect-tos {} to host {}",
-                _ => "",
-            };
-            let (dst, gw) = (a4(b, 24, L)?, a4(b, 4, L)?);
-            if kind.is_empty() {
-                format!("redirect-#{code} {dst} to {gw}")
-            } else {
-                kind.replacen("{}", &dst, 1).replacen("{}", &gw, 1)
-            }
-        }
+        5 => redirect(b, code)?,
         9 => router_advertisement(b)?,
         11 => {
             check(b, 24, 4, L)?;
@@ -75,40 +86,41 @@ pub(super) fn v4(p: &mut Printer, b: &[u8], plen: u32, fragmented: bool) -> Step
         16 => "information reply".into(),
         17 => "address mask request".into(),
         t => format!("type-#{t}"),
+    })
+}
+
+/// A redirect: `redirect 10.0.0.9 to host 10.0.0.1`.
+fn redirect(b: &[u8], code: u8) -> Step<String> {
+    let kind = match code {
+        0 => "redirect {} to net {}",
+        1 => "redirect {} to host {}",
+        2 => "redirect-tos {} to net {}",
+        3 => "redirect-tos {} to host {}",
+        _ => "",
     };
-    let _ = write!(p.line, "ICMP {text}, length {plen}");
-    if p.opts.verbose > 0 && !fragmented {
-        if let Some(msg) = b.get(..plen as usize) {
-            let sum = cksum(words(msg, 0));
-            if sum != 0 {
-                let field = u16_at(b, 2, L)?;
-                let _ = write!(
-                    p.line,
-                    " (wrong icmp cksum {field:x} (->{:x})!)",
-                    should_be(field, sum)
-                );
-            }
-        }
+    let (dst, gw) = (a4(b, 24, L)?, a4(b, 4, L)?);
+    Ok(if kind.is_empty() {
+        format!("redirect-#{code} {dst} to {gw}")
+    } else {
+        kind.replacen("{}", &dst, 1).replacen("{}", &gw, 1)
+    })
+}
+
+/// `-v`: the IP header (and the start of its payload) that an error quotes, on a line of
+/// its own.
+fn quoted(p: &mut Printer, b: &[u8]) -> Step {
+    p.line.push_str("\n\t");
+    let inner = b.get(8..).unwrap_or_default();
+    let len = u16_at(inner, 2, L)?;
+    if len < 4 {
+        // tcpdump cuts the packet at the quoted length before it reads that length again
+        // to pass it on.
+        return Err(Trunc::read(L));
     }
-    if p.opts.verbose > 0 && matches!(t, 3 | 4 | 5 | 11 | 12) {
-        // The IP header (and the start of its payload) that the error quotes.
-        p.line.push_str("\n\t");
-        let inner = b.get(8..).unwrap_or_default();
-        let len = u16_at(inner, 2, L)?;
-        if len < 4 {
-            // tcpdump cuts the packet at the quoted length before it reads that length
-            // again to pass it on.
-            return Err(Trunc::read(L));
-        }
-        let inner = &inner[..inner.len().min(usize::from(len))];
-        // The quoted header, by the printer's IPv4 printer (the network layer above this).
-        let quoted = (p.net4)(p, inner, u32::from(len));
-        super::ended_here(p, quoted)?;
-    }
-    if p.opts.verbose > 0 && plen > EXT_OFFSET && matches!(t, 3 | 11 | 12) {
-        extensions(p, b, plen)?;
-    }
-    Ok(())
+    let inner = &inner[..inner.len().min(usize::from(len))];
+    // The quoted header, by the printer's IPv4 printer (the network layer above this).
+    let quoted = (p.net4)(p, inner, u32::from(len));
+    super::ended_here(p, quoted)
 }
 
 /// Where RFC 4884 extensions start in an ICMP error: after 128 bytes of the original
