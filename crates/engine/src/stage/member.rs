@@ -54,6 +54,10 @@ pub struct MemberOutcome {
     /// read.
     #[serde(skip_serializing_if = "is_zero")]
     pub hold_drops: u64,
+    /// Packets written to the file older than one written before them (their worker fell
+    /// behind by more than the reorder's lag).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub out_of_order: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -403,6 +407,14 @@ pub fn run(
         } else {
             std::thread::sleep(Duration::from_micros(200));
         }
+    }
+    if let Some(late) = order.as_ref().map(Reorder::late).filter(|&n| n > 0) {
+        o.out_of_order = late;
+        o.notes.push(format!(
+            "{late} packets came more than {} ms after newer ones and were written out of \
+             time order",
+            crate::stage::reorder::LAG.as_millis()
+        ));
     }
     end(o, flows, sink, &lim)
 }

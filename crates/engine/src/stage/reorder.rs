@@ -12,6 +12,10 @@
 //! [`MAX_BYTES`] are held: past that, everything held goes out (a later, older packet is
 //! then written out of order). Packets read from a file (whose times are not the clock's)
 //! go out at each turn, sorted among themselves.
+//!
+//! The order is checked, not assumed: a packet that goes out older than one already gone
+//! (a worker that fell more than [`LAG`] behind) is counted ([`Reorder::late`]), and the
+//! member says so.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,6 +35,10 @@ pub struct Reorder {
     held: Batch,
     spare: Batch,
     last: Instant,
+    /// The newest timestamp gone out.
+    newest: u64,
+    /// Packets that went out older than `newest`.
+    late: u64,
 }
 
 impl Default for Reorder {
@@ -39,6 +47,8 @@ impl Default for Reorder {
             held: Batch::default(),
             spare: Batch::default(),
             last: Instant::now(),
+            newest: 0,
+            late: 0,
         }
     }
 }
@@ -76,6 +86,11 @@ impl Reorder {
                 continue;
             };
             if p.ts_ns <= cut {
+                if p.ts_ns < self.newest {
+                    self.late += 1;
+                } else {
+                    self.newest = p.ts_ns;
+                }
                 f(&p);
                 n += 1;
             } else {
@@ -85,6 +100,11 @@ impl Reorder {
         std::mem::swap(&mut self.held, &mut self.spare);
         self.spare.clear();
         n
+    }
+
+    /// Packets that went out older than one before them: written out of time order.
+    pub fn late(&self) -> u64 {
+        self.late
     }
 
     /// Whether nothing is held.
@@ -137,5 +157,30 @@ mod tests {
         r.release(true, |p| out.push((p.ts_ns, p.data[0])));
         assert_eq!(out, vec![(now - 1, 0xbb), (now, 0xaa)]);
         assert!(r.is_empty());
+        assert_eq!(r.late(), 0);
+    }
+
+    /// Issue 40: a packet that comes after newer ones have gone out (its worker fell
+    /// behind by more than the lag) goes out, and is counted as out of time order.
+    #[test]
+    fn test_issue40_a_packet_later_than_the_lag_is_counted() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock")
+            .as_nanos() as u64;
+        let old = now - 10 * LAG.as_nanos() as u64;
+        let mut r = Reorder::default();
+        for ts in [3, 4] {
+            r.push(&packet(old + ts, &[ts as u8; 60]), 0);
+        }
+        let mut out = Vec::new();
+        r.release(false, |p| out.push(p.ts_ns));
+        // A worker's packets from before those, after they went.
+        for ts in [1, 5, 2] {
+            r.push(&packet(old + ts, &[ts as u8; 60]), 0);
+        }
+        r.release(false, |p| out.push(p.ts_ns));
+        assert_eq!(out, [3, 4, 1, 2, 5].map(|t| old + t));
+        assert_eq!(r.late(), 2, "1 and 2 came after 4");
     }
 }
