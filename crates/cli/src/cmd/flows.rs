@@ -74,8 +74,18 @@ fn summary(stats: &FlowStats, skipped: u64, shown: usize) {
     };
     eprintln!(
         "{} connections{cut} from the sessions of {} of {} files ({} outside the window)",
-        stats.matched, stats.files_read, stats.files, stats.files_pruned
+        stats.matched,
+        stats.files_read + stats.files_scanned,
+        stats.files,
+        stats.files_pruned
     );
+    if stats.files_scanned > 0 {
+        eprintln!(
+            "corecap: {} files had no sessions file that matches them: their connections \
+             were read from their packets",
+            stats.files_scanned
+        );
+    }
 }
 
 fn write_json(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {

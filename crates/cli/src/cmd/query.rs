@@ -83,7 +83,9 @@ fn by_sessions(spec: QuerySpec, select: &SelectArgs) -> Result<QuerySpec> {
     }
     eprintln!(
         "{} connections matched, from the sessions of {} of {} files",
-        stats.matched, stats.files_read, stats.files
+        stats.matched,
+        stats.files_read + stats.files_scanned,
+        stats.files
     );
     Ok(narrowed)
 }

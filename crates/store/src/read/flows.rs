@@ -4,9 +4,11 @@
 //!
 //! - **Files.** The paths expand as a query's do ([`super::plan::expand_paths`]); a file its
 //!   folder's catalog puts wholly outside the window is not opened. Each file's sessions
-//!   come from its sessions file ([`crate::session::format::read_sessions`]); a file
-//!   without one (written before sessions were kept, still being written, or indexed after
-//!   the fact), with a stale one (the capture file was replaced) or a damaged one is
+//!   come from its sessions file ([`crate::session::format::read_sessions`]). A file
+//!   without one (written by another tool, before sessions were kept, or still being
+//!   written) or with a stale one (the capture file was replaced) has its packets read
+//!   instead ([`crate::session::scan`]): slower, and the same connections. A file that
+//!   cannot be read either way (a damaged sessions file, a sealed file without its key) is
 //!   counted in [`FlowStats`] and named in its notes: its connections are missing from the
 //!   answer, and the answer says so.
 //! - **Joining.** A connection that spans rotated files has one record per file. Records
@@ -33,6 +35,7 @@ use crate::names::is_part;
 use crate::sealed::KeyFile;
 use crate::session::format::{read_sessions, SessionsError};
 use crate::session::{Session, SessionName, ENDED_FIN_RST};
+use crate::session::{SessionConfig, SessionTable};
 
 /// Largest gap between a connection's last packet in one file and its first in the next
 /// for the two records to be joined: a rotation cuts a connection between two packets, so
@@ -93,10 +96,13 @@ pub struct FlowStats {
     /// Files outside the window whose sessions were read to join the connections that
     /// continue from them into it.
     pub files_joined: u64,
-    /// Files without a sessions file: their connections are not listed.
+    /// Files without a sessions file (their connections are read from their packets).
     pub files_without: u64,
-    /// Files whose sessions file no longer matches them: not listed.
+    /// Files whose sessions file no longer matches them (read from their packets too).
     pub files_stale: u64,
+    /// Files whose connections were read from their packets, for want of a sessions file
+    /// that matches them.
+    pub files_scanned: u64,
     /// Files whose sessions file is damaged or cannot be opened: not listed.
     pub files_unreadable: u64,
     /// Session records read.
@@ -157,6 +163,7 @@ fn read_all(spec: &FlowSpec, stats: &mut FlowStats) -> Vec<(usize, Session)> {
     let mut catalogs = Catalogs::default();
     let mut out = Vec::new();
     let mut missing: HashMap<&'static str, (u64, String)> = HashMap::new();
+    let mut table = None;
     let mut pruned_before = false;
     for (i, f) in spec.files.iter().enumerate() {
         stats.files += 1;
@@ -175,7 +182,7 @@ fn read_all(spec: &FlowSpec, stats: &mut FlowStats) -> Vec<(usize, Session)> {
             }
         }
         pruned_before = false;
-        if let Some(why) = read_one(spec, i, stats, &mut out) {
+        if let Some(why) = read_one(spec, i, stats, &mut out, &mut table) {
             let e = missing.entry(why).or_insert((0, f.display().to_string()));
             e.0 += 1;
         }
@@ -192,11 +199,14 @@ fn read_all(spec: &FlowSpec, stats: &mut FlowStats) -> Vec<(usize, Session)> {
 }
 
 /// Reads the sessions of file `i` into `out`; why it has none to give, when it has none.
+/// A file without a sessions file that matches it has its packets read instead, with
+/// `table` (made at the first such file, with all its memory, and kept for the next).
 fn read_one(
     spec: &FlowSpec,
     i: usize,
     stats: &mut FlowStats,
     out: &mut Vec<(usize, Session)>,
+    table: &mut Option<SessionTable>,
 ) -> Option<&'static str> {
     let f = &spec.files[i];
     match read_sessions(f, spec.kek.as_deref()) {
@@ -208,15 +218,18 @@ fn read_one(
         }
         Ok(None) => {
             stats.files_without += 1;
-            Some(if is_part(f) {
-                "being written (its sessions come when it is whole)"
+            scan_one(spec, i, stats, out, table).then_some(if is_part(f) {
+                "being written, and not readable for its connections"
             } else {
-                "without a sessions file"
+                "without a sessions file, and not readable for their connections"
             })
         }
         Err(SessionsError::Stale) => {
             stats.files_stale += 1;
-            Some("with a sessions file that no longer matches the capture file")
+            scan_one(spec, i, stats, out, table).then_some(
+                "with a sessions file that no longer matches the capture file, and not \
+                 readable for their connections",
+            )
         }
         Err(e) => {
             stats.files_unreadable += 1;
@@ -226,6 +239,37 @@ fn read_one(
             ));
             None
         }
+    }
+}
+
+/// Reads the connections of file `i` from its packets into `out` (a file with no sessions
+/// file that matches it); whether that failed (the file is not a capture this reader
+/// reads: a sealed one, or damaged at its start).
+fn scan_one(
+    spec: &FlowSpec,
+    i: usize,
+    stats: &mut FlowStats,
+    out: &mut Vec<(usize, Session)>,
+    table: &mut Option<SessionTable>,
+) -> bool {
+    let f = &spec.files[i];
+    let t = table.get_or_insert_with(|| SessionTable::new(SessionConfig::default()));
+    match crate::session::scan(f, t, None) {
+        Ok((sessions, dropped)) => {
+            stats.files_scanned += 1;
+            stats.records += sessions.len() as u64;
+            if dropped > 0 {
+                stats.notes.push(format!(
+                    "{}: {dropped} packets of connections beyond the {} its reading keeps at \
+                     once: those connections are not listed",
+                    f.display(),
+                    t.config().capacity
+                ));
+            }
+            out.extend(sessions.into_iter().map(|s| (i, s)));
+            false
+        }
+        Err(_) => true,
     }
 }
 

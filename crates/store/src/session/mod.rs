@@ -28,6 +28,7 @@
 //! a message longer than the stream give no name, never a wrong one.
 
 mod naming;
+mod scan;
 mod table;
 
 pub mod format;
@@ -35,6 +36,7 @@ pub mod format;
 #[cfg(test)]
 mod tests;
 
+pub use scan::scan;
 pub use table::{SessionConfig, SessionStats, SessionTable};
 
 use corecap_wire::name::{ClientHello, DnsQuestion, HttpRequest};

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use corecap_index::{sidecar_path, Identity, Index};
-use corecap_wire::{CaptureReader, Link};
 
 use crate::session::{SessionConfig, SessionTable};
 use serde::Serialize;
@@ -133,16 +132,12 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
 /// `covered` bytes (the index's), tied to the same bytes; returns the connections written.
 /// Community IDs take seed 0, the default of Zeek, Suricata and Arkime.
 fn build_sessions(path: &Path, covered: u64, id: Identity) -> Result<u64, String> {
-    let mut r = CaptureReader::open(path).map_err(|e| e.to_string())?;
     let mut table = SessionTable::new(SessionConfig::default());
     // A packet past the covered bytes (a file that grew after it was indexed) is not the
     // index's, so not its sessions'.
-    while r.offset() < covered {
-        let Ok(Some(p)) = r.next_packet() else { break };
-        table.add(p.ts_ns, p.orig_len, p.data, Link::of(p.linktype), None);
-    }
+    let (records, _) =
+        crate::session::scan(path, &mut table, Some(covered)).map_err(|e| e.to_string())?;
     let seed = table.config().seed;
-    let records = table.finish();
     let bytes = crate::session::format::encode(&records, seed, covered, Some(id));
     crate::session::format::write_sessions(path, &bytes, None).map_err(|e| e.to_string())?;
     Ok(records.len() as u64)
