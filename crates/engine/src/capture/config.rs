@@ -123,6 +123,9 @@ pub struct OutputConfig {
     pub sessions: Option<corecap_store::session::SessionConfig>,
     /// Every file's connections appended to this log too (`--sessions-log`).
     pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
+    /// Leave the tail of long flows out (`--flow-cutoff`, `--cutoff`): see
+    /// [`crate::cutoff`].
+    pub cutoff: Option<crate::cutoff::CutoffConfig>,
 }
 
 impl OutputConfig {
