@@ -53,9 +53,12 @@ mod tests {
     #[test]
     fn test_cutoff_classes() {
         assert_eq!(cutoff(&args(None, &[])).unwrap(), None);
-        let c = cutoff(&args(Some("15k"), &["tcp port 443=20k", "udp port 53 = none"]))
-            .unwrap()
-            .unwrap();
+        let c = cutoff(&args(
+            Some("15k"),
+            &["tcp port 443=20k", "udp port 53 = none"],
+        ))
+        .unwrap()
+        .unwrap();
         assert_eq!(c.default, Some(15 << 10));
         assert_eq!(
             c.classes,

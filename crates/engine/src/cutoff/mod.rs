@@ -206,3 +206,109 @@ impl Cutoff {
         self.table.evictions
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corecap_wire::Link;
+
+    /// An Ethernet/IPv4/TCP frame from port `sport` to `dport` with `flags` and `len`
+    /// payload bytes.
+    fn tcp(sport: u16, dport: u16, flags: u8, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 54 + len];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&((40 + len) as u16).to_be_bytes());
+        f[22] = 64;
+        f[23] = 6;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        if sport > dport {
+            // The other direction: addresses swapped too.
+            f[26..30].copy_from_slice(&[10, 0, 0, 2]);
+            f[30..34].copy_from_slice(&[10, 0, 0, 1]);
+        }
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        f[46] = 0x50;
+        f[47] = flags;
+        f
+    }
+
+    fn packet(data: &[u8], ts_ns: u64) -> Packet<'_> {
+        Packet {
+            ts_ns,
+            data,
+            wire_len: data.len() as u32,
+            iface: 0,
+            queue: None,
+            vlan: None,
+            link: Link::Ethernet,
+        }
+    }
+
+    fn cutoff(limit: Option<u64>) -> Cutoff {
+        let cfg = CutoffConfig {
+            default: limit,
+            classes: Vec::new(),
+            flows: 64,
+            idle: Duration::from_secs(1),
+        };
+        Cutoff::new(Classes::compile(&cfg, &[], 0).expect("no classes to compile"))
+    }
+
+    #[test]
+    fn test_both_directions_count_and_edges_are_kept() {
+        let mut c = cutoff(Some(3000));
+        let data = |from_client: bool, flags: u8, len: usize| {
+            if from_client {
+                tcp(1, 80, flags, len)
+            } else {
+                tcp(80, 1, flags, len)
+            }
+        };
+        let seq = [
+            (true, TCP_SYN, 0, Verdict::Keep),
+            (false, TCP_SYN | 0x10, 0, Verdict::Keep),
+            (true, 0x10, 100, Verdict::Keep),
+            (false, 0x10, 1448, Verdict::Keep),
+            // 1548 seen before it, then 2996: still under 3000.
+            (false, 0x10, 1448, Verdict::Keep),
+            (true, 0x10, 0, Verdict::Keep),
+            // 2996 + 1448 passes the limit with this packet: it is written.
+            (false, 0x10, 1448, Verdict::Keep),
+            (true, 0x10, 0, Verdict::Cut),
+            (false, 0x10, 1448, Verdict::Cut),
+            (false, TCP_FIN | 0x10, 0, Verdict::Keep),
+            (true, TCP_RST, 0, Verdict::Keep),
+        ];
+        for (i, (client, flags, len, want)) in seq.into_iter().enumerate() {
+            let f = data(client, flags, len);
+            assert_eq!(c.judge(&packet(&f, 10 + i as u64)), want, "packet {i}");
+        }
+        // A frame that is not IP is always written.
+        assert_eq!(c.judge(&packet(&[0u8; 60], 100)), Verdict::Keep);
+    }
+
+    #[test]
+    fn test_idle_flow_starts_over_and_a_hold_is_never_cut() {
+        // The packet that passes the limit is written, the next one is not.
+        let mut c = cutoff(Some(5));
+        let f = tcp(1, 80, 0x10, 10);
+        assert_eq!(c.judge(&packet(&f, 1)), Verdict::Keep);
+        assert_eq!(c.judge(&packet(&f, 2)), Verdict::Cut);
+        // Idle for a second: the flow starts again from zero.
+        assert_eq!(c.judge(&packet(&f, 2_000_000_002)), Verdict::Keep);
+        let key = Link::Ethernet.flow_key(&f, None).expect("a flow key");
+        c.hold(&key.reversed(), 2_000_000_003);
+        for t in 0..5 {
+            assert_eq!(c.judge(&packet(&f, 2_000_000_004 + t)), Verdict::Keep);
+        }
+        assert_eq!(c.evictions(), 0);
+        // A limit of 0 keeps only SYN, FIN and RST.
+        let mut c = cutoff(Some(0));
+        assert_eq!(c.judge(&packet(&f, 1)), Verdict::Cut);
+        let syn = tcp(1, 80, TCP_SYN, 0);
+        assert_eq!(c.judge(&packet(&syn, 2)), Verdict::Keep);
+    }
+}

@@ -111,10 +111,7 @@ impl FlowTable {
         };
         let s = &mut bucket[i];
         if how == Found::New {
-            *s = Slot {
-                key: *key,
-                ..FREE
-            };
+            *s = Slot { key: *key, ..FREE };
         }
         // Times may step back (files, several inputs): a slot keeps its latest.
         s.last_ns = s.last_ns.max(now);
@@ -127,16 +124,18 @@ impl FlowTable {
 #[inline]
 fn hash(k: &FlowKey) -> u64 {
     const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-    let word = |b: &[u8; 16], i: usize| {
-        u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes of 16"))
-    };
+    let word =
+        |b: &[u8; 16], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes of 16"));
     let mut h = 0u64;
     for w in [
         word(&k.src, 0),
         word(&k.src, 8),
         word(&k.dst, 0),
         word(&k.dst, 8),
-        u64::from(k.sport) | u64::from(k.dport) << 16 | u64::from(k.proto) << 32 | u64::from(k.vlan) << 40,
+        u64::from(k.sport)
+            | u64::from(k.dport) << 16
+            | u64::from(k.proto) << 32
+            | u64::from(k.vlan) << 40,
     ] {
         h = (h.rotate_left(5) ^ w).wrapping_mul(K);
     }

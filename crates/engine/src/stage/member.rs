@@ -380,11 +380,15 @@ pub fn run(
                 got |= r.drain(|p, hash| ro.push(p, hash)) > 0;
             }
             if ro.due() {
-                got |= ro.release(false, |p| deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)) > 0;
+                got |= ro.release(false, |p| {
+                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
+                }) > 0;
             }
         } else {
             for r in rx.iter_mut() {
-                let n = r.drain(|p, _hash| deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff));
+                let n = r.drain(|p, _hash| {
+                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
+                });
                 got |= n > 0;
             }
         }
@@ -409,11 +413,15 @@ pub fn run(
             for r in rx.iter_mut() {
                 rest += match order.as_mut() {
                     Some(ro) => r.drain(|p, hash| ro.push(p, hash)),
-                    None => r.drain(|p, _| deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)),
+                    None => r.drain(|p, _| {
+                        deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
+                    }),
                 };
             }
             if let Some(ro) = order.as_mut() {
-                rest += ro.release(true, |p| deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff));
+                rest += ro.release(true, |p| {
+                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
+                });
             }
             if rest == 0 {
                 break;
