@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{self, u, Lab, Scratch};
+use crate::util::{self, recording_daemon_args, u, Daemon, Lab, Scratch};
 
 /// The cutoff the tests ask for, and the same rule written out for checking.
 const CUTOFF_ARGS: [&str; 6] = [
@@ -321,4 +321,92 @@ fn issue38_two_live_recordings_side_by_side_differ_only_by_the_cutoff() {
     let kept = assert_cut_exactly(&whole, &cut);
     assert_accounted(&vb, n, kept);
     assert_tcpdump_agrees(&whole, &cut, kept);
+}
+
+/// Sends the mix into the lab's gen0 with tcpreplay, as fast as it goes.
+fn replay_into(lab: &Lab, mix: &Path) {
+    let o = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.netns,
+            "tcpreplay",
+            "-q",
+            "--topspeed",
+            "-i",
+            "gen0",
+        ])
+        .arg(mix)
+        .output()
+        .expect("run tcpreplay");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The one sample `series` of a Prometheus text, if there.
+fn sample(text: &str, series: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_serve_record_cuts_each_connection_and_counts_the_cut_in_its_metrics() {
+    if !util::need("tcpreplay") {
+        return;
+    }
+    let dir = Scratch::new("cutoff-serve");
+    let (mix, n) = write_mix(&dir, 200);
+    let lab = Lab::new(1);
+    let rec = dir.path("rec");
+    std::fs::create_dir(&rec).expect("recording folder");
+    let args = recording_daemon_args(&rec, &CUTOFF_ARGS);
+    let d = Daemon::start(
+        &lab,
+        &dir,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    replay_into(&lab, &mix);
+    let series = |name: &str| format!("{name}{{interface=\"cap0\"}}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (written, cut) = loop {
+        let o = d.request_ok(&["metrics"]);
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        let get = |s: &str| sample(&t, &series(s)).unwrap_or(0);
+        let (w, c) = (
+            get("corecap_recording_packets_total"),
+            get("corecap_recording_cut_packets_total"),
+        );
+        if w + c >= n {
+            break (w, c);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recording never took the mix:\n{t}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(written + cut, n);
+    assert!(cut > 0);
+    let (ok, _) = d.stop();
+    assert!(ok, "serve stops cleanly");
+    // The rotated files, in order, hold each connection up to its cutoff.
+    let mut files: Vec<_> = std::fs::read_dir(&rec)
+        .expect("recording folder")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+        .collect();
+    files.sort();
+    let frames = files
+        .iter()
+        .flat_map(|f| util::packets(f).into_iter().map(|(_, p)| p));
+    let got = by_connection(frames);
+    let whole = by_connection(util::packets(&mix).into_iter().map(|(_, f)| f));
+    let want = expected_cut(&whole);
+    assert_eq!(want.len(), got.len(), "every connection is on record");
+    for (k, frames) in &want {
+        assert!(got.get(k) == Some(frames), "connection {k:?}");
+    }
+    assert_eq!(want.values().map(|v| v.len() as u64).sum::<u64>(), written);
 }
