@@ -11,7 +11,7 @@ Two sources:
   `capture -i cap0 --workers 1` records it: packets counted, kept, cut and dropped, and
   the recorder's CPU per million packets at that rate.
 
-Usage: bench/cutoff_depth.py [--connections 20000] [--max-bytes 20M] [--rounds 3]
+Usage: bench/cutoff_depth.py [--connections 20000] [--max-bytes 20M] [--alpha 1.1] [--rounds 3]
                              [--corecap PATH] [--out FILE.md]
 Needs root, tcpreplay and a corecap release binary (cargo build --release).
 """
@@ -93,9 +93,11 @@ def live_round(a, mix, work, mode):
     def send():
         r = sh("ip", "netns", "exec", NS, "tcpreplay", "--topspeed", "-K", "-i", "gen0", mix)
         for line in r.stdout.splitlines():
+            # "Actual: 23897 packets (12258102 bytes) sent in 0.12 seconds"
             if "Actual:" in line:
-                sent["n"] = int(line.split()[1])
-                sent["s"] = float(line.split("(")[1].split()[0])
+                words = line.split()
+                sent["n"] = int(words[1])
+                sent["s"] = float(words[words.index("in") + 1])
     cmd = [a.corecap, "capture", "--netns", NS, "-i", "cap0", "--workers", "1", "--cpus",
            "1", "--json", "--stats-interval", "0", "-w", os.path.join(out, "rec.pcapng"),
            "-b", "filesize:256000", *MODES[mode]]
@@ -136,6 +138,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--connections", type=int, default=20000)
     ap.add_argument("--max-bytes", default="20M")
+    ap.add_argument("--alpha", default="1.1")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--corecap", default=os.path.join(ROOT, "target", "release", "corecap"))
     ap.add_argument("--source", choices=["file", "live", "both"], default="both")
@@ -145,8 +148,10 @@ def main():
     try:
         mix = os.path.join(work, "mix.pcap")
         m = json.loads(sh(a.corecap, "lab", "mix", "-w", mix, "--connections",
-                          str(a.connections), "--max-bytes", a.max_bytes).stdout)
+                          str(a.connections), "--max-bytes", a.max_bytes,
+                          "--alpha", a.alpha).stdout)
         text = [f"## --flow-cutoff 15k on a heavy-tailed mix ({a.connections} connections, "
+                f"Pareto α {a.alpha} from 1 KB to {a.max_bytes}, "
                 f"{m['packets']} packets, {m['bytes']} frame bytes; median of {a.rounds} "
                 "rounds)", ""]
         raw = {}

@@ -146,6 +146,10 @@ pub(crate) struct LabMixArgs {
     /// The seed of the connection sizes.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// The Pareto shape of the response sizes: the smaller, the more of the bytes are in
+    /// the few largest connections.
+    #[arg(long, default_value_t = 1.1)]
+    pub(crate) alpha: f64,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -46,7 +46,11 @@ fn mix(a: &crate::args::LabMixArgs) -> Result<()> {
         connections: a.connections,
         max_bytes: corecap_engine::limits::size(&a.max_bytes, "--max-bytes")?,
         seed: a.seed,
+        alpha: a.alpha,
     };
+    if !(a.alpha > 0.0 && a.alpha.is_finite()) {
+        anyhow::bail!("--alpha must be a number above 0 (got {})", a.alpha);
+    }
     let f = std::fs::File::create(&a.write)
         .with_context(|| format!("creating {}", a.write.display()))?;
     let mut out = std::io::BufWriter::new(f);

@@ -83,7 +83,7 @@ pub struct CutoffConfig {
 }
 
 impl CutoffConfig {
-    /// 65,536 flows per worker (about 4.5 MiB), forgotten after 120 s without a packet.
+    /// 65,536 flows per worker (4 MiB), forgotten after 120 s without a packet.
     pub const DEFAULT_FLOWS: usize = 1 << 16;
     /// See [`CutoffConfig::DEFAULT_FLOWS`].
     pub const DEFAULT_IDLE: Duration = Duration::from_secs(120);

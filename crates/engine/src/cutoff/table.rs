@@ -5,11 +5,12 @@
 
 use corecap_wire::FlowKey;
 
-/// Slots per bucket: one flow's bucket is two or three cache lines.
+/// Slots per bucket: a bucket is four cache lines, and a probe reads them in order.
 pub(crate) const WAYS: usize = 4;
 
-/// One connection's state.
+/// One connection's state: one cache line.
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Slot {
     /// Canonical flow key (both directions in one).
     key: FlowKey,
@@ -154,6 +155,11 @@ mod tests {
             proto: 6,
             ..FREE.key
         }
+    }
+
+    #[test]
+    fn test_slot_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
     }
 
     #[test]

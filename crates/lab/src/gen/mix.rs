@@ -3,7 +3,8 @@
 //! (Time Machine's premise: most bytes belong to a few long connections).
 //!
 //! Each connection has a handshake (SYN, SYN-ACK, ACK), a request of 120 bytes, a response
-//! of a Pareto-distributed size (α = 1.1, at least 1 KB, at most `max_bytes`) in segments of
+//! of a Pareto-distributed size (shape α, 1.1 by default; at least 1 KB, at most
+//! `max_bytes`; the smaller α, the more of the bytes are in the few largest) in segments of
 //! 1448 bytes with an ACK for every two, and an end: FIN from each side, or (one connection
 //! in five) a RST from the client. Up to 16 connections run at once, their packets
 //! interleaved. One connection in eight is a DNS query and answer over UDP port 53.
@@ -20,6 +21,8 @@ pub struct MixSpec {
     pub max_bytes: u64,
     /// The seed of the sizes.
     pub seed: u64,
+    /// The Pareto shape of the response sizes (above 0).
+    pub alpha: f64,
 }
 
 /// What a mix holds.
@@ -101,7 +104,7 @@ pub fn write_mix(spec: &MixSpec, out: &mut impl Write) -> io::Result<MixReport> 
     let mut frame = Vec::with_capacity(1600);
     loop {
         while open.len() < OPEN && started < spec.connections {
-            let size = pareto(&mut rng, spec.max_bytes);
+            let size = pareto(&mut rng, spec.alpha, spec.max_bytes);
             open.push(Open {
                 i: started,
                 steps: steps(started, size),
@@ -134,15 +137,15 @@ pub fn write_mix(spec: &MixSpec, out: &mut impl Write) -> io::Result<MixReport> 
     Ok(report)
 }
 
-/// A response size: Pareto with α = 1.1 from 1 KB, cut at `max`.
-fn pareto(rng: &mut u64, max: u64) -> u64 {
+/// A response size: Pareto with shape `alpha` from 1 KB, cut at `max`.
+fn pareto(rng: &mut u64, alpha: f64, max: u64) -> u64 {
     // xorshift64*.
     *rng ^= *rng >> 12;
     *rng ^= *rng << 25;
     *rng ^= *rng >> 27;
     let x = rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
     let u = ((x >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-    ((1024.0 / u.powf(1.0 / 1.1)) as u64).clamp(1024, max.max(1024))
+    ((1024.0 / u.powf(1.0 / alpha.max(0.01))) as u64).clamp(1024, max.max(1024))
 }
 
 /// The frame of one step of connection `c`.
@@ -224,6 +227,7 @@ mod tests {
             connections: 400,
             max_bytes: 4 << 20,
             seed: 1,
+            alpha: 1.1,
         };
         let mut out = Vec::new();
         let r = write_mix(&spec, &mut out).unwrap();
@@ -231,7 +235,9 @@ mod tests {
         assert_eq!(out.len() as u64, 24 + 16 * r.packets + r.bytes);
         // Sizes: most small, the bytes in a few.
         let mut rng = spec.seed ^ 0x9e37_79b9_7f4a_7c15;
-        let mut sizes: Vec<u64> = (0..400).map(|_| pareto(&mut rng, spec.max_bytes)).collect();
+        let mut sizes: Vec<u64> = (0..400)
+            .map(|_| pareto(&mut rng, spec.alpha, spec.max_bytes))
+            .collect();
         sizes.sort_unstable();
         let total: u64 = sizes.iter().sum();
         let top: u64 = sizes[360..].iter().sum();
