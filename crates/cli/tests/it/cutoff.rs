@@ -270,7 +270,7 @@ fn issue38_a_bad_cutoff_class_is_refused_before_any_file() {
         assert_eq!(o.status.code(), Some(2), "{bad}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            err.lines().count() == 1 && err.contains("error"),
+            err.lines().count() == 1 && err.contains("--cutoff"),
             "{bad}: {err}"
         );
         assert!(!cut.exists(), "{bad}: no file made");

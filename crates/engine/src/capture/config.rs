@@ -265,6 +265,9 @@ pub enum CaptureError {
     /// A filter did not compile.
     #[error(transparent)]
     Filter(#[from] crate::steer::filter::FilterError),
+    /// A `--cutoff` class's filter did not compile.
+    #[error(transparent)]
+    Cutoff(#[from] crate::cutoff::CutoffError),
     /// The configuration is not possible.
     #[error("{0}")]
     Config(String),
@@ -287,6 +290,8 @@ impl CaptureError {
                 _ => CaptureErrorKind::System,
             },
             CaptureError::Filter(e) if e.is_system() => CaptureErrorKind::System,
+            CaptureError::Cutoff(e) if e.is_system() => CaptureErrorKind::System,
+            CaptureError::Cutoff(_) => CaptureErrorKind::Invalid,
             CaptureError::Config(_) | CaptureError::Filter(_) => CaptureErrorKind::Invalid,
             CaptureError::Output(_) | CaptureError::System(_) => CaptureErrorKind::System,
         }

@@ -94,6 +94,24 @@ impl CutoffConfig {
     }
 }
 
+/// A `--cutoff` class whose filter did not compile.
+#[derive(Debug, thiserror::Error)]
+#[error("--cutoff '{class}': {source}")]
+pub struct CutoffError {
+    /// The class as typed, `FILTER=SIZE`.
+    pub class: String,
+    /// Why its filter did not compile.
+    #[source]
+    pub source: FilterError,
+}
+
+impl CutoffError {
+    /// Whether the machine is at fault (libpcap missing) rather than the filter.
+    pub fn is_system(&self) -> bool {
+        self.source.is_system()
+    }
+}
+
 /// The classes compiled for each interface of a capture, shared by its workers.
 #[derive(Debug)]
 pub struct Classes {
@@ -110,12 +128,18 @@ impl Classes {
         cfg: &CutoffConfig,
         ifaces: &[InterfaceDesc],
         snaplen: u32,
-    ) -> Result<Arc<Classes>, FilterError> {
+    ) -> Result<Arc<Classes>, CutoffError> {
         let mut by_iface = Vec::with_capacity(ifaces.len());
         for i in ifaces {
             let mut classes = Vec::with_capacity(cfg.classes.len());
             for c in &cfg.classes {
-                let p = compile_filter(i.linktype, snaplen, &c.filter)?;
+                let p = compile_filter(i.linktype, snaplen, &c.filter).map_err(|source| {
+                    let size = c.limit.map_or("none".to_owned(), |n| n.to_string());
+                    CutoffError {
+                        class: format!("{}={size}", c.filter),
+                        source,
+                    }
+                })?;
                 classes.push((p, c.limit.unwrap_or(NEVER)));
             }
             by_iface.push(classes);
