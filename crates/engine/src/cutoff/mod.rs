@@ -94,21 +94,18 @@ impl CutoffConfig {
     }
 }
 
-/// A `--cutoff` class whose filter did not compile.
+/// A `--cutoff` class whose filter did not compile (the message names the filter).
 #[derive(Debug, thiserror::Error)]
-#[error("--cutoff '{class}': {source}")]
+#[error("--cutoff: {why}")]
 pub struct CutoffError {
-    /// The class as typed, `FILTER=SIZE`.
-    pub class: String,
     /// Why its filter did not compile.
-    #[source]
-    pub source: FilterError,
+    pub why: FilterError,
 }
 
 impl CutoffError {
     /// Whether the machine is at fault (libpcap missing) rather than the filter.
     pub fn is_system(&self) -> bool {
-        self.source.is_system()
+        self.why.is_system()
     }
 }
 
@@ -133,13 +130,8 @@ impl Classes {
         for i in ifaces {
             let mut classes = Vec::with_capacity(cfg.classes.len());
             for c in &cfg.classes {
-                let p = compile_filter(i.linktype, snaplen, &c.filter).map_err(|source| {
-                    let size = c.limit.map_or("none".to_owned(), |n| n.to_string());
-                    CutoffError {
-                        class: format!("{}={size}", c.filter),
-                        source,
-                    }
-                })?;
+                let p = compile_filter(i.linktype, snaplen, &c.filter)
+                    .map_err(|why| CutoffError { why })?;
                 classes.push((p, c.limit.unwrap_or(NEVER)));
             }
             by_iface.push(classes);
