@@ -69,6 +69,17 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         .filter(|d| d.is_dir() && !d.join(corecap_store::CATALOG).exists());
     // The cutoff's classes compile before any file is touched: a bad filter only refuses.
     let classes = cutoff_classes(cfg, &plan)?;
+    // Files are split over the workers by flow hash whatever the balance.
+    let spread = cfg.balance != super::Balance::Flow && !cfg.inputs.is_empty();
+    if classes.is_some() && spread && plan.workers.len() > 1 {
+        // The flag's own spelling (`round-robin`), as serde names it.
+        let balance = serde_json::to_value(cfg.balance).unwrap_or_default();
+        notes.push(format!(
+            "--flow-cutoff with --balance {}: a connection may be spread over workers, each \
+             counting its own part of it, so more of it is kept",
+            balance.as_str().unwrap_or("?")
+        ));
+    }
     // One live writer per name: a second start on it is refused before it touches a file.
     let claim = cfg.output.as_ref().map(claim_output).transpose()?.flatten();
     let recovered = match &cfg.output {
