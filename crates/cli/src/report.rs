@@ -200,11 +200,20 @@ fn worker_rows(s: &Summary) -> String {
         "diskdrop",
         "stopped"
     );
+    // With the per-flow cutoff, a last column: each worker's packets cut.
+    let cut = s.total.cut_packets > 0;
+    if cut {
+        out.insert_str(out.len() - 1, &format!(" {:>10}", "cut"));
+    }
     let row = |name: String, cpu: String, input: &str, q: String, w: &Snapshot| {
-        format!(
+        let mut r = format!(
             "  {name:<6} {cpu:>4} {input:<10} {q:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8}\n",
             w.packets, w.bytes, w.kernel_packets, w.kernel_drops, w.freezes, w.app_drops, w.disk_drops, w.stop_drops
-        )
+        );
+        if cut {
+            r.insert_str(r.len() - 1, &format!(" {:>10}", w.cut_packets));
+        }
+        r
     };
     for (i, w) in &s.workers {
         out.push_str(&row(
@@ -252,8 +261,8 @@ fn accounting(s: &Summary) -> String {
     out
 }
 
-/// The per-flow cutoff's line: what it left out in total (`--json` has it per worker),
-/// and the flows its tables forgot early.
+/// The per-flow cutoff's line: what it left out in total (the table above has it per
+/// worker), and the flows its tables forgot early.
 fn cut_line(t: &Snapshot) -> String {
     format!(
         "  {} packets ({} bytes) cut by the per-flow cutoff: counted, not written; {} flows evicted early from the cutoff's tables\n",
