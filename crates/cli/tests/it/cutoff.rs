@@ -378,6 +378,12 @@ fn issue38_serve_record_cuts_each_connection_and_counts_the_cut_in_its_metrics()
             get("corecap_recording_cut_packets_total"),
         );
         if w + c >= n {
+            // The default table holds every connection of the mix: none forgotten early.
+            assert_eq!(
+                sample(&t, &series("corecap_recording_cut_evictions_total")),
+                Some(0),
+                "{t}"
+            );
             break (w, c);
         }
         assert!(

@@ -60,6 +60,9 @@ pub struct MemberOutcome {
     /// Wire bytes of the cut packets.
     #[serde(skip_serializing_if = "is_zero")]
     pub cut_bytes: u64,
+    /// Flows the cutoff's full table forgot before they were idle.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cut_evictions: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -91,6 +94,8 @@ pub struct MemberLive {
     pub cut_packets: AtomicU64,
     /// Their wire bytes.
     pub cut_bytes: AtomicU64,
+    /// Flows the cutoff's full table forgot before they were idle.
+    pub cut_evictions: AtomicU64,
     /// Set when the member's file failed (a write error): the capture should end.
     pub failed: AtomicBool,
     /// The count was reached: the member takes no more packets.
@@ -291,7 +296,9 @@ fn deliver_cut(
         t.packet(p);
     }
     if let Some(c) = cutoff.as_mut() {
-        if c.judge(p) == crate::cutoff::Verdict::Cut {
+        let verdict = c.judge(p);
+        o.cut_evictions = c.evictions();
+        if verdict == crate::cutoff::Verdict::Cut {
             o.cut_packets += 1;
             o.cut_bytes += u64::from(p.wire_len);
             return;
@@ -324,6 +331,7 @@ impl MemberOutcome {
             l.disk_drops.store(self.disk_drops, Ordering::Relaxed);
             l.cut_packets.store(self.cut_packets, Ordering::Relaxed);
             l.cut_bytes.store(self.cut_bytes, Ordering::Relaxed);
+            l.cut_evictions.store(self.cut_evictions, Ordering::Relaxed);
             l.recorded.store(self.recorded, Ordering::Relaxed);
             if lim
                 .count
