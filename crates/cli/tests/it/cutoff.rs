@@ -101,11 +101,19 @@ fn expected_cut(whole: &Conns) -> Conns {
         .collect()
 }
 
-/// Compares two recordings connection by connection; returns the packets the cut one
-/// holds.
-fn assert_cut_exactly(whole: &Path, cut: &Path) -> u64 {
+/// Compares two recordings connection by connection (the cut one in one file or in a file
+/// per worker, each connection in one of them); returns the packets the cut one holds.
+fn assert_cut_exactly(whole: &Path, cut: &[&Path]) -> u64 {
     let w = by_connection(util::packets(whole).into_iter().map(|(_, f)| f));
-    let c = by_connection(util::packets(cut).into_iter().map(|(_, f)| f));
+    let mut c = Conns::new();
+    for f in cut {
+        for (k, frames) in by_connection(util::packets(f).into_iter().map(|(_, f)| f)) {
+            assert!(
+                c.insert(k, frames).is_none(),
+                "connection {k:?} in two files"
+            );
+        }
+    }
     let want = expected_cut(&w);
     assert_eq!(
         want.keys().collect::<Vec<_>>(),
@@ -203,7 +211,7 @@ fn issue38_a_cut_replay_holds_each_connection_up_to_its_cutoff() {
     args.extend_from_slice(&CUTOFF_ARGS);
     let (o, v) = util::replay(&mix, &args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let kept = assert_cut_exactly(&mix, &cut);
+    let kept = assert_cut_exactly(&mix, &[&cut]);
     assert_accounted(&v, n, kept);
     assert_tcpdump_agrees(&mix, &cut, kept);
     // A query of the cut recording answers as tcpdump does over it.
@@ -224,6 +232,36 @@ fn issue38_a_cut_replay_holds_each_connection_up_to_its_cutoff() {
             util::tcpdump_packets(&cut, "tcp port 80")
         );
     }
+}
+
+#[test]
+fn issue38_a_file_per_worker_holds_each_of_its_connections_up_to_its_cutoff() {
+    let s = Scratch::new("cutoff-per-worker");
+    let (mix, n) = write_mix(&s, 300);
+    let cut = s.path("cut.pcapng");
+    let mut args = vec![
+        "-w",
+        cut.to_str().expect("utf8"),
+        "--workers",
+        "2",
+        "--per-worker",
+    ];
+    args.extend_from_slice(&CUTOFF_ARGS);
+    let (o, v) = util::replay(&mix, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (w0, w1) = (s.path("cut.w0.pcapng"), s.path("cut.w1.pcapng"));
+    let kept = assert_cut_exactly(&mix, &[&w0, &w1]);
+    assert_accounted(&v, n, kept);
+    let per_file: Vec<u64> = [&w0, &w1]
+        .iter()
+        .map(|f| util::packets(f).len() as u64)
+        .collect();
+    let workers = v["workers"].as_array().expect("workers");
+    assert_eq!(
+        per_file,
+        workers.iter().map(|w| u(w, "packets")).collect::<Vec<_>>(),
+        "{v}"
+    );
 }
 
 #[test]
@@ -305,7 +343,7 @@ fn issue38_two_live_recordings_side_by_side_differ_only_by_the_cutoff() {
     // Both saw every packet sent: the comparison is of the cut alone.
     assert_eq!(u(&va, "packets"), sent, "{va}");
     assert_eq!(u(&vb, "kernel_packets"), sent, "{vb}");
-    let kept = assert_cut_exactly(&whole, &cut);
+    let kept = assert_cut_exactly(&whole, &[&cut]);
     assert_accounted(&vb, sent, kept);
     assert_tcpdump_agrees(&whole, &cut, kept);
 }
