@@ -40,11 +40,16 @@ fn drops(s: &Snapshot) -> Value {
     json!({"kernel": s.kernel_drops, "app": s.app_drops, "disk": s.disk_drops, "stop": s.stop_drops})
 }
 
+/// What the per-flow cutoff left out: counted, not written.
+fn cut(s: &Snapshot) -> Value {
+    json!({"packets": s.cut_packets, "bytes": s.cut_bytes, "evictions": s.cut_evictions})
+}
+
 fn worker_json(info: &WorkerInfo, s: &Snapshot) -> Value {
     json!({
         "id": info.id, "cpu": info.cpu, "input": info.input, "queue": info.queue,
         "packets": s.packets, "bytes": s.bytes, "kernel_packets": s.kernel_packets,
-        "drops": drops(s), "freezes": s.freezes, "filtered": s.filtered,
+        "drops": drops(s), "cut": cut(s), "freezes": s.freezes, "filtered": s.filtered,
     })
 }
 
@@ -80,7 +85,7 @@ pub(crate) fn interval_json(
     json!({
         "type": "stats", "t": (t * 1000.0).round() / 1000.0,
         "packets": tn.packets, "bytes": tn.bytes, "pps": pps.round(), "bps": bps.round(),
-        "kernel_packets": tn.kernel_packets, "drops": drops(&tn), "freezes": tn.freezes,
+        "kernel_packets": tn.kernel_packets, "drops": drops(&tn), "cut": cut(&tn), "freezes": tn.freezes,
         "workers": workers,
     })
     .to_string()
@@ -149,7 +154,7 @@ pub(crate) fn summary_json(s: &Summary) -> String {
     let workers: Vec<Value> = s.workers.iter().map(|(i, w)| worker_json(i, w)).collect();
     json!({
         "type": "summary", "packets": t.packets, "bytes": t.bytes, "kernel_packets": t.kernel_packets,
-        "drops": drops(t), "freezes": t.freezes, "filtered": t.filtered, "balanced": t.balanced(),
+        "drops": drops(t), "cut": cut(t), "freezes": t.freezes, "filtered": t.filtered, "balanced": t.balanced(),
         "seconds": (s.seconds * 1000.0).round() / 1000.0, "files": s.files, "errors": s.errors,
         "workers": workers, "groups": s.groups,
         "retention": s.retention.map(|(f, b)| json!({"deleted_files": f, "deleted_bytes": b})),
@@ -195,11 +200,20 @@ fn worker_rows(s: &Summary) -> String {
         "diskdrop",
         "stopped"
     );
+    // With the per-flow cutoff, a last column: each worker's packets cut.
+    let cut = s.total.cut_packets > 0;
+    if cut {
+        out.insert_str(out.len() - 1, &format!(" {:>10}", "cut"));
+    }
     let row = |name: String, cpu: String, input: &str, q: String, w: &Snapshot| {
-        format!(
+        let mut r = format!(
             "  {name:<6} {cpu:>4} {input:<10} {q:>5} {:>11} {:>13} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8}\n",
             w.packets, w.bytes, w.kernel_packets, w.kernel_drops, w.freezes, w.app_drops, w.disk_drops, w.stop_drops
-        )
+        );
+        if cut {
+            r.insert_str(r.len() - 1, &format!(" {:>10}", w.cut_packets));
+        }
+        r
     };
     for (i, w) in &s.workers {
         out.push_str(&row(
@@ -241,7 +255,19 @@ fn accounting(s: &Summary) -> String {
             t.filtered
         ));
     }
+    if t.cut_packets > 0 || t.cut_evictions > 0 {
+        out.push_str(&cut_line(t));
+    }
     out
+}
+
+/// The per-flow cutoff's line: what it left out in total (the table above has it per
+/// worker), and the flows its tables forgot early.
+fn cut_line(t: &Snapshot) -> String {
+    format!(
+        "  {} packets ({} bytes) cut by the per-flow cutoff: counted, not written; {} flows evicted early from the cutoff's tables\n",
+        t.cut_packets, t.cut_bytes, t.cut_evictions
+    )
 }
 
 /// A consumer group: what its filter dropped, then each member with its flow records and
@@ -262,6 +288,12 @@ fn group_rows(g: &GroupSummary) -> String {
             m.outcome.app_drops,
             m.outcome.disk_drops
         ));
+        if m.outcome.cut_packets > 0 {
+            out.push_str(&format!(
+                "      cut by the per-flow cutoff: {} packets ({} bytes), counted, not written\n",
+                m.outcome.cut_packets, m.outcome.cut_bytes
+            ));
+        }
         let Some(f) = &m.outcome.flows else { continue };
         out.push_str(&format!(
             "      flows: {} records, {} evicted, {} not IP\n",

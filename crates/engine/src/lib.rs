@@ -15,6 +15,7 @@
 //!   without touching the machine; `capture::run` opens and starts what the plan says.
 //! - [`control`]: changing the consumers of a running capture: join and leave a group,
 //!   attach and detach a consumer of its own.
+//! - [`cutoff`]: the per-flow cutoff of recordings (`--flow-cutoff`), a flow table per worker.
 //! - [`stats`]: per-worker counters and the exact ledger.
 //! - [`limits`]: checked durations, sizes and snap lengths, shared by the CLI and the API.
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@
 
 pub mod capture;
 pub mod control;
+pub mod cutoff;
 pub mod limits;
 pub mod packet;
 pub mod sink;

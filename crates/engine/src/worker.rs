@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use corecap_linux::{error_chain, filter, RingPacket, RxRing};
 
+use crate::cutoff::{Cutoff, Verdict};
 use crate::packet::Packet;
 use crate::sink::file::FileSink;
 use crate::sink::merge::MergeHandle;
@@ -139,6 +140,8 @@ pub struct Worker {
     pub source: Source,
     /// Its app.
     pub app: App,
+    /// The per-flow cutoff of what it records (`--flow-cutoff`), when asked for.
+    pub cutoff: Option<Cutoff>,
 }
 
 /// What a worker hands back when it ends.
@@ -171,6 +174,8 @@ struct Run<'a> {
     /// [`ring_order`]); other apps take blocks as they come (the merge and the stages
     /// order what they write themselves).
     order: Option<RingOrder>,
+    /// Leaves the tail of long flows out of what the app records (see [`crate::cutoff`]).
+    cutoff: Option<Cutoff>,
 }
 
 impl Run<'_> {
@@ -190,6 +195,13 @@ impl Run<'_> {
 
     /// Delivers one packet to the app. Returns false if the app refused it.
     fn deliver(&mut self, p: &Packet<'_>) {
+        if let Some(c) = self.cutoff.as_mut() {
+            if c.judge(p) == Verdict::Cut {
+                self.s.cut_packets += 1;
+                self.s.cut_bytes += u64::from(p.wire_len) + if p.vlan.is_some() { 4 } else { 0 };
+                return;
+            }
+        }
         let ok = match &mut self.app {
             App::Count => true,
             App::File(f) => match f.write(p) {
@@ -255,6 +267,9 @@ impl Run<'_> {
         };
         if failed {
             self.ctl.stop.store(true, Ordering::Relaxed);
+        }
+        if let Some(c) = &self.cutoff {
+            self.s.cut_evictions = c.evictions();
         }
         self.counters.publish(&self.s);
     }
@@ -366,6 +381,7 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         app: w.app,
         s: Snapshot::default(),
         order,
+        cutoff: w.cutoff,
     };
     let error = match w.source {
         Source::Live {
@@ -491,7 +507,8 @@ fn live(
             + run.s.kernel_drops
             + run.s.app_drops
             + run.s.disk_drops
-            + run.s.stop_drops;
+            + run.s.stop_drops
+            + run.s.cut_packets;
         if accounted >= run.s.kernel_packets && !ring.wait(3 * tov + 10) {
             break;
         }

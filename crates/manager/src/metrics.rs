@@ -315,6 +315,28 @@ fn recording(o: &mut String, i: &Input<'_>) {
     }
     per_interface(
         o,
+        ("corecap_recording_cut_packets_total", "counter"),
+        "Packets the per-flow cutoff left out of the recording (counted, not written), per interface.",
+        "",
+        rec.iter().map(|(iface, r)| (*iface, r.cut_packets)),
+    );
+    per_interface(
+        o,
+        ("corecap_recording_cut_bytes_total", "counter"),
+        "Wire bytes of the packets the per-flow cutoff left out of the recording, per interface.",
+        "",
+        rec.iter().map(|(iface, r)| (*iface, r.cut_bytes)),
+    );
+    per_interface(
+        o,
+        ("corecap_recording_cut_evictions_total", "counter"),
+        "Connections the per-flow cutoff's full table forgot before they were idle (each starts \
+         again from zero, so more of it is kept), per interface.",
+        "",
+        rec.iter().map(|(iface, r)| (*iface, r.cut_evictions)),
+    );
+    per_interface(
+        o,
         ("corecap_recording_files_total", "counter"),
         "Files the recording began in this run of the daemon (the first, then one per rotation).",
         "",

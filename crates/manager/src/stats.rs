@@ -62,6 +62,12 @@ pub struct RecordingStats {
     /// (a block the workers could not walk, or a packet the writer refused), `disk` (the
     /// disk writer was behind, or a write failed).
     pub drops: Drops,
+    /// Packets the per-flow cutoff left out (`--flow-cutoff`): counted, not written.
+    pub cut_packets: u64,
+    /// Wire bytes of the cut packets.
+    pub cut_bytes: u64,
+    /// Flows the cutoff's full table forgot before they were idle (`--cutoff-flows`).
+    pub cut_evictions: u64,
     /// Files this run of the daemon began (the first, then one per rotation).
     pub files: u64,
     /// The oldest packet the recording keeps on disk (ns since the epoch), when known.
@@ -104,6 +110,9 @@ impl BaseCounters {
                     app: w.app_drops + m.app_drops,
                     disk: w.disk_drops + m.disk_drops,
                 },
+                cut_packets: m.cut_packets,
+                cut_bytes: m.cut_bytes,
+                cut_evictions: m.cut_evictions,
                 files: m.files,
                 // Before a file is whole, the catalog has none of this run's: the oldest
                 // kept packet is then the first written, unless an earlier run left older.
@@ -129,6 +138,9 @@ struct MemberSums {
     stage_full: u64,
     app_drops: u64,
     disk_drops: u64,
+    cut_packets: u64,
+    cut_bytes: u64,
+    cut_evictions: u64,
     files: u64,
     first_ts_ns: Option<u64>,
     last_ts_ns: Option<u64>,
@@ -146,6 +158,9 @@ impl MemberSums {
             s.stage_full += m.stage_full.load(Relaxed);
             s.app_drops += m.app_drops.load(Relaxed);
             s.disk_drops += m.disk_drops.load(Relaxed);
+            s.cut_packets += m.cut_packets.load(Relaxed);
+            s.cut_bytes += m.cut_bytes.load(Relaxed);
+            s.cut_evictions += m.cut_evictions.load(Relaxed);
             s.files += m.files.load(Relaxed);
             let (first, last) = (m.first_ts_ns.load(Relaxed), m.last_ts_ns.load(Relaxed));
             if first != 0 {

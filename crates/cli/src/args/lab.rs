@@ -127,6 +127,29 @@ pub(crate) enum LabCmd {
         #[arg(long, default_value = "corecap-lab")]
         netns: String,
     },
+    /// Write a heavy-tailed mix of whole TCP connections (and a few DNS ones) as a pcap
+    /// file, to send with tcpreplay or read with capture -r.
+    Mix(LabMixArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct LabMixArgs {
+    /// The pcap file to write.
+    #[arg(short = 'w', value_name = "FILE")]
+    pub(crate) write: std::path::PathBuf,
+    /// Connections in all.
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) connections: u32,
+    /// The largest response (e.g. 20M).
+    #[arg(long, value_name = "SIZE", default_value = "20M")]
+    pub(crate) max_bytes: String,
+    /// The seed of the connection sizes.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// The Pareto shape of the response sizes: the smaller, the more of the bytes are in
+    /// the few largest connections.
+    #[arg(long, default_value_t = 1.1)]
+    pub(crate) alpha: f64,
 }
 
 #[derive(Args, Debug, Clone)]

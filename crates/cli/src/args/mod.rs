@@ -4,10 +4,12 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+mod cutoff;
 mod lab;
 mod request;
 mod serve;
 
+pub(crate) use cutoff::*;
 pub(crate) use lab::*;
 pub(crate) use request::*;
 pub(crate) use serve::*;
@@ -279,6 +281,8 @@ pub(crate) struct CaptureArgs {
     /// How files are written to disk.
     #[command(flatten)]
     pub(crate) disk: DiskArgs,
+    #[command(flatten)]
+    pub(crate) cutoff: CutoffArgs,
     /// Write the -w file merged in timestamp order (the default, as dumpcap writes one file;
     /// kept for scripts that name it).
     #[arg(long, conflicts_with = "per_worker")]

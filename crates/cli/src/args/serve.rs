@@ -64,6 +64,8 @@ pub(crate) struct ServeArgs {
     /// How files are written to disk.
     #[command(flatten)]
     pub(crate) disk: DiskArgs,
+    #[command(flatten)]
+    pub(crate) cutoff: CutoffArgs,
     /// Most captures running at once (more get 429).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub(crate) max_captures: usize,

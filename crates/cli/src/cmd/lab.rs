@@ -1,6 +1,6 @@
-//! `corecap lab up|down|status`.
+//! `corecap lab up|down|status|mix`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use corecap_lab::lab::{self, LabConfig};
 
 use crate::args::LabCmd;
@@ -34,6 +34,29 @@ pub(crate) fn run(cmd: LabCmd) -> Result<i32> {
             println!("lab {netns} is down");
         }
         LabCmd::Status { netns } => print!("{}", lab::status(&netns)?),
+        LabCmd::Mix(a) => mix(&a)?,
     }
     Ok(0)
+}
+
+/// `lab mix`: writes the heavy-tailed mix and says what it holds (JSON).
+fn mix(a: &crate::args::LabMixArgs) -> Result<()> {
+    use corecap_lab::gen::mix::{write_mix, MixSpec};
+    let spec = MixSpec {
+        connections: a.connections,
+        max_bytes: corecap_engine::limits::size(&a.max_bytes, "--max-bytes")?,
+        seed: a.seed,
+        alpha: a.alpha,
+    };
+    if !(a.alpha > 0.0 && a.alpha.is_finite()) {
+        anyhow::bail!("--alpha must be a number above 0 (got {})", a.alpha);
+    }
+    let f = std::fs::File::create(&a.write)
+        .with_context(|| format!("creating {}", a.write.display()))?;
+    let mut out = std::io::BufWriter::new(f);
+    let r = write_mix(&spec, &mut out)
+        .and_then(|r| std::io::Write::flush(&mut out).map(|()| r))
+        .with_context(|| format!("writing {}", a.write.display()))?;
+    println!("{}", serde_json::to_string(&r)?);
+    Ok(())
 }

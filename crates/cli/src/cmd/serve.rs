@@ -290,8 +290,13 @@ fn recording_text(r: &corecap_manager::stats::RecordingStats) -> String {
         (Some(a), Some(b)) => format!(", reach {:.3} to {:.3}", a as f64 / 1e9, b as f64 / 1e9),
         _ => String::new(),
     };
+    let cut = if r.cut_packets > 0 {
+        format!(", cut {} packets ({} bytes)", r.cut_packets, r.cut_bytes)
+    } else {
+        String::new()
+    };
     format!(
-        "; recording: {} packets, {} bytes, {} file{}, drops: kernel {}, stage full {}, app {}, disk {}{reach}",
+        "; recording: {} packets, {} bytes, {} file{}, drops: kernel {}, stage full {}, app {}, disk {}{cut}{reach}",
         r.packets,
         r.bytes,
         r.files,

@@ -26,10 +26,12 @@ use crate::args::{
     RingArgs, RunMode, ServeArgs, StartMode, TransportArg, TsPrecision,
 };
 
+mod cutoff;
 mod disk;
 mod request;
 mod serve;
 
+pub(crate) use cutoff::*;
 pub(crate) use disk::*;
 pub(crate) use request::*;
 pub(crate) use serve::*;
@@ -637,6 +639,7 @@ pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
         index: false,
         sessions: None,
         sessions_log: None,
+        cutoff: None,
         owner: None,
         flush: Some(Duration::ZERO),
         // A pipe to the printer, which reads as fast as it prints: the least backlog.
@@ -659,6 +662,9 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
             || a.disk.disk_backlog.is_some()
         {
             bail!("--merge, --per-worker, -P, --time-stamp-precision, -b, -C, -G, --retain, --disk-backlog and --encrypt need -w FILE");
+        }
+        if cutoff_given(&a.cutoff) {
+            bail!("--flow-cutoff and --cutoff need -w FILE (they cut what is recorded)");
         }
         return Ok(None);
     };
@@ -683,6 +689,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         index: !a.disk.no_index,
         sessions: sessions(&a.disk, SessionConfig::default()),
         sessions_log: sessions_log(&a.disk)?,
+        cutoff: cutoff(&a.cutoff)?,
         flush: flush_interval(&a.disk)?,
         owner: a
             .user

@@ -121,6 +121,9 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
             }
             Some(dir)
         }
+        None if cutoff_given(&a.cutoff) => {
+            bail!("--flow-cutoff and --cutoff need --record DIR (they cut what is recorded)")
+        }
         None => None,
     };
     let manager = ManagerConfig {
@@ -179,6 +182,7 @@ pub(super) fn recording(
         index: !a.disk.no_index,
         sessions: sessions(&a.disk, SessionConfig::default()),
         sessions_log: sessions_log(&a.disk)?,
+        cutoff: cutoff(&a.cutoff)?,
         flush: flush_interval(&a.disk)?,
         owner: run_as.clone(),
         retention: retention.clone(),

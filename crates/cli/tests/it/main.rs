@@ -8,6 +8,7 @@ mod util;
 mod bench;
 mod catalog;
 mod compressed;
+mod cutoff;
 mod durability;
 mod extcap;
 mod fleet;

@@ -123,6 +123,9 @@ pub struct OutputConfig {
     pub sessions: Option<corecap_store::session::SessionConfig>,
     /// Every file's connections appended to this log too (`--sessions-log`).
     pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
+    /// Leave the tail of long flows out (`--flow-cutoff`, `--cutoff`): see
+    /// [`crate::cutoff`].
+    pub cutoff: Option<crate::cutoff::CutoffConfig>,
 }
 
 impl OutputConfig {
@@ -262,6 +265,9 @@ pub enum CaptureError {
     /// A filter did not compile.
     #[error(transparent)]
     Filter(#[from] crate::steer::filter::FilterError),
+    /// A `--cutoff` class's filter did not compile.
+    #[error(transparent)]
+    Cutoff(#[from] crate::cutoff::CutoffError),
     /// The configuration is not possible.
     #[error("{0}")]
     Config(String),
@@ -284,6 +290,8 @@ impl CaptureError {
                 _ => CaptureErrorKind::System,
             },
             CaptureError::Filter(e) if e.is_system() => CaptureErrorKind::System,
+            CaptureError::Cutoff(e) if e.is_system() => CaptureErrorKind::System,
+            CaptureError::Cutoff(_) => CaptureErrorKind::Invalid,
             CaptureError::Config(_) | CaptureError::Filter(_) => CaptureErrorKind::Invalid,
             CaptureError::Output(_) | CaptureError::System(_) => CaptureErrorKind::System,
         }

@@ -67,6 +67,19 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         .filter(|o| o.path.as_os_str() != "-")
         .map(|o| corecap_store::names::dir_of(&o.path).to_owned())
         .filter(|d| d.is_dir() && !d.join(corecap_store::CATALOG).exists());
+    // The cutoff's classes compile before any file is touched: a bad filter only refuses.
+    let classes = cutoff_classes(cfg, &plan)?;
+    // Files are split over the workers by flow hash whatever the balance.
+    let spread = cfg.balance != super::Balance::Flow && !cfg.inputs.is_empty();
+    if classes.is_some() && spread && plan.workers.len() > 1 {
+        // The flag's own spelling (`round-robin`), as serde names it.
+        let balance = serde_json::to_value(cfg.balance).unwrap_or_default();
+        notes.push(format!(
+            "--flow-cutoff with --balance {}: a connection may be spread over workers, each \
+             counting its own part of it, so more of it is kept",
+            balance.as_str().unwrap_or("?")
+        ));
+    }
     // One live writer per name: a second start on it is refused before it touches a file.
     let claim = cfg.output.as_ref().map(claim_output).transpose()?.flatten();
     let recovered = match &cfg.output {
@@ -97,6 +110,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         }
     };
     let standby = cfg.standby.as_ref().filter(|_| plan.workers.len() == 1);
+    let apps = with_cutoff(apps, classes.as_ref());
     let (handles, counters) = spawn_workers(&plan.workers, sources, apps, &control, standby)?;
     let cap = Capture {
         control,
@@ -125,6 +139,42 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         cap.notes.extend(trim_earlier_runs(o));
     }
     Ok(cap)
+}
+
+/// The output's `--flow-cutoff` classes, compiled for each interface; None when nothing
+/// is cut.
+fn cutoff_classes(
+    cfg: &CaptureConfig,
+    plan: &Plan,
+) -> Result<Option<Arc<crate::cutoff::Classes>>, CaptureError> {
+    let Some(c) = cfg.output.as_ref().and_then(|o| o.cutoff.as_ref()) else {
+        return Ok(None);
+    };
+    if !c.cuts() {
+        return Ok(None);
+    }
+    Ok(Some(crate::cutoff::Classes::compile(
+        c,
+        &plan.ifaces,
+        cfg.snaplen,
+    )?))
+}
+
+/// Each worker's app with the cutoff of what it records: a worker that writes a file (its
+/// own or the merged one) cuts its own flows (the fanout keeps a flow on one worker).
+fn with_cutoff(
+    apps: Vec<App>,
+    classes: Option<&Arc<crate::cutoff::Classes>>,
+) -> Vec<(App, Option<crate::cutoff::Cutoff>)> {
+    apps.into_iter()
+        .map(|app| {
+            let records = matches!(app, App::File(_) | App::Merge(_));
+            let cutoff = classes
+                .filter(|_| records)
+                .map(|c| crate::cutoff::Cutoff::new(c.clone()));
+            (app, cutoff)
+        })
+        .collect()
 }
 
 /// Claims the output's name for this writer (see `corecap_store::lock`); none for standard
@@ -558,13 +608,13 @@ fn files_in_all(o: &OutputConfig) -> OutputConfig {
 fn spawn_workers(
     workers: &[WorkerPlan],
     sources: Vec<Source>,
-    apps: Vec<App>,
+    apps: Vec<(App, Option<crate::cutoff::Cutoff>)>,
     control: &Arc<Control>,
     standby: Option<&crate::standby::Standby>,
 ) -> Result<(Vec<JoinHandle<Outcome>>, Vec<Arc<WorkerCounters>>), CaptureError> {
     let mut handles = Vec::with_capacity(workers.len());
     let mut counters = Vec::with_capacity(workers.len());
-    for ((w, source), app) in workers.iter().zip(sources).zip(apps) {
+    for ((w, source), (app, cutoff)) in workers.iter().zip(sources).zip(apps) {
         let c = Arc::new(WorkerCounters::default());
         counters.push(c.clone());
         let ctl = control.clone();
@@ -573,6 +623,7 @@ fn spawn_workers(
             cpu: w.info.cpu,
             source,
             app,
+            cutoff,
         };
         let work: crate::standby::Work = Box::new(move || worker::run(worker, ctl, c));
         // A standby that another capture took hands the work back: a thread of its own.

@@ -109,8 +109,16 @@ impl StageCtx {
             ),
             None => None,
         };
+        // A recording's member cuts the flows it writes, as a worker with a file does.
+        let cutoff = match self.output.as_ref().and_then(|o| o.cutoff.as_ref()) {
+            Some(c) if sink.is_some() && c.cuts() => Some(crate::cutoff::Cutoff::new(
+                crate::cutoff::Classes::compile(c, &self.ifaces, self.snaplen)?,
+            )),
+            _ => None,
+        };
         let limits = MemberLimits {
             live: Some(live.clone()),
+            cutoff,
             ..MemberLimits::default()
         };
         let mut stage = Self::start(

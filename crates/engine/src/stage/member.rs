@@ -58,6 +58,15 @@ pub struct MemberOutcome {
     /// behind by more than the reorder's lag).
     #[serde(skip_serializing_if = "is_zero")]
     pub out_of_order: u64,
+    /// Packets the per-flow cutoff left out of the file ([`crate::cutoff`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cut_packets: u64,
+    /// Wire bytes of the cut packets.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cut_bytes: u64,
+    /// Flows the cutoff's full table forgot before they were idle.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cut_evictions: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -85,6 +94,12 @@ pub struct MemberLive {
     pub app_drops: AtomicU64,
     /// Packets lost at the disk.
     pub disk_drops: AtomicU64,
+    /// Packets the per-flow cutoff left out of the file.
+    pub cut_packets: AtomicU64,
+    /// Their wire bytes.
+    pub cut_bytes: AtomicU64,
+    /// Flows the cutoff's full table forgot before they were idle.
+    pub cut_evictions: AtomicU64,
     /// Set when the member's file failed (a write error): the capture should end.
     pub failed: AtomicBool,
     /// The count was reached: the member takes no more packets.
@@ -104,6 +119,8 @@ pub struct MemberLimits {
     pub count: Option<u64>,
     /// Where to publish the running counters.
     pub live: Option<Arc<MemberLive>>,
+    /// The per-flow cutoff of the member's file (a recording's), taken by the member.
+    pub cutoff: Option<crate::cutoff::Cutoff>,
 }
 
 /// Recorded packets, in time order, that go to a member's file before its live ones (a
@@ -252,6 +269,19 @@ fn deliver(
     lim: &MemberLimits,
     o: &mut MemberOutcome,
 ) {
+    deliver_cut(p, flows, sink, lim, o, &mut None);
+}
+
+/// Runs the member's apps on one packet, with its cutoff (flow records still count a cut
+/// packet: they describe the traffic, not the file).
+fn deliver_cut(
+    p: &crate::packet::Packet<'_>,
+    flows: &mut Option<crate::stage::flows::FlowTable>,
+    sink: &mut Option<FileSink>,
+    lim: &MemberLimits,
+    o: &mut MemberOutcome,
+    cutoff: &mut Option<crate::cutoff::Cutoff>,
+) {
     if p.ts_ns < lim.since_ns {
         o.before_start += 1;
         return;
@@ -268,6 +298,15 @@ fn deliver(
     }
     if let Some(t) = flows {
         t.packet(p);
+    }
+    if let Some(c) = cutoff.as_mut() {
+        let verdict = c.judge(p);
+        o.cut_evictions = c.evictions();
+        if verdict == crate::cutoff::Verdict::Cut {
+            o.cut_packets += 1;
+            o.cut_bytes += u64::from(p.wire_len);
+            return;
+        }
     }
     match sink.as_mut().map_or(Ok(()), |s| s.write(p)) {
         Ok(()) => {
@@ -294,6 +333,9 @@ impl MemberOutcome {
             }
             l.app_drops.store(self.app_drops, Ordering::Relaxed);
             l.disk_drops.store(self.disk_drops, Ordering::Relaxed);
+            l.cut_packets.store(self.cut_packets, Ordering::Relaxed);
+            l.cut_bytes.store(self.cut_bytes, Ordering::Relaxed);
+            l.cut_evictions.store(self.cut_evictions, Ordering::Relaxed);
             l.recorded.store(self.recorded, Ordering::Relaxed);
             if lim
                 .count
@@ -323,6 +365,7 @@ pub fn run(
     }
     let _ = corecap_linux::privilege::drop_thread_capabilities();
     let mut o = MemberOutcome::default();
+    let mut cutoff = lim.cutoff.take();
     let mut order = sink.is_some().then(Reorder::default);
     // Its first file is begun before its first packet.
     o.publish(&lim, sink.as_ref());
@@ -349,11 +392,15 @@ pub fn run(
                 got |= r.drain(|p, hash| ro.push(p, hash)) > 0;
             }
             if ro.due() {
-                got |= ro.release(false, |p| deliver(p, &mut flows, &mut sink, &lim, &mut o)) > 0;
+                got |= ro.release(false, |p| {
+                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
+                }) > 0;
             }
         } else {
             for r in rx.iter_mut() {
-                let n = r.drain(|p, _hash| deliver(p, &mut flows, &mut sink, &lim, &mut o));
+                let n = r.drain(|p, _hash| {
+                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
+                });
                 got |= n > 0;
             }
         }
@@ -378,11 +425,15 @@ pub fn run(
             for r in rx.iter_mut() {
                 rest += match order.as_mut() {
                     Some(ro) => r.drain(|p, hash| ro.push(p, hash)),
-                    None => r.drain(|p, _| deliver(p, &mut flows, &mut sink, &lim, &mut o)),
+                    None => r.drain(|p, _| {
+                        deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
+                    }),
                 };
             }
             if let Some(ro) = order.as_mut() {
-                rest += ro.release(true, |p| deliver(p, &mut flows, &mut sink, &lim, &mut o));
+                rest += ro.release(true, |p| {
+                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
+                });
             }
             if rest == 0 {
                 break;

@@ -4,7 +4,8 @@
 //! line. The worker keeps running totals in plain locals and publishes them once per block
 //! with Relaxed stores (only the owner writes its counters); readers sum them when asked.
 //! The accounting identity is
-//! `kernel_packets = packets + drops.kernel + drops.app + drops.disk + drops.stop`.
+//! `kernel_packets = packets + drops.kernel + drops.app + drops.disk + drops.stop + cut`,
+//! where `cut` counts the packets the per-flow cutoff left out ([`crate::cutoff`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,6 +30,9 @@ struct Counters {
     stop_drops: AtomicU64,
     filtered: AtomicU64,
     first_ts_ns: AtomicU64,
+    cut_packets: AtomicU64,
+    cut_bytes: AtomicU64,
+    cut_evictions: AtomicU64,
 }
 
 /// A snapshot of one worker's counters.
@@ -55,6 +59,13 @@ pub struct Snapshot {
     pub filtered: u64,
     /// Timestamp (ns since the epoch) of the first delivered packet; 0 before the first.
     pub first_ts_ns: u64,
+    /// Packets the per-flow cutoff left out of the recording: counted, not delivered.
+    pub cut_packets: u64,
+    /// Wire bytes of the cut packets.
+    pub cut_bytes: u64,
+    /// Flows the cutoff's full table forgot before they were idle (each starts again
+    /// from zero, so more of it is kept).
+    pub cut_evictions: u64,
 }
 
 impl std::ops::AddAssign for Snapshot {
@@ -68,6 +79,9 @@ impl std::ops::AddAssign for Snapshot {
         self.disk_drops += o.disk_drops;
         self.stop_drops += o.stop_drops;
         self.filtered += o.filtered;
+        self.cut_packets += o.cut_packets;
+        self.cut_bytes += o.cut_bytes;
+        self.cut_evictions += o.cut_evictions;
         self.first_ts_ns = match (self.first_ts_ns, o.first_ts_ns) {
             (0, t) | (t, 0) => t,
             (a, b) => a.min(b),
@@ -79,7 +93,12 @@ impl Snapshot {
     /// Whether every counted packet is delivered or counted as dropped.
     pub fn balanced(&self) -> bool {
         self.kernel_packets
-            == self.packets + self.kernel_drops + self.app_drops + self.disk_drops + self.stop_drops
+            == self.packets
+                + self.kernel_drops
+                + self.app_drops
+                + self.disk_drops
+                + self.stop_drops
+                + self.cut_packets
     }
 }
 
@@ -97,6 +116,9 @@ impl WorkerCounters {
         c.stop_drops.store(s.stop_drops, Ordering::Relaxed);
         c.filtered.store(s.filtered, Ordering::Relaxed);
         c.first_ts_ns.store(s.first_ts_ns, Ordering::Relaxed);
+        c.cut_packets.store(s.cut_packets, Ordering::Relaxed);
+        c.cut_bytes.store(s.cut_bytes, Ordering::Relaxed);
+        c.cut_evictions.store(s.cut_evictions, Ordering::Relaxed);
     }
 
     /// Reads the last published totals. Relaxed: a snapshot may mix two publications, which
@@ -114,6 +136,9 @@ impl WorkerCounters {
             stop_drops: c.stop_drops.load(Ordering::Relaxed),
             filtered: c.filtered.load(Ordering::Relaxed),
             first_ts_ns: c.first_ts_ns.load(Ordering::Relaxed),
+            cut_packets: c.cut_packets.load(Ordering::Relaxed),
+            cut_bytes: c.cut_bytes.load(Ordering::Relaxed),
+            cut_evictions: c.cut_evictions.load(Ordering::Relaxed),
         }
     }
 }
@@ -126,11 +151,12 @@ mod tests {
     fn test_publish_read_and_balance() {
         let c = WorkerCounters::default();
         let s = Snapshot {
-            packets: 7,
+            packets: 6,
             bytes: 700,
             kernel_packets: 10,
             kernel_drops: 2,
             stop_drops: 1,
+            cut_packets: 1,
             ..Default::default()
         };
         c.publish(&s);
@@ -138,7 +164,7 @@ mod tests {
         assert!(s.balanced());
         let mut t = s;
         t += s;
-        assert_eq!(t.packets, 14);
+        assert_eq!((t.packets, t.cut_packets), (12, 2));
         assert!(t.balanced());
     }
 }

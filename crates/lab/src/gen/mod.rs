@@ -1,7 +1,9 @@
 //! The traffic generator: test frames ([`frame`]) sent by a PACKET_TX_RING engine
-//! ([`txring`]) or by XDP live frames ([`xdp`]).
+//! ([`txring`]) or by XDP live frames ([`xdp`]); and a heavy-tailed mix of whole
+//! connections written as a pcap file ([`mix`]).
 
 pub mod frame;
+pub mod mix;
 pub mod txring;
 pub mod xdp;
 

@@ -126,6 +126,8 @@ impl Manager {
                 since_ns: launch.lookback.unwrap_or(launch.since_ns),
                 count: r.count,
                 live: Some(live.clone()),
+                // A request's capture keeps whole flows.
+                cutoff: None,
             },
             lookback,
         };
@@ -634,6 +636,8 @@ impl Manager {
                 index: self.cfg.index,
                 sessions: self.cfg.sessions,
                 sessions_log: None,
+                // On-demand captures keep whole flows: they are asked for one incident.
+                cutoff: None,
                 owner: None,
                 flush: self.cfg.flush,
                 // An on-demand capture is one of many: the least backlog of a sink.
