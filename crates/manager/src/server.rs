@@ -55,6 +55,8 @@ use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use crate::api::StartRequest;
+use crate::web::login::Access;
+use crate::web::Answer;
 use crate::http::{self, Request, Response, MAX_BODY, MAX_HEAD};
 use crate::manager::Manager;
 
@@ -112,7 +114,7 @@ pub fn bind_tcp(addr: SocketAddr, tls: bool) -> io::Result<TcpListener> {
 }
 
 /// Compares a token in time independent of where it differs.
-fn token_eq(a: &str, b: &str) -> bool {
+pub(crate) fn token_eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |x, (p, q)| x | (p ^ q)) == 0
 }
 
@@ -292,6 +294,7 @@ async fn accept_loop(
         let c = Conn {
             m: m.clone(),
             token,
+            tls: tls.is_some(),
             until,
             gate: Some((gate.clone(), id)),
         };
@@ -409,6 +412,7 @@ where
     let c = Conn {
         m,
         token,
+        tls: false,
         until: tokio::time::Instant::now() + IO_TIMEOUT,
         gate: None,
     };
@@ -420,6 +424,8 @@ struct Conn {
     m: Arc<Manager>,
     /// The bearer token every request needs (TCP), or none (Unix socket).
     token: Option<Arc<String>>,
+    /// The connection is TLS (the page's cookie is then `Secure`).
+    tls: bool,
     /// When the request must be in, head and body.
     until: tokio::time::Instant,
     /// Where the connection is listed while it may be cut.
@@ -471,26 +477,39 @@ impl Conn {
         }
     }
 
-    fn authorized(&self, h: &HeaderMap) -> bool {
+    /// How the request is allowed in: no token needed, the bearer token, or the page's
+    /// login cookie ([`crate::web::login`]); None: it is not.
+    fn access(&self, h: &HeaderMap) -> Option<Access> {
         let bearer = h
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        self.token
-            .as_deref()
-            .is_none_or(|t| bearer.is_some_and(|b| token_eq(b, t)))
+        match self.token.as_deref() {
+            None => Some(Access::Open { tls: self.tls }),
+            Some(t) if bearer.is_some_and(|b| token_eq(b, t)) => Some(Access::Bearer),
+            Some(_) => crate::web::login::by_cookie(h),
+        }
     }
 
     /// Checks the token on the head, reads the body within the deadline, answers.
     async fn handle(&self, req: hyper::Request<Incoming>) -> hyper::Response<ApiBody> {
-        if !self.authorized(req.headers()) {
+        let access = self.access(req.headers());
+        let public = crate::web::is_public(req.method().as_str(), req.uri().path(), req.headers());
+        if access.is_none() && !public {
             return self.reply(Response::error(
                 401,
                 "this address needs Authorization: Bearer TOKEN (see serve --token-file)",
             ));
         }
         self.received();
+        if let Some(a) = &access {
+            let csrf = crate::web::login::check_csrf(a, req.method().as_str(), req.headers());
+            if let Err(r) = csrf {
+                return self.reply(r);
+            }
+        }
+        let headers = req.headers().clone();
         if req.body().size_hint().lower() > MAX_BODY as u64 {
             return self.reply(Response::error(413, "request body over 64 KiB"));
         }
@@ -520,10 +539,36 @@ impl Conn {
             return self.download(id.to_owned()).await;
         }
         let m = self.m.clone();
-        let resp = tokio::task::spawn_blocking(move || route(&m, req, t0, wall))
-            .await
-            .unwrap_or_else(|_| Response::error(500, "the request failed"));
-        self.reply(resp)
+        let web = crate::web::Conn {
+            access,
+            token: self.token.clone(),
+            tls: self.tls,
+        };
+        let answer = tokio::task::spawn_blocking(move || {
+            let (method, path) = (req.method.as_str(), req.path.as_str());
+            match crate::web::route(&m, &web, method, path, &query, &headers, &req.body) {
+                Some(a) => a,
+                None if web.access.is_none() => Answer::Page(Response::error(401, "log in"), vec![]),
+                None => Answer::Page(route(&m, req, t0, wall), vec![]),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Answer::Page(Response::error(500, "the request failed"), vec![]));
+        match answer {
+            Answer::Page(r, extra) => self.reply_with(r, extra),
+            Answer::Query(spec, name) => self.stream_query(spec, Some(name)),
+        }
+    }
+
+    /// [`Conn::reply`] with headers of the page's own.
+    fn reply_with(&self, r: Response, extra: Vec<(&'static str, String)>) -> hyper::Response<ApiBody> {
+        let mut h = self.reply(r);
+        for (k, v) in extra {
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                h.headers_mut().append(hyper::header::HeaderName::from_static(k), v);
+            }
+        }
+        h
     }
 
     /// Counts a response and gives it to hyper.

@@ -1,0 +1,56 @@
+//! `GET /recording`: what the page's Recording screen shows beside the timeline, read from
+//! what the daemon already keeps: the recording's reach from its catalog (oldest and
+//! newest packet), the bytes its folder and the spool hold against the `--retain` budget,
+//! and each base capture's counters with its drops by place (`GET /metrics` has the same
+//! figures for Prometheus).
+//!
+//! `{"record": path or null, "oldest_ns", "newest_ns", "files", "record_bytes",
+//! "spool_bytes", "budget", "retention": {"files", "bytes"} deleted, "bases": [..],
+//! "captures_running"}`.
+
+use std::path::Path;
+
+use crate::http::Response;
+use crate::manager::Manager;
+
+/// The bytes of the files of `dir` and of its folders, one level down (a spool's captures
+/// keep their rotated files in a folder each).
+fn folder_bytes(dir: &Path) -> u64 {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut sum = 0;
+    for e in list.flatten() {
+        let Ok(md) = e.metadata() else { continue };
+        if md.is_file() {
+            sum += md.len();
+        } else if md.is_dir() {
+            let inner = std::fs::read_dir(e.path()).into_iter().flatten().flatten();
+            sum += inner
+                .filter_map(|f| f.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum::<u64>();
+        }
+    }
+    sum
+}
+
+/// Answers `GET /recording` (see the module doc).
+pub fn answer(m: &Manager) -> Response {
+    let stats = m.stats();
+    let (spans, files) = m.record().map(super::timeline::spans).unwrap_or_default();
+    let body = serde_json::json!({
+        "record": m.record().map(|p| p.display().to_string()),
+        "oldest_ns": spans.iter().map(|s| s.first).min(),
+        "newest_ns": spans.iter().map(|s| s.last).max(),
+        "files": files,
+        "record_bytes": m.record().map(folder_bytes),
+        "spool_bytes": folder_bytes(m.spool().dir()),
+        "budget": m.retention().map(|r| r.budget()),
+        "retention": stats.retention,
+        "bases": stats.bases,
+        "captures_running": stats.captures_running,
+    });
+    Response::json(200, &body)
+}
