@@ -55,10 +55,10 @@ use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use crate::api::StartRequest;
-use crate::web::login::Access;
-use crate::web::Answer;
 use crate::http::{self, Request, Response, MAX_BODY, MAX_HEAD};
 use crate::manager::Manager;
+use crate::web::login::Access;
+use crate::web::Answer;
 
 /// Connections served at once on one listener.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -548,7 +548,9 @@ impl Conn {
             let (method, path) = (req.method.as_str(), req.path.as_str());
             match crate::web::route(&m, &web, method, path, &query, &headers, &req.body) {
                 Some(a) => a,
-                None if web.access.is_none() => Answer::Page(Response::error(401, "log in"), vec![]),
+                None if web.access.is_none() => {
+                    Answer::Page(Response::error(401, "log in"), vec![])
+                }
                 None => Answer::Page(route(&m, req, t0, wall), vec![]),
             }
         })
@@ -561,11 +563,16 @@ impl Conn {
     }
 
     /// [`Conn::reply`] with headers of the page's own.
-    fn reply_with(&self, r: Response, extra: Vec<(&'static str, String)>) -> hyper::Response<ApiBody> {
+    fn reply_with(
+        &self,
+        r: Response,
+        extra: Vec<(&'static str, String)>,
+    ) -> hyper::Response<ApiBody> {
         let mut h = self.reply(r);
         for (k, v) in extra {
             if let Ok(v) = HeaderValue::from_str(&v) {
-                h.headers_mut().append(hyper::header::HeaderName::from_static(k), v);
+                h.headers_mut()
+                    .append(hyper::header::HeaderName::from_static(k), v);
             }
         }
         h

@@ -98,7 +98,7 @@ async function run() {
   try {
     const end = await stream('/flows?' + query({ ...q, limit: 100000 }), ctl.signal);
     const ms = Math.round(performance.now() - t0);
-    let text = `${count(sessions.length)} sessions in ${ms} ms`;
+    let text = `${count(sessions.length)} session${sessions.length === 1 ? '' : 's'} in ${ms} ms`;
     if (end.truncated) text += ` (the first ${count(sessions.length)}: narrow the search)`;
     progress(text + (end.notes && end.notes.length ? ` — ${end.notes.join('; ')}` : ''));
     const dl = document.getElementById('search-download');

@@ -12,7 +12,11 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 
 /// The files under `/ui/`: name, content type, bytes.
 const FILES: &[(&str, &str, &str)] = &[
-    ("style.css", "text/css; charset=utf-8", include_str!("../../web/style.css")),
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("../../web/style.css"),
+    ),
     ("app.js", JS, include_str!("../../web/app.js")),
     ("api.js", JS, include_str!("../../web/api.js")),
     ("timeline.js", JS, include_str!("../../web/timeline.js")),

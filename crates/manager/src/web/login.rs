@@ -246,7 +246,10 @@ mod tests {
         let open = Access::Open { tls: true };
         // Not a browser: as before.
         assert!(check_csrf(&open, "POST", &HeaderMap::new()).is_ok());
-        let cross = headers(&[("origin", "https://evil.example"), ("sec-fetch-site", "cross-site")]);
+        let cross = headers(&[
+            ("origin", "https://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+        ]);
         assert_eq!(check_csrf(&open, "POST", &cross).unwrap_err().status, 403);
         let page = headers(&[
             ("origin", "https://sensor"),
@@ -254,7 +257,10 @@ mod tests {
         ]);
         assert!(check_csrf(&open, "POST", &page).is_ok());
         // A cross-site request is refused even with a token it could not have read.
-        let both = headers(&[("sec-fetch-site", "cross-site"), (CSRF_HEADER, logins().page_csrf())]);
+        let both = headers(&[
+            ("sec-fetch-site", "cross-site"),
+            (CSRF_HEADER, logins().page_csrf()),
+        ]);
         assert!(check_csrf(&open, "POST", &both).is_err());
         assert!(check_csrf(&Access::Bearer, "POST", &cross).is_ok());
     }
@@ -268,7 +274,10 @@ mod tests {
         for _ in 0..MAX_LOGINS - 1 {
             t.open();
         }
-        assert!(t.check(&second).is_none(), "the least recently used went first");
+        assert!(
+            t.check(&second).is_none(),
+            "the least recently used went first"
+        );
         assert!(t.check(&first).is_some());
         assert_eq!(t.lock().len(), MAX_LOGINS);
     }
@@ -276,7 +285,10 @@ mod tests {
     #[test]
     fn test_set_cookie() {
         let c = set_cookie(Some("ab"), true);
-        assert_eq!(c, "corecap_session=ab; HttpOnly; SameSite=Strict; Path=/; Secure");
+        assert_eq!(
+            c,
+            "corecap_session=ab; HttpOnly; SameSite=Strict; Path=/; Secure"
+        );
         assert!(set_cookie(None, false).contains("Max-Age=0"));
     }
 }

@@ -202,7 +202,10 @@ mod tests {
         html.insert(ACCEPT, HeaderValue::from_static("text/html,*/*"));
         let none = HeaderMap::new();
         assert!(is_public("GET", "/", &html));
-        assert!(!is_public("GET", "/", &none), "the JSON description keeps its rule");
+        assert!(
+            !is_public("GET", "/", &none),
+            "the JSON description keeps its rule"
+        );
         assert!(is_public("GET", "/ui/app.js", &none));
         assert!(is_public("POST", "/login", &none));
         assert!(!is_public("POST", "/logout", &none));

@@ -266,7 +266,9 @@ mod tests {
         let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).unwrap();
         let mut udp = vec![0u8; 12];
         udp.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 32, 0, 0, 0, 0, 64, 17, 0, 0]);
-        udp.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2, 0x04, 0x00, 0x00, 0x35, 0, 12, 0, 0]);
+        udp.extend_from_slice(&[
+            10, 0, 0, 1, 10, 0, 0, 2, 0x04, 0x00, 0x00, 0x35, 0, 12, 0, 0,
+        ]);
         udp.extend_from_slice(b"abcd");
         let mut arp = vec![0u8; 12];
         arp.extend_from_slice(&[0x08, 0x06]);
@@ -292,8 +294,14 @@ mod tests {
         assert_eq!(page.rows.len(), 2);
         let r = &page.rows[0];
         assert_eq!((r.n, r.ts_ns), (1, 1001));
-        assert_eq!((r.src.as_str(), r.dst.as_str()), ("10.0.0.1:1024", "10.0.0.2:53"));
-        assert_eq!((r.proto.as_str(), r.summary.as_str()), ("UDP", "UDP, length 4"));
+        assert_eq!(
+            (r.src.as_str(), r.dst.as_str()),
+            ("10.0.0.1:1024", "10.0.0.2:53")
+        );
+        assert_eq!(
+            (r.proto.as_str(), r.summary.as_str()),
+            ("UDP", "UDP, length 4")
+        );
         assert_eq!(page.rows[1].proto, "ARP");
         assert_eq!(page.hex.as_deref().map(str::len), Some(udp.len() * 2));
         // A bad page parameter is the client's error.
