@@ -337,7 +337,7 @@ fn issue36_login_cookie_and_csrf() {
     let ns = &lab.netns;
     let html = "Accept: text/html".to_owned();
     // The page is open; the data and the JSON description need a login.
-    let (st, _, body) = raw(ns, &request("GET", "/", &[html.clone()], ""));
+    let (st, _, body) = raw(ns, &request("GET", "/", std::slice::from_ref(&html), ""));
     assert_eq!(st, 200);
     assert!(body.contains("data-testid=\"login-token\""), "{body}");
     for path in ["/", "/captures", "/timeline", "/recording", "/packets"] {
@@ -387,14 +387,23 @@ fn issue36_login_cookie_and_csrf() {
         .to_owned();
     let with_cookie = format!("Cookie: {cookie}");
     assert_eq!(
-        raw(ns, &request("GET", "/captures", &[with_cookie.clone()], "")).0,
+        raw(
+            ns,
+            &request("GET", "/captures", std::slice::from_ref(&with_cookie), "")
+        )
+        .0,
         200
     );
     let start = r#"{"interface":"cap0","count":1}"#;
     // A change without the CSRF token, or asked by another site, is refused.
     let (st, _, body) = raw(
         ns,
-        &request("POST", "/captures", &[with_cookie.clone()], start),
+        &request(
+            "POST",
+            "/captures",
+            std::slice::from_ref(&with_cookie),
+            start,
+        ),
     );
     assert_eq!(st, 403, "{body}");
     let cross = [
@@ -409,7 +418,10 @@ fn issue36_login_cookie_and_csrf() {
         raw(ns, &request("POST", "/captures", &wrong_token, start)).0,
         403
     );
-    let (_, _, list) = raw(ns, &request("GET", "/captures", &[with_cookie.clone()], ""));
+    let (_, _, list) = raw(
+        ns,
+        &request("GET", "/captures", std::slice::from_ref(&with_cookie), ""),
+    );
     let list: Value = serde_json::from_str(&list).unwrap();
     assert_eq!(
         list.as_array().map(Vec::len),
