@@ -57,7 +57,7 @@ use tokio::time::Sleep;
 use crate::api::StartRequest;
 use crate::http::{self, Request, Response, MAX_BODY, MAX_HEAD};
 use crate::manager::Manager;
-use crate::web::login::Access;
+use crate::web::login::{token_eq, Access};
 use crate::web::Answer;
 
 /// Connections served at once on one listener.
@@ -111,11 +111,6 @@ pub fn bind_tcp(addr: SocketAddr, tls: bool) -> io::Result<TcpListener> {
     }
     TcpListener::bind(addr)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {addr}: {e}")))
-}
-
-/// Compares a token in time independent of where it differs.
-pub(crate) fn token_eq(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |x, (p, q)| x | (p ^ q)) == 0
 }
 
 /// A listener and its access rule.

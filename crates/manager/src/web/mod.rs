@@ -120,7 +120,7 @@ fn login(c: &Conn, body: &[u8]) -> Answer {
         return Answer::Page(r, Vec::new());
     };
     let given = serde_json::from_slice::<Body>(body).map(|b| b.token);
-    let ok = given.is_ok_and(|t| crate::server::token_eq(t.trim(), want));
+    let ok = given.is_ok_and(|t| login::token_eq(t.trim(), want));
     if !ok {
         let r = Response::error(401, "wrong token (see serve --token-file)");
         return Answer::Page(r, Vec::new());
