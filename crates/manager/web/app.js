@@ -15,7 +15,8 @@ function show(name) {
   for (const a of document.querySelectorAll('#tabs a')) {
     a.setAttribute('aria-selected', String(a.dataset.screen === name));
   }
-  if (current && current !== screens[name]) current.leave();
+  if (current === screens[name]) return;
+  if (current) current.leave();
   current = screens[name];
   current.enter();
 }

@@ -78,7 +78,7 @@ async function load() {
       ' ',
       c.packets > 0 ? el('a', { class: 'button', href: `/captures/${encodeURIComponent(c.id)}/pcap`, download: `${c.id}.pcapng`, 'data-testid': 'download-pcap' }, 'Download') : '');
     return el('tr', { 'data-testid': 'capture-row', 'data-id': c.id, 'data-state': c.state },
-      el('td', {}, c.id), el('td', {}, c.state + (c.reason ? ` (${c.reason})` : '')),
+      el('td', {}, c.id), el('td', {}, c.state + (c.reason && !c.reason.startsWith(c.state) ? ` (${c.reason})` : '')),
       el('td', {}, c.interface), el('td', {}, c.filter || ''),
       el('td', { class: 'num' }, count(c.packets)), drops(c.drops), el('td', { class: 'num' }, lag),
       el('td', {}, c.path ? c.path.split('/').pop() : ''), actions);

@@ -92,9 +92,11 @@ async function load() {
     q.to = (view[1] / 1000).toFixed(3);
   }
   try {
+    performance.mark('corecap:timeline');
     const [r, t] = await Promise.all([call('GET', '/recording'), call('GET', '/timeline?' + query(q))]);
     facts(r);
     timeline.set(t);
+    performance.mark('corecap:timeline-drawn');
     const label = t.packets.length ? `${localTime(t.from_ns, false)} – ${localTime(t.to_ns, false)}, ${duration(t.step_ns)} a bar` : '';
     document.getElementById('tl-window').textContent = label;
   } catch (e) {

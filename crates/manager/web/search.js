@@ -79,6 +79,9 @@ function progress(text) {
 
 async function run() {
   if (running) running.abort();
+  // Marks for the page's benchmark (bench/page_times.py): search, first row, whole list.
+  performance.clearMarks();
+  performance.mark('corecap:search');
   showError(form, '');
   const q = fields();
   const check = await call('GET', '/filter?' + query({ expr: q.filter }));
@@ -114,6 +117,7 @@ async function run() {
     if (running === ctl) running = null;
     document.getElementById('search-cancel').disabled = true;
     render();
+    performance.mark('corecap:all-rows');
   }
 }
 
@@ -145,6 +149,7 @@ async function stream(url, signal) {
     if (!shown && sessions.length) {
       shown = true;
       render();
+      performance.mark('corecap:first-row');
     }
   }
   if (!end) throw new Error('the answer was cut short: try again');
