@@ -192,11 +192,11 @@ export class Timeline {
     this.onSelect(this.sel ? this.sel[0] : null, this.sel ? this.sel[1] : null);
   }
 
-  /** Shows the selection (or the middle half), at least a second wide. */
+  /** Shows the selection (or the middle half), at least a millisecond wide. */
   zoomIn() {
     const [a, b] = this.sel || (() => { const [x, y] = this.view(); const q = (y - x) / 4; return [x + q, y - q]; })();
     const mid = (a + b) / 2;
-    const half = Math.max(500, (b - a) / 2);
+    const half = Math.max(0.5, (b - a) / 2);
     this.sel = null;
     this.onSelect(null, null);
     this.onView(mid - half, mid + half);

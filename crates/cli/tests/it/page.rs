@@ -181,6 +181,16 @@ fn issue36_page_in_a_real_browser() {
         assert_eq!(drawn.as_f64().unwrap().round() as u64, recorded);
     }
     b.screenshot(&shots.join("recording.png"));
+    // Zoomed in from the keyboard: a narrower window, drawn from the indexes' regions.
+    let whole = b.text("#tl-window");
+    b.send_keys("[data-testid=timeline]", "+");
+    b.wait(
+        "a zoomed window",
+        &format!("return document.getElementById('tl-window').textContent !== {whole:?}"),
+    );
+    // The middle half of the reach, and bars half as wide.
+    let bar = |label: &str| label.rsplit(", ").next().unwrap_or("").to_owned();
+    assert_ne!(bar(&b.text("#tl-window")), bar(&whole), "{whole}");
 
     // Search one host: its connections, as tcpdump finds them in the whole files.
     let first = tcpdump_lines(&files[..1], "udp");

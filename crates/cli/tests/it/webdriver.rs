@@ -229,6 +229,16 @@ impl Browser {
         );
     }
 
+    /// Focuses `css` and sends it `keys`.
+    pub fn send_keys(&self, css: &str, keys: &str) {
+        let el = Self::id(&self.find(css));
+        self.cmd(
+            "POST",
+            &format!("/element/{el}/value"),
+            Some(json!({"text": keys})),
+        );
+    }
+
     /// The text of `css` as shown.
     pub fn text(&self, css: &str) -> String {
         let el = Self::id(&self.find(css));

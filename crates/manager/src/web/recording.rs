@@ -39,12 +39,13 @@ fn folder_bytes(dir: &Path) -> u64 {
 /// Answers `GET /recording` (see the module doc).
 pub fn answer(m: &Manager) -> Response {
     let stats = m.stats();
-    let (spans, files) = m.record().map(super::timeline::spans).unwrap_or_default();
+    let entries = m.record().map(super::timeline::entries).unwrap_or_default();
+    let reach = super::timeline::reach(&entries);
     let body = serde_json::json!({
         "record": m.record().map(|p| p.display().to_string()),
-        "oldest_ns": spans.iter().map(|s| s.first).min(),
-        "newest_ns": spans.iter().map(|s| s.last).max(),
-        "files": files,
+        "oldest_ns": reach.map(|r| r.0),
+        "newest_ns": reach.map(|r| r.1),
+        "files": entries.len(),
         "record_bytes": m.record().map(folder_bytes),
         "spool_bytes": folder_bytes(m.spool().dir()),
         "budget": m.retention().map(|r| r.budget()),

@@ -1,10 +1,11 @@
 //! `GET /timeline?from=&to=&buckets=`: packets and bytes per interval over the recording,
 //! from its catalog and its files' indexes, never from the packets.
 //!
-//! Each file of the recording's catalog with a known time range is a span; a file whose
-//! index can be read (not sealed, not damaged) gives one span per region of its index
-//! instead (about 1 MiB of packets each, with their first and last timestamps and count),
-//! so a day of a busy recording is drawn at the resolution of its regions. A span's packets
+//! Each file of the recording's catalog with a known time range is a span. A file that
+//! spans more than one bucket, and whose index can be read (not sealed, not damaged), gives
+//! one span per region of its index instead (about 1 MiB of packets each, with their first
+//! and last timestamps and count): zoomed in, the timeline has the resolution of the
+//! regions; zoomed out over a day of many files, it reads the catalog alone. A span's packets
 //! and bytes are spread over the buckets it overlaps in proportion to the overlap: within a
 //! region the timeline is an estimate, and its sum over a window that holds whole regions
 //! is exact. Bytes are the file's bytes (block headers included), what the disk holds.
@@ -63,18 +64,40 @@ pub struct Timeline {
     pub files: usize,
 }
 
-/// The spans of the recording in `dir` (see the module doc), and how many files it has.
-pub fn spans(dir: &Path) -> (Vec<Span>, usize) {
-    let Some(catalog) = corecap_store::Catalog::read(dir) else {
-        return (Vec::new(), 0);
-    };
-    let entries = catalog.entries().unwrap_or_default();
+/// The catalog's rows of the recording in `dir` (none without a catalog).
+pub fn entries(dir: &Path) -> Vec<corecap_store::Entry> {
+    corecap_store::Catalog::read(dir)
+        .and_then(|c| c.entries().ok())
+        .unwrap_or_default()
+}
+
+/// The oldest and newest packet the rows know of.
+pub fn reach(entries: &[corecap_store::Entry]) -> Option<(u64, u64)> {
+    let times = entries.iter().filter_map(|e| e.time);
+    let oldest = times.clone().map(|t| t.0).min()?;
+    let newest = times.map(|t| t.1).max()?;
+    Some((oldest, newest))
+}
+
+/// The spans of the recording in `dir` that may fall in `from..to`, read for buckets of
+/// `step` (see the module doc).
+pub fn spans(
+    dir: &Path,
+    entries: &[corecap_store::Entry],
+    from: u64,
+    to: u64,
+    step: u64,
+) -> Vec<Span> {
     let mut out = Vec::new();
-    for e in &entries {
+    for e in entries.iter().filter(|e| e.overlaps(from, to)) {
         let Some((first, last)) = e.time else {
             continue;
         };
-        let regions = index_spans(&dir.join(&e.name));
+        let regions = if last.saturating_sub(first) > step {
+            index_spans(&dir.join(&e.name))
+        } else {
+            Vec::new()
+        };
         if regions.is_empty() {
             out.push(Span {
                 first,
@@ -86,7 +109,7 @@ pub fn spans(dir: &Path) -> (Vec<Span>, usize) {
             out.extend(regions);
         }
     }
-    (out, entries.len())
+    out
 }
 
 /// One span per region of the index of `file`; none when it has no readable index.
@@ -110,11 +133,16 @@ fn index_spans(file: &Path) -> Vec<Span> {
         .collect()
 }
 
-/// Spreads `spans` over `buckets` buckets of `from..to` (see the module doc).
-pub fn bucket(spans: &[Span], from: u64, to: u64, buckets: usize) -> Timeline {
+/// The width of one of `buckets` buckets over `from..to`, and their count.
+fn step_of(from: u64, to: u64, buckets: usize) -> (u64, usize) {
     let width = to.saturating_sub(from).max(1);
     let step = width.div_ceil(buckets as u64).max(1);
-    let n = width.div_ceil(step) as usize;
+    (step, width.div_ceil(step) as usize)
+}
+
+/// Spreads `spans` over `buckets` buckets of `from..to` (see the module doc).
+pub fn bucket(spans: &[Span], from: u64, to: u64, buckets: usize) -> Timeline {
+    let (step, n) = step_of(from, to, buckets);
     let mut t = Timeline {
         from_ns: from,
         to_ns: from + step * n as u64,
@@ -176,18 +204,18 @@ pub fn answer(m: &Manager, query: &str) -> Response {
             _ => return bad(format!("unknown parameter {k:?}")),
         }
     }
-    let (spans, files) = spans(dir);
-    let oldest = spans.iter().map(|s| s.first).min();
-    let newest = spans.iter().map(|s| s.last).max();
-    let from = from.or(oldest).unwrap_or(now);
-    let to = to.or(newest.map(|n| n + 1)).unwrap_or(from + 1);
+    let entries = entries(dir);
+    let reach = reach(&entries);
+    let from = from.or(reach.map(|r| r.0)).unwrap_or(now);
+    let to = to.or(reach.map(|r| r.1 + 1)).unwrap_or(from + 1);
     if to <= from {
         return bad("the window ends before it starts".into());
     }
+    let spans = spans(dir, &entries, from, to, step_of(from, to, buckets).0);
     let mut t = bucket(&spans, from, to, buckets);
-    t.oldest_ns = oldest;
-    t.newest_ns = newest;
-    t.files = files;
+    t.oldest_ns = reach.map(|r| r.0);
+    t.newest_ns = reach.map(|r| r.1);
+    t.files = entries.len();
     match serde_json::to_value(&t) {
         Ok(v) => Response::json(200, &v),
         Err(e) => Response::error(500, e.to_string()),
