@@ -158,6 +158,12 @@ fn issue36_page_in_a_real_browser() {
         "the login form",
         "return document.querySelector('[data-testid=login-token]').offsetParent !== null",
     );
+    // Nothing but the form before the login.
+    let shown = b.exec(
+        "return ['tabs', 'logout', 'recording', 'search', 'captures'].filter(id => document.getElementById(id).offsetParent !== null)",
+        vec![],
+    );
+    assert_eq!(shown, json!([]));
     b.screenshot(&shots.join("login.png"));
     b.type_into("[data-testid=login-token]", &token);
     b.click("[data-testid=login-submit]");
@@ -343,7 +349,7 @@ fn request(method: &str, path: &str, headers: &[String], body: &str) -> String {
 fn issue36_login_cookie_and_csrf() {
     let lab = Lab::new(1);
     let s = Scratch::new("page-login");
-    let (_d, token) = daemon_with_recording(&lab, &s);
+    let (d, token) = daemon_with_recording(&lab, &s);
     let ns = &lab.netns;
     let html = "Accept: text/html".to_owned();
     // The page is open; the data and the JSON description need a login.
@@ -353,6 +359,10 @@ fn issue36_login_cookie_and_csrf() {
     for path in ["/", "/captures", "/timeline", "/recording", "/packets"] {
         assert_eq!(raw(ns, &request("GET", path, &[], "")).0, 401, "{path}");
     }
+    // API clients still get the JSON description (here on the Unix socket).
+    let (status, body) = d.raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(status.contains("200"), "{status}");
+    assert!(body.contains("\"service\": \"corecap\""), "{body}");
     let wrong = raw(ns, &request("POST", "/login", &[], r#"{"token":"nope"}"#));
     assert_eq!(wrong.0, 401);
     assert!(

@@ -3,7 +3,7 @@
 //! A listener with a bearer token (loopback TCP, or TLS with `--token-file`) also takes a
 //! login of the page: `POST /login` with the token gives a cookie (`corecap_session`,
 //! `HttpOnly`, `SameSite=Strict`, `Path=/`, `Secure` under TLS) that holds a random id of
-//! a server-side [`Login`]. The table is bounded ([`MAX_LOGINS`], the least recently used
+//! a login the daemon keeps. The table is bounded ([`MAX_LOGINS`], the least recently used
 //! goes first) and each login expires ([`IDLE`] unused, [`LIFETIME`] at most), so the
 //! cookie is worth nothing once the daemon restarts, the user logs out, or it ages.
 //!
