@@ -139,10 +139,19 @@ fn daemon_with_recording(lab: &Lab, s: &Scratch) -> (Daemon, String) {
     (d, token.trim().to_owned())
 }
 
+/// What the browser test checks its answers with (each may be missing off CI).
+struct Tools {
+    tcpdump: bool,
+    tshark: bool,
+}
+
 #[test]
 #[ignore = "needs root"]
 fn issue36_page_in_a_real_browser() {
-    let (tcpdump, tshark) = (need("tcpdump"), need("tshark"));
+    let tools = Tools {
+        tcpdump: need("tcpdump"),
+        tshark: need("tshark"),
+    };
     let lab = Lab::new(1);
     let s = Scratch::new("page");
     let (d, token) = daemon_with_recording(&lab, &s);
@@ -151,23 +160,32 @@ fn issue36_page_in_a_real_browser() {
     std::fs::create_dir_all(&downloads).unwrap();
     let b = Browser::start(&lab.netns, &downloads);
     let shots = screenshots();
+    log_in(&b, &token, &shots);
+    let files = whole_files(&rec);
+    assert!(files.len() >= 2, "{files:?}");
+    check_timeline(&b, &files, &tools, &shots);
+    let host = check_search(&b, &files, &tools, &shots);
+    check_downloads(&b, &rec, &downloads, &host, &tools);
+    check_bad_filter(&b);
+    check_capture(&b, &lab, &d, &shots);
+    check_console(&b);
+}
 
-    // Log in.
+/// Logs in through the form; before, nothing but the form shows.
+fn log_in(b: &Browser, token: &str, shots: &Path) {
     b.goto(&format!("http://{LISTEN}/"));
     b.wait(
         "the login form",
         "return document.querySelector('[data-testid=login-token]').offsetParent !== null",
     );
-    // Nothing but the form before the login.
     let shown = b.exec(
         "return ['tabs', 'logout', 'recording', 'search', 'captures'].filter(id => document.getElementById(id).offsetParent !== null)",
         vec![],
     );
     assert_eq!(shown, json!([]));
     b.screenshot(&shots.join("login.png"));
-    b.type_into("[data-testid=login-token]", &token);
+    b.type_into("[data-testid=login-token]", token);
     b.click("[data-testid=login-submit]");
-    // The timeline, drawn from the catalog and indexes: all the whole files' packets.
     b.wait(
         "the timeline",
         "return document.getElementById('tl-window').textContent",
@@ -177,28 +195,35 @@ fn issue36_page_in_a_real_browser() {
         json!(""),
         "HttpOnly"
     );
-    let files = whole_files(&rec);
-    assert!(files.len() >= 2, "{files:?}");
+    // A message of the page's own, so the console check below reads a real log.
+    b.exec("console.info('corecap-probe')", vec![]);
+}
+
+/// The timeline, drawn from the catalog and indexes, holds all the whole files' packets,
+/// and zooms in from the keyboard.
+fn check_timeline(b: &Browser, files: &[PathBuf], tools: &Tools, shots: &Path) {
     let drawn = b.exec_async(
         "fetch('/timeline?buckets=50').then(r => r.json()).then(t => done(t.packets.reduce((a, b) => a + b, 0)))",
     );
-    let recorded: u64 = files.iter().map(|f| tcpdump_packets(f, "")).sum();
-    if tcpdump {
+    if tools.tcpdump {
+        let recorded: u64 = files.iter().map(|f| tcpdump_packets(f, "")).sum();
         assert_eq!(drawn.as_f64().unwrap().round() as u64, recorded);
     }
     b.screenshot(&shots.join("recording.png"));
-    // Zoomed in from the keyboard: a narrower window, drawn from the indexes' regions.
     let whole = b.text("#tl-window");
     b.send_keys("[data-testid=timeline]", "+");
     b.wait(
         "a zoomed window",
         &format!("return document.getElementById('tl-window').textContent !== {whole:?}"),
     );
-    // The middle half of the reach, and bars half as wide.
+    // The middle half of the reach: bars half as wide.
     let bar = |label: &str| label.rsplit(", ").next().unwrap_or("").to_owned();
     assert_ne!(bar(&b.text("#tl-window")), bar(&whole), "{whole}");
+}
 
-    // Search one host: its connections, as tcpdump finds them in the whole files.
+/// The connections of one host as tcpdump finds them in the whole files; one session's
+/// packets and one packet's bytes. Returns the host.
+fn check_search(b: &Browser, files: &[PathBuf], tools: &Tools, shots: &Path) -> String {
     let first = tcpdump_lines(&files[..1], "udp");
     let host = tcpdump_end(first[0].split_whitespace().nth(4).unwrap()).0;
     b.click("a[data-screen=search]");
@@ -212,26 +237,38 @@ fn issue36_page_in_a_real_browser() {
         "return [...document.querySelectorAll('[data-testid=session-row]')].map(r => [...r.cells].map(c => c.textContent))",
         vec![],
     );
-    let mut page = BTreeMap::new();
-    for r in rows.as_array().unwrap() {
+    let conn_of = |r: &Value| {
         let c = |i: usize| r[i].as_str().unwrap().to_owned();
-        page.insert(conn((c(1), c(2)), (c(3), c(4))), number(&c(6)));
-    }
-    let expected = tcpdump_conns(&tcpdump_lines(&files, &format!("host {host}")));
-    if tcpdump {
+        (conn((c(1), c(2)), (c(3), c(4))), number(&c(6)))
+    };
+    let page: BTreeMap<Conn, u64> = rows.as_array().unwrap().iter().map(conn_of).collect();
+    assert!(!page.is_empty());
+    if tools.tcpdump {
+        let expected = tcpdump_conns(&tcpdump_lines(files, &format!("host {host}")));
         assert_eq!(page, expected);
     }
-    assert!(!page.is_empty());
-
-    // One session's packets, and one packet's bytes.
     b.click("[data-testid=session-row]");
     b.wait(
         "the packets",
         "return document.querySelectorAll('[data-testid=packet-row]').length",
     );
     let pager = b.text("#packets-pager");
+    let of = pager.rsplit(" of ").next().unwrap();
+    let total = number(of.split_whitespace().next().unwrap());
+    assert_eq!(total, conn_of(&rows[0]).1, "{pager}");
+    b.click("[data-testid=packet-row]");
+    b.wait(
+        "the bytes",
+        "return document.querySelector('[data-testid=packet-bytes]').textContent.includes('0x0000:')",
+    );
+    b.screenshot(&shots.join("search.png"));
+    host
+}
+
+/// The session's pcapng, then the whole search's: tshark reads what tcpdump finds.
+fn check_downloads(b: &Browser, rec: &Path, downloads: &Path, host: &str, tools: &Tools) {
     let total = number(
-        pager
+        b.text("#packets-pager")
             .rsplit(" of ")
             .next()
             .unwrap()
@@ -239,39 +276,30 @@ fn issue36_page_in_a_real_browser() {
             .next()
             .unwrap(),
     );
-    let first_row = rows[0].as_array().unwrap();
-    let c = |i: usize| first_row[i].as_str().unwrap().to_owned();
-    let session = conn((c(1), c(2)), (c(3), c(4)));
-    assert_eq!(Some(&total), page.get(&session), "{pager}");
-    b.click("[data-testid=packet-row]");
-    b.wait(
-        "the bytes",
-        "return document.querySelector('[data-testid=packet-bytes]').textContent.includes('0x0000:')",
-    );
-    b.screenshot(&shots.join("search.png"));
-
-    // The session's pcapng, then the whole search's: what tshark reads equals tcpdump.
     b.click("#session-download");
-    let one = downloaded(&downloads, 0);
-    if tshark {
+    let one = downloaded(downloads, 0);
+    if tools.tshark {
         assert_eq!(tshark_count(&one), Some(total as usize));
     }
     b.click("#search-download");
-    let all = downloaded(&downloads, 1);
-    let mut every = files.clone();
+    let all = downloaded(downloads, 1);
+    // The query reads the file being written too.
+    let mut every = whole_files(rec);
     every.extend(
-        std::fs::read_dir(&rec)
+        std::fs::read_dir(rec)
             .unwrap()
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.to_string_lossy().ends_with(".pcapng.part")),
     );
-    if tshark && tcpdump {
+    if tools.tshark && tools.tcpdump {
         let want = tcpdump_lines(&every, &format!("host {host}")).len();
         assert_eq!(tshark_count(&all), Some(want));
     }
+}
 
-    // A bad filter: libpcap's message beside the field.
+/// A bad filter: libpcap's message beside the field.
+fn check_bad_filter(b: &Browser) {
     b.type_into("[data-testid=search-filter]", "tcp prot 80");
     b.click("[data-testid=search-submit]");
     let err = b.wait(
@@ -279,8 +307,10 @@ fn issue36_page_in_a_real_browser() {
         "const e = document.querySelector('#search [data-testid=error]'); return !e.hidden && e.textContent",
     );
     assert!(err.as_str().unwrap().contains("syntax error"), "{err}");
+}
 
-    // A capture started, fed, stopped.
+/// A capture started from the form, fed, and stopped from its row.
+fn check_capture(b: &Browser, lab: &Lab, d: &Daemon, shots: &Path) {
     b.click("a[data-screen=captures]");
     b.type_into("#capture-form [name=interface]", "cap0");
     b.click("[data-testid=capture-start]");
@@ -306,13 +336,16 @@ fn issue36_page_in_a_real_browser() {
     assert_ne!(v["state"], "running", "{v}");
     assert!(u(&v, "packets") >= 300, "{v}");
     b.screenshot(&shots.join("captures.png"));
+}
 
-    // Nothing went wrong in the page.
-    let bad: Vec<_> = b
-        .console()
-        .into_iter()
-        .filter(|(level, _)| level == "SEVERE")
-        .collect();
+/// The browser's log holds the page's probe, and no error.
+fn check_console(b: &Browser) {
+    let log = b.console();
+    assert!(
+        log.iter().any(|(_, m)| m.contains("corecap-probe")),
+        "the browser's log is read: {log:?}"
+    );
+    let bad: Vec<_> = log.iter().filter(|(level, _)| level == "SEVERE").collect();
     assert!(bad.is_empty(), "console errors: {bad:?}");
 }
 
