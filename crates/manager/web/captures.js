@@ -62,7 +62,20 @@ async function stop(id) {
   await load();
 }
 
+let loading = false;
+
+/** Reads the captures, unless a read is still under way. */
 async function load() {
+  if (loading) return;
+  loading = true;
+  try {
+    await loadOnce();
+  } finally {
+    loading = false;
+  }
+}
+
+async function loadOnce() {
   let list;
   try {
     list = await call('GET', '/captures');

@@ -83,7 +83,27 @@ function facts(r) {
   list.replaceChildren(...r.bases.map((b) => el('option', { value: b.interface })));
 }
 
+let loading = false;
+let again = false;
+
+/** Reads the recording's figures and its timeline; once more after a read under way. */
 async function load() {
+  if (loading) {
+    again = true;
+    return;
+  }
+  loading = true;
+  try {
+    do {
+      again = false;
+      await loadOnce();
+    } while (again);
+  } finally {
+    loading = false;
+  }
+}
+
+async function loadOnce() {
   const canvas = document.getElementById('timeline');
   const buckets = Math.max(20, Math.min(1000, Math.floor(canvas.clientWidth / 5)));
   const q = { buckets };
