@@ -145,7 +145,7 @@ pub fn bucket(spans: &[Span], from: u64, to: u64, buckets: usize) -> Timeline {
     let (step, n) = step_of(from, to, buckets);
     let mut t = Timeline {
         from_ns: from,
-        to_ns: from + step * n as u64,
+        to_ns: from.saturating_add(step.saturating_mul(n as u64)),
         step_ns: step,
         packets: vec![0.0; n],
         bytes: vec![0.0; n],
@@ -156,13 +156,14 @@ pub fn bucket(spans: &[Span], from: u64, to: u64, buckets: usize) -> Timeline {
             continue;
         }
         // The span as a half-open range of time: a single instant is one nanosecond.
-        let (a, b) = (s.first, s.last.max(s.first) + 1);
-        let len = (b - a) as f64;
+        // (At the end of time, the last nanosecond is left out rather than overflow.)
+        let (a, b) = (s.first, s.last.max(s.first).saturating_add(1));
+        let len = b.saturating_sub(a).max(1) as f64;
         let first = (a.max(from) - from) / step;
-        let last = (b.min(t.to_ns) - 1 - from) / step;
+        let last = ((b.min(t.to_ns).saturating_sub(1).max(from) - from) / step).min(n as u64 - 1);
         for i in first..=last {
             let lo = from + i * step;
-            let overlap = b.min(lo + step).saturating_sub(a.max(lo)) as f64;
+            let overlap = b.min(lo.saturating_add(step)).saturating_sub(a.max(lo)) as f64;
             let share = overlap / len;
             t.packets[i as usize] += s.packets as f64 * share;
             t.bytes[i as usize] += s.bytes as f64 * share;
@@ -207,7 +208,9 @@ pub fn answer(m: &Manager, query: &str) -> Response {
     let entries = entries(dir);
     let reach = reach(&entries);
     let from = from.or(reach.map(|r| r.0)).unwrap_or(now);
-    let to = to.or(reach.map(|r| r.1 + 1)).unwrap_or(from + 1);
+    let to = to
+        .or(reach.map(|r| r.1.saturating_add(1)))
+        .unwrap_or(from.saturating_add(1));
     if to <= from {
         return bad("the window ends before it starts".into());
     }
@@ -244,6 +247,16 @@ mod tests {
         assert_eq!(t.packets, [5.0, 5.0, 0.0, 3.0]);
         assert_eq!(t.bytes, [500.0, 500.0, 0.0, 300.0]);
         assert_eq!(t.to_ns, 40);
+    }
+
+    #[test]
+    fn test_the_ends_of_time_do_not_overflow() {
+        let end = span(u64::MAX - 5, u64::MAX, 6);
+        for (from, to) in [(1, u64::MAX), (0, u64::MAX), (u64::MAX - 1, u64::MAX)] {
+            let t = bucket(&[end, span(0, 0, 1)], from, to, 240);
+            let sum: f64 = t.packets.iter().sum();
+            assert!(sum <= 7.0 && sum > 0.0, "{from}..{to}: {sum}");
+        }
     }
 
     #[test]
