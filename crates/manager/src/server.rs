@@ -527,7 +527,8 @@ impl Conn {
         if req.method == "POST" && req.path.trim_end_matches('/') == "/queries" {
             return self.query(req).await;
         }
-        if req.method == "GET" && req.path.trim_end_matches('/') == "/flows" {
+        let local = crate::web::sensors::named(&query).is_none();
+        if req.method == "GET" && req.path.trim_end_matches('/') == "/flows" && local {
             return self.flows(query).await;
         }
         if let (true, Some(id)) = (req.method == "GET", crate::download::capture_of(&req.path)) {
@@ -554,6 +555,7 @@ impl Conn {
         match answer {
             Answer::Page(r, extra) => self.reply_with(r, extra),
             Answer::Query(spec, name) => self.stream_query(spec, Some(name)),
+            Answer::Stream(write, name) => self.stream_download(write, name),
         }
     }
 
@@ -670,6 +672,44 @@ impl Conn {
 }
 
 impl Conn {
+    /// A download that `write` makes on a thread of its own (a peer's answer passed on),
+    /// chunked as a query's: an error cuts the connection before the last chunk.
+    fn stream_download(
+        &self,
+        write: crate::web::Download,
+        name: String,
+    ) -> hyper::Response<ApiBody> {
+        let (tx, rx) = mpsc::channel(QUERY_CHUNKS);
+        let spawned = std::thread::Builder::new()
+            .name("corecap-relay".into())
+            .spawn(move || {
+                api_thread_start();
+                let mut w = ChannelWriter(tx);
+                if let Err(e) = write(&mut w) {
+                    eprintln!("corecap: download ended: {e}");
+                    let _ = w.0.blocking_send(Err(e));
+                }
+            });
+        if let Err(e) = spawned {
+            return self.reply(Response::error(
+                503,
+                format!("cannot start the download: {e}"),
+            ));
+        }
+        self.m.count_response(200);
+        let mut h = hyper::Response::new(ApiBody::Stream(rx));
+        let headers = h.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/x-pcapng"),
+        );
+        if let Ok(d) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+            headers.insert(hyper::header::CONTENT_DISPOSITION, d);
+        }
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        h
+    }
+
     /// `GET /flows`: checks the parameters, then lists the connections from a thread of
     /// its own and streams them as JSON lines, chunked, ended by the line of figures
     /// ([`crate::flows`]). A listing that fails after the first byte aborts the connection.

@@ -5,8 +5,9 @@ import { call, setCsrf, showError } from './api.js';
 import * as recording from './recording.js';
 import * as search from './search.js';
 import * as captures from './captures.js';
+import * as sensors from './sensors.js';
 
-const screens = { recording, search, captures };
+const screens = { recording, search, captures, sensors };
 let current = null;
 
 function show(name) {
@@ -32,7 +33,9 @@ async function start(who) {
   const words = { login: 'logged in', certificate: 'client certificate', socket: 'Unix socket', bearer: 'bearer token' };
   document.getElementById('who').textContent = words[who.login] || '';
   document.getElementById('logout').hidden = who.login !== 'login';
-  for (const s of Object.values(screens)) s.init({ go: (name) => { location.hash = name; } });
+  const names = await sensors.peers();
+  document.getElementById('sensors-tab').hidden = names.length === 0;
+  for (const s of Object.values(screens)) s.init({ go: (name) => { location.hash = name; }, peers: names });
   window.addEventListener('hashchange', route);
   route();
 }

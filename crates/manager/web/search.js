@@ -25,6 +25,7 @@ const COLUMNS = [
   ['bytes', 'bytes', (f) => f.network.bytes],
   ['duration', 'duration', (f) => f.event.duration],
   ['name', 'name', (f) => nameOf(f)],
+  ['sensor', 'sensor', (f) => f._sensor],
 ];
 
 function nameOf(f) {
@@ -37,8 +38,14 @@ export function useWindow(a, b) {
   form.to.value = localTime(b * 1e6);
 }
 
-export function init() {
+let peers = [];
+
+export function init(ctx) {
+  peers = ctx.peers || [];
   form = document.getElementById('search-form');
+  for (const l of form.querySelectorAll('.peers')) l.hidden = peers.length === 0;
+  const select = document.getElementById('search-sensor');
+  for (const p of peers) select.append(el('option', { value: p }, p));
   document.getElementById('zone').textContent = Intl.DateTimeFormat().resolvedOptions().timeZone;
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -91,6 +98,8 @@ async function run() {
   }
   const ctl = new AbortController();
   running = ctl;
+  const sel = form.elements.sensor.value;
+  const targets = sel === '*' ? ['local', ...peers] : [sel || 'local'];
   sessions = [];
   page = 0;
   closeSession();
@@ -99,14 +108,34 @@ async function run() {
   progress('searching…');
   const t0 = performance.now();
   try {
-    const end = await stream('/flows?' + query({ ...q, limit: 100000 }), ctl.signal);
+    const asks = targets.map((t) => stream('/flows?' + query({ ...q, limit: 100000, sensor: t === 'local' ? '' : t }), ctl.signal, t));
+    const got = await Promise.allSettled(asks);
+    if (ctl.signal.aborted) throw new DOMException('cancelled', 'AbortError');
     const ms = Math.round(performance.now() - t0);
-    let text = `${count(sessions.length)} session${sessions.length === 1 ? '' : 's'} in ${ms} ms`;
-    if (end.truncated) text += ` (the first ${count(sessions.length)}: narrow the search)`;
-    progress(text + (end.notes && end.notes.length ? ` — ${end.notes.join('; ')}` : ''));
+    const failed = [];
+    const notes = [];
+    const said = got.map((g, i) => {
+      if (g.status === 'rejected') {
+        failed.push(`${targets[i]}: ${g.reason.message}`);
+        return `${targets[i]}: failed`;
+      }
+      const n = sessions.filter((f) => f._sensor === targets[i]).length;
+      const end = g.value;
+      let text = `${targets.length > 1 ? targets[i] + ': ' : ''}${count(n)} session${n === 1 ? '' : 's'}`;
+      if (end.truncated) text += ` (the first ${count(n)}: narrow the search)`;
+      notes.push(...(end.notes || []));
+      return text;
+    });
+    if (failed.length && (targets.length === 1 || !form.elements.partial.checked)) {
+      sessions = [];
+      const more = targets.length > 1 ? '\nThe answer would be partial: tick "accept a partial answer" to see the others.' : '';
+      throw new Error(failed.join('\n') + more);
+    }
+    const partial = failed.length ? ` — partial: ${failed.join('; ')}` : '';
+    progress(`${said.join('; ')} in ${ms} ms${partial}${notes.length ? ' — ' + notes.join('; ') : ''}`);
     const dl = document.getElementById('search-download');
-    dl.href = '/queries?' + query(q);
-    dl.hidden = false;
+    dl.href = '/queries?' + query({ ...q, sensor: targets[0] === 'local' ? '' : targets[0] });
+    dl.hidden = targets.length > 1;
   } catch (e) {
     if (e.name === 'AbortError') progress(`cancelled after ${count(sessions.length)} sessions`);
     else {
@@ -121,8 +150,9 @@ async function run() {
   }
 }
 
-/** Reads GET /flows line by line; returns its end line. */
-async function stream(url, signal) {
+/** Reads GET /flows line by line into the sessions, each named by its sensor; returns
+ * the end line. */
+async function stream(url, signal, sensor) {
   const r = await fetch(url, { signal, credentials: 'same-origin' });
   if (!r.ok) {
     const j = await r.json().catch(() => null);
@@ -143,7 +173,10 @@ async function stream(url, signal) {
       if (!line.trim()) continue;
       const o = JSON.parse(line);
       if (o.type === 'end') end = o;
-      else sessions.push(o);
+      else {
+        o._sensor = sensor;
+        sessions.push(o);
+      }
     }
     progress(`${count(sessions.length)} sessions…`);
     if (!shown && sessions.length) {
@@ -192,7 +225,8 @@ function render() {
       el('td', { class: 'num' }, count(f.network.packets)),
       el('td', { class: 'num' }, bytes(f.network.bytes)),
       el('td', { class: 'num' }, duration(f.event.duration)),
-      el('td', {}, nameOf(f)));
+      el('td', {}, nameOf(f)),
+      el('td', {}, f._sensor === 'local' ? 'this sensor' : f._sensor));
     const pick = () => {
       for (const r of document.querySelectorAll('#sessions tbody tr')) r.removeAttribute('aria-selected');
       tr.setAttribute('aria-selected', 'true');
@@ -226,6 +260,7 @@ function sessionQuery(f) {
     community_id: f.network.community_id,
     from: String(Math.floor(f.corecap.first_ns / 1e9)),
     to: String(Math.floor(f.corecap.last_ns / 1e9) + 1),
+    sensor: f._sensor === 'local' ? '' : f._sensor,
   };
 }
 

@@ -122,9 +122,10 @@ fn screenshots() -> PathBuf {
 
 /// A recording daemon listening on [`LISTEN`] with a token, and traffic of 8 two-way
 /// flows recorded.
-fn daemon_with_recording(lab: &Lab, s: &Scratch) -> (Daemon, String) {
+fn daemon_with_recording(lab: &Lab, s: &Scratch, more: &[&str]) -> (Daemon, String) {
     let token = s.path("token");
-    let extra = ["--listen", LISTEN, "--token-file", token.to_str().unwrap()];
+    let mut extra = vec!["--listen", LISTEN, "--token-file", token.to_str().unwrap()];
+    extra.extend_from_slice(more);
     let args = recording_daemon_args(&s.path("rec"), &extra);
     let d = Daemon::start(lab, s, &args.iter().map(String::as_str).collect::<Vec<_>>());
     lab.gen(
@@ -154,7 +155,7 @@ fn issue36_page_in_a_real_browser() {
     };
     let lab = Lab::new(1);
     let s = Scratch::new("page");
-    let (d, token) = daemon_with_recording(&lab, &s);
+    let (d, token) = daemon_with_recording(&lab, &s, &[]);
     let rec = s.path("rec");
     let downloads = s.path("downloads");
     std::fs::create_dir_all(&downloads).unwrap();
@@ -382,7 +383,7 @@ fn request(method: &str, path: &str, headers: &[String], body: &str) -> String {
 fn issue36_login_cookie_and_csrf() {
     let lab = Lab::new(1);
     let s = Scratch::new("page-login");
-    let (d, token) = daemon_with_recording(&lab, &s);
+    let (d, token) = daemon_with_recording(&lab, &s, &[]);
     let ns = &lab.netns;
     let html = "Accept: text/html".to_owned();
     // The page is open; the data and the JSON description need a login.
@@ -571,4 +572,119 @@ fn issue36_certificate_login_refuses_a_cross_site_change() {
     let page = [no_token[0], no_token[1], header.as_str()];
     assert_eq!(curl("POST", "/captures", &page).0, "201");
     assert_eq!(curl("POST", "/captures", &[]).0, "201");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue36_the_page_searches_every_sensor() {
+    let tools = Tools {
+        tcpdump: need("tcpdump"),
+        tshark: need("tshark"),
+    };
+    let lab = Lab::new(1);
+    let pki_dir = Scratch::new("page-pki");
+    let pki = pki_dir.path("pki");
+    let o = corecap(&["certs", pki.to_str().unwrap(), "--server-name", "127.0.0.2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Sensor b: TLS with client certificates, recording the lab's link too.
+    let sb = Scratch::new("page-b");
+    let tls = tls_serve_args("127.0.0.2:8443", &pki);
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let args = recording_daemon_args(&sb.path("rec"), &tls);
+    let _b = Daemon::start(
+        &lab,
+        &sb,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    // The page's sensor, with b as its peer.
+    let sa = Scratch::new("page-a");
+    let peers = sa.path("peers");
+    std::fs::write(&peers, "# the fleet\nb=https://127.0.0.2:8443\n").unwrap();
+    let p = |f: &str| pki.join(f).to_str().unwrap().to_owned();
+    let (ca, cert, key) = (p("ca.pem"), p("client.pem"), p("client.key"));
+    let more = [
+        "--peers",
+        peers.to_str().unwrap(),
+        "--peer-tls-ca",
+        &ca,
+        "--peer-tls-cert",
+        &cert,
+        "--peer-tls-key",
+        &key,
+    ];
+    let (_a, token) = daemon_with_recording(&lab, &sa, &more);
+    let downloads = sa.path("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let b = Browser::start(&lab.netns, &downloads);
+    log_in(&b, &token, &sa.path("shots"));
+    // Both sensors answer.
+    b.click("a[data-screen=sensors]");
+    let rows = b.wait(
+        "both sensors",
+        "const r = [...document.querySelectorAll('[data-testid=sensor-row]')]; return r.length === 2 && r.map(x => x.dataset.name + ':' + x.dataset.ok)",
+    );
+    assert_eq!(rows, json!(["local:true", "b:true"]));
+    b.screenshot(&screenshots().join("sensors.png"));
+    // One search over both: each sensor's sessions are those tcpdump finds in its files.
+    let (files_a, files_b) = (whole_files(&sa.path("rec")), whole_files(&sb.path("rec")));
+    let first = tcpdump_lines(&files_a[..1], "udp");
+    let host = tcpdump_end(first[0].split_whitespace().nth(4).unwrap()).0;
+    b.click("a[data-screen=search]");
+    b.click("#search-sensor option[value='*']");
+    b.type_into("[data-testid=search-filter]", &format!("host {host}"));
+    b.click("[data-testid=search-submit]");
+    b.wait(
+        "the sessions",
+        "return document.getElementById('search-progress').textContent.match(/sessions? in/)",
+    );
+    let rows = b.exec(
+        "return [...document.querySelectorAll('[data-testid=session-row]')].map(r => [...r.cells].map(c => c.textContent))",
+        vec![],
+    );
+    let mut by_sensor: BTreeMap<String, BTreeMap<Conn, u64>> = BTreeMap::new();
+    for r in rows.as_array().unwrap() {
+        let c = |i: usize| r[i].as_str().unwrap().to_owned();
+        by_sensor
+            .entry(c(10))
+            .or_default()
+            .insert(conn((c(1), c(2)), (c(3), c(4))), number(&c(6)));
+    }
+    assert_eq!(by_sensor.len(), 2, "{by_sensor:?}");
+    if tools.tcpdump {
+        let filter = format!("host {host}");
+        assert_eq!(
+            by_sensor["this sensor"],
+            tcpdump_conns(&tcpdump_lines(&files_a, &filter))
+        );
+        assert_eq!(
+            by_sensor["b"],
+            tcpdump_conns(&tcpdump_lines(&files_b, &filter))
+        );
+    }
+    // A session of b: its packets, and its pcapng, through this sensor.
+    b.exec(
+        "[...document.querySelectorAll('[data-testid=session-row]')].find(r => r.cells[10].textContent === 'b').click()",
+        vec![],
+    );
+    b.wait(
+        "b's packets",
+        "return document.querySelectorAll('[data-testid=packet-row]').length",
+    );
+    let pager = b.text("#packets-pager");
+    let total = number(
+        pager
+            .rsplit(" of ")
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap(),
+    );
+    assert!(by_sensor["b"].values().any(|n| *n == total), "{pager}");
+    b.click("#session-download");
+    let one = downloaded(&downloads, 0);
+    if tools.tshark {
+        assert_eq!(tshark_count(&one), Some(total as usize));
+    }
+    check_console(&b);
 }

@@ -189,7 +189,9 @@ impl Browser {
             if truthy {
                 return v;
             }
-            assert!(Instant::now() < deadline, "never happened: {what}");
+            if Instant::now() >= deadline {
+                panic!("never happened: {what}; the browser's log: {:?}", self.console());
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }

@@ -23,6 +23,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("recording.js", JS, include_str!("../../web/recording.js")),
     ("search.js", JS, include_str!("../../web/search.js")),
     ("captures.js", JS, include_str!("../../web/captures.js")),
+    ("sensors.js", JS, include_str!("../../web/sensors.js")),
 ];
 
 const JS: &str = "text/javascript; charset=utf-8";

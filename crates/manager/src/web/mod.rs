@@ -13,11 +13,14 @@
 //!   that checks as the user types fills no console with errors).
 //! - `GET /queries?...`: `POST /queries` as a link, the same parameters in the URL, the
 //!   answer a download (`Content-Disposition`) that the browser streams to disk.
+//! - `GET /sensors`, and `sensor=NAME` on `/flows`, `/packets` and `/queries`: the other
+//!   sensors of `serve --peers` ([`sensors`]).
 
 pub mod asset;
 pub mod login;
 pub mod packets;
 pub mod recording;
+pub mod sensors;
 pub mod timeline;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -30,14 +33,29 @@ use crate::manager::Manager;
 use login::{logins, Access};
 
 /// What a route of the page answers.
-#[derive(Debug)]
 pub enum Answer {
     /// A response as the API's others, with headers of its own (`Set-Cookie`, caching,
     /// the page's content policy).
     Page(Response, Vec<(&'static str, String)>),
     /// A query streamed as a download under this file name.
     Query(QuerySpec, String),
+    /// A download written by a function of its own (a peer's answer passed on), under
+    /// this file name.
+    Stream(Download, String),
 }
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Answer::Page(r, h) => f.debug_tuple("Page").field(r).field(h).finish(),
+            Answer::Query(q, n) => f.debug_tuple("Query").field(q).field(n).finish(),
+            Answer::Stream(_, n) => f.debug_tuple("Stream").field(n).finish(),
+        }
+    }
+}
+
+/// What writes a download ([`Answer::Stream`]); an error cuts it.
+pub type Download = Box<dyn FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send>;
 
 /// What the route knows of the connection.
 #[derive(Debug, Clone)]
@@ -82,7 +100,19 @@ pub fn route(
     if c.access.is_none() && !is_public(method, path, h) {
         return None;
     }
-    match (method, path.trim_end_matches('/')) {
+    let path = path.trim_end_matches('/');
+    if let (true, Some((name, rest))) = (method == "GET", sensors::named(query)) {
+        return match path {
+            "/queries" => {
+                let file = format!("corecap-{name}.pcapng");
+                let f: Download = Box::new(move |w| sensors::download(&name, &rest, w));
+                Some(Answer::Stream(f, file))
+            }
+            "/flows" | "/packets" => plain(sensors::relay(&name, path, &rest)),
+            _ => None,
+        };
+    }
+    match (method, path) {
         ("GET", "") if wants_html(h) => Some(asset::page()),
         ("GET", p) if p.starts_with("/ui/") => Some(asset::file(&p[4..])),
         ("GET", "/session") => plain(session(c)),
@@ -90,6 +120,7 @@ pub fn route(
         ("POST", "/logout") => Some(logout(c, h)),
         ("GET", "/timeline") => plain(timeline::answer(m, query)),
         ("GET", "/recording") => plain(recording::answer(m)),
+        ("GET", "/sensors") => plain(sensors::list(recording::summary(m))),
         ("GET", "/packets") => plain(packets::answer(m, query)),
         ("GET", "/filter") => plain(filter_check(query)),
         ("GET", "/queries") => Some(download(m, query)),

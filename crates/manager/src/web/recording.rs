@@ -38,10 +38,15 @@ fn folder_bytes(dir: &Path) -> u64 {
 
 /// Answers `GET /recording` (see the module doc).
 pub fn answer(m: &Manager) -> Response {
+    Response::json(200, &summary(m))
+}
+
+/// What `GET /recording` answers.
+pub fn summary(m: &Manager) -> serde_json::Value {
     let stats = m.stats();
     let entries = m.record().map(super::timeline::entries).unwrap_or_default();
     let reach = super::timeline::reach(&entries);
-    let body = serde_json::json!({
+    serde_json::json!({
         "record": m.record().map(|p| p.display().to_string()),
         "oldest_ns": reach.map(|r| r.0),
         "newest_ns": reach.map(|r| r.1),
@@ -52,6 +57,5 @@ pub fn answer(m: &Manager) -> Response {
         "retention": stats.retention,
         "bases": stats.bases,
         "captures_running": stats.captures_running,
-    });
-    Response::json(200, &body)
+    })
 }
