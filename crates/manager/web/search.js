@@ -108,8 +108,17 @@ async function run() {
   progress('searching…');
   const t0 = performance.now();
   try {
-    const asks = targets.map((t) => stream('/flows?' + query({ ...q, limit: 100000, sensor: t === 'local' ? '' : t }), ctl.signal, t));
-    const got = await Promise.allSettled(asks);
+    // Peers that do not answer now are not asked: their failure is known already.
+    const down = new Map();
+    if (targets.some((t) => t !== 'local')) {
+      const s = await call('GET', '/sensors', undefined, ctl.signal);
+      for (const x of s.sensors) if (!x.ok) down.set(x.name, x.error);
+    }
+    const ask = (t) => {
+      if (down.has(t)) return Promise.reject(new Error(`no answer: ${down.get(t)}`));
+      return stream('/flows?' + query({ ...q, limit: 100000, sensor: t === 'local' ? '' : t }), ctl.signal, t);
+    };
+    const got = await Promise.allSettled(targets.map(ask));
     if (ctl.signal.aborted) throw new DOMException('cancelled', 'AbortError');
     const ms = Math.round(performance.now() - t0);
     const failed = [];
@@ -117,7 +126,7 @@ async function run() {
     const said = got.map((g, i) => {
       if (g.status === 'rejected') {
         failed.push(`${targets[i]}: ${g.reason.message}`);
-        return `${targets[i]}: failed`;
+        return null;
       }
       const n = sessions.filter((f) => f._sensor === targets[i]).length;
       const end = g.value;
@@ -132,7 +141,7 @@ async function run() {
       throw new Error(failed.join('\n') + more);
     }
     const partial = failed.length ? ` — partial: ${failed.join('; ')}` : '';
-    progress(`${said.join('; ')} in ${ms} ms${partial}${notes.length ? ' — ' + notes.join('; ') : ''}`);
+    progress(`${said.filter((x) => x).join('; ')} in ${ms} ms${partial}${notes.length ? ' — ' + notes.join('; ') : ''}`);
     const dl = document.getElementById('search-download');
     dl.href = '/queries?' + query({ ...q, sensor: targets[0] === 'local' ? '' : targets[0] });
     dl.hidden = targets.length > 1;

@@ -599,7 +599,9 @@ fn issue36_the_page_searches_every_sensor() {
     // The page's sensor, with b as its peer.
     let sa = Scratch::new("page-a");
     let peers = sa.path("peers");
-    std::fs::write(&peers, "# the fleet\nb=https://127.0.0.2:8443\n").unwrap();
+    // c listens nowhere: a sensor that does not answer.
+    let fleet = "# the fleet\nb=https://127.0.0.2:8443\nc=https://127.0.0.3:8443\n";
+    std::fs::write(&peers, fleet).unwrap();
     let p = |f: &str| pki.join(f).to_str().unwrap().to_owned();
     let (ca, cert, key) = (p("ca.pem"), p("client.pem"), p("client.key"));
     let more = [
@@ -617,13 +619,13 @@ fn issue36_the_page_searches_every_sensor() {
     std::fs::create_dir_all(&downloads).unwrap();
     let b = Browser::start(&lab.netns, &downloads);
     log_in(&b, &token, &sa.path("shots"));
-    // Both sensors answer.
+    // Two sensors answer, c does not.
     b.click("a[data-screen=sensors]");
     let rows = b.wait(
-        "both sensors",
-        "const r = [...document.querySelectorAll('[data-testid=sensor-row]')]; return r.length === 2 && r.map(x => x.dataset.name + ':' + x.dataset.ok)",
+        "the sensors",
+        "const r = [...document.querySelectorAll('[data-testid=sensor-row]')]; return r.length === 3 && r.map(x => x.dataset.name + ':' + x.dataset.ok)",
     );
-    assert_eq!(rows, json!(["local:true", "b:true"]));
+    assert_eq!(rows, json!(["local:true", "b:true", "c:false"]));
     b.screenshot(&screenshots().join("sensors.png"));
     // One search over both: each sensor's sessions are those tcpdump finds in its files.
     let (files_a, files_b) = (whole_files(&sa.path("rec")), whole_files(&sb.path("rec")));
@@ -632,11 +634,27 @@ fn issue36_the_page_searches_every_sensor() {
     b.click("a[data-screen=search]");
     b.click("#search-sensor option[value='*']");
     b.type_into("[data-testid=search-filter]", &format!("host {host}"));
+    // As `request --sensor`: a sensor that fails fails the search, unless partial is asked.
     b.click("[data-testid=search-submit]");
-    b.wait(
-        "the sessions",
-        "return document.getElementById('search-progress').textContent.match(/sessions? in/)",
+    let err = b.wait(
+        "c's failure",
+        "const e = document.querySelector('#search [data-testid=error]'); return !e.hidden && e.textContent",
     );
+    assert!(err.as_str().unwrap().starts_with("c: "), "{err}");
+    assert_eq!(
+        b.exec(
+            "return document.querySelectorAll('[data-testid=session-row]').length",
+            vec![]
+        ),
+        json!(0)
+    );
+    b.click("#search-form [name=partial]");
+    b.click("[data-testid=search-submit]");
+    let said = b.wait(
+        "the sessions",
+        "const t = document.getElementById('search-progress').textContent; return t.match(/sessions? in/) && t",
+    );
+    assert!(said.as_str().unwrap().contains("partial: c: "), "{said}");
     let rows = b.exec(
         "return [...document.querySelectorAll('[data-testid=session-row]')].map(r => [...r.cells].map(c => c.textContent))",
         vec![],

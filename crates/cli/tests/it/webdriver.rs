@@ -190,7 +190,10 @@ impl Browser {
                 return v;
             }
             if Instant::now() >= deadline {
-                panic!("never happened: {what}; the browser's log: {:?}", self.console());
+                panic!(
+                    "never happened: {what}; the browser's log: {:?}",
+                    self.console()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
