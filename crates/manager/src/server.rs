@@ -487,23 +487,32 @@ impl Conn {
         }
     }
 
-    /// Checks the token on the head, reads the body within the deadline, answers.
-    async fn handle(&self, req: hyper::Request<Incoming>) -> hyper::Response<ApiBody> {
-        let access = self.access(req.headers());
-        let public = crate::web::is_public(req.method().as_str(), req.uri().path(), req.headers());
-        if access.is_none() && !public {
-            return self.reply(Response::error(
+    /// Lets the request in on its head: how (None: a public route of the page without a
+    /// login), or the 401 or 403 that refuses it.
+    fn admit(&self, req: &hyper::Request<Incoming>) -> Result<Option<Access>, Response> {
+        let (method, h) = (req.method().as_str(), req.headers());
+        let access = self.access(h);
+        if access.is_none() && !crate::web::is_public(method, req.uri().path(), h) {
+            return Err(Response::error(
                 401,
                 "this address needs Authorization: Bearer TOKEN (see serve --token-file)",
             ));
         }
-        self.received();
         if let Some(a) = &access {
-            let csrf = crate::web::login::check_csrf(a, req.method().as_str(), req.headers());
-            if let Err(r) = csrf {
-                return self.reply(r);
-            }
+            crate::web::login::check_csrf(a, method, h)?;
         }
+        Ok(access)
+    }
+
+    /// Checks the token on the head, reads the body within the deadline, answers.
+    async fn handle(&self, req: hyper::Request<Incoming>) -> hyper::Response<ApiBody> {
+        let admitted = self.admit(&req);
+        if let Err(r) = admitted {
+            return self.reply(r);
+        }
+        // Let in: the request may no longer be cut.
+        self.received();
+        let access = admitted.ok().flatten();
         let headers = req.headers().clone();
         if req.body().size_hint().lower() > MAX_BODY as u64 {
             return self.reply(Response::error(413, "request body over 64 KiB"));
