@@ -14,7 +14,8 @@
 //!   cores and at idle I/O priority;
 //! - [`stats`]: what the base captures and their recording did, read while the daemon
 //!   runs and after it stopped;
-//! - [`api`]: the JSON; [`metrics`]: the Prometheus text.
+//! - [`api`]: the JSON; [`metrics`]: the Prometheus text;
+//! - [`web`]: the analyst's page at `/`, its login and the endpoints only it needs.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -33,6 +34,7 @@ pub mod server;
 pub mod spool;
 pub mod stats;
 pub mod tls;
+pub mod web;
 
 /// A random bearer token: 32 bytes as hex.
 pub fn new_token() -> std::io::Result<String> {

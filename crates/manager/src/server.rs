@@ -57,6 +57,8 @@ use tokio::time::Sleep;
 use crate::api::StartRequest;
 use crate::http::{self, Request, Response, MAX_BODY, MAX_HEAD};
 use crate::manager::Manager;
+use crate::web::login::{token_eq, Access};
+use crate::web::Answer;
 
 /// Connections served at once on one listener.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -109,11 +111,6 @@ pub fn bind_tcp(addr: SocketAddr, tls: bool) -> io::Result<TcpListener> {
     }
     TcpListener::bind(addr)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {addr}: {e}")))
-}
-
-/// Compares a token in time independent of where it differs.
-fn token_eq(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |x, (p, q)| x | (p ^ q)) == 0
 }
 
 /// A listener and its access rule.
@@ -292,6 +289,7 @@ async fn accept_loop(
         let c = Conn {
             m: m.clone(),
             token,
+            tls: tls.is_some(),
             until,
             gate: Some((gate.clone(), id)),
         };
@@ -409,6 +407,7 @@ where
     let c = Conn {
         m,
         token,
+        tls: false,
         until: tokio::time::Instant::now() + IO_TIMEOUT,
         gate: None,
     };
@@ -420,6 +419,8 @@ struct Conn {
     m: Arc<Manager>,
     /// The bearer token every request needs (TCP), or none (Unix socket).
     token: Option<Arc<String>>,
+    /// The connection is TLS (the page's cookie is then `Secure`).
+    tls: bool,
     /// When the request must be in, head and body.
     until: tokio::time::Instant,
     /// Where the connection is listed while it may be cut.
@@ -471,26 +472,48 @@ impl Conn {
         }
     }
 
-    fn authorized(&self, h: &HeaderMap) -> bool {
+    /// How the request is allowed in: no token needed, the bearer token, or the page's
+    /// login cookie ([`crate::web::login`]); None: it is not.
+    fn access(&self, h: &HeaderMap) -> Option<Access> {
         let bearer = h
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        self.token
-            .as_deref()
-            .is_none_or(|t| bearer.is_some_and(|b| token_eq(b, t)))
+        match self.token.as_deref() {
+            None => Some(Access::Open { tls: self.tls }),
+            Some(t) if bearer.is_some_and(|b| token_eq(b, t)) => Some(Access::Bearer),
+            Some(_) => crate::web::login::by_cookie(h),
+        }
     }
 
-    /// Checks the token on the head, reads the body within the deadline, answers.
-    async fn handle(&self, req: hyper::Request<Incoming>) -> hyper::Response<ApiBody> {
-        if !self.authorized(req.headers()) {
-            return self.reply(Response::error(
+    /// Lets the request in on its head: how (None: a public route of the page without a
+    /// login), or the 401 or 403 that refuses it.
+    fn admit(&self, req: &hyper::Request<Incoming>) -> Result<Option<Access>, Response> {
+        let (method, h) = (req.method().as_str(), req.headers());
+        let access = self.access(h);
+        if access.is_none() && !crate::web::is_public(method, req.uri().path(), h) {
+            return Err(Response::error(
                 401,
                 "this address needs Authorization: Bearer TOKEN (see serve --token-file)",
             ));
         }
+        if let Some(a) = &access {
+            crate::web::login::check_csrf(a, method, h)?;
+        }
+        Ok(access)
+    }
+
+    /// Checks the token on the head, reads the body within the deadline, answers.
+    async fn handle(&self, req: hyper::Request<Incoming>) -> hyper::Response<ApiBody> {
+        let admitted = self.admit(&req);
+        if let Err(r) = admitted {
+            return self.reply(r);
+        }
+        // Let in: the request may no longer be cut.
         self.received();
+        let access = admitted.ok().flatten();
+        let headers = req.headers().clone();
         if req.body().size_hint().lower() > MAX_BODY as u64 {
             return self.reply(Response::error(413, "request body over 64 KiB"));
         }
@@ -513,17 +536,52 @@ impl Conn {
         if req.method == "POST" && req.path.trim_end_matches('/') == "/queries" {
             return self.query(req).await;
         }
-        if req.method == "GET" && req.path.trim_end_matches('/') == "/flows" {
+        let local = crate::web::sensors::named(&query).is_none();
+        if req.method == "GET" && req.path.trim_end_matches('/') == "/flows" && local {
             return self.flows(query).await;
         }
         if let (true, Some(id)) = (req.method == "GET", crate::download::capture_of(&req.path)) {
             return self.download(id.to_owned()).await;
         }
         let m = self.m.clone();
-        let resp = tokio::task::spawn_blocking(move || route(&m, req, t0, wall))
-            .await
-            .unwrap_or_else(|_| Response::error(500, "the request failed"));
-        self.reply(resp)
+        let web = crate::web::Conn {
+            access,
+            token: self.token.clone(),
+            tls: self.tls,
+        };
+        let answer = tokio::task::spawn_blocking(move || {
+            let (method, path) = (req.method.as_str(), req.path.as_str());
+            match crate::web::route(&m, &web, method, path, &query, &headers, &req.body) {
+                Some(a) => a,
+                None if web.access.is_none() => {
+                    Answer::Page(Response::error(401, "log in"), vec![])
+                }
+                None => Answer::Page(route(&m, req, t0, wall), vec![]),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Answer::Page(Response::error(500, "the request failed"), vec![]));
+        match answer {
+            Answer::Page(r, extra) => self.reply_with(r, extra),
+            Answer::Query(spec, name) => self.stream_query(spec, Some(name)),
+            Answer::Stream(write, name) => self.stream_download(write, name),
+        }
+    }
+
+    /// [`Conn::reply`] with headers of the page's own.
+    fn reply_with(
+        &self,
+        r: Response,
+        extra: Vec<(&'static str, String)>,
+    ) -> hyper::Response<ApiBody> {
+        let mut h = self.reply(r);
+        for (k, v) in extra {
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                h.headers_mut()
+                    .append(hyper::header::HeaderName::from_static(k), v);
+            }
+        }
+        h
     }
 
     /// Counts a response and gives it to hyper.
@@ -623,6 +681,44 @@ impl Conn {
 }
 
 impl Conn {
+    /// A download that `write` makes on a thread of its own (a peer's answer passed on),
+    /// chunked as a query's: an error cuts the connection before the last chunk.
+    fn stream_download(
+        &self,
+        write: crate::web::Download,
+        name: String,
+    ) -> hyper::Response<ApiBody> {
+        let (tx, rx) = mpsc::channel(QUERY_CHUNKS);
+        let spawned = std::thread::Builder::new()
+            .name("corecap-relay".into())
+            .spawn(move || {
+                api_thread_start();
+                let mut w = ChannelWriter(tx);
+                if let Err(e) = write(&mut w) {
+                    eprintln!("corecap: download ended: {e}");
+                    let _ = w.0.blocking_send(Err(e));
+                }
+            });
+        if let Err(e) = spawned {
+            return self.reply(Response::error(
+                503,
+                format!("cannot start the download: {e}"),
+            ));
+        }
+        self.m.count_response(200);
+        let mut h = hyper::Response::new(ApiBody::Stream(rx));
+        let headers = h.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/x-pcapng"),
+        );
+        if let Ok(d) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+            headers.insert(hyper::header::CONTENT_DISPOSITION, d);
+        }
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        h
+    }
+
     /// `GET /flows`: checks the parameters, then lists the connections from a thread of
     /// its own and streams them as JSON lines, chunked, ended by the line of figures
     /// ([`crate::flows`]). A listing that fails after the first byte aborts the connection.

@@ -42,6 +42,20 @@ pub(crate) struct ServeArgs {
     /// The CA that clients' certificates must chain to (PEM); every client needs one.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub(crate) tls_client_ca: Option<std::path::PathBuf>,
+    /// Other sensors the page at / searches with this one: a file of [NAME=]URL lines
+    /// (https://HOST:PORT, # comments), asked over TLS with --peer-tls-ca, --peer-tls-cert
+    /// and --peer-tls-key (request's --tls-* for the daemon).
+    #[arg(long, value_name = "FILE", requires = "peer_tls_ca")]
+    pub(crate) peers: Option<std::path::PathBuf>,
+    /// The CA the peers' certificates chain to (PEM).
+    #[arg(long, value_name = "FILE", requires = "peers")]
+    pub(crate) peer_tls_ca: Option<std::path::PathBuf>,
+    /// The client certificate the peers accept (PEM).
+    #[arg(long, value_name = "FILE", requires = "peer_tls_key")]
+    pub(crate) peer_tls_cert: Option<std::path::PathBuf>,
+    /// The key of --peer-tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "peer_tls_cert")]
+    pub(crate) peer_tls_key: Option<std::path::PathBuf>,
     /// Record the base captures continuously into this folder (IFACE.wN_NNNNN.pcapng, with
     /// their index), like capture -w with rotation; queries answer over it and the spool.
     #[arg(long, value_name = "DIR", requires = "interfaces")]

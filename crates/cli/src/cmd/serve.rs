@@ -83,6 +83,9 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             (None, None) => anyhow::bail!("--listen in clear needs a token"),
         });
     }
+    if let Some(p) = c.peers.take() {
+        corecap_manager::web::sensors::install(p);
+    }
     let api = server::spawn(listeners, m.clone()).context("starting the API thread")?;
     if let Some(r) = &retention {
         trim_at_start(r);

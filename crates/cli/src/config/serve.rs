@@ -20,6 +20,8 @@ pub(crate) struct ServeConfig {
     pub(crate) json: bool,
     /// The user to run as once the base captures and the socket are open (`-Z`).
     pub(crate) run_as: Option<corecap_linux::privilege::RunAs>,
+    /// The other sensors the page searches (`--peers`).
+    pub(crate) peers: Option<corecap_manager::web::sensors::Sensors>,
 }
 
 /// `serve --listen`: the address, the bearer token, and TLS.
@@ -153,7 +155,23 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         manager,
         json: a.json,
         run_as,
+        peers: peers(a)?,
     })
+}
+
+/// `--peers FILE` with the TLS client files it is asked with.
+fn peers(a: &ServeArgs) -> Result<Option<corecap_manager::web::sensors::Sensors>> {
+    let (Some(file), Some(ca)) = (&a.peers, &a.peer_tls_ca) else {
+        return Ok(None);
+    };
+    let s = corecap_manager::web::sensors::Sensors::load(
+        file,
+        ca,
+        a.peer_tls_cert.as_deref(),
+        a.peer_tls_key.as_deref(),
+    )
+    .context("--peers")?;
+    Ok(Some(s))
 }
 
 /// What a base capture records with `serve --record DIR`: `DIR/IF.pcapng` (from a stage

@@ -4,6 +4,7 @@
 //! one module at a time with a filter (`cargo test -p corecap --test it -- serve::`).
 
 mod util;
+mod webdriver;
 
 mod bench;
 mod catalog;
@@ -19,6 +20,7 @@ mod lookback;
 mod net;
 mod newcomer;
 mod observe;
+mod page;
 mod parity;
 mod print;
 mod query;

@@ -515,6 +515,11 @@ impl Manager {
     pub fn key(&self) -> Option<&Arc<KeyFile>> {
         self.cfg.key.as_ref()
     }
+
+    /// The retention of the spool and the recording (`--retain`), if any.
+    pub fn retention(&self) -> Option<&Arc<corecap_store::retention::Retention>> {
+        self.cfg.retention.as_ref()
+    }
 }
 
 impl Inner {
