@@ -30,6 +30,20 @@ fn whole_files(rec: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Every file of the recording: the whole ones and the one being written (which queries
+/// and the sessions listing read up to its last whole block).
+fn every_file(rec: &Path) -> Vec<PathBuf> {
+    let mut every = whole_files(rec);
+    every.extend(
+        std::fs::read_dir(rec)
+            .expect("recording")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().ends_with(".pcapng.part")),
+    );
+    every
+}
+
 /// tcpdump's lines for `filter` over `files` (`-nn`).
 fn tcpdump_lines(files: &[PathBuf], filter: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -165,7 +179,8 @@ fn issue36_page_in_a_real_browser() {
     let files = whole_files(&rec);
     assert!(files.len() >= 2, "{files:?}");
     check_timeline(&b, &files, &tools, &shots);
-    let host = check_search(&b, &files, &tools, &shots);
+    // The sessions come from every file, the one being written included.
+    let host = check_search(&b, &every_file(&rec), &tools, &shots);
     check_downloads(&b, &rec, &downloads, &host, &tools);
     check_bad_filter(&b);
     check_capture(&b, &lab, &d, &shots);
@@ -285,14 +300,7 @@ fn check_downloads(b: &Browser, rec: &Path, downloads: &Path, host: &str, tools:
     b.click("#search-download");
     let all = downloaded(downloads, 1);
     // The query reads the file being written too.
-    let mut every = whole_files(rec);
-    every.extend(
-        std::fs::read_dir(rec)
-            .unwrap()
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.to_string_lossy().ends_with(".pcapng.part")),
-    );
+    let every = every_file(rec);
     if tools.tshark && tools.tcpdump {
         let want = tcpdump_lines(&every, &format!("host {host}")).len();
         assert_eq!(tshark_count(&all), Some(want));
@@ -628,7 +636,7 @@ fn issue36_the_page_searches_every_sensor() {
     assert_eq!(rows, json!(["local:true", "b:true", "c:false"]));
     b.screenshot(&screenshots().join("sensors.png"));
     // One search over both: each sensor's sessions are those tcpdump finds in its files.
-    let (files_a, files_b) = (whole_files(&sa.path("rec")), whole_files(&sb.path("rec")));
+    let (files_a, files_b) = (every_file(&sa.path("rec")), every_file(&sb.path("rec")));
     let first = tcpdump_lines(&files_a[..1], "udp");
     let host = tcpdump_end(first[0].split_whitespace().nth(4).unwrap()).0;
     b.click("a[data-screen=search]");
