@@ -22,7 +22,21 @@ pub struct Packet<'a> {
     pub link: Link,
 }
 
-impl Packet<'_> {
+impl<'a> Packet<'a> {
+    /// An Ethernet frame captured whole at `ts_ns` on interface 0: the packet of tests.
+    #[cfg(test)]
+    pub(crate) fn ethernet(ts_ns: u64, data: &'a [u8]) -> Packet<'a> {
+        Packet {
+            ts_ns,
+            data,
+            wire_len: data.len() as u32,
+            iface: 0,
+            queue: None,
+            vlan: None,
+            link: Link::Ethernet,
+        }
+    }
+
     /// Symmetric flow hash of the packet (Toeplitz, the same for both directions).
     pub fn hash(&self) -> u32 {
         self.link

@@ -252,15 +252,7 @@ mod tests {
     }
 
     fn packet(data: &[u8], ts_ns: u64) -> Packet<'_> {
-        Packet {
-            ts_ns,
-            data,
-            wire_len: data.len() as u32,
-            iface: 0,
-            queue: None,
-            vlan: None,
-            link: Link::Ethernet,
-        }
+        Packet::ethernet(ts_ns, data)
     }
 
     fn cutoff(limit: Option<u64>) -> Cutoff {

@@ -116,18 +116,18 @@ impl Reorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corecap_wire::Link;
 
     fn packet(ts_ns: u64, data: &[u8]) -> Packet<'_> {
-        Packet {
-            ts_ns,
-            data,
-            wire_len: data.len() as u32,
-            iface: 0,
-            queue: None,
-            vlan: None,
-            link: Link::default(),
-        }
+        Packet::ethernet(ts_ns, data)
+    }
+
+    /// A time of ten lags ago: what the reorder lets go at once.
+    fn old() -> u64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock")
+            .as_nanos() as u64;
+        now - 10 * LAG.as_nanos() as u64
     }
 
     /// Issue 40: packets from two workers, each a little out of order, come out in time
@@ -164,11 +164,7 @@ mod tests {
     /// behind by more than the lag) goes out, and is counted as out of time order.
     #[test]
     fn test_issue40_a_packet_later_than_the_lag_is_counted() {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("clock")
-            .as_nanos() as u64;
-        let old = now - 10 * LAG.as_nanos() as u64;
+        let old = old();
         let mut r = Reorder::default();
         for ts in [3, 4] {
             r.push(&packet(old + ts, &[ts as u8; 60]), 0);
