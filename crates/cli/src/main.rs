@@ -95,6 +95,8 @@ fn main() {
             allow_truncated,
         } => cmd::seal::decrypt(&input, out.as_deref(), &key_file, allow_truncated),
     };
+    // A sessions log that outlived the captures that used it writes what waits in it.
+    corecap_store::write::sessions_log::flush_all();
     match r {
         Ok(code) => std::process::exit(code),
         Err(e) => {

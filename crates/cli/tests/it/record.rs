@@ -1268,6 +1268,61 @@ fn issue35_the_sessions_log_holds_each_closed_files_connections() {
     }
 }
 
+/// Issue 35: a connection that spans rotated files is one line of `--sessions-log`, with
+/// its counts over every file: the lines are the connections `corecap flows` joins over
+/// the folder, field for field.
+#[test]
+fn issue35_the_sessions_log_has_one_line_a_connection_across_rotated_files() {
+    let s = Scratch::new("sessions-log-rotated");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real/sessions-loopback.pcap");
+    let dir = s.path("rec");
+    std::fs::create_dir(&dir).expect("dir");
+    let log = s.path("sessions.json");
+    let o = util::corecap(&[
+        "capture",
+        "-r",
+        real.to_str().expect("utf8"),
+        "-w",
+        dir.join("rec.pcapng").to_str().expect("utf8"),
+        "-b",
+        "filesize:2",
+        "--sessions-log",
+        log.to_str().expect("utf8"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let files = std::fs::read_dir(&dir).expect("dir").count();
+    assert!(files > 6, "rotated into several files: {files}");
+    let fields = |text: &str| -> Vec<String> {
+        let mut v: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("one object a line");
+                format!(
+                    "{} {} {} {} {} {}",
+                    v["network"]["community_id"],
+                    v["source"]["packets"],
+                    v["source"]["bytes"],
+                    v["destination"]["packets"],
+                    v["destination"]["bytes"],
+                    v["corecap"]["segments"]
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let f = util::corecap(&["flows", dir.to_str().expect("utf8"), "--json"]);
+    assert!(f.status.success(), "{}", String::from_utf8_lossy(&f.stderr));
+    let joined = fields(&String::from_utf8_lossy(&f.stdout));
+    assert_eq!(joined.len(), 4, "{joined:?}");
+    assert!(
+        joined.iter().any(|l| !l.ends_with(" 1")),
+        "a connection spans files: {joined:?}"
+    );
+    let logged = fields(&std::fs::read_to_string(&log).expect("the log"));
+    assert_eq!(logged, joined);
+}
+
 /// Issue 37: `serve --retain-age` deletes at start the spool's files of earlier runs whose
 /// packets are older than the age, keeps the recent ones, and leaves a file that is not a
 /// capture alone.

@@ -285,13 +285,7 @@ pub fn join(mut records: Vec<(usize, Session)>) -> Vec<Flow> {
     let mut last_file = usize::MAX;
     for (file, s) in records {
         if let Some(cur) = out.last_mut() {
-            let c = &cur.session;
-            if c.table_key() == s.table_key()
-                && file != last_file
-                && !s.began_syn()
-                && s.first_ns >= c.first_ns
-                && s.first_ns <= c.last_ns.saturating_add(JOIN_GAP_NS)
-            {
+            if file != last_file && continues(cur, &s) {
                 absorb(cur, &s);
                 last_file = file;
                 continue;
@@ -310,8 +304,18 @@ fn key_order_of(k: &corecap_wire::FlowKey) -> (u16, u8, bool, [u8; 16], u16, [u8
     (k.vlan, k.proto, k.is_v4(), k.src, k.sport, k.dst, k.dport)
 }
 
+/// Whether `s`, a record of a later file, is more of the connection `flow`: the same key,
+/// no new SYN, and a start within [`JOIN_GAP_NS`] of the flow's last packet.
+pub(crate) fn continues(flow: &Flow, s: &Session) -> bool {
+    let c = &flow.session;
+    c.table_key() == s.table_key()
+        && !s.began_syn()
+        && s.first_ns >= c.first_ns
+        && s.first_ns <= c.last_ns.saturating_add(JOIN_GAP_NS)
+}
+
 /// Adds the later record `s` of the same connection to `flow`.
-fn absorb(flow: &mut Flow, s: &Session) {
+pub(crate) fn absorb(flow: &mut Flow, s: &Session) {
     let c = &mut flow.session;
     // Each record counts from its own originator: a later one without a SYN takes the
     // sender of its first packet, which may be the other end.
