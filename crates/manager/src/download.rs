@@ -33,6 +33,7 @@ pub fn spec(m: &Manager, id: &str) -> Result<(QuerySpec, String), Response> {
         scan: false,
         once: true,
         sessions: None,
+        folders: Vec::new(),
     };
     Ok((spec, format!("{id}.pcapng")))
 }

@@ -14,6 +14,8 @@
 //!   cores and at idle I/O priority;
 //! - [`stats`]: what the base captures and their recording did, read while the daemon
 //!   runs and after it stopped;
+//! - [`keep`]: what the recording keeps (`GET /status`: its reach, retention's budgets and
+//!   deletions);
 //! - [`api`]: the JSON; [`metrics`]: the Prometheus text.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -24,6 +26,7 @@ pub mod cores;
 pub mod download;
 pub mod flows;
 pub mod http;
+pub mod keep;
 pub mod lookback;
 pub mod manager;
 pub mod metrics;

@@ -90,6 +90,7 @@ fn read(job: &Job, tx: &SyncSender<Recorded>) -> Result<(), String> {
         scan: false,
         once: false,
         sessions: None,
+        folders: Vec::new(),
     };
     let mut w = BufWriter::with_capacity(1 << 20, answer);
     run(&spec, &mut w).map_err(|e| format!("querying the recording: {e}"))?;

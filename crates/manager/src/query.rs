@@ -79,6 +79,7 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
         scan: false,
         once: true,
         sessions: None,
+        folders,
     };
     let select = corecap_store::read::flow_match::Selectors {
         community_id: q.community_id,

@@ -69,6 +69,10 @@ pub(crate) enum RequestCmd {
     },
     /// Print the daemon's Prometheus metrics.
     Metrics,
+    /// What the recording keeps (GET /status, JSON): its reach (oldest and newest packet,
+    /// stretches not on record and why), retention's bytes against each budget, files
+    /// deleted by rule, deletions put off by a reading query.
+    Status,
     /// Show which core runs what.
     Cores,
     /// Packets of the spool's files by time window and filter, as pcapng (POST /queries).

@@ -193,6 +193,7 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             c.json,
         )?,
         Call::Metrics => raw(&call_ok(e, t, "GET", "/metrics", None)?),
+        Call::Status => raw(&call_ok(e, t, "GET", "/status", None)?),
         Call::Cores => cores(&call_ok(e, t, "GET", "/cores", None)?, c.json)?,
     }
     Ok(0)

@@ -68,6 +68,7 @@ pub(crate) enum Call {
     Show(String),
     Stop(String),
     Metrics,
+    Status,
     Cores,
     /// Packets of the spool's files, as pcapng to `out` (`-`: stdout).
     Query {
@@ -100,6 +101,7 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
         RequestCmd::Show { id } => Call::Show(id.clone()),
         RequestCmd::Stop { id } => Call::Stop(id.clone()),
         RequestCmd::Metrics => Call::Metrics,
+        RequestCmd::Status => Call::Status,
         RequestCmd::Cores => Call::Cores,
         RequestCmd::Query(q) => Call::Query {
             from: q.from.clone(),

@@ -515,6 +515,11 @@ impl Manager {
     pub fn key(&self) -> Option<&Arc<KeyFile>> {
         self.cfg.key.as_ref()
     }
+
+    /// The retention of the spool and the recording, if the daemon has one.
+    pub fn retention(&self) -> Option<&Arc<corecap_store::retention::Retention>> {
+        self.cfg.retention.as_ref()
+    }
 }
 
 impl Inner {

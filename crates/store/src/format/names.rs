@@ -268,6 +268,20 @@ pub fn whole_of_part(part: &str) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
+/// The name of a recording folder's record of what retention deleted (hidden: queries,
+/// recovery and retention skip it; see [`crate::keep::deleted`]).
+pub const DELETED_LOG: &str = ".corecap-deleted";
+
+/// The record of what retention deleted in the folder `dir`.
+pub fn deleted_log(dir: &Path) -> PathBuf {
+    dir.join(DELETED_LOG)
+}
+
+/// The temporary name the record of deletions is rewritten under when it is compacted.
+pub fn deleted_log_tmp(dir: &Path) -> PathBuf {
+    dir.join(format!("{DELETED_LOG}.tmp"))
+}
+
 /// The id a daemon gives an unnamed capture: `cN`.
 pub fn id_name(n: u64) -> String {
     format!("c{n}")

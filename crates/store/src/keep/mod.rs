@@ -1,5 +1,7 @@
-//! Keeping a recording: [`retention`] deletes whole old files under a budget, [`recover`]
+//! Keeping a recording: [`retention`] deletes whole old files under a budget (and
+//! [`deleted`] records which, when and why), [`recover`]
 //! makes whole what a killed writer left, and [`lock`] lets one live writer hold a name.
+pub mod deleted;
 pub mod lock;
 pub mod recover;
 pub mod retention;

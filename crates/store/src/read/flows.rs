@@ -70,6 +70,8 @@ pub struct FlowSpec {
     pub sort: FlowSort,
     /// At most this many flows (after sorting).
     pub limit: Option<usize>,
+    /// Recording folders whose reach the listing states ([`super::reach`]); none: no reach.
+    pub folders: Vec<PathBuf>,
 }
 
 /// A connection: one session record, or several joined across file segments.
@@ -105,8 +107,11 @@ pub struct FlowStats {
     pub matched: u64,
     /// Whether the limit cut the answer.
     pub truncated: bool,
-    /// One line per file whose connections are missing, and why.
+    /// One line per file whose connections are missing, and why; and the reach's.
     pub notes: Vec<String>,
+    /// Which part of the window is on record, and why the rest is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reach: Option<super::reach::Reach>,
 }
 
 /// Lists the connections of `spec` (see the module doc).
@@ -114,6 +119,11 @@ pub fn list(spec: &FlowSpec) -> Result<(Vec<Flow>, FlowStats), QueryError> {
     let filter = SessionFilter::new(spec.select.filter.as_deref())?;
     let mut stats = FlowStats::default();
     let records = read_all(spec, &mut stats);
+    if !spec.folders.is_empty() {
+        let reach = super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to);
+        stats.notes.extend(reach.lines());
+        stats.reach = Some(reach);
+    }
     let mut flows: Vec<Flow> = join(records)
         .into_iter()
         .filter(|f| f.session.first_ns < spec.to && f.session.last_ns >= spec.from)

@@ -45,6 +45,9 @@ pub use crate::write::index_file::{build_index, IndexReport};
 pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
     let _leases = lease_folders(&spec.files);
     let mut stats = QueryStats::default();
+    // Under the leases: retention deletes nothing of these folders until the answer ends.
+    let reach = (!spec.folders.is_empty())
+        .then(|| super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to));
     let mut plans = plan_all(spec, &mut stats)?;
     plans.sort_by_key(|p| p.start_ts);
     let out = PcapngWriter::new(out, "corecap query", &[]).map_err(QueryError::Output)?;
@@ -79,6 +82,8 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
     if let (Some(why), true) = (ctx.refused.take(), ctx.stats.files_refused == planned) {
         return Err(QueryError::Filter(why));
     }
+    ctx.stats.notes.extend(reach.iter().flat_map(super::reach::Reach::lines));
+    ctx.stats.reach = reach;
     Ok(ctx.stats)
 }
 
@@ -259,8 +264,11 @@ pub struct Counts {
     pub bytes_total: u64,
     /// Bytes of indexes read.
     pub index_bytes: u64,
-    /// Notes (an index that does not match its file).
+    /// Notes (an index that does not match its file), and the reach's.
     pub notes: Vec<String>,
+    /// Which part of the window is on record, and why the rest is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reach: Option<super::reach::Reach>,
 }
 
 /// Counts a query's answer from the catalogs and indexes alone (see [`Counts`]).
@@ -309,5 +317,8 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
             .sum::<u64>();
     }
     c.notes.append(&mut catalogs.notes);
+    c.reach = (!spec.folders.is_empty())
+        .then(|| super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to));
+    c.notes.extend(c.reach.iter().flat_map(super::reach::Reach::lines));
     Ok(c)
 }

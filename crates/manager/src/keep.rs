@@ -1,0 +1,139 @@
+//! What the recording keeps, as the daemon tells it: `GET /status` gives the reach of the
+//! spool and the recording (their oldest and newest packet, and every stretch not on
+//! record with why: deleted by retention, a gap), retention's bytes against each budget,
+//! the files it deleted by rule and the deletions a reading query put off; the same
+//! figures are in `/metrics` ([`metrics`]).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use corecap_store::query::expand_paths;
+use corecap_store::read::reach::{reach, Reach};
+use corecap_store::retention::RetentionReport;
+use serde::Serialize;
+
+use crate::http::Response;
+use crate::manager::Manager;
+
+/// Answers the routes of this module; None for a path that is not one of them.
+pub fn route(m: &Manager, method: &str, parts: &[&str]) -> Option<Response> {
+    match (method, parts) {
+        ("GET", ["status"]) => Some(match serde_json::to_value(status(m)) {
+            Ok(v) => Response::json(200, &v),
+            Err(e) => Response::error(500, e.to_string()),
+        }),
+        (_, ["status"]) => Some(Response::error(
+            405,
+            format!("{method} is not allowed on /status"),
+        )),
+        _ => None,
+    }
+}
+
+/// The body of `GET /status`.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    /// The folders read: the spool, and the recording with `serve --record`.
+    pub folders: Vec<PathBuf>,
+    /// Capture files in them.
+    pub files: u64,
+    /// The reach of the whole recording (its window is its first to its last packet).
+    pub reach: Reach,
+    /// Retention's budgets and deletions, with `--retain`, `--retain-age` or `--min-free`.
+    pub retention: Option<RetentionReport>,
+}
+
+/// The folders whose files the daemon answers from.
+fn folders(m: &Manager) -> Vec<PathBuf> {
+    let mut f = vec![m.spool().dir().to_owned()];
+    f.extend(m.record().map(|d| d.to_owned()));
+    f
+}
+
+/// The daemon's [`Status`] now.
+pub fn status(m: &Manager) -> Status {
+    let folders = folders(m);
+    let files = expand_paths(&folders).map(|(f, _)| f).unwrap_or_default();
+    Status {
+        reach: reach(&folders, &files, 0, u64::MAX),
+        files: files.len() as u64,
+        folders,
+        retention: m.retention().map(|r| r.report()),
+    }
+}
+
+/// The recording's reach and retention's figures, in Prometheus text format.
+pub fn metrics(m: &Manager) -> String {
+    let s = status(m);
+    let mut o = String::new();
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let mut gauge = |name: &str, help: &str, v: String| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    };
+    if let (Some(a), Some(b)) = (s.reach.oldest_ns, s.reach.newest_ns) {
+        gauge(
+            "corecap_recording_oldest_packet_seconds",
+            "Time of the oldest packet on record (spool and recording), seconds since the epoch.",
+            format!("{:.3}", secs(a)),
+        );
+        gauge(
+            "corecap_recording_newest_packet_seconds",
+            "Time of the newest packet on record, seconds since the epoch.",
+            format!("{:.3}", secs(b)),
+        );
+    }
+    let Some(r) = &s.retention else {
+        return o;
+    };
+    gauge(
+        "corecap_retention_kept_bytes",
+        "Bytes of the whole files retention keeps (indexes and sessions included).",
+        r.kept_bytes.to_string(),
+    );
+    gauge(
+        "corecap_retention_open_bytes",
+        "Bytes of the files being written, counted against the budget.",
+        r.open_bytes.to_string(),
+    );
+    if let Some(age) = r.max_age_s {
+        gauge(
+            "corecap_retention_max_age_seconds",
+            "Files whose last packet is older than this are deleted (--retain-age).",
+            age.to_string(),
+        );
+    }
+    if let (Some(free), Some(size)) = (r.fs_free_bytes, r.fs_bytes) {
+        gauge(
+            "corecap_retention_fs_free_bytes",
+            "Bytes free on the filesystem of the oldest kept file (--min-free watches it).",
+            free.to_string(),
+        );
+        gauge(
+            "corecap_retention_fs_bytes",
+            "Size of that filesystem.",
+            size.to_string(),
+        );
+    }
+    by_rule(&mut o, r);
+    let _ = writeln!(
+        o,
+        "# HELP corecap_retention_deferred_total Deletions put off because a query was reading the folder.\n# TYPE corecap_retention_deferred_total counter\ncorecap_retention_deferred_total {}",
+        r.deferred
+    );
+    o
+}
+
+/// Files and bytes deleted, by rule.
+fn by_rule(o: &mut String, r: &RetentionReport) {
+    for (what, help) in [
+        ("files", "Files retention deleted, by the rule that deleted them."),
+        ("bytes", "Bytes of the files retention deleted, by rule."),
+    ] {
+        let name = format!("corecap_retention_deleted_{what}_by_rule_total");
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+        for c in &r.deleted {
+            let v = if what == "files" { c.files } else { c.bytes };
+            let _ = writeln!(o, "{name}{{rule=\"{}\"}} {v}", c.rule.name());
+        }
+    }
+}
