@@ -126,7 +126,10 @@ pub fn metrics(m: &Manager) -> String {
 /// Files and bytes deleted, by rule.
 fn by_rule(o: &mut String, r: &RetentionReport) {
     for (what, help) in [
-        ("files", "Files retention deleted, by the rule that deleted them."),
+        (
+            "files",
+            "Files retention deleted, by the rule that deleted them.",
+        ),
         ("bytes", "Bytes of the files retention deleted, by rule."),
     ] {
         let name = format!("corecap_retention_deleted_{what}_by_rule_total");

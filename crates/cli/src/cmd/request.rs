@@ -245,7 +245,7 @@ fn fleet(c: &config::RequestConfig) -> Result<i32> {
         Call::Show(id) => {
             super::fleet::get(sensors, &format!("/captures/{id}"), partial, timeout, c.json)
         }
-        _ => bail!("with several sensors, request does query, flows, list and show; start, stop, metrics and cores go to one daemon (--url)"),
+        _ => bail!("with several sensors, request does query, flows, list and show; start, stop, metrics, status and cores go to one daemon (--url)"),
     }
 }
 

@@ -218,7 +218,11 @@ mod tests {
         record(&d, &[line(3)]).expect("record");
         let (got, skipped) = read(&d);
         assert_eq!(skipped, 1);
-        assert_eq!(got, vec![line(1), line(2), line(3)], "only the torn line is lost");
+        assert_eq!(
+            got,
+            vec![line(1), line(2), line(3)],
+            "only the torn line is lost"
+        );
         std::fs::remove_dir_all(&d).expect("clean");
     }
 

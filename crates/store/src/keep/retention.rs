@@ -248,7 +248,7 @@ impl Retention {
     /// Deletes the whole file `k` of `dir` by `rule`: its line in the folder's record of
     /// deletions first, synced ([`deleted`]), then the file, its index and its sessions.
     fn delete(&self, dir: &Path, k: &Kept, rule: Rule, now: u64) {
-        let (first_ns, last_ns) = packet_range(&k.path).unwrap_or((
+        let (first_ns, last_ns) = packet_range_read(&k.path).unwrap_or((
             if k.first_ns == u64::MAX {
                 k.last_ns
             } else {
@@ -381,6 +381,22 @@ fn last_packet_ns(path: &Path) -> Option<u64> {
 fn packet_range(path: &Path) -> Option<(u64, u64)> {
     let b = std::fs::read(corecap_index::sidecar_path(path)).ok()?;
     corecap_index::Index::parse(&b).ok()?.time_range()
+}
+
+/// The times of a file's first and last packets, from its index, else read from the file
+/// (a file of an earlier version or another tool, without an index; a sealed one cannot be
+/// read without its key: None).
+fn packet_range_read(path: &Path) -> Option<(u64, u64)> {
+    if let Some(r) = packet_range(path) {
+        return Some(r);
+    }
+    let mut r = corecap_wire::read::CaptureReader::open(path).ok()?;
+    let mut range: Option<(u64, u64)> = None;
+    while let Ok(Some(p)) = r.next_packet() {
+        let (a, b) = range.unwrap_or((p.ts_ns, p.ts_ns));
+        range = Some((a.min(p.ts_ns), b.max(p.ts_ns)));
+    }
+    range
 }
 
 /// A capture's files already on disk, as a start finds them ([`on_disk`]).

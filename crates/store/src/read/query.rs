@@ -82,7 +82,9 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
     if let (Some(why), true) = (ctx.refused.take(), ctx.stats.files_refused == planned) {
         return Err(QueryError::Filter(why));
     }
-    ctx.stats.notes.extend(reach.iter().flat_map(super::reach::Reach::lines));
+    ctx.stats
+        .notes
+        .extend(reach.iter().flat_map(super::reach::Reach::lines));
     ctx.stats.reach = reach;
     Ok(ctx.stats)
 }
@@ -319,6 +321,7 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
     c.notes.append(&mut catalogs.notes);
     c.reach = (!spec.folders.is_empty())
         .then(|| super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to));
-    c.notes.extend(c.reach.iter().flat_map(super::reach::Reach::lines));
+    c.notes
+        .extend(c.reach.iter().flat_map(super::reach::Reach::lines));
     Ok(c)
 }

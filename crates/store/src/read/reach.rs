@@ -136,10 +136,15 @@ pub fn reach(folders: &[PathBuf], files: &[PathBuf], from: u64, to: u64) -> Reac
     r.oldest_ns = held.iter().map(|t| t.0).min();
     r.newest_ns = held.iter().map(|t| t.1).max();
     r.from_ns = if from == 0 { lo.min(hi) } else { from };
-    r.to_ns = if to == u64::MAX { hi.max(r.from_ns) } else { to };
+    r.to_ns = if to == u64::MAX {
+        hi.max(r.from_ns)
+    } else {
+        to
+    };
     if lo > hi {
         // Nothing known: the whole window is before any file.
-        r.missing.push(missing(r.from_ns, r.to_ns, Why::BeforeFirstFile));
+        r.missing
+            .push(missing(r.from_ns, r.to_ns, Why::BeforeFirstFile));
         return r;
     }
     let window = Span {
@@ -389,16 +394,15 @@ impl Missing {
                 let rules: Vec<&str> = self.rules.iter().map(|r| r.text()).collect();
                 format!(
                     "deleted by retention at {}, {} files, by {}",
-                    self.deleted_at_ns.map_or_else(|| "an unknown time".into(), utc_text),
+                    self.deleted_at_ns
+                        .map_or_else(|| "an unknown time".into(), utc_text),
                     self.files,
                     rules.join(" and ")
                 )
             }
             Why::BeforeFirstFile => "before the first file of the recording".into(),
             Why::AfterLastPacket => "after the last packet recorded".into(),
-            Why::Gap => {
-                "a gap between files: not recording, or nothing to record".into()
-            }
+            Why::Gap => "a gap between files: not recording, or nothing to record".into(),
         }
     }
 }
@@ -426,7 +430,10 @@ mod tests {
 
     #[test]
     fn test_a_hole_splits_into_deleted_before_and_gap() {
-        let deleted = merged_deletions(&[del(100, 199, 500, Rule::Size), del(200, 299, 510, Rule::Age)]);
+        let deleted = merged_deletions(&[
+            del(100, 199, 500, Rule::Size),
+            del(200, 299, 510, Rule::Age),
+        ]);
         assert_eq!(deleted.len(), 1, "adjacent deletions are one stretch");
         assert_eq!(deleted[0].files, 2);
         assert_eq!(deleted[0].deleted_at_ns, Some(510 * S));
@@ -441,7 +448,10 @@ mod tests {
         for h in complement(&on, w) {
             explain(h, &deleted, (100 * S, 700 * S), &mut out);
         }
-        let got: Vec<(u64, u64, Why)> = out.iter().map(|m| (m.from_ns / S, m.to_ns / S, m.why)).collect();
+        let got: Vec<(u64, u64, Why)> = out
+            .iter()
+            .map(|m| (m.from_ns / S, m.to_ns / S, m.why))
+            .collect();
         assert_eq!(
             got,
             vec![
