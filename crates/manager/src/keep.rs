@@ -2,7 +2,8 @@
 //! spool and the recording (their oldest and newest packet, and every stretch not on
 //! record with why: deleted by retention, a gap), retention's bytes against each budget,
 //! the files it deleted by rule and the deletions a reading query put off; the same
-//! figures are in `/metrics` ([`metrics`]).
+//! figures are in `/metrics` ([`metrics`]). `GET /holds`, `POST /holds` and
+//! `DELETE /holds/NAME` list, make and release holds ([`crate::hold`]).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -16,17 +17,52 @@ use crate::http::Response;
 use crate::manager::Manager;
 
 /// Answers the routes of this module; None for a path that is not one of them.
-pub fn route(m: &Manager, method: &str, parts: &[&str]) -> Option<Response> {
-    match (method, parts) {
-        ("GET", ["status"]) => Some(match serde_json::to_value(status(m)) {
-            Ok(v) => Response::json(200, &v),
-            Err(e) => Response::error(500, e.to_string()),
-        }),
-        (_, ["status"]) => Some(Response::error(
-            405,
-            format!("{method} is not allowed on /status"),
-        )),
-        _ => None,
+pub fn route(m: &Manager, method: &str, parts: &[&str], body: &[u8]) -> Option<Response> {
+    let r = match (method, parts) {
+        ("GET", ["status"]) => json(200, &status(m)),
+        ("GET", ["holds"]) => json(200, &holds_view(m)),
+        ("POST", ["holds"]) => crate::hold::make(m, body),
+        ("DELETE", ["holds", name]) => crate::hold::release(m, name),
+        (_, ["status"]) | (_, ["holds"]) | (_, ["holds", _]) => {
+            Response::error(405, format!("{method} is not allowed on /{}", parts.join("/")))
+        }
+        _ => return None,
+    };
+    Some(r)
+}
+
+/// A JSON response of `v`.
+pub(crate) fn json<T: Serialize>(status: u16, v: &T) -> Response {
+    match serde_json::to_value(v) {
+        Ok(v) => Response::json(status, &v),
+        Err(e) => Response::error(500, e.to_string()),
+    }
+}
+
+/// What holds keep, as `GET /holds` and `/status` give it.
+#[derive(Debug, Serialize)]
+pub struct HoldsView {
+    /// Every hold, oldest first.
+    pub holds: Vec<corecap_store::keep::hold::Hold>,
+    /// Bytes of the held recordings.
+    pub held_bytes: u64,
+    /// `--hold-budget`, if any.
+    pub budget_bytes: Option<u64>,
+}
+
+/// The daemon's holds now (none without a holds file).
+pub fn holds_view(m: &Manager) -> HoldsView {
+    match m.holds() {
+        Some(h) => HoldsView {
+            holds: h.list(),
+            held_bytes: h.held_bytes(),
+            budget_bytes: h.budget(),
+        },
+        None => HoldsView {
+            holds: Vec::new(),
+            held_bytes: 0,
+            budget_bytes: None,
+        },
     }
 }
 
@@ -41,6 +77,8 @@ pub struct Status {
     pub reach: Reach,
     /// Retention's budgets and deletions, with `--retain`, `--retain-age` or `--min-free`.
     pub retention: Option<RetentionReport>,
+    /// The holds, and the bytes their held recordings take.
+    pub holds: HoldsView,
 }
 
 /// The folders whose files the daemon answers from.
@@ -59,6 +97,7 @@ pub fn status(m: &Manager) -> Status {
         files: files.len() as u64,
         folders,
         retention: m.retention().map(|r| r.report()),
+        holds: holds_view(m),
     }
 }
 
@@ -82,6 +121,16 @@ pub fn metrics(m: &Manager) -> String {
             format!("{:.3}", secs(b)),
         );
     }
+    gauge(
+        "corecap_holds",
+        "Holds in force (POST /holds, alerts).",
+        s.holds.holds.len().to_string(),
+    );
+    gauge(
+        "corecap_held_bytes",
+        "Bytes of the held recordings: packets holds kept from files retention deleted.",
+        s.holds.held_bytes.to_string(),
+    );
     let Some(r) = &s.retention else {
         return o;
     };
@@ -119,6 +168,11 @@ pub fn metrics(m: &Manager) -> String {
         o,
         "# HELP corecap_retention_deferred_total Deletions put off because a query was reading the folder.\n# TYPE corecap_retention_deferred_total counter\ncorecap_retention_deferred_total {}",
         r.deferred
+    );
+    let _ = writeln!(
+        o,
+        "# HELP corecap_retention_held_back_total Deletions put off because a hold's packets could not be copied out.\n# TYPE corecap_retention_held_back_total counter\ncorecap_retention_held_back_total {}",
+        r.held_back
     );
     o
 }

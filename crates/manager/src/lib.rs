@@ -15,7 +15,7 @@
 //! - [`stats`]: what the base captures and their recording did, read while the daemon
 //!   runs and after it stopped;
 //! - [`keep`]: what the recording keeps (`GET /status`: its reach, retention's budgets and
-//!   deletions);
+//!   deletions); [`hold`]: holds made and released (`POST /holds`, `DELETE /holds/NAME`);
 //! - [`api`]: the JSON; [`metrics`]: the Prometheus text.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -25,6 +25,7 @@ pub mod catalog;
 pub mod cores;
 pub mod download;
 pub mod flows;
+pub mod hold;
 pub mod http;
 pub mod keep;
 pub mod lookback;

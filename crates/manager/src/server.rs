@@ -827,14 +827,14 @@ pub fn route(m: &Manager, req: Request, t0: Instant, wall: SystemTime) -> Respon
         Ok(v) => view_json(ok, &v),
         Err(e) => Response::error(e.status, e.message),
     };
-    if let Some(r) = crate::keep::route(m, &req.method, &parts) {
+    if let Some(r) = crate::keep::route(m, &req.method, &parts, &req.body) {
         return r;
     }
     match (req.method.as_str(), parts.as_slice()) {
         ("GET", []) => Response::json(
             200,
             &serde_json::json!({"service": "corecap", "version": env!("CARGO_PKG_VERSION"),
-                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries", "/flows", "/status"]}),
+                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries", "/flows", "/status", "/holds"]}),
         ),
         ("GET", ["captures"]) => view_json(200, &m.list()),
         ("POST", ["captures"]) => match serde_json::from_slice::<StartRequest>(&req.body) {

@@ -69,6 +69,17 @@ pub(crate) enum RequestCmd {
     },
     /// Print the daemon's Prometheus metrics.
     Metrics,
+    /// Keep packets retention would delete (POST /holds): those of the window and the
+    /// filter or selectors, copied into a held recording before their file is deleted.
+    Hold(RequestHoldArgs),
+    /// List the holds and the bytes their held recordings take (GET /holds).
+    Holds,
+    /// Release a hold (DELETE /holds/NAME): what it kept stays; later deletions no longer
+    /// keep its packets.
+    Release {
+        /// The hold's name.
+        name: String,
+    },
     /// What the recording keeps (GET /status, JSON): its reach (oldest and newest packet,
     /// stretches not on record and why), retention's bytes against each budget, files
     /// deleted by rule, deletions put off by a reading query.
@@ -109,6 +120,26 @@ pub(crate) struct RequestQueryArgs {
     /// Replace OUT if it exists.
     #[arg(long)]
     pub(crate) force: bool,
+    /// Only the packets of the connections these select.
+    #[command(flatten)]
+    pub(crate) select: crate::flow_args::SelectArgs,
+    /// tcpdump filter expression.
+    #[arg(value_name = "FILTER")]
+    pub(crate) filter: Vec<String>,
+}
+
+/// `corecap request hold`.
+#[derive(Args, Debug)]
+pub(crate) struct RequestHoldArgs {
+    /// The hold's name (the case): letters, digits, '-', '_', '.'.
+    #[arg(long)]
+    pub(crate) name: String,
+    /// Window start, inclusive (Unix seconds, RFC 3339, or relative like -15m).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) from: String,
+    /// Window end, exclusive (may be in the future).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) to: String,
     /// Only the packets of the connections these select.
     #[command(flatten)]
     pub(crate) select: crate::flow_args::SelectArgs,

@@ -61,6 +61,10 @@ pub(crate) struct ServeArgs {
     /// running captures stop when it is reached.
     #[arg(long, value_name = "SIZE")]
     pub(crate) quota: Option<String>,
+    /// Most bytes the held recordings may take (e.g. 10G): past it, new holds are refused
+    /// (507); what holds already keep is never deleted to make room.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) hold_budget: Option<String>,
     /// How files are written to disk.
     #[command(flatten)]
     pub(crate) disk: DiskArgs,

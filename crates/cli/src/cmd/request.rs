@@ -194,6 +194,12 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
         )?,
         Call::Metrics => raw(&call_ok(e, t, "GET", "/metrics", None)?),
         Call::Status => raw(&call_ok(e, t, "GET", "/status", None)?),
+        Call::Hold(body) => {
+            let body = serde_json::to_vec(body)?;
+            raw(&call_ok(e, t, "POST", "/holds", Some(&body))?);
+        }
+        Call::Holds => raw(&call_ok(e, t, "GET", "/holds", None)?),
+        Call::Release(name) => raw(&call_ok(e, t, "DELETE", &format!("/holds/{name}"), None)?),
         Call::Cores => cores(&call_ok(e, t, "GET", "/cores", None)?, c.json)?,
     }
     Ok(0)

@@ -69,6 +69,10 @@ pub(crate) enum Call {
     Stop(String),
     Metrics,
     Status,
+    /// `POST /holds` with this body.
+    Hold(serde_json::Value),
+    Holds,
+    Release(String),
     Cores,
     /// Packets of the spool's files, as pcapng to `out` (`-`: stdout).
     Query {
@@ -102,6 +106,9 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
         RequestCmd::Stop { id } => Call::Stop(id.clone()),
         RequestCmd::Metrics => Call::Metrics,
         RequestCmd::Status => Call::Status,
+        RequestCmd::Hold(h) => Call::Hold(hold_body(h)),
+        RequestCmd::Holds => Call::Holds,
+        RequestCmd::Release { name } => Call::Release(name.clone()),
         RequestCmd::Cores => Call::Cores,
         RequestCmd::Query(q) => Call::Query {
             from: q.from.clone(),
@@ -316,4 +323,23 @@ pub(super) fn flow_output(
         bail!("--ipfix-biflow needs --flows ipfix://HOST:PORT");
     }
     Ok((out.file.is_some() || out.ipfix.is_some()).then_some(out))
+}
+
+/// The body of `POST /holds`: only the selectors given.
+fn hold_body(h: &crate::args::RequestHoldArgs) -> serde_json::Value {
+    let mut v = serde_json::json!({"name": h.name, "from": h.from, "to": h.to});
+    if let Some(f) = words(&h.filter) {
+        v["filter"] = serde_json::Value::from(f);
+    }
+    for (k, s) in [
+        ("community_id", &h.select.community_id),
+        ("sni", &h.select.sni),
+        ("dns", &h.select.dns),
+        ("http_host", &h.select.http_host),
+    ] {
+        if let Some(s) = s {
+            v[k] = serde_json::Value::from(s.as_str());
+        }
+    }
+    v
 }

@@ -109,6 +109,8 @@ pub struct Config {
     /// The folder the base captures record into (`serve --record`): queries answer over
     /// it beside the spool.
     pub record: Option<std::path::PathBuf>,
+    /// The recording's holds (`POST /holds`).
+    pub holds: Option<Arc<corecap_store::keep::hold::Holds>>,
 }
 
 impl Config {
@@ -135,6 +137,7 @@ impl Config {
             ipfix_collectors: Vec::new(),
             recovered: Vec::new(),
             record: None,
+            holds: None,
         }
     }
 }
@@ -514,6 +517,11 @@ impl Manager {
     /// The key-encryption key of sealed files, if the daemon has one.
     pub fn key(&self) -> Option<&Arc<KeyFile>> {
         self.cfg.key.as_ref()
+    }
+
+    /// The recording's holds, if the daemon keeps any.
+    pub fn holds(&self) -> Option<&Arc<corecap_store::keep::hold::Holds>> {
+        self.cfg.holds.as_ref()
     }
 
     /// The retention of the spool and the recording, if the daemon has one.

@@ -282,6 +282,47 @@ pub fn deleted_log_tmp(dir: &Path) -> PathBuf {
     dir.join(format!("{DELETED_LOG}.tmp"))
 }
 
+/// The name of a recording folder's holds (hidden; see [`crate::keep::hold`]).
+pub const HOLDS_FILE: &str = ".corecap-holds";
+
+/// The holds of the recording folder `dir`.
+pub fn holds_path(dir: &Path) -> PathBuf {
+    dir.join(HOLDS_FILE)
+}
+
+/// The temporary name the holds are rewritten under.
+pub fn holds_tmp(dir: &Path) -> PathBuf {
+    dir.join(format!("{HOLDS_FILE}.tmp"))
+}
+
+/// The folder of held recordings inside a recording folder: `dir/held`. What holds keep of
+/// a file retention deletes goes there under the file's own name.
+pub fn held_dir(dir: &Path) -> PathBuf {
+    dir.join("held")
+}
+
+/// The held copy of the capture file `file`: `DIR/held/NAME`.
+pub fn held_path(file: &Path) -> PathBuf {
+    let name = file.file_name().unwrap_or_default();
+    held_dir(dir_of(file)).join(name)
+}
+
+/// The capture file a held copy keeps packets of: `DIR/held/NAME` → `DIR/NAME`.
+pub fn original_of_held(held: &Path) -> Option<PathBuf> {
+    let name = held.file_name()?;
+    Some(dir_of(dir_of(held)).join(name))
+}
+
+/// The hidden part one hold's packets of `file` are gathered in before the held copies of
+/// several holds are merged: `DIR/held/.NAME.hold-N.part`.
+pub fn held_hold_part(file: &Path, n: usize) -> PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    held_dir(dir_of(file)).join(part_name(&format!("{name}.hold-{n}")))
+}
+
 /// The id a daemon gives an unnamed capture: `cN`.
 pub fn id_name(n: u64) -> String {
     format!("c{n}")

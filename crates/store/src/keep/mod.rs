@@ -1,7 +1,9 @@
 //! Keeping a recording: [`retention`] deletes whole old files under a budget (and
-//! [`deleted`] records which, when and why), [`recover`]
+//! [`deleted`] records which, when and why; [`hold`] copies out first what holds keep),
+//! [`recover`]
 //! makes whole what a killed writer left, and [`lock`] lets one live writer hold a name.
 pub mod deleted;
+pub mod hold;
 pub mod lock;
 pub mod recover;
 pub mod retention;

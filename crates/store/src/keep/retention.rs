@@ -37,6 +37,10 @@ pub struct Retention {
     max_age_ns: AtomicU64,
     /// What the filesystem of the oldest file must keep free.
     min_free: Mutex<MinFree>,
+    /// Holds whose packets are copied out of a file before it is deleted.
+    holds: Mutex<Option<Arc<crate::keep::hold::Holds>>>,
+    /// Deletions put off because the held packets of the file could not be copied.
+    hold_failures: AtomicU64,
 }
 
 /// Space a recording leaves free on its filesystem (`--min-free`).
@@ -86,6 +90,8 @@ impl Retention {
             max_files: AtomicUsize::new(usize::MAX),
             max_age_ns: AtomicU64::new(u64::MAX),
             min_free: Mutex::new(MinFree::Nothing),
+            holds: Mutex::new(None),
+            hold_failures: AtomicU64::new(0),
         })
     }
 
@@ -94,6 +100,11 @@ impl Retention {
         // Relaxed: set before any sink starts; read under the kept list's lock.
         let ns = u64::try_from(age.as_nanos()).unwrap_or(u64::MAX);
         self.max_age_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Copies what `holds` keep out of each file before it is deleted.
+    pub fn hold_with(&self, holds: Arc<crate::keep::hold::Holds>) {
+        *self.holds.lock().unwrap_or_else(|e| e.into_inner()) = Some(holds);
     }
 
     /// Deletes the oldest files while their filesystem has less free than `min` as well.
@@ -235,7 +246,10 @@ impl Retention {
             let Some(k) = kept.pop_front() else {
                 break;
             };
-            self.delete(&dir, &k, rule, now);
+            if !self.delete(&dir, &k, rule, now) {
+                kept.push_front(k);
+                break;
+            }
             total -= k.bytes;
             gone.push(k.path);
         }
@@ -245,9 +259,11 @@ impl Retention {
 }
 
 impl Retention {
-    /// Deletes the whole file `k` of `dir` by `rule`: its line in the folder's record of
-    /// deletions first, synced ([`deleted`]), then the file, its index and its sessions.
-    fn delete(&self, dir: &Path, k: &Kept, rule: Rule, now: u64) {
+    /// Deletes the whole file `k` of `dir` by `rule`: what holds keep of it copied out
+    /// first ([`crate::keep::hold`]), then its line in the folder's record of deletions,
+    /// synced ([`deleted`]), then the file, its index and its sessions. False when the held
+    /// packets could not be copied: the file stays (a hold is never lost to make room).
+    fn delete(&self, dir: &Path, k: &Kept, rule: Rule, now: u64) -> bool {
         let (first_ns, last_ns) = packet_range_read(&k.path).unwrap_or((
             if k.first_ns == u64::MAX {
                 k.last_ns
@@ -256,6 +272,17 @@ impl Retention {
             },
             k.last_ns,
         ));
+        let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(h) = holds {
+            if let Err(e) = h.keep(&k.path, first_ns, last_ns) {
+                self.hold_failures.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "corecap: {} is held and stays: copying its held packets: {e}",
+                    k.path.display()
+                );
+                return false;
+            }
+        }
         let line = Deletion {
             file: k
                 .path
@@ -283,6 +310,7 @@ impl Retention {
         let (files, bytes) = &self.by_rule[rule_slot(rule)];
         files.fetch_add(1, Ordering::Relaxed);
         bytes.fetch_add(k.bytes, Ordering::Relaxed);
+        true
     }
 
     /// What retention keeps and has deleted, as `/status` and the metrics give it.
@@ -320,6 +348,7 @@ impl Retention {
                 })
                 .collect(),
             deferred: self.deferred.load(Ordering::Relaxed),
+            held_back: self.hold_failures.load(Ordering::Relaxed),
         }
     }
 }
@@ -347,6 +376,8 @@ pub struct RetentionReport {
     pub deleted: Vec<RuleCount>,
     /// Deletions put off because a query was reading the folder.
     pub deferred: u64,
+    /// Deletions put off because the packets a hold keeps could not be copied out.
+    pub held_back: u64,
 }
 
 /// Files and bytes one rule deleted.

@@ -44,6 +44,12 @@ pub use crate::write::index_file::{build_index, IndexReport};
 /// Runs a query: writes the matching packets, in timestamp order, as one pcapng to `out`.
 pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
     let _leases = lease_folders(&spec.files);
+    run_leased(spec, out)
+}
+
+/// [`run`] for a caller that already keeps retention out of the folders (retention itself,
+/// copying what holds keep before it deletes a file).
+pub(crate) fn run_leased<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
     let mut stats = QueryStats::default();
     // Under the leases: retention deletes nothing of these folders until the answer ends.
     let reach = (!spec.folders.is_empty())
