@@ -23,9 +23,10 @@ pub fn route(m: &Manager, method: &str, parts: &[&str], body: &[u8]) -> Option<R
         ("GET", ["holds"]) => json(200, &holds_view(m)),
         ("POST", ["holds"]) => crate::hold::make(m, body),
         ("DELETE", ["holds", name]) => crate::hold::release(m, name),
-        (_, ["status"]) | (_, ["holds"]) | (_, ["holds", _]) => {
-            Response::error(405, format!("{method} is not allowed on /{}", parts.join("/")))
-        }
+        (_, ["status"]) | (_, ["holds"]) | (_, ["holds", _]) => Response::error(
+            405,
+            format!("{method} is not allowed on /{}", parts.join("/")),
+        ),
         _ => return None,
     };
     Some(r)

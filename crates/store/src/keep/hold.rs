@@ -88,7 +88,9 @@ pub enum HoldError {
     #[error("no hold named {0}")]
     NotFound(String),
     /// The name is not one a hold may take.
-    #[error("hold name {0:?}: use 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'")]
+    #[error(
+        "hold name {0:?}: use 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'"
+    )]
     BadName(String),
     /// The window is empty.
     #[error("the hold's window is empty: from must be before to")]
@@ -139,7 +141,10 @@ impl Holds {
             Ok(b) => serde_json::from_slice(&b).map_err(|e| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("{}: {e} (move it aside to start without its holds)", path.display()),
+                    format!(
+                        "{}: {e} (move it aside to start without its holds)",
+                        path.display()
+                    ),
                 )
             })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
