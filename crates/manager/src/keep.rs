@@ -18,6 +18,9 @@ use crate::manager::Manager;
 
 /// Answers the routes of this module; None for a path that is not one of them.
 pub fn route(m: &Manager, method: &str, parts: &[&str], body: &[u8]) -> Option<Response> {
+    if let Some(r) = crate::alert::route(m, method, parts) {
+        return Some(r);
+    }
     let r = match (method, parts) {
         ("GET", ["status"]) => json(200, &status(m)),
         ("GET", ["holds"]) => json(200, &holds_view(m)),
@@ -106,6 +109,9 @@ pub fn status(m: &Manager) -> Status {
 pub fn metrics(m: &Manager) -> String {
     let s = status(m);
     let mut o = String::new();
+    if let Some(e) = m.eve() {
+        eve_metrics(&mut o, e);
+    }
     let secs = |ns: u64| ns as f64 / 1e9;
     let mut gauge = |name: &str, help: &str, v: String| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
@@ -194,4 +200,48 @@ fn by_rule(o: &mut String, r: &RetentionReport) {
             let _ = writeln!(o, "{name}{{rule=\"{}\"}} {v}", c.rule.name());
         }
     }
+}
+
+/// The EVE follower's counts.
+fn eve_metrics(o: &mut String, e: &crate::eve::Eve) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = e.counts();
+    for (name, help, v) in [
+        (
+            "corecap_eve_lines_total",
+            "Lines read from Suricata's EVE output.",
+            &c.lines,
+        ),
+        (
+            "corecap_eve_malformed_total",
+            "EVE lines that were no record, skipped.",
+            &c.malformed,
+        ),
+        (
+            "corecap_eve_rotations_total",
+            "Times eve.json was found rotated.",
+            &c.rotations,
+        ),
+        (
+            "corecap_eve_truncations_total",
+            "Times eve.json was found truncated.",
+            &c.truncations,
+        ),
+        (
+            "corecap_alerts_unheld_total",
+            "Alerts whose flow could not be held.",
+            &c.unheld,
+        ),
+    ] {
+        let _ = writeln!(
+            o,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+            v.load(Relaxed)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP corecap_alerts Alerts kept.\n# TYPE corecap_alerts gauge\ncorecap_alerts {}",
+        e.alerts.list().len()
+    );
 }

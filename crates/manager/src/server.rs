@@ -519,6 +519,15 @@ impl Conn {
         if let (true, Some(id)) = (req.method == "GET", crate::download::capture_of(&req.path)) {
             return self.download(id.to_owned()).await;
         }
+        if let (true, Some(id)) = (req.method == "GET", crate::alert::pcap_of(&req.path)) {
+            let (m, id) = (self.m.clone(), id.to_owned());
+            let got = tokio::task::spawn_blocking(move || crate::alert::pcap_spec(&m, &id)).await;
+            return match got {
+                Ok(Ok((spec, name))) => self.stream_query(spec, Some(name)),
+                Ok(Err(r)) => self.reply(r),
+                Err(_) => self.reply(Response::error(500, "the request failed")),
+            };
+        }
         let m = self.m.clone();
         let resp = tokio::task::spawn_blocking(move || route(&m, req, t0, wall))
             .await
@@ -834,7 +843,7 @@ pub fn route(m: &Manager, req: Request, t0: Instant, wall: SystemTime) -> Respon
         ("GET", []) => Response::json(
             200,
             &serde_json::json!({"service": "corecap", "version": env!("CARGO_PKG_VERSION"),
-                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries", "/flows", "/status", "/holds"]}),
+                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries", "/flows", "/status", "/holds", "/alerts"]}),
         ),
         ("GET", ["captures"]) => view_json(200, &m.list()),
         ("POST", ["captures"]) => match serde_json::from_slice::<StartRequest>(&req.body) {

@@ -74,6 +74,21 @@ pub(crate) enum RequestCmd {
     Hold(RequestHoldArgs),
     /// List the holds and the bytes their held recordings take (GET /holds).
     Holds,
+    /// List the alerts read from Suricata's EVE output (serve --eve): signature,
+    /// severity, flow, time, hold and the packets of the flow on record (GET /alerts).
+    Alerts,
+    /// Download an alert's flow, from its first packet on record, as one pcapng (GET
+    /// /alerts/ID/pcap).
+    Alert {
+        /// Alert id (aN).
+        id: String,
+        /// Output pcapng file (`-` for stdout). An existing file is never written over.
+        #[arg(short = 'w', value_name = "OUT")]
+        out: std::path::PathBuf,
+        /// Replace OUT if it exists.
+        #[arg(long)]
+        force: bool,
+    },
     /// Release a hold (DELETE /holds/NAME): what it kept stays; later deletions no longer
     /// keep its packets.
     Release {

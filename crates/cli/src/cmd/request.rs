@@ -183,6 +183,12 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
         } => return query(e, t, &query_body(from, to, filter, select), out, *force),
         Call::Flows(path) => return super::remote_flows::one(e, t, path),
         Call::Fetch { id, out, force } => return fetch(e, t, id, out, *force),
+        Call::Alert { id, out, force } => {
+            let path = format!("/alerts/{id}/pcap");
+            return super::query::into_new_file(out, *force, |file| {
+                answer_to(e, t, ("GET", &path, None), out, file).map_err(|x| named(x, e, t))
+            });
+        }
         Call::List => list(&call_ok(e, t, "GET", "/captures", None)?, c.json)?,
         Call::Show(id) => show(
             &call_ok(e, t, "GET", &format!("/captures/{id}"), None)?,
@@ -199,6 +205,7 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             raw(&call_ok(e, t, "POST", "/holds", Some(&body))?);
         }
         Call::Holds => raw(&call_ok(e, t, "GET", "/holds", None)?),
+        Call::Alerts => raw(&call_ok(e, t, "GET", "/alerts", None)?),
         Call::Release(name) => raw(&call_ok(e, t, "DELETE", &format!("/holds/{name}"), None)?),
         Call::Cores => cores(&call_ok(e, t, "GET", "/cores", None)?, c.json)?,
     }

@@ -71,6 +71,19 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             .spawn(move || m.refill_loop(&stop))
             .context("starting the refill thread")?
     };
+    // Suricata's alerts pin their flows (serve --eve), on a thread of their own.
+    let eve = match m.eve().cloned() {
+        Some(e) => {
+            let stop = stop.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("corecap-eve".into())
+                    .spawn(move || e.run(&stop))
+                    .context("starting the EVE follower")?,
+            )
+        }
+        None => None,
+    };
     // What the spool's catalog told: earlier captures listed, or why not; once.
     for n in m.notes() {
         eprintln!("corecap: {n}");
@@ -99,6 +112,9 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     // refused (503) once shutdown has begun, or started before it and ended by it.
     api.stop();
     let _ = refill.join();
+    if let Some(t) = eve {
+        let _ = t.join();
+    }
     let _ = std::fs::remove_file(&c.socket);
     let ended = m.shutdown();
     report_end(&ended.captures, c.json);

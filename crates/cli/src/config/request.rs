@@ -73,6 +73,13 @@ pub(crate) enum Call {
     Hold(serde_json::Value),
     Holds,
     Release(String),
+    Alerts,
+    /// An alert's packets, as pcapng to `out` (`-`: stdout).
+    Alert {
+        id: String,
+        out: PathBuf,
+        force: bool,
+    },
     Cores,
     /// Packets of the spool's files, as pcapng to `out` (`-`: stdout).
     Query {
@@ -108,6 +115,12 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
         RequestCmd::Status => Call::Status,
         RequestCmd::Hold(h) => Call::Hold(hold_body(h)),
         RequestCmd::Holds => Call::Holds,
+        RequestCmd::Alerts => Call::Alerts,
+        RequestCmd::Alert { id, out, force } => Call::Alert {
+            id: id.clone(),
+            out: out.clone(),
+            force: *force,
+        },
         RequestCmd::Release { name } => Call::Release(name.clone()),
         RequestCmd::Cores => Call::Cores,
         RequestCmd::Query(q) => Call::Query {

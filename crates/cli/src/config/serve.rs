@@ -124,7 +124,9 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         None => None,
     };
     let holds = holds(a, &spool, record.as_deref(), &retention, key.as_ref())?;
+    let eve = eve(a, &spool, record.as_deref(), holds.as_ref())?;
     let manager = ManagerConfig {
+        eve,
         holds,
         spool,
         max_captures: a.max_captures,
@@ -282,4 +284,34 @@ fn holds(
         r.hold_with(holds.clone());
     }
     Ok(Some(holds))
+}
+
+/// The follower of Suricata's EVE output (`--eve`), keeping its alerts where the holds are.
+fn eve(
+    a: &ServeArgs,
+    spool: &corecap_manager::spool::Spool,
+    record: Option<&std::path::Path>,
+    holds: Option<&Arc<corecap_store::keep::hold::Holds>>,
+) -> Result<Option<Arc<corecap_manager::eve::Eve>>> {
+    let (Some(path), Some(holds)) = (&a.eve, holds) else {
+        return Ok(None);
+    };
+    let idle = corecap_engine::limits::seconds(a.eve_idle, "--eve-idle")?;
+    let home = record.unwrap_or(spool.dir());
+    let mut folders = vec![spool.dir().to_owned()];
+    folders.extend(record.map(|r| r.to_owned()));
+    let types: Vec<String> = a
+        .eve_types
+        .iter()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    Ok(Some(corecap_manager::eve::Eve::new(
+        corecap_manager::eve::EveSource::parse(path),
+        types,
+        idle,
+        home,
+        folders,
+        holds.clone(),
+    )))
 }

@@ -111,6 +111,8 @@ pub struct Config {
     pub record: Option<std::path::PathBuf>,
     /// The recording's holds (`POST /holds`).
     pub holds: Option<Arc<corecap_store::keep::hold::Holds>>,
+    /// The follower of Suricata's EVE output (`serve --eve`).
+    pub eve: Option<Arc<crate::eve::Eve>>,
 }
 
 impl Config {
@@ -138,6 +140,7 @@ impl Config {
             recovered: Vec::new(),
             record: None,
             holds: None,
+            eve: None,
         }
     }
 }
@@ -522,6 +525,11 @@ impl Manager {
     /// The recording's holds, if the daemon keeps any.
     pub fn holds(&self) -> Option<&Arc<corecap_store::keep::hold::Holds>> {
         self.cfg.holds.as_ref()
+    }
+
+    /// The follower of Suricata's EVE output, if the daemon has one.
+    pub fn eve(&self) -> Option<&Arc<crate::eve::Eve>> {
+        self.cfg.eve.as_ref()
     }
 
     /// The retention of the spool and the recording, if the daemon has one.

@@ -323,6 +323,29 @@ pub fn held_hold_part(file: &Path, n: usize) -> PathBuf {
     held_dir(dir_of(file)).join(part_name(&format!("{name}.hold-{n}")))
 }
 
+/// The name of a recording folder's alerts (hidden; see [`crate::keep::alert`]).
+pub const ALERTS_FILE: &str = ".corecap-alerts";
+
+/// The alerts of the recording folder `dir`, one JSON line each.
+pub fn alerts_path(dir: &Path) -> PathBuf {
+    dir.join(ALERTS_FILE)
+}
+
+/// Where the follower of Suricata's `eve.json` is in it: `dir/.corecap-eve-position`.
+pub fn eve_position_path(dir: &Path) -> PathBuf {
+    dir.join(".corecap-eve-position")
+}
+
+/// The temporary name the follower's position is rewritten under.
+pub fn eve_position_tmp(dir: &Path) -> PathBuf {
+    dir.join(".corecap-eve-position.tmp")
+}
+
+/// The name of the hold an alert makes: `alert-aN`.
+pub fn alert_hold_name(alert_id: &str) -> String {
+    format!("alert-{alert_id}")
+}
+
 /// The id a daemon gives an unnamed capture: `cN`.
 pub fn id_name(n: u64) -> String {
     format!("c{n}")
