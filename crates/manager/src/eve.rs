@@ -3,8 +3,9 @@
 //! - **A file** (`filetype: regular`) is followed as `tail -F` follows it: lines are read as
 //!   they are appended; when the name points to a new file (Suricata rotated it: renamed,
 //!   then reopened on SIGHUP) the old one is read to its end first, then the new one from
-//!   its start; a file cut shorter than the place read (truncated) is read again from its
-//!   start. The place (inode, offset after the last whole line) is kept synced in the
+//!   its start; a file cut shorter than the place read, or whose bytes before the place
+//!   are no longer the last ones read (truncated, then written again past it), is read
+//!   again from its start. The place (inode, offset after the last whole line) is kept synced in the
 //!   recording folder after the alerts it covers, so a restart reads no line twice.
 //! - **A socket** (`--eve unix:PATH`, for `filetype: unix_stream`): corecap listens on
 //!   PATH and Suricata connects to it; lines are read as they come.
@@ -138,7 +139,7 @@ impl Eve {
     /// An EVE record: moves the end of its flow's hold on, and pins the flow of a record
     /// of a type asked for.
     fn event(&self, e: EveEvent, source: Option<(u64, u64)>) {
-        if source.is_some_and(|s| self.alerts.seen(s)) {
+        if source.is_some_and(|s| self.alerts.seen(s, e.time_ns)) {
             return;
         }
         let idle = u64::try_from(self.idle.as_nanos()).unwrap_or(u64::MAX);
@@ -252,10 +253,11 @@ impl Eve {
                     self.counts.rotations.fetch_add(1, Ordering::Relaxed);
                     open = None;
                 }
-                Ok(m) if m.len() < pos.offset => {
+                Ok(m) if m.len() < pos.offset || !pos.still_in(f) => {
                     self.counts.truncations.fetch_add(1, Ordering::Relaxed);
                     f.seek(SeekFrom::Start(0))?;
                     pos.offset = 0;
+                    pos.check.clear();
                     pending.clear();
                     pos.save(&self.home)?;
                 }
@@ -280,12 +282,12 @@ impl Eve {
         };
         let m = f.metadata()?;
         pending.clear();
-        if m.ino() == pos.inode && pos.offset <= m.len() {
+        if m.ino() == pos.inode && pos.offset <= m.len() && pos.still_in(&f) {
             f.seek(SeekFrom::Start(pos.offset))?;
         } else {
             *pos = EvePosition {
                 inode: m.ino(),
-                offset: 0,
+                ..EvePosition::default()
             };
         }
         Ok(Some(f))
@@ -301,6 +303,8 @@ impl Eve {
             at += nl + 1;
         }
         if at > 0 {
+            let keep = at.min(EvePosition::CHECK);
+            pos.check = pending[at - keep..at].to_vec();
             pending.drain(..at);
             pos.save(&self.home)?;
         }

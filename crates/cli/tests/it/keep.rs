@@ -302,3 +302,154 @@ fn issue37_held_packets_outlive_retention_and_are_answered_once() {
     assert_eq!(h["holds"][0]["name"], "case-b", "{h}");
     assert!(held.exists(), "what a released hold kept stays");
 }
+
+/// A Suricata time (`2017-04-07T22:24:37.251547+0000`) of `ns`.
+fn eve_time(ns: u64) -> String {
+    let t = jiff::Timestamp::from_nanosecond(i128::from(ns)).expect("time");
+    format!(
+        "{}.{:06}+0000",
+        t.strftime("%Y-%m-%dT%H:%M:%S"),
+        (ns % S) / 1000
+    )
+}
+
+/// An EVE alert line as Suricata writes it, for the UDP flow from port `sport` to 53 of
+/// the test files; with a `community_id` when given.
+fn eve_alert(time_ns: u64, start_ns: u64, sport: u16, cid: Option<&str>, sid: u64) -> String {
+    let mut v = serde_json::json!({
+        "timestamp": eve_time(time_ns),
+        "flow_id": 1_000_000 + u64::from(sport),
+        "event_type": "alert",
+        "src_ip": "10.0.0.1",
+        "src_port": sport,
+        "dest_ip": "10.0.0.2",
+        "dest_port": 53,
+        "proto": "UDP",
+        "alert": {"action": "allowed", "gid": 1, "signature_id": sid, "rev": 1,
+                  "signature": format!("TEST signature {sid}"), "category": "Test", "severity": 2},
+        "flow": {"pkts_toserver": 1, "pkts_toclient": 0, "start": eve_time(start_ns)},
+        "app_proto": "dns"
+    });
+    if let Some(c) = cid {
+        v["community_id"] = Value::from(c);
+    }
+    format!("{v}\n")
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("eve");
+    f.write_all(text.as_bytes()).expect("append");
+}
+
+/// `GET /alerts` once it lists `n` alerts (the follower reads as lines come; bounded).
+fn alerts_when(d: &util::Daemon, n: usize) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let v: Value =
+            serde_json::from_slice(&d.request_ok(&["alerts"]).stdout).expect("alerts JSON");
+        if v["alerts"].as_array().map_or(0, Vec::len) >= n {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{n} alerts never came: {v}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The Community ID corecap gives the flow from `sport` in `file` (`corecap flows`).
+fn community_id(file: &Path, sport: u16) -> String {
+    let o = util::corecap(&["flows", file.to_str().expect("utf8"), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
+        .find(|v| v["source"]["port"] == sport)
+        .and_then(|v| v["network"]["community_id"].as_str().map(str::to_owned))
+        .expect("the flow's community_id")
+}
+
+/// Issue 37: `serve --eve` follows eve.json as it grows, is rotated and truncated, skips
+/// and counts a malformed line, and pins each alert's flow (by Community ID, or by its
+/// 5-tuple) from before the alert; after retention deleted the file, each alert's packets
+/// still download (tcpdump reads them), a restart reads no line twice, and an alert whose
+/// flow began before the recording says so.
+#[test]
+#[ignore = "needs root"]
+fn issue37_alerts_pin_their_flows_through_rotation_and_retention() {
+    use std::os::unix::fs::PermissionsExt;
+    let lab = Lab::new(1);
+    let s = Scratch::new("alerts");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).expect("spool");
+    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    let now = now_s();
+    let (old, recent) = (now - 3 * 86_400, now - 3600);
+    // UDP packets 1 ms apart from source ports 1000.. to port 53.
+    indexed_file(&spool.join("old.pcapng"), old, 100);
+    indexed_file(&spool.join("recent.pcapng"), recent, 100);
+    let cid = community_id(&spool.join("old.pcapng"), 1010);
+    let at = |ms: u64| old * S + ms * 1_000_000;
+    let eve = s.path("eve.json");
+    append(&eve, &eve_alert(at(50), at(5), 1005, None, 1));
+    append(
+        &eve,
+        "{\"timestamp\": \"2026-01-01T00:00:00\", \"event_type\n",
+    );
+    append(&eve, &eve_alert(at(60), at(10), 1010, Some(&cid), 2));
+    let path = eve.to_str().expect("utf8");
+    let d = util::Daemon::start(&lab, &s, &["--eve", path, "--eve-idle", "5"]);
+    let v = alerts_when(&d, 2);
+    assert_eq!(v["malformed"], 1, "{v}");
+    // Rotated: the name moves, a new file comes.
+    std::fs::rename(&eve, s.path("eve.json.1")).expect("rotate");
+    append(&eve, &eve_alert(at(70), at(20), 1020, None, 3));
+    alerts_when(&d, 3);
+    // Truncated: cut to nothing, written again from the start.
+    std::fs::File::create(&eve).expect("truncate");
+    append(&eve, &eve_alert(at(80), at(30), 1030, None, 4));
+    let v = alerts_when(&d, 4);
+    for a in v["alerts"].as_array().expect("alerts") {
+        assert_eq!(a["before_reach"], false, "{a}");
+        assert_eq!(a["packets_kept"], 1, "{a}");
+    }
+    drop(d);
+
+    // A restart under an age limit: the old file goes, its alerts' packets are kept.
+    let d = util::Daemon::start(&lab, &s, &["--eve", path, "--retain-age", "2d"]);
+    assert!(
+        !spool.join("old.pcapng").exists(),
+        "retention deleted the file"
+    );
+    // An alert whose flow began ten days ago, before anything on record.
+    append(
+        &eve,
+        &eve_alert(at(90), (now - 10 * 86_400) * S, 1040, None, 5),
+    );
+    let v = alerts_when(&d, 5);
+    let list = v["alerts"].as_array().expect("alerts");
+    assert_eq!(list.len(), 5, "no line read twice: {v}");
+    assert_eq!(list[4]["before_reach"], true, "{v}");
+    assert!(
+        list[4]["note"]
+            .as_str()
+            .unwrap_or("")
+            .contains("before the recording"),
+        "{v}"
+    );
+    for (id, port) in [("a1", 1005), ("a2", 1010), ("a3", 1020), ("a4", 1030)] {
+        let out = s.path(&format!("{id}.pcapng"));
+        d.request_ok(&["alert", id, "-w", out.to_str().expect("utf8")]);
+        if util::need("tcpdump") {
+            assert_eq!(util::tcpdump_packets(&out, ""), 1, "{id}");
+            let f = format!("udp src port {port}");
+            assert_eq!(util::tcpdump_packets(&out, &f), 1, "{id}");
+        }
+    }
+}

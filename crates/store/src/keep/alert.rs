@@ -89,9 +89,12 @@ impl Alerts {
         format!("a{}", self.lock().len() + 1)
     }
 
-    /// Whether the line at `source` was read before.
-    pub fn seen(&self, source: (u64, u64)) -> bool {
-        self.lock().iter().any(|a| a.source == Some(source))
+    /// Whether the line at `source` of an alert at `time_ns` was read before (the time
+    /// tells a line from another written at the same place after a truncation).
+    pub fn seen(&self, source: (u64, u64), time_ns: u64) -> bool {
+        self.lock()
+            .iter()
+            .any(|a| a.source == Some(source) && a.time_ns == time_ns)
     }
 
     /// The hold of an earlier alert on the same flow, if one has a hold.
@@ -128,9 +131,27 @@ pub struct EvePosition {
     pub inode: u64,
     /// Bytes read, up to the end of the last whole line.
     pub offset: u64,
+    /// The last bytes read (at most [`EvePosition::CHECK`]), before `offset`: a file cut
+    /// and written again past the place no longer has them there.
+    #[serde(default)]
+    pub check: Vec<u8>,
 }
 
 impl EvePosition {
+    /// Bytes kept in [`EvePosition::check`].
+    pub const CHECK: usize = 64;
+
+    /// Whether `f` still has, just before the place, the bytes read there.
+    pub fn still_in(&self, f: &File) -> bool {
+        use std::os::unix::fs::FileExt;
+        let n = self.check.len() as u64;
+        if n > self.offset {
+            return false;
+        }
+        let mut b = vec![0u8; self.check.len()];
+        f.read_exact_at(&mut b, self.offset - n).is_ok() && b == self.check
+    }
+
     /// The place kept in `dir` (none: the start of the file).
     pub fn load(dir: &Path) -> Option<EvePosition> {
         let b = std::fs::read(eve_position_path(dir)).ok()?;
