@@ -47,7 +47,7 @@ pub fn pcap_of(path: &str) -> Option<&str> {
 pub fn route(m: &Manager, method: &str, parts: &[&str]) -> Option<Response> {
     match (method, parts) {
         ("GET", ["alerts"]) => Some(match m.eve() {
-            Some(_) => crate::keep::json(200, &list(m)),
+            Some(_) => crate::hold::json(200, &list(m)),
             None => Response::error(404, "this daemon follows no EVE output (serve --eve PATH)"),
         }),
         (_, ["alerts"]) => Some(Response::error(

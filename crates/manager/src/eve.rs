@@ -148,7 +148,7 @@ impl Eve {
         if let Some(h) = &earlier {
             let _ = self.holds.extend(h, end);
         }
-        if !self.types.iter().any(|t| *t == e.event_type) {
+        if !self.types.contains(&e.event_type) {
             return;
         }
         let start = e.flow_start_ns.unwrap_or(e.time_ns).min(e.time_ns);

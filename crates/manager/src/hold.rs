@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use corecap_store::keep::hold::{HoldError, HoldSpec};
 use corecap_store::query::parse_time;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::http::Response;
 use crate::manager::Manager;
@@ -91,7 +91,7 @@ pub fn make(m: &Manager, body: &[u8]) -> Response {
         http_host: q.http_host,
     };
     match holds.add(spec, now) {
-        Ok(h) => crate::keep::json(201, &h),
+        Ok(h) => json(201, &h),
         Err(e) => refused(&e),
     }
 }
@@ -102,7 +102,15 @@ pub fn release(m: &Manager, name: &str) -> Response {
         return Response::error(404, "this daemon keeps no holds");
     };
     match holds.remove(name) {
-        Ok(h) => crate::keep::json(200, &h),
+        Ok(h) => json(200, &h),
         Err(e) => refused(&e),
+    }
+}
+
+/// A JSON response of `v`.
+pub(crate) fn json<T: Serialize>(status: u16, v: &T) -> Response {
+    match serde_json::to_value(v) {
+        Ok(v) => Response::json(status, &v),
+        Err(e) => Response::error(500, e.to_string()),
     }
 }

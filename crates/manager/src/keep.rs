@@ -22,8 +22,8 @@ pub fn route(m: &Manager, method: &str, parts: &[&str], body: &[u8]) -> Option<R
         return Some(r);
     }
     let r = match (method, parts) {
-        ("GET", ["status"]) => json(200, &status(m)),
-        ("GET", ["holds"]) => json(200, &holds_view(m)),
+        ("GET", ["status"]) => crate::hold::json(200, &status(m)),
+        ("GET", ["holds"]) => crate::hold::json(200, &holds_view(m)),
         ("POST", ["holds"]) => crate::hold::make(m, body),
         ("DELETE", ["holds", name]) => crate::hold::release(m, name),
         (_, ["status"]) | (_, ["holds"]) | (_, ["holds", _]) => Response::error(
@@ -33,14 +33,6 @@ pub fn route(m: &Manager, method: &str, parts: &[&str], body: &[u8]) -> Option<R
         _ => return None,
     };
     Some(r)
-}
-
-/// A JSON response of `v`.
-pub(crate) fn json<T: Serialize>(status: u16, v: &T) -> Response {
-    match serde_json::to_value(v) {
-        Ok(v) => Response::json(status, &v),
-        Err(e) => Response::error(500, e.to_string()),
-    }
 }
 
 /// What holds keep, as `GET /holds` and `/status` give it.

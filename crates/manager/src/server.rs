@@ -852,7 +852,7 @@ pub fn route(m: &Manager, req: Request, t0: Instant, wall: SystemTime) -> Respon
         },
         ("GET", ["captures", id]) => r(m.show(id), 200),
         ("DELETE", ["captures", id]) => r(m.stop(id), 200),
-        ("GET", ["metrics"]) => Response::text(200, m.metrics()),
+        ("GET", ["metrics"]) => Response::text(200, m.metrics() + &crate::keep::metrics(m)),
         ("GET", ["cores"]) => Response::json(200, &m.cores()),
         (_, ["captures"])
         | (_, ["captures", _])

@@ -143,6 +143,6 @@ impl Manager {
             spares: &spares,
             earlier: &earlier,
             recovered_files: self.cfg.recovered.len() as u64,
-        }) + &crate::keep::metrics(self)
+        })
     }
 }

@@ -346,6 +346,31 @@ pub fn alert_hold_name(alert_id: &str) -> String {
     format!("alert-{alert_id}")
 }
 
+/// The held recordings of the recording folder `dir` that answer a query: every whole
+/// capture file of `dir/held` whose file is gone from `dir` (while the file is there, it
+/// answers itself: see [`crate::keep::hold`]), in name order.
+pub fn held_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(held_dir(dir)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let hidden = p
+                .file_name()
+                .is_none_or(|n| n.to_string_lossy().starts_with('.'));
+            !hidden
+                && !is_part(p)
+                && !is_beside(p)
+                && p.is_file()
+                && original_of_held(p).is_some_and(|o| !o.exists())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The id a daemon gives an unnamed capture: `cN`.
 pub fn id_name(n: u64) -> String {
     format!("c{n}")

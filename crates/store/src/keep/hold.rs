@@ -10,7 +10,7 @@
 //! - **Crash-safe copies.** A held copy is written as a hidden part, synced, renamed and its
 //!   folder synced before retention records and deletes the file. A crash before the rename
 //!   leaves a part, removed by the next copy of that file; a crash after it leaves both the
-//!   file and its held copy: [`held_files`] gives a held copy only while its file is gone,
+//!   file and its held copy: [`crate::names::held_files`] gives a held copy only while its file is gone,
 //!   so an answer never holds a packet twice, nor loses one.
 //! - **Several holds on one file.** Each hold's packets go to a part of their own, then one
 //!   query merges the parts in time order, giving once a packet two holds both name.
@@ -27,10 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::{
-    dir_of, held_dir, held_hold_part, held_path, holds_path, holds_tmp, is_part, original_of_held,
-    part_path,
-};
+use crate::names::{dir_of, held_dir, held_hold_part, held_path, holds_path, holds_tmp, part_path};
 use crate::query::{QuerySpec, QueryStats};
 use crate::read::flow_match::Selectors;
 use crate::sealed::KeyFile;
@@ -406,29 +403,4 @@ fn check_name(name: &str) -> Result<(), HoldError> {
     } else {
         Err(HoldError::BadName(name.to_owned()))
     }
-}
-
-/// The held recordings of the recording folder `dir` that answer a query: every whole
-/// capture file of `dir/held` whose file is gone from `dir` (while the file is there, it
-/// answers itself: see the module doc), in name order.
-pub fn held_files(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(held_dir(dir)) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = rd
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            let hidden = p
-                .file_name()
-                .is_none_or(|n| n.to_string_lossy().starts_with('.'));
-            !hidden
-                && !is_part(p)
-                && !crate::names::is_beside(p)
-                && p.is_file()
-                && original_of_held(p).is_some_and(|o| !o.exists())
-        })
-        .collect();
-    out.sort();
-    out
 }

@@ -102,7 +102,7 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError
                 }
             }
             // What holds kept of the files retention deleted answers in their place.
-            out.extend(crate::keep::hold::held_files(p));
+            out.extend(crate::names::held_files(p));
         } else {
             match file_kind(p).map_err(io_at(p))? {
                 FileKind::Other => {
