@@ -404,3 +404,79 @@ fn check_name(name: &str) -> Result<(), HoldError> {
         Err(HoldError::BadName(name.to_owned()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("corecap-hold-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("dir");
+        d
+    }
+
+    fn spec(name: &str) -> HoldSpec {
+        HoldSpec {
+            name: name.into(),
+            from_ns: 10,
+            to_ns: 20,
+            filter: Some("udp".into()),
+            ..HoldSpec::default()
+        }
+    }
+
+    #[test]
+    fn test_holds_are_kept_across_a_reopen_and_released_by_name() {
+        let d = scratch("reopen");
+        let h = Holds::open(&d, vec![d.clone()], None, None).expect("open");
+        h.add(spec("a"), 1).expect("a");
+        h.add(spec("b"), 2).expect("b");
+        assert!(matches!(h.add(spec("a"), 3), Err(HoldError::Exists(_))));
+        assert!(matches!(h.add(spec("../x"), 3), Err(HoldError::BadName(_))));
+        let empty = HoldSpec {
+            to_ns: 10,
+            ..spec("c")
+        };
+        assert!(matches!(h.add(empty, 3), Err(HoldError::BadWindow)));
+        h.extend("b", 50).expect("extend");
+        let again = Holds::open(&d, vec![d.clone()], None, None).expect("reopen");
+        let names: Vec<(String, u64)> = again
+            .list()
+            .into_iter()
+            .map(|h| (h.spec.name, h.spec.to_ns))
+            .collect();
+        assert_eq!(names, [("a".into(), 20), ("b".into(), 50)]);
+        assert_eq!(again.covering(15, 16).len(), 2);
+        assert_eq!(again.covering(30, 40).len(), 1, "only the extended one");
+        again.remove("a").expect("release");
+        assert!(matches!(again.remove("a"), Err(HoldError::NotFound(_))));
+        let third = Holds::open(&d, vec![d.clone()], None, None).expect("reopen");
+        assert_eq!(third.list().len(), 1);
+        std::fs::remove_dir_all(&d).expect("clean");
+    }
+
+    #[test]
+    fn test_the_budget_refuses_new_holds_and_keeps_old_ones() {
+        let d = scratch("budget");
+        let h = Holds::open(&d, vec![d.clone()], Some(100), None).expect("open");
+        h.add(spec("a"), 1).expect("under the budget");
+        std::fs::create_dir(held_dir(&d)).expect("held");
+        std::fs::write(held_dir(&d).join("x.pcapng"), [0u8; 100]).expect("held file");
+        assert!(matches!(
+            h.add(spec("b"), 2),
+            Err(HoldError::Budget { held: 100, .. })
+        ));
+        assert_eq!(h.list().len(), 1, "the old hold stays");
+        std::fs::remove_dir_all(&d).expect("clean");
+    }
+
+    #[test]
+    fn test_a_damaged_holds_file_stops_the_start() {
+        let d = scratch("damaged");
+        std::fs::write(holds_path(&d), b"[{\"name\":").expect("write");
+        let e = Holds::open(&d, Vec::new(), None, None).expect_err("damaged");
+        assert!(e.to_string().contains("move it aside"), "{e}");
+        std::fs::remove_dir_all(&d).expect("clean");
+    }
+}
