@@ -71,6 +71,7 @@ fn issue37_a_query_says_which_part_of_its_window_retention_took() {
     indexed_file(&rec.join("r_00001.pcapng"), t1, 100);
     indexed_file(&rec.join("r_00002.pcapng"), t2, 100);
     indexed_file(&rec.join("r_00003.pcapng"), t3, 100);
+    let cid = community_id(&rec.join("r_00001.pcapng"), 1005);
     let input = s.path("in.pcapng");
     std::fs::write(
         &input,
@@ -126,6 +127,30 @@ fn issue37_a_query_says_which_part_of_its_window_retention_took() {
         err.contains("no part of the window is on record; the files cover"),
         "{err}"
     );
+
+    // The same window, by a connection whose file retention took: still told.
+    let (f, t) = ((t1 - 60).to_string(), (t2 + 60).to_string());
+    let o = util::corecap(&[
+        "query",
+        rec.to_str().expect("utf8"),
+        "--community-id",
+        &cid,
+        "--from",
+        &f,
+        "--to",
+        &t,
+        "-w",
+        answer.to_str().expect("utf8"),
+        "--force",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["packets"], 0, "{v}");
+    assert!(whys(&v["reach"]).contains(&"retention".to_owned()), "{v}");
+    assert!(err.contains("deleted by retention at"), "{err}");
+    assert!(err.contains("the files cover"), "told against the folder's files: {err}");
 
     // A window before the recording.
     let (v, err) = query(&rec, t1 - 9 * 86_400, t1 - 8 * 86_400, &answer);

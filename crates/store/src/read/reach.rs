@@ -106,9 +106,8 @@ pub enum Why {
     Gap,
 }
 
-/// The reach of a query over `files` found in the recording folders `folders` (whose
-/// records of deletions it reads) for the window `from..to` (`0` and `u64::MAX`: open
-/// ends).
+/// The reach of the recording folders `folders` (their files, `files` too, and their
+/// records of deletions) for the window `from..to` (`0` and `u64::MAX`: open ends).
 pub fn reach(folders: &[PathBuf], files: &[PathBuf], from: u64, to: u64) -> Reach {
     let mut dirs: Vec<PathBuf> = folders
         .iter()
@@ -116,8 +115,16 @@ pub fn reach(folders: &[PathBuf], files: &[PathBuf], from: u64, to: u64) -> Reac
         .collect();
     dirs.sort();
     dirs.dedup();
+    // The folders' files as well as the query's: a query narrowed to connections none of
+    // the files holds has no file left, and its window is still told against the folders.
+    let mut all: Vec<PathBuf> = files.to_vec();
+    if let Ok((listed, _)) = crate::query::expand_paths(folders) {
+        all.extend(listed);
+    }
+    all.sort();
+    all.dedup();
     let mut r = Reach::default();
-    let held = file_times(files, &mut r.files_without_time);
+    let held = file_times(&all, &mut r.files_without_time);
     let mut gone = Vec::new();
     for d in &dirs {
         let (lines, damaged) = deleted::read(d);
