@@ -150,7 +150,10 @@ fn issue37_a_query_says_which_part_of_its_window_retention_took() {
     assert_eq!(v["packets"], 0, "{v}");
     assert!(whys(&v["reach"]).contains(&"retention".to_owned()), "{v}");
     assert!(err.contains("deleted by retention at"), "{err}");
-    assert!(err.contains("the files cover"), "told against the folder's files: {err}");
+    assert!(
+        err.contains("the files cover"),
+        "told against the folder's files: {err}"
+    );
 
     // A window before the recording.
     let (v, err) = query(&rec, t1 - 9 * 86_400, t1 - 8 * 86_400, &answer);

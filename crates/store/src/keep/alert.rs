@@ -84,9 +84,16 @@ impl Alerts {
         self.lock().iter().find(|a| a.id == id).cloned()
     }
 
-    /// The id the next alert takes.
+    /// The id the next alert takes: past every id kept (a damaged line skipped at open
+    /// does not give its id again).
     pub fn next_id(&self) -> String {
-        format!("a{}", self.lock().len() + 1)
+        let high = self
+            .lock()
+            .iter()
+            .filter_map(|a| a.id.strip_prefix('a')?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        format!("a{}", high + 1)
     }
 
     /// Whether the line at `source` of an alert at `time_ns` was read before (the time

@@ -18,7 +18,8 @@
 //!   reach it; it never deletes what a hold keeps.
 //!
 //! The API is small so that other parts of the recorder can ask it: [`Holds::covering`]
-//! says whether a time is held (a per-flow cutoff lifts itself for a held flow).
+//! says which holds cover a time, [`Holds::holds_connection`] whether a connection is held
+//! (a per-flow cutoff lifts itself for a held flow).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -241,6 +242,17 @@ impl Holds {
             .collect()
     }
 
+    /// Whether a hold names the connection with this Community ID at `ts_ns` (a per-flow
+    /// cutoff asks it before it stops keeping a connection's packets). Holds by filter or
+    /// by name are not asked: their packets are copied when retention deletes the file.
+    pub fn holds_connection(&self, community_id: &str, ts_ns: u64) -> bool {
+        self.lock().iter().any(|h| {
+            h.spec.community_id.as_deref() == Some(community_id)
+                && h.spec.from_ns <= ts_ns
+                && ts_ns < h.spec.to_ns
+        })
+    }
+
     /// Bytes of the held recordings (their indexes and sessions included).
     pub fn held_bytes(&self) -> u64 {
         let mut dirs: Vec<PathBuf> = self.folders.iter().map(|d| held_dir(d)).collect();
@@ -449,6 +461,10 @@ mod tests {
         assert_eq!(names, [("a".into(), 20), ("b".into(), 50)]);
         assert_eq!(again.covering(15, 16).len(), 2);
         assert_eq!(again.covering(30, 40).len(), 1, "only the extended one");
+        assert!(
+            !again.holds_connection("1:x=", 15),
+            "held by filter, not by connection"
+        );
         again.remove("a").expect("release");
         assert!(matches!(again.remove("a"), Err(HoldError::NotFound(_))));
         let third = Holds::open(&d, vec![d.clone()], None, None).expect("reopen");
