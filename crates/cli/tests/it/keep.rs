@@ -280,7 +280,7 @@ fn issue37_held_packets_outlive_retention_and_are_answered_once() {
     assert!(h["held_bytes"].as_u64().expect("bytes") > 0, "{h}");
 
     let answer = s.path("a.pcapng");
-    let q = |out: &Path| {
+    let q = |d: &util::Daemon, out: &Path| {
         let o = d.request_ok(&[
             "query",
             "--from",
@@ -293,7 +293,7 @@ fn issue37_held_packets_outlive_retention_and_are_answered_once() {
         ]);
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
-    let err = q(&answer);
+    let err = q(&d, &answer);
     assert!(err.contains("partly deleted"), "{err}");
     if util::need("tcpdump") {
         assert_eq!(
@@ -309,7 +309,7 @@ fn issue37_held_packets_outlive_retention_and_are_answered_once() {
     // The file back beside its held copy, as a crash between the two leaves them: the
     // file answers, the copy does not add to it.
     indexed_file(&spool.join("old.pcapng"), old, 100);
-    q(&answer);
+    q(&d, &answer);
     if util::need("tcpdump") {
         assert_eq!(util::tcpdump_packets(&answer, ""), 100, "never twice");
     }
@@ -329,6 +329,25 @@ fn issue37_held_packets_outlive_retention_and_are_answered_once() {
     assert_eq!(h["holds"].as_array().map(Vec::len), Some(1), "{h}");
     assert_eq!(h["holds"][0]["name"], "case-b", "{h}");
     assert!(held.exists(), "what a released hold kept stays");
+    drop(d);
+
+    // A later file under the same name, held too: its copy takes a name of its own.
+    indexed_file(&spool.join("old.pcapng"), old + 30, 100);
+    let d = util::Daemon::start(&lab, &s, &["--retain-age", "2d"]);
+    assert!(!spool.join("old.pcapng").exists());
+    assert!(
+        spool.join("held/2~old.pcapng").exists(),
+        "a name of its own"
+    );
+    q(&d, &answer);
+    if util::need("tcpdump") {
+        assert_eq!(
+            util::tcpdump_packets(&answer, ""),
+            20 + 15,
+            "both copies answer"
+        );
+    }
+    drop(d);
 }
 
 /// A Suricata time (`2017-04-07T22:24:37.251547+0000`) of `ns`.

@@ -303,14 +303,29 @@ pub fn held_dir(dir: &Path) -> PathBuf {
 
 /// The held copy of the capture file `file`: `DIR/held/NAME`.
 pub fn held_path(file: &Path) -> PathBuf {
-    let name = file.file_name().unwrap_or_default();
+    held_path_nth(file, 1)
+}
+
+/// The `n`th name a held copy of `file` may take: `DIR/held/NAME`, then `DIR/held/N~NAME`
+/// (a spool's name used again by a later capture whose file retention deletes too).
+pub fn held_path_nth(file: &Path, n: u32) -> PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = if n <= 1 { name } else { format!("{n}~{name}") };
     held_dir(dir_of(file)).join(name)
 }
 
-/// The capture file a held copy keeps packets of: `DIR/held/NAME` → `DIR/NAME`.
+/// The capture file a held copy keeps packets of: `DIR/held/NAME` and `DIR/held/N~NAME`
+/// → `DIR/NAME`.
 pub fn original_of_held(held: &Path) -> Option<PathBuf> {
-    let name = held.file_name()?;
-    Some(dir_of(dir_of(held)).join(name))
+    let name = held.file_name()?.to_string_lossy().into_owned();
+    let own = match name.split_once('~') {
+        Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => rest,
+        _ => name.as_str(),
+    };
+    Some(dir_of(dir_of(held)).join(own))
 }
 
 /// The hidden part one hold's packets of `file` are gathered in before the held copies of
@@ -439,6 +454,20 @@ pub fn recovered_names(dir: &Path, name: &str, since: f64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_held_names_lead_back_to_their_file() {
+        let f = Path::new("/s/x.pcapng");
+        assert_eq!(held_path(f), Path::new("/s/held/x.pcapng"));
+        assert_eq!(held_path_nth(f, 3), Path::new("/s/held/3~x.pcapng"));
+        for n in [1, 2, 12] {
+            assert_eq!(original_of_held(&held_path_nth(f, n)).as_deref(), Some(f));
+        }
+        assert_eq!(
+            original_of_held(Path::new("/s/held/a~b.pcapng")).as_deref(),
+            Some(Path::new("/s/a~b.pcapng"))
+        );
+    }
 
     #[test]
     fn test_paths() {

@@ -28,7 +28,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::{dir_of, held_dir, held_hold_part, held_path, holds_path, holds_tmp, part_path};
+use crate::names::{
+    dir_of, held_dir, held_hold_part, held_path_nth, holds_path, holds_tmp, part_path,
+};
 use crate::query::{QuerySpec, QueryStats};
 use crate::read::flow_match::Selectors;
 use crate::sealed::KeyFile;
@@ -289,10 +291,13 @@ impl Holds {
     /// folder.
     pub fn keep(&self, file: &Path, first: u64, last: u64) -> io::Result<u64> {
         let holds = self.covering(first, last);
-        let held = held_path(file);
-        if holds.is_empty() || held.exists() {
+        if holds.is_empty() {
             return Ok(0);
         }
+        let Some(held) = free_held_path(file, first, last) else {
+            // Copied before a crash stopped the deletion: that copy is whole.
+            return Ok(0);
+        };
         let dir = held_dir(dir_of(file));
         if !dir.exists() {
             std::fs::create_dir(&dir)?;
@@ -388,6 +393,23 @@ impl Holds {
         };
         write_answer(&spec, out).map(|s| s.packets)
     }
+}
+
+/// The name the held copy of `file` (packets `first..=last`) takes: the first of its names
+/// not taken; None when one is taken by this file's own copy (its first packet in the
+/// file's span: a crash came between the copy and the deletion).
+fn free_held_path(file: &Path, first: u64, last: u64) -> Option<PathBuf> {
+    (1..)
+        .map(|n| held_path_nth(file, n))
+        .find_map(|p| {
+            if !p.exists() {
+                return Some(Some(p));
+            }
+            let mut r = corecap_wire::read::CaptureReader::open(&p).ok()?;
+            let ts = r.next_packet().ok().flatten()?.ts_ns;
+            (first..=last).contains(&ts).then_some(None)
+        })
+        .flatten()
 }
 
 /// Runs `spec` into the new file `out` (removed first if a crash left it), synced.
