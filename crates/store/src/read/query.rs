@@ -157,7 +157,9 @@ pub(crate) fn plan_all(
     let mut pruning = Pruning::new(spec.filter.as_deref());
     let mut catalogs = Catalogs::default();
     let mut plans = Vec::new();
-    for f in &spec.files {
+    let mut files: std::collections::VecDeque<PathBuf> = spec.files.iter().cloned().collect();
+    while let Some(f) = files.pop_front() {
+        let f = &f;
         stats.files += 1;
         if !spec.scan && catalogs.outside(f, spec.from, spec.to) {
             // The folder's catalog says no packet of this file is in the window: neither
@@ -165,8 +167,8 @@ pub(crate) fn plan_all(
             stats.files_pruned += 1;
             continue;
         }
-        let plan = if spec.scan {
-            plan_scan(f, spec.kek.as_ref())?
+        let planned = if spec.scan {
+            plan_scan(f, spec.kek.as_ref())
         } else {
             plan_file(
                 f,
@@ -175,7 +177,25 @@ pub(crate) fn plan_all(
                 &mut pruning,
                 spec.kek.as_ref(),
                 stats,
-            )?
+            )
+        };
+        let plan = match planned {
+            Err(QueryError::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::NotFound && deleted_since(f) =>
+            {
+                // Listed, then deleted by retention before the query's lease: what holds
+                // kept of it answers in its place (whole: copied before the deletion),
+                // and the answer's reach tells that time, as for any file retention took.
+                let held = held_copies(f, &spec.files);
+                stats.notes.push(format!(
+                    "{}: deleted by retention after the query listed it ({} held copies read)",
+                    f.display(),
+                    held.len()
+                ));
+                files.extend(held);
+                continue;
+            }
+            other => other?,
         };
         stats.files_live += u64::from(plan.live);
         stats.bytes_total += plan.size;
@@ -193,6 +213,22 @@ pub(crate) fn plan_all(
     }
     stats.notes.append(&mut catalogs.notes);
     Ok(plans)
+}
+
+/// The held copies of the deleted file `f` (`held/NAME`, `held/N~NAME`) not in `listed`.
+fn held_copies(f: &Path, listed: &[PathBuf]) -> Vec<PathBuf> {
+    (1..)
+        .map(|n| crate::names::held_path_nth(f, n))
+        .take_while(|p| p.exists())
+        .filter(|p| !listed.contains(p))
+        .collect()
+}
+
+/// Whether retention's record of `f`'s folder names `f` (see [`crate::keep::deleted`]).
+fn deleted_since(f: &Path) -> bool {
+    let name = f.file_name().map(|n| n.to_string_lossy().into_owned());
+    let (lines, _) = crate::keep::deleted::read(crate::names::dir_of(f));
+    name.is_some_and(|n| lines.iter().any(|l| l.file == n))
 }
 
 /// Reads the planned files (in start-time order) and writes their matching packets merged
