@@ -124,6 +124,7 @@ pub fn spec(m: &Manager, a: &Alert) -> Result<QuerySpec, Response> {
         once: true,
         sessions: None,
         folders,
+        reach: true,
     };
     let Some(c) = &a.flow.community_id else {
         return Ok(spec);

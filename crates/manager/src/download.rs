@@ -34,6 +34,7 @@ pub fn spec(m: &Manager, id: &str) -> Result<(QuerySpec, String), Response> {
         once: true,
         sessions: None,
         folders: Vec::new(),
+        reach: false,
     };
     Ok((spec, format!("{id}.pcapng")))
 }

@@ -18,9 +18,10 @@ pub(crate) fn run(a: FlowsArgs) -> Result<i32> {
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     let mut select = selectors(&a.select, a.host, a.port);
     select.filter = filter;
-    let folders = folders_of(&a.args, &[], &files);
+    let folders = folders_of(&a.args, &[]);
     let spec = FlowSpec {
         folders,
+        reach: true,
         files,
         from,
         to,

@@ -23,7 +23,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     let (from, to, window) = window(&a)?;
     let (files, skipped, filter) = files_and_filter(&a.args, &a.read, &a.filter)?;
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
-    let folders = folders_of(&a.args, &a.read, &files);
+    let folders = folders_of(&a.args, &a.read);
     let spec = QuerySpec {
         files,
         from,
@@ -34,6 +34,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         once: false,
         sessions: None,
         folders,
+        reach: true,
     };
     let spec = if a.select.any() {
         by_sessions(spec, &a.select)?
@@ -282,23 +283,15 @@ pub(crate) fn files_and_filter(
     Ok((files, skipped, filter))
 }
 
-/// The recording folders a query states its reach over: the folders given, and those of
-/// the files given (a glob of a recording's files names its folder as well).
-pub(crate) fn folders_of(args: &[String], read: &[PathBuf], files: &[PathBuf]) -> Vec<PathBuf> {
+/// The recording folders given (the reach is told over their files, and over the records
+/// of deletions of theirs and of the files' own folders).
+pub(crate) fn folders_of(args: &[String], read: &[PathBuf]) -> Vec<PathBuf> {
     let given = if read.is_empty() {
         split_args(args, false).0
     } else {
         read.to_vec()
     };
-    let mut out: Vec<PathBuf> = given.into_iter().filter(|p| p.is_dir()).collect();
-    out.extend(
-        files
-            .iter()
-            .map(|f| corecap_store::names::dir_of(f).to_owned()),
-    );
-    out.sort();
-    out.dedup();
-    out
+    given.into_iter().filter(|p| p.is_dir()).collect()
 }
 
 /// Leading arguments that exist are paths; the rest is the filter. With `-f`, all are paths.

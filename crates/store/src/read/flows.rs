@@ -70,8 +70,10 @@ pub struct FlowSpec {
     pub sort: FlowSort,
     /// At most this many flows (after sorting).
     pub limit: Option<usize>,
-    /// Recording folders whose reach the listing states ([`super::reach`]); none: no reach.
+    /// Recording folders the files were found in ([`super::reach`]).
     pub folders: Vec<PathBuf>,
+    /// Whether the listing states its reach.
+    pub reach: bool,
 }
 
 /// A connection: one session record, or several joined across file segments.
@@ -119,7 +121,7 @@ pub fn list(spec: &FlowSpec) -> Result<(Vec<Flow>, FlowStats), QueryError> {
     let filter = SessionFilter::new(spec.select.filter.as_deref())?;
     let mut stats = FlowStats::default();
     let records = read_all(spec, &mut stats);
-    if !spec.folders.is_empty() {
+    if spec.reach {
         let reach = super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to);
         stats.notes.extend(reach.lines());
         stats.reach = Some(reach);

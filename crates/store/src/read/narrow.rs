@@ -36,6 +36,7 @@ pub fn narrow(spec: &QuerySpec, select: &Selectors) -> Result<(QuerySpec, FlowSt
         sort: FlowSort::First,
         limit: None,
         folders: Vec::new(),
+        reach: false,
     };
     let (flows, stats) = list(&fs)?;
     if flows.len() > MAX_QUERY_FLOWS {

@@ -72,10 +72,11 @@ pub struct QuerySpec {
     /// Only the packets of these connections, each within its first and last packet
     /// ([`super::narrow::narrow`] sets it).
     pub sessions: Option<Arc<super::session_match::SessionMatch>>,
-    /// Recording folders the files were found in: the answer states its reach over them
-    /// ([`super::reach`]), even when no file is left; none: no reach is stated (a capture's
-    /// own download).
+    /// Recording folders the files were found in: the reach is stated over them too, even
+    /// when no file is left ([`super::reach`]).
     pub folders: Vec<PathBuf>,
+    /// Whether the answer states its reach (not for a capture's own download).
+    pub reach: bool,
 }
 
 /// What a query did.

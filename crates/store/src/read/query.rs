@@ -52,7 +52,8 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
 pub(crate) fn run_leased<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
     let mut stats = QueryStats::default();
     // Under the leases: retention deletes nothing of these folders until the answer ends.
-    let reach = (!spec.folders.is_empty())
+    let reach = spec
+        .reach
         .then(|| super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to));
     let mut plans = plan_all(spec, &mut stats)?;
     plans.sort_by_key(|p| p.start_ts);
@@ -361,7 +362,8 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
             .sum::<u64>();
     }
     c.notes.append(&mut catalogs.notes);
-    c.reach = (!spec.folders.is_empty())
+    c.reach = spec
+        .reach
         .then(|| super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to));
     c.notes
         .extend(c.reach.iter().flat_map(super::reach::Reach::lines));

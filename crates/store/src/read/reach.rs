@@ -106,12 +106,15 @@ pub enum Why {
     Gap,
 }
 
-/// The reach of the recording folders `folders` (their files, `files` too, and their
-/// records of deletions) for the window `from..to` (`0` and `u64::MAX`: open ends).
+/// The reach of `files` and of the recording folders `folders` (their files too), with the
+/// records of deletions of those folders and of the files' own, for the window `from..to`
+/// (`0` and `u64::MAX`: open ends).
 pub fn reach(folders: &[PathBuf], files: &[PathBuf], from: u64, to: u64) -> Reach {
     let mut dirs: Vec<PathBuf> = folders
         .iter()
-        .map(|d| d.canonicalize().unwrap_or_else(|_| d.clone()))
+        .map(PathBuf::as_path)
+        .chain(files.iter().map(|f| dir_of(f)))
+        .map(|d| d.canonicalize().unwrap_or_else(|_| d.to_owned()))
         .collect();
     dirs.sort();
     dirs.dedup();
