@@ -935,3 +935,46 @@ fn issue37_a_live_recording_under_retain_keeps_held_and_alerted_connections() {
     );
     drop(d);
 }
+
+/// Issue 37: `serve --eve unix:PATH` listens where Suricata's `filetype: unix_stream`
+/// connects, and each line written there is an alert that pins its flow; a malformed line
+/// is counted and skipped.
+#[test]
+#[ignore = "needs root"]
+fn issue37_alerts_come_over_a_unix_stream_socket() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let lab = Lab::new(1);
+    let s = Scratch::new("eve-socket");
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).expect("spool");
+    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    let now = now_s();
+    indexed_file(&spool.join("rec.pcapng"), now - 600, 100);
+    let sock = s.path("eve.sock");
+    let arg = format!("unix:{}", sock.display());
+    let d = util::Daemon::start(&lab, &s, &["--eve", &arg]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut c = loop {
+        match std::os::unix::net::UnixStream::connect(&sock) {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{}: {e}",
+                    sock.display()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    };
+    let t = (now - 600) * S;
+    c.write_all(b"not json\n").expect("write");
+    c.write_all(eve_alert(t + 50_000_000, t, 1007, None, 11).as_bytes())
+        .expect("write");
+    let v = alerts_when(&d, 1);
+    assert_eq!(v["malformed"], 1, "{v}");
+    assert_eq!(v["alerts"][0]["signature_id"], 11, "{v}");
+    assert_eq!(v["alerts"][0]["packets_kept"], 1, "{v}");
+    assert_eq!(v["alerts"][0]["hold"], "alert-a1", "{v}");
+}
