@@ -33,6 +33,8 @@ pub fn spec(m: &Manager, id: &str) -> Result<(QuerySpec, String), Response> {
         scan: false,
         once: true,
         sessions: None,
+        folders: Vec::new(),
+        reach: false,
     };
     Ok((spec, format!("{id}.pcapng")))
 }

@@ -104,6 +104,8 @@ pub fn spec(m: &Manager, query: &str) -> Result<FlowSpec, Response> {
     folders.extend(m.record().map(|d| d.to_owned()));
     let (files, _) = expand_paths(&folders).map_err(|e| Response::error(500, e.to_string()))?;
     spec.files = files;
+    spec.folders = folders;
+    spec.reach = true;
     Ok(spec)
 }
 

@@ -14,17 +14,24 @@
 //!   cores and at idle I/O priority;
 //! - [`stats`]: what the base captures and their recording did, read while the daemon
 //!   runs and after it stopped;
+//! - [`keep`]: what the recording keeps (`GET /status`: its reach, retention's budgets and
+//!   deletions); [`hold`]: holds made and released (`POST /holds`, `DELETE /holds/NAME`);
+//!   [`eve`]: Suricata's alerts followed, their flows held; [`alert`]: `GET /alerts`;
 //! - [`api`]: the JSON; [`metrics`]: the Prometheus text;
 //! - [`web`]: the analyst's page at `/`, its login and the endpoints only it needs.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod alert;
 pub mod api;
 pub mod catalog;
 pub mod cores;
 pub mod download;
+pub mod eve;
 pub mod flows;
+pub mod hold;
 pub mod http;
+pub mod keep;
 pub mod lookback;
 pub mod manager;
 pub mod metrics;

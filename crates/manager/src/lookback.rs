@@ -90,6 +90,8 @@ fn read(job: &Job, tx: &SyncSender<Recorded>) -> Result<(), String> {
         scan: false,
         once: false,
         sessions: None,
+        folders: Vec::new(),
+        reach: false,
     };
     let mut w = BufWriter::with_capacity(1 << 20, answer);
     run(&spec, &mut w).map_err(|e| format!("querying the recording: {e}"))?;

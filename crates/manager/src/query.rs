@@ -79,6 +79,8 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
         scan: false,
         once: true,
         sessions: None,
+        folders,
+        reach: true,
     };
     let select = corecap_store::read::flow_match::Selectors {
         community_id: q.community_id,

@@ -543,6 +543,15 @@ impl Conn {
         if let (true, Some(id)) = (req.method == "GET", crate::download::capture_of(&req.path)) {
             return self.download(id.to_owned()).await;
         }
+        if let (true, Some(id)) = (req.method == "GET", crate::alert::pcap_of(&req.path)) {
+            let (m, id) = (self.m.clone(), id.to_owned());
+            let got = tokio::task::spawn_blocking(move || crate::alert::pcap_spec(&m, &id)).await;
+            return match got {
+                Ok(Ok((spec, name))) => self.stream_query(spec, Some(name)),
+                Ok(Err(r)) => self.reply(r),
+                Err(_) => self.reply(Response::error(500, "the request failed")),
+            };
+        }
         let m = self.m.clone();
         let web = crate::web::Conn {
             access,
@@ -923,11 +932,14 @@ pub fn route(m: &Manager, req: Request, t0: Instant, wall: SystemTime) -> Respon
         Ok(v) => view_json(ok, &v),
         Err(e) => Response::error(e.status, e.message),
     };
+    if let Some(r) = crate::keep::route(m, &req.method, &parts, &req.body) {
+        return r;
+    }
     match (req.method.as_str(), parts.as_slice()) {
         ("GET", []) => Response::json(
             200,
             &serde_json::json!({"service": "corecap", "version": env!("CARGO_PKG_VERSION"),
-                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries", "/flows"]}),
+                "endpoints": ["/captures", "/captures/{id}", "/metrics", "/cores", "/queries", "/flows", "/status", "/holds", "/alerts"]}),
         ),
         ("GET", ["captures"]) => view_json(200, &m.list()),
         ("POST", ["captures"]) => match serde_json::from_slice::<StartRequest>(&req.body) {
@@ -936,7 +948,7 @@ pub fn route(m: &Manager, req: Request, t0: Instant, wall: SystemTime) -> Respon
         },
         ("GET", ["captures", id]) => r(m.show(id), 200),
         ("DELETE", ["captures", id]) => r(m.stop(id), 200),
-        ("GET", ["metrics"]) => Response::text(200, m.metrics()),
+        ("GET", ["metrics"]) => Response::text(200, m.metrics() + &crate::keep::metrics(m)),
         ("GET", ["cores"]) => Response::json(200, &m.cores()),
         (_, ["captures"])
         | (_, ["captures", _])

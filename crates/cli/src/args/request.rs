@@ -69,6 +69,36 @@ pub(crate) enum RequestCmd {
     },
     /// Print the daemon's Prometheus metrics.
     Metrics,
+    /// Keep packets retention would delete (POST /holds): those of the window and the
+    /// filter or selectors, copied into a held recording before their file is deleted.
+    Hold(RequestHoldArgs),
+    /// List the holds and the bytes their held recordings take (GET /holds).
+    Holds,
+    /// List the alerts read from Suricata's EVE output (serve --eve): signature,
+    /// severity, flow, time, hold and the packets of the flow on record (GET /alerts).
+    Alerts,
+    /// Download an alert's flow, from its first packet on record, as one pcapng (GET
+    /// /alerts/ID/pcap).
+    Alert {
+        /// Alert id (aN).
+        id: String,
+        /// Output pcapng file (`-` for stdout). An existing file is never written over.
+        #[arg(short = 'w', value_name = "OUT")]
+        out: std::path::PathBuf,
+        /// Replace OUT if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Release a hold (DELETE /holds/NAME): what it kept stays; later deletions no longer
+    /// keep its packets.
+    Release {
+        /// The hold's name.
+        name: String,
+    },
+    /// What the recording keeps (GET /status, JSON): its reach (oldest and newest packet,
+    /// stretches not on record and why), retention's bytes against each budget, files
+    /// deleted by rule, deletions put off by a reading query.
+    Status,
     /// Show which core runs what.
     Cores,
     /// Packets of the spool's and the recording's files by time window and filter, printed one
@@ -120,6 +150,26 @@ pub(crate) struct RequestQueryArgs {
     pub(crate) quick: bool,
     #[command(flatten)]
     pub(crate) print: PrintArgs,
+    /// Only the packets of the connections these select.
+    #[command(flatten)]
+    pub(crate) select: crate::flow_args::SelectArgs,
+    /// tcpdump filter expression.
+    #[arg(value_name = "FILTER")]
+    pub(crate) filter: Vec<String>,
+}
+
+/// `corecap request hold`.
+#[derive(Args, Debug)]
+pub(crate) struct RequestHoldArgs {
+    /// The hold's name (the case): letters, digits, '-', '_', '.'.
+    #[arg(long)]
+    pub(crate) name: String,
+    /// Window start, inclusive (Unix seconds, RFC 3339, or relative like -15m).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) from: String,
+    /// Window end, exclusive (may be in the future).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) to: String,
     /// Only the packets of the connections these select.
     #[command(flatten)]
     pub(crate) select: crate::flow_args::SelectArgs,

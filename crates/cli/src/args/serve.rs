@@ -75,6 +75,26 @@ pub(crate) struct ServeArgs {
     /// running captures stop when it is reached.
     #[arg(long, value_name = "SIZE")]
     pub(crate) quota: Option<String>,
+    /// Most bytes the held recordings may take (e.g. 10G): past it, new holds are refused
+    /// (507); what holds already keep is never deleted to make room.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) hold_budget: Option<String>,
+    /// Follow Suricata's EVE output and hold each alert's flow from its first packet on
+    /// disk: a file (eve.json, followed as tail -F through rotation and truncation), or
+    /// unix:PATH, a socket corecap listens on for `filetype: unix_stream`.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) eve: Option<String>,
+    /// EVE event types that hold their flow (comma-separated).
+    #[arg(
+        long,
+        value_name = "TYPES",
+        default_value = "alert",
+        value_delimiter = ','
+    )]
+    pub(crate) eve_types: Vec<String>,
+    /// An alert's flow is held until it has been idle (no EVE record) this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub(crate) eve_idle: f64,
     /// How files are written to disk.
     #[command(flatten)]
     pub(crate) disk: DiskArgs,

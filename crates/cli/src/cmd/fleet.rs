@@ -45,6 +45,8 @@ struct Told {
     notes: Vec<String>,
     /// Why it is not whole, when it is not.
     partial: Option<String>,
+    /// Which part of the window it has on record, and why not the rest.
+    reach: Option<serde_json::Value>,
 }
 
 /// Writes a sensor's body into its channel in chunks.
@@ -126,6 +128,9 @@ struct SensorReport {
     partial: Option<String>,
     /// The sensor's notes on its answer.
     notes: Vec<String>,
+    /// Which part of the window the sensor has on record, and why not the rest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reach: Option<serde_json::Value>,
     /// Packets that came earlier in time than the sensor's packet before them: the merge
     /// checks each sensor's order and says so, instead of trusting it.
     out_of_order: u64,
@@ -153,6 +158,7 @@ fn ask(s: &Sensor, body: Arc<Vec<u8>>, timeout: Duration, tx: SyncSender<Msg>) {
                 Ok(Told {
                     notes: got.notes(),
                     partial: got.partial(),
+                    reach: got.query.as_ref().and_then(|q| q.get("reach").cloned()),
                 })
             })();
             // The sensor's line names it: the error says what happened.
@@ -266,6 +272,7 @@ impl Feed {
         let told = std::mem::take(&mut *self.told.lock().unwrap_or_else(|p| p.into_inner()));
         self.report.notes = told.notes;
         self.report.partial = told.partial;
+        self.report.reach = told.reach;
         if self.reordered > 0 {
             self.report.notes.push(format!(
                 "{} packets came after later ones and were put back in time order",

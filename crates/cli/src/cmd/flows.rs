@@ -8,7 +8,7 @@ use anyhow::Result;
 use corecap_store::read::flow_doc::FlowDoc;
 use corecap_store::read::flows::{list, FlowSort, FlowSpec, FlowStats};
 
-use super::query::{files_and_filter, selectors, window_of};
+use super::query::{files_and_filter, folders_of, selectors, window_of};
 use crate::config;
 use crate::flow_args::{FlowsArgs, SortArg};
 
@@ -18,7 +18,10 @@ pub(crate) fn run(a: FlowsArgs) -> Result<i32> {
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     let mut select = selectors(&a.select, a.host, a.port);
     select.filter = filter;
+    let folders = folders_of(&a.args, &[]);
     let spec = FlowSpec {
+        folders,
+        reach: true,
         files,
         from,
         to,

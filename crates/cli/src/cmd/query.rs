@@ -24,6 +24,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     let (from, to, window) = window(&a)?;
     let (files, skipped, filter) = files_and_filter(&a.args, &a.read, &a.filter)?;
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
+    let folders = folders_of(&a.args, &a.read);
     let spec = QuerySpec {
         files,
         from,
@@ -33,6 +34,8 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         scan: a.scan,
         once: false,
         sessions: None,
+        folders,
+        reach: true,
     };
     let spec = if a.select.any() {
         by_sessions(spec, &a.select)?
@@ -290,6 +293,17 @@ pub(crate) fn files_and_filter(
         .or_else(|| (!words.is_empty()).then(|| words.join(" ")));
     let (files, skipped) = expand_paths(&paths)?;
     Ok((files, skipped, filter))
+}
+
+/// The recording folders given (the reach is told over their files, and over the records
+/// of deletions of theirs and of the files' own folders).
+pub(crate) fn folders_of(args: &[String], read: &[PathBuf]) -> Vec<PathBuf> {
+    let given = if read.is_empty() {
+        split_args(args, false).0
+    } else {
+        read.to_vec()
+    };
+    given.into_iter().filter(|p| p.is_dir()).collect()
 }
 
 /// Leading arguments that exist are paths; the rest is the filter. With `-f`, all are paths.

@@ -36,12 +36,12 @@ fn query(
     })
 }
 
-/// `request fetch`: a capture's packets into `out`, which is never written over (unless
-/// `force`) and is removed when the download fails.
-fn fetch(e: &Endpoint, t: Duration, id: &str, out: &Path, force: bool) -> Result<i32> {
-    let path = format!("/captures/{id}/pcap");
+/// `request fetch` and `request alert`: the packets at `path` (a capture's, an alert's)
+/// into `out`, which is never written over (unless `force`) and is removed when the
+/// download fails.
+fn download(e: &Endpoint, t: Duration, path: &str, out: &Path, force: bool) -> Result<i32> {
     super::query::into_new_file(out, force, |file| {
-        answer_to(e, t, ("GET", &path, None), Some(out), file).map_err(|x| named(x, e, t))
+        answer_to(e, t, ("GET", path, None), Some(out), file).map_err(|x| named(x, e, t))
     })
 }
 
@@ -201,7 +201,12 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             return query(e, t, &body, (out.as_deref(), *force), print);
         }
         Call::Flows(path) => return super::remote_flows::one(e, t, path),
-        Call::Fetch { id, out, force } => return fetch(e, t, id, out, *force),
+        Call::Fetch { id, out, force } => {
+            return download(e, t, &format!("/captures/{id}/pcap"), out, *force)
+        }
+        Call::Alert { id, out, force } => {
+            return download(e, t, &format!("/alerts/{id}/pcap"), out, *force)
+        }
         Call::List => list(&call_ok(e, t, "GET", "/captures", None)?, c.json)?,
         Call::Show(id) => show(
             &call_ok(e, t, "GET", &format!("/captures/{id}"), None)?,
@@ -212,6 +217,14 @@ pub(crate) fn run(a: RequestArgs) -> Result<i32> {
             c.json,
         )?,
         Call::Metrics => raw(&call_ok(e, t, "GET", "/metrics", None)?),
+        Call::Status => raw(&call_ok(e, t, "GET", "/status", None)?),
+        Call::Hold(body) => {
+            let body = serde_json::to_vec(body)?;
+            raw(&call_ok(e, t, "POST", "/holds", Some(&body))?);
+        }
+        Call::Holds => raw(&call_ok(e, t, "GET", "/holds", None)?),
+        Call::Alerts => raw(&call_ok(e, t, "GET", "/alerts", None)?),
+        Call::Release(name) => raw(&call_ok(e, t, "DELETE", &format!("/holds/{name}"), None)?),
         Call::Cores => cores(&call_ok(e, t, "GET", "/cores", None)?, c.json)?,
     }
     Ok(0)
@@ -264,7 +277,7 @@ fn fleet(c: &config::RequestConfig) -> Result<i32> {
         Call::Show(id) => {
             super::fleet::get(sensors, &format!("/captures/{id}"), partial, timeout, c.json)
         }
-        _ => bail!("with several sensors, request does query, flows, list and show; start, stop, metrics and cores go to one daemon (--url)"),
+        _ => bail!("with several sensors, request does query, flows, list and show; start, stop, metrics, status and cores go to one daemon (--url)"),
     }
 }
 

@@ -71,6 +71,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
             .spawn(move || m.refill_loop(&stop))
             .context("starting the refill thread")?
     };
+    let eve = follow_eve(&m, &stop)?;
     // What the spool's catalog told: earlier captures listed, or why not; once.
     for n in m.notes() {
         eprintln!("corecap: {n}");
@@ -102,6 +103,9 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     // refused (503) once shutdown has begun, or started before it and ended by it.
     api.stop();
     let _ = refill.join();
+    if let Some(t) = eve {
+        let _ = t.join();
+    }
     let _ = std::fs::remove_file(&c.socket);
     let ended = m.shutdown();
     report_end(&ended.captures, c.json);
@@ -111,6 +115,22 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
 }
 
 /// The flags SIGINT or SIGTERM (stop) and SIGUSR1 (statistics now) set.
+/// Suricata's alerts pin their flows (`serve --eve`), on a thread of their own until `stop`.
+fn follow_eve(
+    m: &Arc<Manager>,
+    stop: &Arc<AtomicBool>,
+) -> Result<Option<std::thread::JoinHandle<()>>> {
+    let Some(e) = m.eve().cloned() else {
+        return Ok(None);
+    };
+    let stop = stop.clone();
+    let t = std::thread::Builder::new()
+        .name("corecap-eve".into())
+        .spawn(move || e.run(&stop))
+        .context("starting the EVE follower")?;
+    Ok(Some(t))
+}
+
 fn signals() -> Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -68,6 +68,18 @@ pub(crate) enum Call {
     Show(String),
     Stop(String),
     Metrics,
+    Status,
+    /// `POST /holds` with this body.
+    Hold(serde_json::Value),
+    Holds,
+    Release(String),
+    Alerts,
+    /// An alert's packets, as pcapng to `out` (`-`: stdout).
+    Alert {
+        id: String,
+        out: PathBuf,
+        force: bool,
+    },
     Cores,
     /// Packets of the spool's files, as pcapng to `out` (`-`: stdout), or printed one
     /// line each (no `out`).
@@ -110,6 +122,16 @@ pub(crate) fn request(a: &RequestArgs) -> Result<RequestConfig> {
         RequestCmd::Show { id } => Call::Show(id.clone()),
         RequestCmd::Stop { id } => Call::Stop(id.clone()),
         RequestCmd::Metrics => Call::Metrics,
+        RequestCmd::Status => Call::Status,
+        RequestCmd::Hold(h) => Call::Hold(hold_body(h)),
+        RequestCmd::Holds => Call::Holds,
+        RequestCmd::Alerts => Call::Alerts,
+        RequestCmd::Alert { id, out, force } => Call::Alert {
+            id: id.clone(),
+            out: out.clone(),
+            force: *force,
+        },
+        RequestCmd::Release { name } => Call::Release(name.clone()),
         RequestCmd::Cores => Call::Cores,
         RequestCmd::Query(q) => Call::Query {
             from: q.from.clone(),
@@ -332,4 +354,23 @@ pub(super) fn flow_output(
         bail!("--ipfix-biflow needs --flows ipfix://HOST:PORT");
     }
     Ok((out.file.is_some() || out.ipfix.is_some()).then_some(out))
+}
+
+/// The body of `POST /holds`: only the selectors given.
+fn hold_body(h: &crate::args::RequestHoldArgs) -> serde_json::Value {
+    let mut v = serde_json::json!({"name": h.name, "from": h.from, "to": h.to});
+    if let Some(f) = words(&h.filter) {
+        v["filter"] = serde_json::Value::from(f);
+    }
+    for (k, s) in [
+        ("community_id", &h.select.community_id),
+        ("sni", &h.select.sni),
+        ("dns", &h.select.dns),
+        ("http_host", &h.select.http_host),
+    ] {
+        if let Some(s) = s {
+            v[k] = serde_json::Value::from(s.as_str());
+        }
+    }
+    v
 }

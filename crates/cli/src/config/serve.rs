@@ -128,7 +128,11 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         }
         None => None,
     };
+    let holds = holds(a, &spool, record.as_deref(), &retention, key.as_ref())?;
+    let eve = eve(a, &spool, record.as_deref(), holds.as_ref())?;
     let manager = ManagerConfig {
+        eve,
+        holds,
         spool,
         max_captures: a.max_captures,
         key,
@@ -277,4 +281,59 @@ pub(super) fn ipfix_collectors(urls: &[String], biflow: bool) -> Result<Vec<Ipfi
             Ok(IpfixTarget { biflow, ..t })
         })
         .collect()
+}
+
+/// The recording's holds (in the recording folder, else the spool), read before any file
+/// is deleted, and given to retention so that it copies their packets out first.
+fn holds(
+    a: &ServeArgs,
+    spool: &corecap_manager::spool::Spool,
+    record: Option<&std::path::Path>,
+    retention: &Option<Arc<corecap_store::retention::Retention>>,
+    key: Option<&Arc<corecap_store::sealed::KeyFile>>,
+) -> Result<Option<Arc<corecap_store::keep::hold::Holds>>> {
+    let budget = a
+        .hold_budget
+        .as_deref()
+        .map(|b| size(b).with_context(|| format!("--hold-budget {b}")))
+        .transpose()?;
+    let home = record.unwrap_or(spool.dir());
+    let mut folders = vec![spool.dir().to_owned()];
+    folders.extend(record.map(|r| r.to_owned()));
+    let holds = corecap_store::keep::hold::Holds::open(home, folders, budget, key.cloned())
+        .with_context(|| format!("reading the holds of {}", home.display()))?;
+    if let Some(r) = retention {
+        r.hold_with(holds.clone());
+    }
+    Ok(Some(holds))
+}
+
+/// The follower of Suricata's EVE output (`--eve`), keeping its alerts where the holds are.
+fn eve(
+    a: &ServeArgs,
+    spool: &corecap_manager::spool::Spool,
+    record: Option<&std::path::Path>,
+    holds: Option<&Arc<corecap_store::keep::hold::Holds>>,
+) -> Result<Option<Arc<corecap_manager::eve::Eve>>> {
+    let (Some(path), Some(holds)) = (&a.eve, holds) else {
+        return Ok(None);
+    };
+    let idle = corecap_engine::limits::seconds(a.eve_idle, "--eve-idle")?;
+    let home = record.unwrap_or(spool.dir());
+    let mut folders = vec![spool.dir().to_owned()];
+    folders.extend(record.map(|r| r.to_owned()));
+    let types: Vec<String> = a
+        .eve_types
+        .iter()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    Ok(Some(corecap_manager::eve::Eve::new(
+        corecap_manager::eve::EveSource::parse(path),
+        types,
+        idle,
+        home,
+        folders,
+        holds.clone(),
+    )))
 }

@@ -16,6 +16,7 @@ mod fleet;
 mod habits;
 mod install;
 mod ipfix;
+mod keep;
 mod lookback;
 mod net;
 mod newcomer;

@@ -109,6 +109,10 @@ pub struct Config {
     /// The folder the base captures record into (`serve --record`): queries answer over
     /// it beside the spool.
     pub record: Option<std::path::PathBuf>,
+    /// The recording's holds (`POST /holds`).
+    pub holds: Option<Arc<corecap_store::keep::hold::Holds>>,
+    /// The follower of Suricata's EVE output (`serve --eve`).
+    pub eve: Option<Arc<crate::eve::Eve>>,
 }
 
 impl Config {
@@ -135,6 +139,8 @@ impl Config {
             ipfix_collectors: Vec::new(),
             recovered: Vec::new(),
             record: None,
+            holds: None,
+            eve: None,
         }
     }
 }
@@ -516,7 +522,17 @@ impl Manager {
         self.cfg.key.as_ref()
     }
 
-    /// The retention of the spool and the recording (`--retain`), if any.
+    /// The recording's holds, if the daemon keeps any.
+    pub fn holds(&self) -> Option<&Arc<corecap_store::keep::hold::Holds>> {
+        self.cfg.holds.as_ref()
+    }
+
+    /// The follower of Suricata's EVE output, if the daemon has one.
+    pub fn eve(&self) -> Option<&Arc<crate::eve::Eve>> {
+        self.cfg.eve.as_ref()
+    }
+
+    /// The retention of the spool and the recording, if the daemon has one.
     pub fn retention(&self) -> Option<&Arc<corecap_store::retention::Retention>> {
         self.cfg.retention.as_ref()
     }

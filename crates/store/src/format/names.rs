@@ -268,6 +268,124 @@ pub fn whole_of_part(part: &str) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
+/// The name of a recording folder's record of what retention deleted (hidden: queries,
+/// recovery and retention skip it; see [`crate::keep::deleted`]).
+pub const DELETED_LOG: &str = ".corecap-deleted";
+
+/// The record of what retention deleted in the folder `dir`.
+pub fn deleted_log(dir: &Path) -> PathBuf {
+    dir.join(DELETED_LOG)
+}
+
+/// The temporary name the record of deletions is rewritten under when it is compacted.
+pub fn deleted_log_tmp(dir: &Path) -> PathBuf {
+    dir.join(format!("{DELETED_LOG}.tmp"))
+}
+
+/// The name of a recording folder's holds (hidden; see [`crate::keep::hold`]).
+pub const HOLDS_FILE: &str = ".corecap-holds";
+
+/// The holds of the recording folder `dir`.
+pub fn holds_path(dir: &Path) -> PathBuf {
+    dir.join(HOLDS_FILE)
+}
+
+/// The temporary name the holds are rewritten under.
+pub fn holds_tmp(dir: &Path) -> PathBuf {
+    dir.join(format!("{HOLDS_FILE}.tmp"))
+}
+
+/// The folder of held recordings inside a recording folder: `dir/held`. What holds keep of
+/// a file retention deletes goes there under the file's own name.
+pub fn held_dir(dir: &Path) -> PathBuf {
+    dir.join("held")
+}
+
+/// The held copy of the capture file `file`: `DIR/held/NAME`.
+pub fn held_path(file: &Path) -> PathBuf {
+    held_path_nth(file, 1)
+}
+
+/// The `n`th name a held copy of `file` may take: `DIR/held/NAME`, then `DIR/held/N~NAME`
+/// (a spool's name used again by a later capture whose file retention deletes too).
+pub fn held_path_nth(file: &Path, n: u32) -> PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = if n <= 1 { name } else { format!("{n}~{name}") };
+    held_dir(dir_of(file)).join(name)
+}
+
+/// The capture file a held copy keeps packets of: `DIR/held/NAME` and `DIR/held/N~NAME`
+/// → `DIR/NAME`.
+pub fn original_of_held(held: &Path) -> Option<PathBuf> {
+    let name = held.file_name()?.to_string_lossy().into_owned();
+    let own = match name.split_once('~') {
+        Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => rest,
+        _ => name.as_str(),
+    };
+    Some(dir_of(dir_of(held)).join(own))
+}
+
+/// The hidden part one hold's packets of `file` are gathered in before the held copies of
+/// several holds are merged: `DIR/held/.NAME.hold-N.part`.
+pub fn held_hold_part(file: &Path, n: usize) -> PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    held_dir(dir_of(file)).join(part_name(&format!("{name}.hold-{n}")))
+}
+
+/// The name of a recording folder's alerts (hidden; see [`crate::keep::alert`]).
+pub const ALERTS_FILE: &str = ".corecap-alerts";
+
+/// The alerts of the recording folder `dir`, one JSON line each.
+pub fn alerts_path(dir: &Path) -> PathBuf {
+    dir.join(ALERTS_FILE)
+}
+
+/// Where the follower of Suricata's `eve.json` is in it: `dir/.corecap-eve-position`.
+pub fn eve_position_path(dir: &Path) -> PathBuf {
+    dir.join(".corecap-eve-position")
+}
+
+/// The temporary name the follower's position is rewritten under.
+pub fn eve_position_tmp(dir: &Path) -> PathBuf {
+    dir.join(".corecap-eve-position.tmp")
+}
+
+/// The name of the hold an alert makes: `alert-aN`.
+pub fn alert_hold_name(alert_id: &str) -> String {
+    format!("alert-{alert_id}")
+}
+
+/// The held recordings of the recording folder `dir` that answer a query: every whole
+/// capture file of `dir/held` whose file is gone from `dir` (while the file is there, it
+/// answers itself: see [`crate::keep::hold`]), in name order.
+pub fn held_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(held_dir(dir)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let hidden = p
+                .file_name()
+                .is_none_or(|n| n.to_string_lossy().starts_with('.'));
+            !hidden
+                && !is_part(p)
+                && !is_beside(p)
+                && p.is_file()
+                && original_of_held(p).is_some_and(|o| !o.exists())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The id a daemon gives an unnamed capture: `cN`.
 pub fn id_name(n: u64) -> String {
     format!("c{n}")
@@ -336,6 +454,20 @@ pub fn recovered_names(dir: &Path, name: &str, since: f64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_held_names_lead_back_to_their_file() {
+        let f = Path::new("/s/x.pcapng");
+        assert_eq!(held_path(f), Path::new("/s/held/x.pcapng"));
+        assert_eq!(held_path_nth(f, 3), Path::new("/s/held/3~x.pcapng"));
+        for n in [1, 2, 12] {
+            assert_eq!(original_of_held(&held_path_nth(f, n)).as_deref(), Some(f));
+        }
+        assert_eq!(
+            original_of_held(Path::new("/s/held/a~b.pcapng")).as_deref(),
+            Some(Path::new("/s/a~b.pcapng"))
+        );
+    }
 
     #[test]
     fn test_paths() {

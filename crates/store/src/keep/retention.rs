@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::keep::deleted::{self, Deletion, Rule};
 use crate::names::{capture_stem, dir_of, is_file_of, remove_with_index};
 
 /// Whole files kept under a byte budget (`--retain`), shared by every file sink of a
@@ -24,6 +25,11 @@ pub struct Retention {
     open_bytes: AtomicU64,
     deleted_files: AtomicU64,
     deleted_bytes: AtomicU64,
+    /// Files and bytes deleted by each rule, in [`Rule::ALL`]'s order.
+    by_rule: [(AtomicU64, AtomicU64); 4],
+    /// Times a deletion waited because a query was reading the folder (the next close
+    /// tries again).
+    deferred: AtomicU64,
     /// At most this many whole files kept (`-b files:N` over a file per worker: N in all,
     /// as dumpcap counts them); `usize::MAX` for no limit.
     max_files: AtomicUsize,
@@ -31,6 +37,10 @@ pub struct Retention {
     max_age_ns: AtomicU64,
     /// What the filesystem of the oldest file must keep free.
     min_free: Mutex<MinFree>,
+    /// Holds whose packets are copied out of a file before it is deleted.
+    holds: Mutex<Option<Arc<crate::keep::hold::Holds>>>,
+    /// Deletions put off because the held packets of the file could not be copied.
+    hold_failures: AtomicU64,
 }
 
 /// Space a recording leaves free on its filesystem (`--min-free`).
@@ -75,9 +85,13 @@ impl Retention {
             open_bytes: AtomicU64::new(0),
             deleted_files: AtomicU64::new(0),
             deleted_bytes: AtomicU64::new(0),
+            by_rule: Default::default(),
+            deferred: AtomicU64::new(0),
             max_files: AtomicUsize::new(usize::MAX),
             max_age_ns: AtomicU64::new(u64::MAX),
             min_free: Mutex::new(MinFree::Nothing),
+            holds: Mutex::new(None),
+            hold_failures: AtomicU64::new(0),
         })
     }
 
@@ -86,6 +100,11 @@ impl Retention {
         // Relaxed: set before any sink starts; read under the kept list's lock.
         let ns = u64::try_from(age.as_nanos()).unwrap_or(u64::MAX);
         self.max_age_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Copies what `holds` keep out of each file before it is deleted.
+    pub fn hold_with(&self, holds: Arc<crate::keep::hold::Holds>) {
+        *self.holds.lock().unwrap_or_else(|e| e.into_inner()) = Some(holds);
     }
 
     /// Deletes the oldest files while their filesystem has less free than `min` as well.
@@ -172,20 +191,27 @@ impl Retention {
         self.trim_kept(&mut kept, 1)
     }
 
-    /// Whether the oldest of `kept` (with the files being written, `total` bytes) must go:
-    /// over the budget or the file count, past the age, or too little space free.
-    fn over(&self, kept: &VecDeque<Kept>, total: u64, now: u64) -> bool {
-        let Some(oldest) = kept.front() else {
-            return false;
-        };
+    /// The rule by which the oldest of `kept` (with the files being written, `total` bytes)
+    /// must go, if one does: over the budget or the file count, past the age, or too little
+    /// space free.
+    fn over(&self, kept: &VecDeque<Kept>, total: u64, now: u64) -> Option<Rule> {
+        let oldest = kept.front()?;
         let max_age = self.max_age_ns.load(Ordering::Relaxed);
         let min_free = *self.min_free.lock().unwrap_or_else(|e| e.into_inner());
-        total > self.budget
-            || kept.len() > self.max_files.load(Ordering::Relaxed)
-            || (max_age != u64::MAX && oldest.last_ns < now.saturating_sub(max_age))
-            || (min_free != MinFree::Nothing
-                && corecap_linux::direct::fs_space(dir_of(&oldest.path))
-                    .is_ok_and(|(free, size)| min_free.wants_more(free, size)))
+        if total > self.budget {
+            Some(Rule::Size)
+        } else if kept.len() > self.max_files.load(Ordering::Relaxed) {
+            Some(Rule::Files)
+        } else if max_age != u64::MAX && oldest.last_ns < now.saturating_sub(max_age) {
+            Some(Rule::Age)
+        } else if min_free != MinFree::Nothing
+            && corecap_linux::direct::fs_space(dir_of(&oldest.path))
+                .is_ok_and(|(free, size)| min_free.wants_more(free, size))
+        {
+            Some(Rule::FreeSpace)
+        } else {
+            None
+        }
     }
 
     /// Deletes the oldest of `kept` while they and the files being written are over the
@@ -199,30 +225,175 @@ impl Retention {
         let mut gone = Vec::new();
         let mut leases: Vec<(PathBuf, Option<corecap_linux::direct::Lease>)> = Vec::new();
         let now = now_ns();
-        while kept.len() > keep && self.over(kept, total, now) {
+        while kept.len() > keep {
+            let Some(rule) = self.over(kept, total, now) else {
+                break;
+            };
             let Some(dir) = kept.front().map(|k| dir_of(&k.path).to_owned()) else {
                 break;
             };
             if !leases.iter().any(|(d, _)| *d == dir) {
                 match corecap_linux::direct::Lease::exclusive(&dir) {
-                    Ok(Some(l)) => leases.push((dir, Some(l))),
-                    Ok(None) => break,
+                    Ok(Some(l)) => leases.push((dir.clone(), Some(l))),
+                    Ok(None) => {
+                        self.deferred.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
                     // A folder where no lease can be made has no reader to wait for.
-                    Err(_) => leases.push((dir, None)),
+                    Err(_) => leases.push((dir.clone(), None)),
                 }
             }
             let Some(k) = kept.pop_front() else {
                 break;
             };
-            remove_with_index(&k.path);
+            if !self.delete(&dir, &k, rule, now) {
+                kept.push_front(k);
+                break;
+            }
             total -= k.bytes;
-            self.deleted_files.fetch_add(1, Ordering::Relaxed);
-            self.deleted_bytes.fetch_add(k.bytes, Ordering::Relaxed);
             gone.push(k.path);
         }
         crate::catalog_update::forget(&gone);
         gone
     }
+}
+
+impl Retention {
+    /// Deletes the whole file `k` of `dir` by `rule`: what holds keep of it copied out
+    /// first ([`crate::keep::hold`]), then its line in the folder's record of deletions,
+    /// synced ([`deleted`]), then the file, its index and its sessions. False when the held
+    /// packets could not be copied: the file stays (a hold is never lost to make room).
+    fn delete(&self, dir: &Path, k: &Kept, rule: Rule, now: u64) -> bool {
+        let (first_ns, last_ns) = packet_range_read(&k.path).unwrap_or((
+            if k.first_ns == u64::MAX {
+                k.last_ns
+            } else {
+                k.first_ns
+            },
+            k.last_ns,
+        ));
+        let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(h) = holds {
+            if let Err(e) = h.keep(&k.path, first_ns, last_ns) {
+                self.hold_failures.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "corecap: {} is held and stays: copying its held packets: {e}",
+                    k.path.display()
+                );
+                return false;
+            }
+        }
+        let line = Deletion {
+            file: k
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            files: 1,
+            first_ns,
+            last_ns,
+            at_ns: now,
+            rule,
+        };
+        if let Err(e) = deleted::record(dir, &[line]) {
+            // Retention still deletes (a full disk must make room); answers then call the
+            // time a gap instead of naming retention.
+            eprintln!(
+                "corecap: recording the deletion of {} in {}: {e}",
+                k.path.display(),
+                crate::names::deleted_log(dir).display()
+            );
+        }
+        remove_with_index(&k.path);
+        self.deleted_files.fetch_add(1, Ordering::Relaxed);
+        self.deleted_bytes.fetch_add(k.bytes, Ordering::Relaxed);
+        let (files, bytes) = &self.by_rule[rule_slot(rule)];
+        files.fetch_add(1, Ordering::Relaxed);
+        bytes.fetch_add(k.bytes, Ordering::Relaxed);
+        true
+    }
+
+    /// What retention keeps and has deleted, as `/status` and the metrics give it.
+    pub fn report(&self) -> RetentionReport {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let kept_bytes = kept.iter().map(|k| k.bytes).sum::<u64>();
+        let oldest = kept.front().map(|k| dir_of(&k.path).to_owned());
+        let kept_files = kept.len() as u64;
+        drop(kept);
+        let max_age = self.max_age_ns.load(Ordering::Relaxed);
+        let min_free = *self.min_free.lock().unwrap_or_else(|e| e.into_inner());
+        let space = oldest.and_then(|d| corecap_linux::direct::fs_space(&d).ok());
+        RetentionReport {
+            budget_bytes: (self.budget != u64::MAX).then_some(self.budget),
+            kept_files,
+            kept_bytes,
+            open_bytes: self.open_bytes.load(Ordering::Relaxed),
+            max_age_s: (max_age != u64::MAX).then_some(max_age / 1_000_000_000),
+            min_free: match min_free {
+                MinFree::Nothing => None,
+                MinFree::Bytes(b) => Some(format!("{b} bytes")),
+                MinFree::Percent(p) => Some(format!("{p}%")),
+            },
+            fs_free_bytes: space.map(|(free, _)| free),
+            fs_bytes: space.map(|(_, size)| size),
+            deleted: Rule::ALL
+                .iter()
+                .map(|r| {
+                    let (f, b) = &self.by_rule[rule_slot(*r)];
+                    RuleCount {
+                        rule: *r,
+                        files: f.load(Ordering::Relaxed),
+                        bytes: b.load(Ordering::Relaxed),
+                    }
+                })
+                .collect(),
+            deferred: self.deferred.load(Ordering::Relaxed),
+            held_back: self.hold_failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What retention keeps against each budget and what it has deleted ([`Retention::report`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RetentionReport {
+    /// The byte budget (`--retain`), if any.
+    pub budget_bytes: Option<u64>,
+    /// Whole files kept.
+    pub kept_files: u64,
+    /// Their bytes (indexes and sessions included).
+    pub kept_bytes: u64,
+    /// Bytes of the files being written.
+    pub open_bytes: u64,
+    /// The age limit in seconds (`--retain-age`), if any.
+    pub max_age_s: Option<u64>,
+    /// The free space kept (`--min-free`), as given.
+    pub min_free: Option<String>,
+    /// Bytes free on the filesystem of the oldest kept file.
+    pub fs_free_bytes: Option<u64>,
+    /// That filesystem's size.
+    pub fs_bytes: Option<u64>,
+    /// Files and bytes deleted, by rule (every rule listed).
+    pub deleted: Vec<RuleCount>,
+    /// Deletions put off because a query was reading the folder.
+    pub deferred: u64,
+    /// Deletions put off because the packets a hold keeps could not be copied out.
+    pub held_back: u64,
+}
+
+/// Files and bytes one rule deleted.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RuleCount {
+    /// The rule.
+    pub rule: Rule,
+    /// Files it deleted.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// The slot of `rule` in [`Rule::ALL`].
+fn rule_slot(rule: Rule) -> usize {
+    Rule::ALL.iter().position(|r| *r == rule).unwrap_or(0)
 }
 
 /// The time now, ns since the epoch.
@@ -234,11 +405,29 @@ fn now_ns() -> u64 {
 
 /// The time of a file's last packet, from its index (a file without one: None).
 fn last_packet_ns(path: &Path) -> Option<u64> {
+    packet_range(path).map(|(_, last)| last)
+}
+
+/// The times of a file's first and last packets, from its index (a file without one: None).
+fn packet_range(path: &Path) -> Option<(u64, u64)> {
     let b = std::fs::read(corecap_index::sidecar_path(path)).ok()?;
-    corecap_index::Index::parse(&b)
-        .ok()?
-        .time_range()
-        .map(|(_, last)| last)
+    corecap_index::Index::parse(&b).ok()?.time_range()
+}
+
+/// The times of a file's first and last packets, from its index, else read from the file
+/// (a file of an earlier version or another tool, without an index; a sealed one cannot be
+/// read without its key: None).
+fn packet_range_read(path: &Path) -> Option<(u64, u64)> {
+    if let Some(r) = packet_range(path) {
+        return Some(r);
+    }
+    let mut r = corecap_wire::read::CaptureReader::open(path).ok()?;
+    let mut range: Option<(u64, u64)> = None;
+    while let Ok(Some(p)) = r.next_packet() {
+        let (a, b) = range.unwrap_or((p.ts_ns, p.ts_ns));
+        range = Some((a.min(p.ts_ns), b.max(p.ts_ns)));
+    }
+    range
 }
 
 /// A capture's files already on disk, as a start finds them ([`on_disk`]).

@@ -73,6 +73,10 @@ pub struct FlowSpec {
     pub sort: FlowSort,
     /// At most this many flows (after sorting).
     pub limit: Option<usize>,
+    /// Recording folders the files were found in ([`super::reach`]).
+    pub folders: Vec<PathBuf>,
+    /// Whether the listing states its reach.
+    pub reach: bool,
 }
 
 /// A connection: one session record, or several joined across file segments.
@@ -111,8 +115,11 @@ pub struct FlowStats {
     pub matched: u64,
     /// Whether the limit cut the answer.
     pub truncated: bool,
-    /// One line per file whose connections are missing, and why.
+    /// One line per file whose connections are missing, and why; and the reach's.
     pub notes: Vec<String>,
+    /// Which part of the window is on record, and why the rest is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reach: Option<super::reach::Reach>,
 }
 
 /// Lists the connections of `spec` (see the module doc).
@@ -120,6 +127,11 @@ pub fn list(spec: &FlowSpec) -> Result<(Vec<Flow>, FlowStats), QueryError> {
     let filter = SessionFilter::new(spec.select.filter.as_deref())?;
     let mut stats = FlowStats::default();
     let records = read_all(spec, &mut stats);
+    if spec.reach {
+        let reach = super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to);
+        stats.notes.extend(reach.lines());
+        stats.reach = Some(reach);
+    }
     let mut flows: Vec<Flow> = join(records)
         .into_iter()
         .filter(|f| f.session.first_ns < spec.to && f.session.last_ns >= spec.from)

@@ -35,6 +35,8 @@ pub fn narrow(spec: &QuerySpec, select: &Selectors) -> Result<(QuerySpec, FlowSt
         kek: spec.kek.clone(),
         sort: FlowSort::First,
         limit: None,
+        folders: Vec::new(),
+        reach: false,
     };
     let (flows, stats) = list(&fs)?;
     if flows.len() > MAX_QUERY_FLOWS {

@@ -72,6 +72,11 @@ pub struct QuerySpec {
     /// Only the packets of these connections, each within its first and last packet
     /// ([`super::narrow::narrow`] sets it).
     pub sessions: Option<Arc<super::session_match::SessionMatch>>,
+    /// Recording folders the files were found in: the reach is stated over them too, even
+    /// when no file is left ([`super::reach`]).
+    pub folders: Vec<PathBuf>,
+    /// Whether the answer states its reach (not for a capture's own download).
+    pub reach: bool,
 }
 
 /// What a query did.
@@ -105,6 +110,9 @@ pub struct QueryStats {
     pub duplicates: u64,
     /// Bytes of sidecar indexes read.
     pub index_bytes: u64,
-    /// One line per notable event (a damaged index, a file cut short).
+    /// One line per notable event (a damaged index, a file cut short), and the reach's.
     pub notes: Vec<String>,
+    /// Which part of the window is on record, and why the rest is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reach: Option<super::reach::Reach>,
 }

@@ -101,6 +101,8 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError
                     _ => skipped += 1,
                 }
             }
+            // What holds kept of the files retention deleted answers in their place.
+            out.extend(crate::names::held_files(p));
         } else {
             match file_kind(p).map_err(io_at(p))? {
                 FileKind::Other => {

@@ -44,7 +44,17 @@ pub use crate::write::index_file::{build_index, IndexReport};
 /// Runs a query: writes the matching packets, in timestamp order, as one pcapng to `out`.
 pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
     let _leases = lease_folders(&spec.files);
+    run_leased(spec, out)
+}
+
+/// [`run`] for a caller that already keeps retention out of the folders (retention itself,
+/// copying what holds keep before it deletes a file).
+pub(crate) fn run_leased<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
     let mut stats = QueryStats::default();
+    // Under the leases: retention deletes nothing of these folders until the answer ends.
+    let reach = spec
+        .reach
+        .then(|| super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to));
     let mut plans = plan_all(spec, &mut stats)?;
     plans.sort_by_key(|p| p.start_ts);
     let out = PcapngWriter::new(out, "corecap query", &[]).map_err(QueryError::Output)?;
@@ -79,6 +89,10 @@ pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError>
     if let (Some(why), true) = (ctx.refused.take(), ctx.stats.files_refused == planned) {
         return Err(QueryError::Filter(why));
     }
+    ctx.stats
+        .notes
+        .extend(reach.iter().flat_map(super::reach::Reach::lines));
+    ctx.stats.reach = reach;
     Ok(ctx.stats)
 }
 
@@ -144,7 +158,9 @@ pub(crate) fn plan_all(
     let mut pruning = Pruning::new(spec.filter.as_deref());
     let mut catalogs = Catalogs::default();
     let mut plans = Vec::new();
-    for f in &spec.files {
+    let mut files: std::collections::VecDeque<PathBuf> = spec.files.iter().cloned().collect();
+    while let Some(f) = files.pop_front() {
+        let f = &f;
         stats.files += 1;
         if !spec.scan && catalogs.outside(f, spec.from, spec.to) {
             // The folder's catalog says no packet of this file is in the window: neither
@@ -152,8 +168,8 @@ pub(crate) fn plan_all(
             stats.files_pruned += 1;
             continue;
         }
-        let plan = if spec.scan {
-            plan_scan(f, spec.kek.as_ref())?
+        let planned = if spec.scan {
+            plan_scan(f, spec.kek.as_ref())
         } else {
             plan_file(
                 f,
@@ -162,7 +178,25 @@ pub(crate) fn plan_all(
                 &mut pruning,
                 spec.kek.as_ref(),
                 stats,
-            )?
+            )
+        };
+        let plan = match planned {
+            Err(QueryError::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::NotFound && deleted_since(f) =>
+            {
+                // Listed, then deleted by retention before the query's lease: what holds
+                // kept of it answers in its place (whole: copied before the deletion),
+                // and the answer's reach tells that time, as for any file retention took.
+                let held = held_copies(f, &spec.files);
+                stats.notes.push(format!(
+                    "{}: deleted by retention after the query listed it ({} held copies read)",
+                    f.display(),
+                    held.len()
+                ));
+                files.extend(held);
+                continue;
+            }
+            other => other?,
         };
         stats.files_live += u64::from(plan.live);
         stats.bytes_total += plan.size;
@@ -180,6 +214,22 @@ pub(crate) fn plan_all(
     }
     stats.notes.append(&mut catalogs.notes);
     Ok(plans)
+}
+
+/// The held copies of the deleted file `f` (`held/NAME`, `held/N~NAME`) not in `listed`.
+fn held_copies(f: &Path, listed: &[PathBuf]) -> Vec<PathBuf> {
+    (1..)
+        .map(|n| crate::names::held_path_nth(f, n))
+        .take_while(|p| p.exists())
+        .filter(|p| !listed.contains(p))
+        .collect()
+}
+
+/// Whether retention's record of `f`'s folder names `f` (see [`crate::keep::deleted`]).
+fn deleted_since(f: &Path) -> bool {
+    let name = f.file_name().map(|n| n.to_string_lossy().into_owned());
+    let (lines, _) = crate::keep::deleted::read(crate::names::dir_of(f));
+    name.is_some_and(|n| lines.iter().any(|l| l.file == n))
 }
 
 /// Reads the planned files (in start-time order) and writes their matching packets merged
@@ -259,8 +309,11 @@ pub struct Counts {
     pub bytes_total: u64,
     /// Bytes of indexes read.
     pub index_bytes: u64,
-    /// Notes (an index that does not match its file).
+    /// Notes (an index that does not match its file), and the reach's.
     pub notes: Vec<String>,
+    /// Which part of the window is on record, and why the rest is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reach: Option<super::reach::Reach>,
 }
 
 /// Counts a query's answer from the catalogs and indexes alone (see [`Counts`]).
@@ -309,5 +362,10 @@ pub fn count(spec: &QuerySpec) -> Result<Counts, QueryError> {
             .sum::<u64>();
     }
     c.notes.append(&mut catalogs.notes);
+    c.reach = spec
+        .reach
+        .then(|| super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to));
+    c.notes
+        .extend(c.reach.iter().flat_map(super::reach::Reach::lines));
     Ok(c)
 }
