@@ -29,6 +29,8 @@ pub(crate) fn cutoff(a: &CutoffArgs) -> Result<Option<CutoffConfig>> {
         classes,
         flows: a.cutoff_flows,
         idle: corecap_engine::limits::seconds(a.cutoff_idle, "--cutoff-idle")?,
+        // serve gives its holds once it has them (config::serve).
+        holds: None,
     }))
 }
 

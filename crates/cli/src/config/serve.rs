@@ -129,6 +129,13 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         None => None,
     };
     let holds = holds(a, &spool, record.as_deref(), &retention, key.as_ref())?;
+    // The recording's cutoff asks the holds (and so the alerts) before it cuts a flow.
+    for c in bases
+        .iter_mut()
+        .filter_map(|b| b.output.as_mut()?.cutoff.as_mut())
+    {
+        c.holds = holds.clone().map(corecap_engine::cutoff::HeldFlows);
+    }
     let eve = eve(a, &spool, record.as_deref(), holds.as_ref())?;
     let manager = ManagerConfig {
         eve,

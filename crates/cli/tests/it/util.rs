@@ -978,9 +978,11 @@ impl Daemon {
         v["id"].as_str().expect("id").to_owned()
     }
 
-    /// Polls a capture until `pred` holds (at most 30 s); returns its last view.
+    /// Polls a capture until `pred` holds (at most 120 s: a loop-mounted disk's writes
+    /// wait for the loop device's thread, which a machine running the whole suite on two
+    /// cores can starve for tens of seconds); returns its last view.
     pub fn wait_for(&self, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let v = self.json(&["show", id]);
             if pred(&v) {

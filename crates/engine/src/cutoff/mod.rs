@@ -18,10 +18,13 @@
 //! bucket, or idle past the timeout, starts again from zero when it comes back: the table
 //! errs on keeping packets, never on cutting them. Evictions are counted.
 //!
-//! Holds: a flow that must not be cut from some moment on (an alert pinned it, an analyst
-//! held it) is given to [`Cutoff::hold`] by the worker that owns it; from then on its
-//! packets are all written. Nothing calls it yet: holds reach the workers with the
-//! holds' own work.
+//! Holds: a flow that must not be cut from some moment on is never cut from then on. The
+//! worker that owns it can say so ([`Cutoff::hold`]); and with the recording's holds given
+//! ([`CutoffConfig::holds`]: `serve`'s holds, which Suricata's alerts make too), a flow asks
+//! them by its Community ID when its cut begins and again after each [`RECHECK`] bytes
+//! it goes on: a hold placed since (an alert on a long transfer) stops the cut from the
+//! next packet on. The ask is once per flow and quarter MiB, never per packet; a slot
+//! keeps its state in its limit ([`CUTTING`]), so the table's slot stays one cache line.
 
 mod table;
 
@@ -38,6 +41,13 @@ use table::{FlowTable, Found};
 
 /// A limit that never cuts.
 const NEVER: u64 = u64::MAX;
+
+/// The top bit of a slot's limit: the flow is being cut, until its payload seen reaches the
+/// rest of the limit, when the holds are asked again.
+const CUTTING: u64 = 1 << 63;
+
+/// Payload bytes a cut flow goes on for between two asks of the holds.
+pub const RECHECK: u64 = 256 << 10;
 
 /// One `--cutoff 'FILTER=SIZE|none'` class, as typed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +90,21 @@ pub struct CutoffConfig {
     pub flows: usize,
     /// A flow without packets for this long starts again from zero (`--cutoff-idle`).
     pub idle: Duration,
+    /// The recording's holds, asked before a flow is cut (see the module doc).
+    pub holds: Option<HeldFlows>,
 }
+
+/// The holds a cutoff asks ([`corecap_store::keep::hold::Holds`]), compared by identity.
+#[derive(Clone, Debug)]
+pub struct HeldFlows(pub Arc<corecap_store::keep::hold::Holds>);
+
+impl PartialEq for HeldFlows {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for HeldFlows {}
 
 impl CutoffConfig {
     /// 65,536 flows per worker (4 MiB), forgotten after 120 s without a packet.
@@ -117,6 +141,7 @@ pub struct Classes {
     default: u64,
     flows: usize,
     idle_ns: u64,
+    holds: Option<HeldFlows>,
 }
 
 impl Classes {
@@ -141,6 +166,7 @@ impl Classes {
             default: cfg.default.unwrap_or(NEVER),
             flows: cfg.flows,
             idle_ns: u64::try_from(cfg.idle.as_nanos()).unwrap_or(u64::MAX),
+            holds: cfg.holds.clone(),
         }))
     }
 
@@ -156,6 +182,14 @@ impl Classes {
             .iter()
             .find(|(f, _)| f.run(p.data, p.wire_len, &meta) != 0)
             .map_or(self.default, |&(_, limit)| limit)
+    }
+
+    /// Whether a hold names the flow `key` (canonical) at `ts_ns`, by its Community ID.
+    fn held(&self, key: &FlowKey, ts_ns: u64) -> bool {
+        self.holds.as_ref().is_some_and(|h| {
+            let id = corecap_wire::community_id::community_id_of_tuple(key, false, 0);
+            h.0.holds_connection(id.as_str(), ts_ns)
+        })
     }
 }
 
@@ -198,11 +232,23 @@ impl Cutoff {
         }
         let before = slot.seen;
         slot.seen = before.saturating_add(t.payload_len as u64);
-        if edge || before < slot.limit {
-            Verdict::Keep
-        } else {
-            Verdict::Cut
+        if edge || slot.limit == NEVER {
+            return Verdict::Keep;
         }
+        if slot.limit & CUTTING == 0 {
+            if before < slot.limit {
+                return Verdict::Keep;
+            }
+            // Its cut begins here.
+        } else if before < slot.limit & !CUTTING {
+            return Verdict::Cut;
+        }
+        if self.classes.held(&key, p.ts_ns) {
+            slot.limit = NEVER;
+            return Verdict::Keep;
+        }
+        slot.limit = CUTTING | before.saturating_add(RECHECK);
+        Verdict::Cut
     }
 
     /// Holds the flow `key` (either direction) from `now_ns` on: none of its packets is
@@ -256,13 +302,64 @@ mod tests {
     }
 
     fn cutoff(limit: Option<u64>) -> Cutoff {
+        held_cutoff(limit, None)
+    }
+
+    fn held_cutoff(limit: Option<u64>, holds: Option<HeldFlows>) -> Cutoff {
         let cfg = CutoffConfig {
             default: limit,
             classes: Vec::new(),
             flows: 64,
             idle: Duration::from_secs(1),
+            holds,
         };
         Cutoff::new(Classes::compile(&cfg, &[], 0).expect("no classes to compile"))
+    }
+
+    /// Issue 38: a hold by Community ID placed while a flow is being cut (an alert on a long
+    /// transfer) stops the cut within [`RECHECK`] bytes; a flow held before its cut begins is
+    /// never cut; other flows are cut as before.
+    #[test]
+    fn test_a_flow_held_by_its_community_id_is_not_cut_from_then_on() {
+        let home =
+            std::env::temp_dir().join(format!("corecap-cutoff-holds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).expect("home");
+        let holds = corecap_store::keep::hold::Holds::open(&home, vec![home.clone()], None, None)
+            .expect("holds");
+        let mut c = held_cutoff(Some(1000), Some(HeldFlows(holds.clone())));
+        let f = tcp(40000, 443, 0x10, 1400);
+        let other = tcp(40001, 443, 0x10, 1400);
+        let verdicts = |c: &mut Cutoff, f: &[u8], from: u64, n: u64| -> Vec<Verdict> {
+            (from..from + n).map(|t| c.judge(&packet(f, t))).collect()
+        };
+        // 1400 bytes a packet: the first passes the 1000-byte limit, the rest are cut.
+        let v = verdicts(&mut c, &f, 1, 50);
+        assert_eq!(v[0], Verdict::Keep);
+        assert!(v[1..].iter().all(|&x| x == Verdict::Cut));
+        let key = Link::Ethernet.flow_key(&f, None).expect("key").canonical();
+        let id = corecap_wire::community_id::community_id_of_tuple(&key, false, 0);
+        let spec = corecap_store::keep::hold::HoldSpec {
+            name: "case".into(),
+            from_ns: 0,
+            to_ns: u64::MAX / 2,
+            community_id: Some(id.as_str().to_owned()),
+            ..Default::default()
+        };
+        holds.add(spec, 1).expect("a hold");
+        // Within RECHECK bytes of cut packets the hold is seen; from then on all are kept.
+        let v = verdicts(&mut c, &f, 100, 400);
+        let first_kept = v
+            .iter()
+            .position(|&x| x == Verdict::Keep)
+            .expect("kept again");
+        assert!(first_kept as u64 * 1400 <= RECHECK + 1400, "{first_kept}");
+        assert!(v[first_kept..].iter().all(|&x| x == Verdict::Keep));
+        // Another flow is cut as before.
+        let v = verdicts(&mut c, &other, 1000, 10);
+        assert_eq!(v[0], Verdict::Keep);
+        assert!(v[1..].iter().all(|&x| x == Verdict::Cut));
+        let _ = std::fs::remove_dir_all(&home);
     }
 
     #[test]
