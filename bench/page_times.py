@@ -13,6 +13,7 @@ page's own performance marks (`corecap:search` -> `corecap:first-row` ->
 daemon's answer, the transfer and the drawing. Prints one JSON object.
 
 Run as root from the repository: python3 bench/page_times.py [--packets N] [--rounds R]
+[--day FILES] (first, FILES indexed files over the day before now: the timeline of a day)
 Uses target/release/corecap (CORECAP_BIN to change); needs chromium and chromium-driver.
 Everything it makes it removes.
 """
@@ -23,6 +24,7 @@ import json
 import os
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -134,6 +136,30 @@ def browse(token, rounds, host):
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def fill_day(rec, files, packets):
+    """The day before now in `rec`: `files` pcap files of `packets` 200-byte UDP frames
+    each, evenly over 24 hours, each indexed (`corecap index`: index, sessions, catalog)."""
+    os.makedirs(rec, exist_ok=True)
+    now = int(time.time()) * 1_000_000_000
+    span = 86_400 * 1_000_000_000 // files
+    payload = b"\x5a" * (200 - 42)
+    for n in range(files):
+        path = os.path.join(rec, f"day_{n:05d}.pcap")
+        t0 = now - 86_400 * 1_000_000_000 + n * span
+        with open(path, "wb") as f:
+            f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1))
+            for i in range(packets):
+                flow = i % 64
+                udp = struct.pack(">HHHH", 1024 + flow, 5000, 8 + len(payload), 0) + payload
+                ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
+                                 bytes([10, 3, 0, flow]), bytes([10, 4, 0, 1]), ) + udp
+                frame = b"\x02\0\0\0\0\x02\x02\0\0\0\0\x01\x08\x00" + ip
+                t = t0 + i * (span // packets)
+                f.write(struct.pack("<IIII", t // 10**9, t % 10**9, len(frame), len(frame)))
+                f.write(frame)
+        subprocess.run([BIN, "index", path], check=True, capture_output=True)
+
+
 def median(v):
     v = [x for x in v if x is not None]
     return round(statistics.median(v), 1) if v else None
@@ -145,6 +171,10 @@ def main():
     ap.add_argument("--size", type=int, default=1400)
     ap.add_argument("--flows", type=int, default=2048)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--day", type=int, default=0,
+                    help="first fill the recording folder with this many indexed files over "
+                         "the 24 hours before now (288: one per 5 minutes)")
+    ap.add_argument("--day-packets", type=int, default=2000)
     ap.add_argument("--browse", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.browse:
@@ -154,6 +184,8 @@ def main():
     ns = f"cc-pagebench{os.getpid()}"
     work = tempfile.mkdtemp(prefix="corecap-page-bench-")
     rec, token_file = os.path.join(work, "rec"), os.path.join(work, "token")
+    if a.day:
+        fill_day(rec, a.day, a.day_packets)
     subprocess.run([BIN, "lab", "up", "--netns", ns, "--queues", "1"], check=True,
                    capture_output=True)
     serve = None
@@ -181,6 +213,7 @@ def main():
                               check=True, capture_output=True, text=True)
         times = json.loads(page.stdout)
         report = {
+            "day_files": a.day, "day_packets_per_file": a.day_packets,
             "packets_sent": sent, "frame_size": a.size, "flows": a.flows,
             "recording_bytes_whole_files": recorded, "gen_seconds": round(time.monotonic() - t, 1),
             "timeline_ms_median": median(times["timeline_ms"]),

@@ -851,6 +851,8 @@ fn issue35_the_file_being_written_lists_its_connections() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("1 files had no sessions file"), "{err}");
+    // Its time is known (its first packet to its last write): no file of unknown time.
+    assert!(!err.contains("unknown time"), "{err}");
     let flows: Vec<Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -11,8 +11,9 @@
 //! - **a gap**: between files, no file holds that time (the recorder was off, or there was
 //!   nothing to record).
 //!
-//! Times come from the folders' catalogs (a file without an entry: its index; without one
-//! either, the file is counted as of unknown time). Files of one recording follow each other
+//! Times come from the folders' catalogs (a file without an entry: its index; the file a
+//! recorder is writing, which has neither yet: its first packet to its last write; any other
+//! file without either is counted as of unknown time). Files of one recording follow each other
 //! with the time between two packets between them, so stretches closer than [`GAP_NS`] are
 //! one; gaps and ends shorter than that are not told (deletions always are). Deleted time
 //! that other files still partly hold (a file per worker, one of them deleted) is told as
@@ -216,13 +217,33 @@ fn file_times(files: &[PathBuf], unknown: &mut u64) -> Vec<(u64, u64)> {
         let time = name
             .and_then(|n| entries.get(&n))
             .and_then(|e| e.time)
-            .or_else(|| index_time(f));
+            .or_else(|| index_time(f))
+            .or_else(|| live_time(f));
         match time {
             Some(t) => out.push(t),
             None => *unknown += 1,
         }
     }
     out
+}
+
+/// The time of a file a recorder is writing (no catalog entry or index yet): from its first
+/// packet to its last write, which its writer makes at least every flush interval.
+fn live_time(f: &Path) -> Option<(u64, u64)> {
+    if !crate::names::is_part(f) {
+        return None;
+    }
+    let first = corecap_wire::CaptureReader::open(f)
+        .ok()?
+        .next_packet()
+        .ok()??
+        .ts_ns;
+    let written = std::fs::metadata(f).ok()?.modified().ok()?;
+    let written = written
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    Some((first, u64::try_from(written).ok()?.max(first)))
 }
 
 /// A file's time range from its index.
