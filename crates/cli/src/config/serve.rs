@@ -129,13 +129,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         None => None,
     };
     let holds = holds(a, &spool, record.as_deref(), &retention, key.as_ref())?;
-    // The recording's cutoff asks the holds (and so the alerts) before it cuts a flow.
-    for c in bases
-        .iter_mut()
-        .filter_map(|b| b.output.as_mut()?.cutoff.as_mut())
-    {
-        c.holds = holds.clone().map(corecap_engine::cutoff::HeldFlows);
-    }
+    give_holds(&mut bases, &holds);
     let eve = eve(a, &spool, record.as_deref(), holds.as_ref())?;
     let manager = ManagerConfig {
         eve,
@@ -288,6 +282,17 @@ pub(super) fn ipfix_collectors(urls: &[String], biflow: bool) -> Result<Vec<Ipfi
             Ok(IpfixTarget { biflow, ..t })
         })
         .collect()
+}
+
+/// Gives the recording's cutoff the holds: it asks them (and so the alerts) before it cuts
+/// a flow.
+fn give_holds(bases: &mut [CaptureConfig], holds: &Option<Arc<corecap_store::keep::hold::Holds>>) {
+    for c in bases
+        .iter_mut()
+        .filter_map(|b| b.output.as_mut()?.cutoff.as_mut())
+    {
+        c.holds = holds.clone().map(corecap_engine::cutoff::HeldFlows);
+    }
 }
 
 /// The recording's holds (in the recording folder, else the spool), read before any file

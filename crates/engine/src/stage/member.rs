@@ -371,39 +371,35 @@ pub fn run(
     o.publish(&lim, sink.as_ref());
     let mut idle = 0u32;
     loop {
-        let mut got = false;
-        if let Some(pa) = past.as_mut() {
-            for r in rx.iter_mut() {
-                got |= r.drain(|p, _hash| pa.hold(p, &mut o)) > 0;
-            }
-            if let Some(seam) = take_recorded(pa, &mut flows, &mut sink, &lim, &mut o) {
-                // Live from the seam on: an older packet still in a pipe was recorded.
-                lim.since_ns = lim.since_ns.max(seam);
-                past = None;
-                if let Some(l) = &lim.live {
-                    // Relaxed: a flag for display; the counters follow at the publish.
-                    l.seamed.store(true, Ordering::Relaxed);
+        let got = match past.as_mut() {
+            Some(pa) => {
+                let mut got = false;
+                for r in rx.iter_mut() {
+                    got |= r.drain(|p, _hash| pa.hold(p, &mut o)) > 0;
                 }
-                got = true;
+                if let Some(seam) = take_recorded(pa, &mut flows, &mut sink, &lim, &mut o) {
+                    // Live from the seam on: an older packet still in a pipe was recorded.
+                    lim.since_ns = lim.since_ns.max(seam);
+                    past = None;
+                    if let Some(l) = &lim.live {
+                        // Relaxed: a flag for display; the counters follow at the publish.
+                        l.seamed.store(true, Ordering::Relaxed);
+                    }
+                    got = true;
+                }
+                got
             }
-        } else if let Some(ro) = order.as_mut() {
-            // A file is written in time order: packets wait in the reorder (see there).
-            for r in rx.iter_mut() {
-                got |= r.drain(|p, hash| ro.push(p, hash)) > 0;
+            None => {
+                let mut out = Out {
+                    flows: &mut flows,
+                    sink: &mut sink,
+                    lim: &lim,
+                    o: &mut o,
+                    cutoff: &mut cutoff,
+                };
+                drain_live(&mut rx, &mut order, &mut out)
             }
-            if ro.due() {
-                got |= ro.release(false, |p| {
-                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
-                }) > 0;
-            }
-        } else {
-            for r in rx.iter_mut() {
-                let n = r.drain(|p, _hash| {
-                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
-                });
-                got |= n > 0;
-            }
-        }
+        };
         if let Some(s) = sink.as_mut() {
             // The flush timer (a no-op until it is due).
             s.hand_over();
@@ -420,22 +416,14 @@ pub fn run(
             continue;
         }
         if past.is_none() && rx.iter().all(|r| r.closed()) {
-            // The last producers may have pushed between our drain and their exit.
-            let mut rest = 0;
-            for r in rx.iter_mut() {
-                rest += match order.as_mut() {
-                    Some(ro) => r.drain(|p, hash| ro.push(p, hash)),
-                    None => r.drain(|p, _| {
-                        deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
-                    }),
-                };
-            }
-            if let Some(ro) = order.as_mut() {
-                rest += ro.release(true, |p| {
-                    deliver_cut(p, &mut flows, &mut sink, &lim, &mut o, &mut cutoff)
-                });
-            }
-            if rest == 0 {
+            let mut out = Out {
+                flows: &mut flows,
+                sink: &mut sink,
+                lim: &lim,
+                o: &mut o,
+                cutoff: &mut cutoff,
+            };
+            if drain_last(&mut rx, &mut order, &mut out) == 0 {
                 break;
             }
             continue;
@@ -443,15 +431,7 @@ pub fn run(
         // Back off while idle: spin briefly, then sleep, so an idle stage costs nothing.
         idle += 1;
         if idle == 64 {
-            // Going idle: flow records waiting in an IPFIX message go out now.
-            if let Some(t) = flows.as_mut() {
-                let piped = lim
-                    .live
-                    .as_ref()
-                    .map_or(0, |l| l.stage_full.load(Ordering::Relaxed));
-                t.set_dropped(o.app_drops + o.disk_drops + piped);
-                t.flush_export();
-            }
+            going_idle(&mut flows, &lim, &o);
         }
         if idle < 64 {
             std::hint::spin_loop();
@@ -468,6 +448,76 @@ pub fn run(
         ));
     }
     end(o, flows, sink, &lim)
+}
+
+/// Where a member's live packets go ([`deliver_cut`]): its app, limits, outcome and cutoff.
+struct Out<'a> {
+    flows: &'a mut Option<crate::stage::flows::FlowTable>,
+    sink: &'a mut Option<FileSink>,
+    lim: &'a MemberLimits,
+    o: &'a mut MemberOutcome,
+    cutoff: &'a mut Option<crate::cutoff::Cutoff>,
+}
+
+impl Out<'_> {
+    fn deliver(&mut self, p: &crate::packet::Packet<'_>) {
+        deliver_cut(p, self.flows, self.sink, self.lim, self.o, self.cutoff);
+    }
+}
+
+/// Drains the pipes' live packets: through the reorder when the member writes a file (a
+/// file is written in time order: see there), straight to the app otherwise. Whether any
+/// came or went out.
+fn drain_live(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>) -> bool {
+    let mut got = false;
+    match order.as_mut() {
+        Some(ro) => {
+            for r in rx.iter_mut() {
+                got |= r.drain(|p, hash| ro.push(p, hash)) > 0;
+            }
+            if ro.due() {
+                got |= ro.release(false, |p| out.deliver(p)) > 0;
+            }
+        }
+        None => {
+            for r in rx.iter_mut() {
+                got |= r.drain(|p, _hash| out.deliver(p)) > 0;
+            }
+        }
+    }
+    got
+}
+
+/// Every producer has ended: what the last of them pushed between the member's drain and
+/// their exit, and all the reorder holds, go out; how many did.
+fn drain_last(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>) -> usize {
+    let mut rest = 0;
+    for r in rx.iter_mut() {
+        rest += match order.as_mut() {
+            Some(ro) => r.drain(|p, hash| ro.push(p, hash)),
+            None => r.drain(|p, _| out.deliver(p)),
+        };
+    }
+    if let Some(ro) = order.as_mut() {
+        rest += ro.release(true, |p| out.deliver(p));
+    }
+    rest
+}
+
+/// Going idle: flow records waiting in an IPFIX message go out now, with the drops so far.
+fn going_idle(
+    flows: &mut Option<crate::stage::flows::FlowTable>,
+    lim: &MemberLimits,
+    o: &MemberOutcome,
+) {
+    if let Some(t) = flows.as_mut() {
+        let piped = lim
+            .live
+            .as_ref()
+            .map_or(0, |l| l.stage_full.load(Ordering::Relaxed));
+        t.set_dropped(o.app_drops + o.disk_drops + piped);
+        t.flush_export();
+    }
 }
 
 /// A member's end: its flow records' last message and its file closed, their losses and
