@@ -761,7 +761,12 @@ fn issue16_serve_retain_counts_flow_record_files_too() {
         assert_eq!(v["state"], "done", "{v}");
         files.push(PathBuf::from(v["path"].as_str().expect("path")));
     }
-    // Each file of records is over the 1 KiB budget: only the newest stays.
+    // Each file of records is over the 1 KiB budget: only the newest stays (retention
+    // runs as the capture's file closes, beside the state the test reads: a bounded wait).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (files[0].exists() || files[1].exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(!files[0].exists() && !files[1].exists(), "{files:?}");
     assert!(files[2].exists(), "{files:?}");
     let m = String::from_utf8_lossy(&d.request(&["metrics"]).stdout).into_owned();
