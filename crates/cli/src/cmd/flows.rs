@@ -20,8 +20,9 @@ pub(crate) fn run(a: FlowsArgs) -> Result<i32> {
     select.filter = filter;
     let folders = folders_of(&a.args, &[]);
     let spec = FlowSpec {
+        // The reach is told when a folder is given (see `query`).
+        reach: !folders.is_empty(),
         folders,
-        reach: true,
         files,
         from,
         to,

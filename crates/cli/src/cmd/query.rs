@@ -34,8 +34,10 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         scan: a.scan,
         once: false,
         sessions: None,
+        // The reach is a recording's: told when a folder is given, not over files named
+        // alone (another tool's capture has no record of what was deleted around it).
+        reach: !folders.is_empty(),
         folders,
-        reach: true,
     };
     let spec = if a.select.any() {
         by_sessions(spec, &a.select)?
