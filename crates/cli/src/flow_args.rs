@@ -56,15 +56,8 @@ pub(crate) struct FlowsArgs {
     /// protocol, VLAN and TCP flags seen; not its payload).
     #[arg(required = true, value_name = "PATH... [FILTER]")]
     pub(crate) args: Vec<String>,
-    /// Window start, inclusive (the forms `corecap query --from` takes).
-    #[arg(long, value_name = "T", allow_hyphen_values = true)]
-    pub(crate) from: Option<String>,
-    /// Window end, exclusive.
-    #[arg(long, value_name = "T", allow_hyphen_values = true)]
-    pub(crate) to: Option<String>,
-    /// Time zone of dates and times given without an offset.
-    #[arg(long, value_name = "ZONE")]
-    pub(crate) tz: Option<String>,
+    #[command(flatten)]
+    pub(crate) window: WindowArgs,
     /// Filter expression (instead of trailing words).
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
     pub(crate) filter: Option<String>,
@@ -157,4 +150,29 @@ fn encode(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// A time window, as `query` and `flows` take it.
+#[derive(Args, Debug, Default)]
+pub(crate) struct WindowArgs {
+    /// Window start, inclusive: Unix seconds (with a fraction), RFC 3339, a local date
+    /// and time as Wireshark prints it ("2026-11-23 10:00:00[.frac]", "2026-11-23 10:00",
+    /// "2026-11-23"), or relative (-15m, -10min, -2hours, -30s, -1d, -1week).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) from: Option<String>,
+    /// Window end, exclusive (same forms as --from).
+    #[arg(long, value_name = "T", allow_hyphen_values = true)]
+    pub(crate) to: Option<String>,
+    /// Time zone of dates and times given without an offset (an IANA name such as
+    /// Europe/Paris, or a POSIX TZ rule; default: TZ, else the system's zone). The summary
+    /// shows the window back in UTC.
+    #[arg(long, value_name = "ZONE")]
+    pub(crate) tz: Option<String>,
+}
+
+impl WindowArgs {
+    /// The window in ns, and as the summary shows it back ([`crate::cmd::query::window_of`]).
+    pub(crate) fn resolve(&self) -> anyhow::Result<(u64, u64, Option<crate::cmd::query::Shown>)> {
+        crate::cmd::query::window_of(self.from.as_deref(), self.to.as_deref(), self.tz.as_deref())
+    }
 }

@@ -549,19 +549,8 @@ pub(crate) struct QueryArgs {
     /// then the filter.
     #[arg(short = 'r', value_name = "PATH")]
     pub(crate) read: Vec<std::path::PathBuf>,
-    /// Window start, inclusive: Unix seconds (with a fraction), RFC 3339, a local date
-    /// and time as Wireshark prints it ("2026-11-23 10:00:00[.frac]", "2026-11-23 10:00",
-    /// "2026-11-23"), or relative (-15m, -10min, -2hours, -30s, -1d, -1week).
-    #[arg(long, value_name = "T", allow_hyphen_values = true)]
-    pub(crate) from: Option<String>,
-    /// Window end, exclusive (same forms as --from).
-    #[arg(long, value_name = "T", allow_hyphen_values = true)]
-    pub(crate) to: Option<String>,
-    /// Time zone of dates and times given without an offset (an IANA name such as
-    /// Europe/Paris, or a POSIX TZ rule; default: TZ, else the system's zone). The summary
-    /// shows the window back in UTC.
-    #[arg(long, value_name = "ZONE")]
-    pub(crate) tz: Option<String>,
+    #[command(flatten)]
+    pub(crate) window: crate::flow_args::WindowArgs,
     /// Filter expression (instead of trailing words).
     #[arg(short = 'f', long = "filter", value_name = "EXPR")]
     pub(crate) filter: Option<String>,
