@@ -1,6 +1,8 @@
 //! The flags of the test bench's commands: `gen`, `lab`, `demo` and `bench`.
 
-use super::*;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
 
 /// How the generator sends (`gen --engine`, `bench --engine`): a TPACKET_V3 TX ring, or
 /// AF_XDP.

@@ -1,6 +1,8 @@
 //! The flags of `corecap request`.
 
-use super::*;
+use clap::{Args, Subcommand};
+
+use super::{CipherArg, FormatArg, PrintArgs, StartMode};
 
 #[derive(Args, Debug)]
 pub(crate) struct RequestArgs {

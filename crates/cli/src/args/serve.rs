@@ -1,6 +1,10 @@
 //! The flags of `corecap serve`.
 
-use super::*;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{CutoffArgs, DiskArgs, RingArgs};
 
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {

@@ -1,7 +1,13 @@
 //! How capture files are written and kept (`DiskArgs`): sizes, the flush interval, the
 //! disk backlog, retention and sessions.
 
-use super::*;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use corecap_engine::capture::Input;
+use corecap_store::session::SessionConfig;
+
+use super::{BACKLOG_SECONDS, UNKNOWN_SPEED_MBPS};
 
 /// The line rate of the fastest live input in Mbit/s (a link that reports none counts as
 /// [`UNKNOWN_SPEED_MBPS`]); None without live inputs.

@@ -2,28 +2,19 @@
 //! `capture`, `ServeConfig` for `serve` and `RequestConfig` for `request`. The commands in
 //! `cmd/` run what these say.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{Format, Rotation};
-use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
-use corecap_manager::manager::Config as ManagerConfig;
-use corecap_manager::spool::Spool;
-use corecap_store::sealed::KeyFile;
 use corecap_store::session::SessionConfig;
 use corecap_store::write::output::Backlog;
 
-use corecap_manager::api::{Mode, OutputKind, StartRequest};
-
 use crate::args::{
-    BalanceArg, CaptureArgs, FormatArg, PrintArgs, RequestArgs, RequestCmd, RequestStartArgs,
-    RingArgs, RunMode, ServeArgs, StartMode, TransportArg, TsPrecision,
+    BalanceArg, CaptureArgs, PrintArgs, RingArgs, RunMode, TransportArg, TsPrecision,
 };
 
 mod cutoff;

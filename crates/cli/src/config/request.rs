@@ -1,7 +1,15 @@
 //! `corecap request`: the endpoint or sensors, and the call, resolved from the client's
 //! flags.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use corecap_manager::api::{Mode, OutputKind, StartRequest};
+
+use super::{check_print_flags, cpu_list, print_options};
+use crate::args::{FormatArg, RequestArgs, RequestCmd, RequestStartArgs, StartMode};
 
 /// What `corecap request` sends, resolved from [`RequestArgs`].
 pub(crate) struct RequestConfig {

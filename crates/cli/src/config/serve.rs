@@ -1,7 +1,25 @@
 //! `corecap serve`: the daemon's configuration, its base captures and its recording,
 //! resolved from its flags.
 
-use super::*;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use corecap_engine::capture::{CaptureConfig, Input, OutputConfig};
+use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::sink::ipfix::IpfixTarget;
+use corecap_engine::steer::group::{GroupKind, GroupSpec};
+use corecap_manager::manager::Config as ManagerConfig;
+use corecap_manager::spool::Spool;
+use corecap_store::sealed::KeyFile;
+use corecap_store::session::SessionConfig;
+use corecap_store::write::output::Backlog;
+
+use super::cutoff::{cutoff, cutoff_given};
+use super::disk::{disk_backlog, flush_interval, retention, sessions, sessions_log, size};
+use super::{cpu_list, ring, rotation};
+use crate::args::ServeArgs;
 
 /// What `corecap serve` runs, resolved from [`ServeArgs`]: the listeners, one base capture
 /// per `-i`, and the manager's configuration.

@@ -2,7 +2,23 @@
 //! failure, closes their files off the manager's lock and records how they ended; the
 //! refill of workers kept ready; the daemon's shutdown.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use corecap_engine::capture::Capture;
+use corecap_engine::control::Detached;
+use corecap_engine::stage::member::{MemberLive, MemberOutcome};
+use corecap_engine::standby::Standby;
+
+use super::records::{display, file_bytes};
+use super::report::base_counters;
+use super::{
+    secs, us_since, wall_ns, Ended, Entry, Inner, Manager, Runner, HISTORY, REFILL_QUIET,
+    SPARE_IFACES,
+};
+use crate::api::{OutputKind, State};
+use crate::stats::BaseCounters;
 
 /// The slow part of ending a capture (waiting for workers, draining, closing files),
 /// done without the manager's lock so other requests go on.

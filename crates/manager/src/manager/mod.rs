@@ -28,34 +28,26 @@
 //! (counters, statistics, cores and metrics).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use corecap_engine::capture::{
-    Capture, CaptureConfig, CaptureError, CaptureErrorKind, Input, OutputConfig,
-};
-use corecap_engine::control::{AttachSpec, Attached, Detached};
-use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::capture::{Capture, CaptureError, CaptureErrorKind};
+use corecap_engine::control::Attached;
 use corecap_engine::sink::ipfix::IpfixTarget;
-use corecap_engine::stage::flows::FlowOutput;
-use corecap_engine::stage::member::{MemberLimits, MemberLive, MemberOutcome};
-use corecap_engine::stage::pipe::Transport;
+use corecap_engine::stage::member::MemberLive;
 use corecap_engine::standby::Standby;
-use corecap_engine::steer::filter::compile_filter;
-use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_linux::error_chain;
-use corecap_store::names::suffixed_path;
-use corecap_store::sealed::{Cipher, KeyFile, SealConfig};
+use corecap_store::sealed::KeyFile;
 
-use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
-use crate::catalog::{self, Catalog, Record, Renamed};
+use crate::api::{CaptureView, OutputKind, State};
+use crate::catalog::{self, Catalog, Renamed};
 use crate::cores::Cores;
 use crate::metrics::LagHistogram;
 use crate::opener::Opener;
 use crate::spool::Spool;
-use crate::stats::{BaseCounters, Deleted, Stats};
+use crate::stats::Stats;
 
 mod end;
 mod records;
@@ -64,7 +56,6 @@ mod start;
 
 use end::*;
 use records::*;
-use report::*;
 
 /// How the daemon runs.
 #[derive(Debug)]
@@ -587,6 +578,8 @@ fn us_since(ns: u64, since_ns: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::{Drops, Mode, StartRequest};
+    use corecap_store::names::suffixed_path;
 
     fn manager() -> (Manager, PathBuf) {
         let dir = std::env::temp_dir().join(format!(

@@ -1,6 +1,10 @@
 //! Captures as the spool's catalog keeps them, and those of earlier runs listed from it.
 
-use super::*;
+use std::path::PathBuf;
+
+use super::{Entry, Runner};
+use crate::api::{CaptureView, State};
+use crate::catalog::Record;
 
 /// Paths as the API shows them.
 pub(super) fn display(files: &[PathBuf]) -> Vec<String> {

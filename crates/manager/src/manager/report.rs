@@ -1,7 +1,12 @@
 //! What the daemon tells of itself: HTTP response counters, statistics, cores and the
 //! Prometheus metrics.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::end::refresh;
+use super::{Base, Manager};
+use crate::api::{CaptureView, Mode, State};
+use crate::stats::{BaseCounters, Deleted, Stats};
 
 /// The counters of a base capture and of its own stage members (the recording's).
 pub(super) fn base_counters(b: &Base) -> BaseCounters {

@@ -2,7 +2,29 @@
 //! attached to a base capture's workers, spawned on a worker kept ready, or started in
 //! the past from the lookback ring.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use corecap_engine::capture::{Capture, CaptureConfig, Input, OutputConfig};
+use corecap_engine::control::AttachSpec;
+use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::sink::ipfix::IpfixTarget;
+use corecap_engine::stage::flows::FlowOutput;
+use corecap_engine::stage::member::{MemberLimits, MemberLive};
+use corecap_engine::stage::pipe::Transport;
+use corecap_engine::standby::Standby;
+use corecap_engine::steer::filter::compile_filter;
+use corecap_engine::steer::group::{GroupKind, GroupSpec};
+use corecap_linux::error_chain;
+use corecap_store::names::suffixed_path;
+use corecap_store::sealed::{Cipher, SealConfig};
+
+use super::end::refresh;
+use super::records::display;
+use super::{err, secs, start_error, wall_ns, ApiError, Entry, Inner, Manager, Runner, Started};
+use crate::api::{CaptureView, Drops, Mode, OutputKind, StartRequest, State};
+use crate::catalog;
 
 pub(super) fn extension(o: OutputKind) -> &'static str {
     match o {
