@@ -169,10 +169,3 @@ pub(crate) struct WindowArgs {
     #[arg(long, value_name = "ZONE")]
     pub(crate) tz: Option<String>,
 }
-
-impl WindowArgs {
-    /// The window in ns, and as the summary shows it back ([`crate::cmd::query::window_of`]).
-    pub(crate) fn resolve(&self) -> anyhow::Result<(u64, u64, Option<crate::cmd::query::Shown>)> {
-        crate::cmd::query::window_of(self.from.as_deref(), self.to.as_deref(), self.tz.as_deref())
-    }
-}

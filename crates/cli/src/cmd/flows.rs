@@ -8,12 +8,12 @@ use anyhow::Result;
 use corecap_store::read::flow_doc::FlowDoc;
 use corecap_store::read::flows::{list, FlowSort, FlowSpec, FlowStats};
 
-use super::query::{files_and_filter, folders_of, selectors};
+use super::query::{files_and_filter, folders_of, selectors, window};
 use crate::config;
 use crate::flow_args::{FlowsArgs, SortArg};
 
 pub(crate) fn run(a: FlowsArgs) -> Result<i32> {
-    let (from, to, _) = a.window.resolve()?;
+    let (from, to, _) = window(&a.window)?;
     let (files, skipped, filter) = files_and_filter(&a.args, &[], &a.filter)?;
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     let mut select = selectors(&a.select, a.host, a.port);

@@ -16,12 +16,12 @@ use corecap_store::read::flow_match::Selectors;
 
 use crate::args::QueryArgs;
 use crate::config::{self, Printing};
-use crate::flow_args::SelectArgs;
+use crate::flow_args::{SelectArgs, WindowArgs};
 use crate::print::pipe::{is_broken_pipe, Pipe};
 
 pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     config::check_print_flags(&a.print, a.out.is_none() && !a.stats, "-w or --stats")?;
-    let (from, to, window) = a.window.resolve()?;
+    let (from, to, window) = window(&a.window)?;
     let (files, skipped, filter) = files_and_filter(&a.args, &a.read, &a.filter)?;
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     let folders = folders_of(&a.args, &a.read);
@@ -201,6 +201,12 @@ pub(crate) fn into_printer<T>(
 
 /// A window's ends as the summary shows them (RFC 3339 in UTC), each when it was given.
 pub(crate) type Shown = (Option<String>, Option<String>);
+
+/// The window of `--from` and `--to` in ns (times of day without an offset in `--tz`, else
+/// in TZ or the system's zone), and the same as the summary shows it back: exact, in UTC.
+pub(crate) fn window(w: &WindowArgs) -> Result<(u64, u64, Option<Shown>)> {
+    window_of(w.from.as_deref(), w.to.as_deref(), w.tz.as_deref())
+}
 
 /// The window of `from` and `to` (see [`window`]).
 pub(crate) fn window_of(

@@ -12,9 +12,8 @@ use corecap_engine::stage::member::{MemberLive, MemberOutcome};
 use corecap_engine::standby::Standby;
 
 use super::records::{display, file_bytes};
-use super::report::base_counters;
 use super::{
-    secs, us_since, wall_ns, Ended, Entry, Inner, Manager, Runner, HISTORY, REFILL_QUIET,
+    secs, us_since, wall_ns, Base, Ended, Entry, Inner, Manager, Runner, HISTORY, REFILL_QUIET,
     SPARE_IFACES,
 };
 use crate::api::{OutputKind, State};
@@ -476,5 +475,14 @@ impl Inner {
                 .or_default()
                 .observe(lag / 1e6);
         }
+    }
+}
+
+/// The counters of a base capture and of its own stage members (the recording's).
+pub(super) fn base_counters(b: &Base) -> BaseCounters {
+    BaseCounters {
+        interface: b.iface.clone(),
+        workers: b.cap.counters.clone(),
+        members: b.cap.members().into_iter().map(|(_, l)| l).collect(),
     }
 }

@@ -3,19 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::end::refresh;
-use super::{Base, Manager};
+use super::end::{base_counters, refresh};
+use super::Manager;
 use crate::api::{CaptureView, Mode, State};
 use crate::stats::{BaseCounters, Deleted, Stats};
-
-/// The counters of a base capture and of its own stage members (the recording's).
-pub(super) fn base_counters(b: &Base) -> BaseCounters {
-    BaseCounters {
-        interface: b.iface.clone(),
-        workers: b.cap.counters.clone(),
-        members: b.cap.members().into_iter().map(|(_, l)| l).collect(),
-    }
-}
 
 impl Manager {
     /// Counts a response by status (for the metrics).
