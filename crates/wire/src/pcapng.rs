@@ -424,6 +424,16 @@ impl<W: Write> PcapngWriter<W> {
         self.snaplens.len() as u32
     }
 
+    /// Writes an Ethernet interface named `name` if none was written: a stream that got no
+    /// packet (an empty answer) still has one, which tcpdump needs to read it as empty
+    /// ("the capture file has no Interface Description Blocks").
+    pub fn ensure_interface(&mut self, name: &str) -> io::Result<()> {
+        if self.snaplens.is_empty() {
+            self.add_interface(&InterfaceDesc::ethernet(name, 262_144))?;
+        }
+        Ok(())
+    }
+
     inner_writer!("Bytes of complete blocks written so far.");
 }
 

@@ -399,6 +399,7 @@ fn answer(
     };
     let mut w = PcapngWriter::new(io::BufWriter::with_capacity(1 << 20, sink), "corecap", &[])?;
     merge(&mut feeds, &mut w)?;
+    w.ensure_interface("corecap")?;
     w.into_inner().flush()?;
     let reports: Vec<SensorReport> = feeds.into_iter().map(|f| f.report).collect();
     report(&reports, t0.elapsed(), json)?;

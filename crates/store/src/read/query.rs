@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use corecap_wire::{Epb, InterfaceDesc, PcapngWriter};
+use corecap_wire::{Epb, PcapngWriter};
 use serde::Serialize;
 
 use crate::names::is_part;
@@ -78,18 +78,9 @@ pub(crate) fn run_leased<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStat
     let planned = plans.len() as u64;
     prefetch(&mut plans);
     merge(plans, &mut ctx)?;
-    if ctx.out_ifs.is_empty() {
-        // An answer without packets still has an interface, so that tcpdump reads it as
-        // empty rather than refusing it ("no Interface Description Blocks").
-        ctx.out
-            .add_interface(&InterfaceDesc {
-                name: "corecap".into(),
-                description: None,
-                linktype: corecap_wire::pcapng::LINKTYPE_ETHERNET,
-                snaplen: 262_144,
-            })
-            .map_err(QueryError::Output)?;
-    }
+    ctx.out
+        .ensure_interface("corecap")
+        .map_err(QueryError::Output)?;
     ctx.out.flush().map_err(QueryError::Output)?;
     if ctx.stats.duplicates > 0 {
         ctx.stats.notes.push(format!(
