@@ -9,26 +9,32 @@ use std::fmt::Write;
 
 use super::{u8_at, Printer, Step};
 
-/// A text protocol: its name, and for HTTP-like ones the request methods.
+/// A text protocol: its name (as ` [|http]` says it, and in capitals as the line starts
+/// with it), and for HTTP-like ones the request methods.
 pub(super) struct Proto {
     name: &'static str,
+    caps: &'static str,
     commands: Option<&'static [&'static str]>,
 }
 
 pub(super) const SMTP: Proto = Proto {
     name: "smtp",
+    caps: "SMTP",
     commands: None,
 };
 pub(super) const WHOIS: Proto = Proto {
     name: "whois",
+    caps: "WHOIS",
     commands: None,
 };
 pub(super) const FTP: Proto = Proto {
     name: "ftp",
+    caps: "FTP",
     commands: None,
 };
 pub(super) const HTTP: Proto = Proto {
     name: "http",
+    caps: "HTTP",
     commands: Some(&[
         "GET",
         "PUT",
@@ -72,6 +78,7 @@ pub(super) const HTTP: Proto = Proto {
 };
 pub(super) const RTSP: Proto = Proto {
     name: "rtsp",
+    caps: "RTSP",
     commands: Some(&[
         "DESCRIBE",
         "ANNOUNCE",
@@ -97,7 +104,7 @@ pub(super) fn print(p: &mut Printer, proto: &Proto, b: &[u8], len: u32) -> Step 
         None => true,
         Some(cmds) => is_request_or_response(b, len, cmds),
     };
-    p.line.push_str(&proto.name.to_ascii_uppercase());
+    p.line.push_str(proto.caps);
     if !print_this {
         return Ok(());
     }
