@@ -98,6 +98,16 @@ impl SessionsLog {
         self.write(&mut g, &done)
     }
 
+    /// [`SessionsLog::flush`] at the end, where an error can only be said.
+    fn flush_or_say(&self) {
+        if let Err(e) = self.flush() {
+            eprintln!(
+                "corecap: {}: the last connections were not logged: {e}",
+                self.path.display()
+            );
+        }
+    }
+
     /// Appends one line per connection of `done`, in one write, and syncs it.
     fn write(&self, g: &mut Log, done: &[Flow]) -> io::Result<()> {
         if done.is_empty() {
@@ -137,12 +147,7 @@ pub fn flush_all() {
         .filter_map(std::sync::Weak::upgrade)
         .collect();
     for log in open {
-        if let Err(e) = log.flush() {
-            eprintln!(
-                "corecap: {}: the last connections were not logged: {e}",
-                log.path.display()
-            );
-        }
+        log.flush_or_say();
     }
 }
 
@@ -150,12 +155,7 @@ impl Drop for SessionsLog {
     /// The recording has stopped (every file sink has let the log go): the connections
     /// still waiting are written, as they are.
     fn drop(&mut self) {
-        if let Err(e) = self.flush() {
-            eprintln!(
-                "corecap: {}: the last connections were not logged: {e}",
-                self.path.display()
-            );
-        }
+        self.flush_or_say();
     }
 }
 
