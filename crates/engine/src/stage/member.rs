@@ -54,8 +54,8 @@ pub struct MemberOutcome {
     /// read.
     #[serde(skip_serializing_if = "is_zero")]
     pub hold_drops: u64,
-    /// Packets written to the file older than one written before them (their worker fell
-    /// behind by more than the reorder's lag).
+    /// Packets written to the file older than one written before them (their worker broke
+    /// its watermark, or fell behind by more than the reorder holds).
     #[serde(skip_serializing_if = "is_zero")]
     pub out_of_order: u64,
     /// Packets the per-flow cutoff left out of the file ([`crate::cutoff`]).
@@ -442,9 +442,10 @@ pub fn run(
     if let Some(late) = order.as_ref().map(Reorder::late).filter(|&n| n > 0) {
         o.out_of_order = late;
         o.notes.push(format!(
-            "{late} packets came more than {} ms after newer ones and were written out of \
-             time order",
-            crate::stage::reorder::LAG.as_millis()
+            "{late} packets came after newer ones had been written (their worker broke its \
+             watermark, or more than {} MiB were held for a worker that fell behind) and \
+             were written out of time order",
+            crate::stage::reorder::MAX_BYTES >> 20
         ));
     }
     end(o, flows, sink, &lim)
@@ -472,9 +473,7 @@ fn drain_live(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>)
     let mut got = false;
     match order.as_mut() {
         Some(ro) => {
-            for r in rx.iter_mut() {
-                got |= r.drain(|p, hash| ro.push(p, hash)) > 0;
-            }
+            got |= ro.take(rx);
             if ro.due() {
                 got |= ro.release(false, |p| out.deliver(p)) > 0;
             }
@@ -492,14 +491,16 @@ fn drain_live(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>)
 /// their exit, and all the reorder holds, go out; how many did.
 fn drain_last(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>) -> usize {
     let mut rest = 0;
-    for r in rx.iter_mut() {
-        rest += match order.as_mut() {
-            Some(ro) => r.drain(|p, hash| ro.push(p, hash)),
-            None => r.drain(|p, _| out.deliver(p)),
-        };
-    }
-    if let Some(ro) = order.as_mut() {
-        rest += ro.release(true, |p| out.deliver(p));
+    match order.as_mut() {
+        Some(ro) => {
+            ro.take(rx);
+            rest += ro.release(true, |p| out.deliver(p));
+        }
+        None => {
+            for r in rx.iter_mut() {
+                rest += r.drain(|p, _| out.deliver(p));
+            }
+        }
     }
     rest
 }
@@ -549,7 +550,7 @@ fn end(
         if let Some(e) = done.error {
             o.error = Some(e);
         }
-        o.notes = done.notes;
+        o.notes.extend(done.notes);
     }
     o.publish(lim, None);
     if let (Some(l), Some(n)) = (&lim.live, files) {
