@@ -337,6 +337,14 @@ fn recording(o: &mut String, i: &Input<'_>) {
     );
     per_interface(
         o,
+        ("corecap_recording_out_of_order_total", "counter"),
+        "Packets written to the recording older than one written before them (its files' time \
+         order broken), per interface.",
+        "",
+        rec.iter().map(|(iface, r)| (*iface, r.out_of_order)),
+    );
+    per_interface(
+        o,
         ("corecap_recording_files_total", "counter"),
         "Files the recording began in this run of the daemon (the first, then one per rotation).",
         "",

@@ -100,6 +100,8 @@ pub struct MemberLive {
     pub cut_bytes: AtomicU64,
     /// Flows the cutoff's full table forgot before they were idle.
     pub cut_evictions: AtomicU64,
+    /// Packets written to the file older than one written before them.
+    pub out_of_order: AtomicU64,
     /// Set when the member's file failed (a write error): the capture should end.
     pub failed: AtomicBool,
     /// The count was reached: the member takes no more packets.
@@ -336,6 +338,7 @@ impl MemberOutcome {
             l.cut_packets.store(self.cut_packets, Ordering::Relaxed);
             l.cut_bytes.store(self.cut_bytes, Ordering::Relaxed);
             l.cut_evictions.store(self.cut_evictions, Ordering::Relaxed);
+            l.out_of_order.store(self.out_of_order, Ordering::Relaxed);
             l.recorded.store(self.recorded, Ordering::Relaxed);
             if lim
                 .count
@@ -440,7 +443,6 @@ pub fn run(
         }
     }
     if let Some(late) = order.as_ref().map(Reorder::late).filter(|&n| n > 0) {
-        o.out_of_order = late;
         o.notes.push(format!(
             "{late} packets came after newer ones had been written (their worker broke its \
              watermark, or more than {} MiB were held for a worker that fell behind) and \
@@ -476,6 +478,7 @@ fn drain_live(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>)
             got |= ro.take(rx);
             if ro.due() {
                 got |= ro.release(false, |p| out.deliver(p)) > 0;
+                out.o.out_of_order = ro.late();
             }
         }
         None => {
@@ -495,6 +498,7 @@ fn drain_last(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>)
         Some(ro) => {
             ro.take(rx);
             rest += ro.release(true, |p| out.deliver(p));
+            out.o.out_of_order = ro.late();
         }
         None => {
             for r in rx.iter_mut() {
