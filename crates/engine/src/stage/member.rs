@@ -393,13 +393,7 @@ pub fn run(
                 got
             }
             None => {
-                let mut out = Out {
-                    flows: &mut flows,
-                    sink: &mut sink,
-                    lim: &lim,
-                    o: &mut o,
-                    cutoff: &mut cutoff,
-                };
+                let mut out = Out::new(&mut flows, &mut sink, &lim, &mut o, &mut cutoff);
                 drain_live(&mut rx, &mut order, &mut out)
             }
         };
@@ -419,13 +413,7 @@ pub fn run(
             continue;
         }
         if past.is_none() && rx.iter().all(|r| r.closed()) {
-            let mut out = Out {
-                flows: &mut flows,
-                sink: &mut sink,
-                lim: &lim,
-                o: &mut o,
-                cutoff: &mut cutoff,
-            };
+            let mut out = Out::new(&mut flows, &mut sink, &lim, &mut o, &mut cutoff);
             if drain_last(&mut rx, &mut order, &mut out) == 0 {
                 break;
             }
@@ -462,7 +450,23 @@ struct Out<'a> {
     cutoff: &'a mut Option<crate::cutoff::Cutoff>,
 }
 
-impl Out<'_> {
+impl<'a> Out<'a> {
+    fn new(
+        flows: &'a mut Option<crate::stage::flows::FlowTable>,
+        sink: &'a mut Option<FileSink>,
+        lim: &'a MemberLimits,
+        o: &'a mut MemberOutcome,
+        cutoff: &'a mut Option<crate::cutoff::Cutoff>,
+    ) -> Self {
+        Self {
+            flows,
+            sink,
+            lim,
+            o,
+            cutoff,
+        }
+    }
+
     fn deliver(&mut self, p: &crate::packet::Packet<'_>) {
         deliver_cut(p, self.flows, self.sink, self.lim, self.o, self.cutoff);
     }

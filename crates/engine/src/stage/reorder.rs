@@ -220,7 +220,7 @@ mod tests {
         let (txm, rxm) = mpsc_pipes(2, 1 << 16);
         for (mut tx, mut rx) in [(vec![tx0, tx1], vec![rx0, rx1]), (txm, vec![rxm])] {
             let mut r = Reorder::default();
-            let mut send = |tx: &mut PipeTx, ts: &[u64], mark: u64| {
+            let send = |tx: &mut PipeTx, ts: &[u64], mark: u64| {
                 for &t in ts {
                     tx.cur.push(&packet(t, &[t as u8; 60]), 0, 100);
                 }
