@@ -41,6 +41,9 @@ pub struct Reorder {
     newest: u64,
     /// Packets that went out older than `newest`.
     late: u64,
+    /// The oldest timestamp held (`u64::MAX` when none): a turn that could let nothing go
+    /// is not taken, so a worker that stalls costs no copying.
+    oldest: u64,
 }
 
 impl Default for Reorder {
@@ -52,6 +55,7 @@ impl Default for Reorder {
             mark: 0,
             newest: 0,
             late: 0,
+            oldest: u64::MAX,
         }
     }
 }
@@ -59,6 +63,7 @@ impl Default for Reorder {
 impl Reorder {
     /// Holds a copy of `p`.
     pub fn push(&mut self, p: &Packet<'_>, hash: u32) {
+        self.oldest = self.oldest.min(p.ts_ns);
         self.held.push(p, hash, u32::MAX);
     }
 
@@ -67,17 +72,23 @@ impl Reorder {
     /// (see [`corecap_queue::watermark`]).
     pub fn take(&mut self, rx: &mut [PipeRx]) -> bool {
         self.mark = rx.iter().map(PipeRx::watermark).min().unwrap_or(u64::MAX);
-        let held = &mut self.held;
+        let (held, oldest) = (&mut self.held, &mut self.oldest);
         let mut got = false;
         for r in rx.iter_mut() {
-            got |= r.drain(|p, hash| held.push(p, hash, u32::MAX)) > 0;
+            got |= r.drain(|p, hash| {
+                *oldest = (*oldest).min(p.ts_ns);
+                held.push(p, hash, u32::MAX);
+            }) > 0;
         }
         got
     }
 
-    /// Whether a turn is due: [`EVERY`] has passed, or [`MAX_BYTES`] are held.
+    /// Whether a turn is due: [`EVERY`] has passed and the oldest packet held is at or
+    /// below the watermark, or [`MAX_BYTES`] are held.
     pub fn due(&self) -> bool {
-        !self.held.is_empty() && (self.last.elapsed() >= EVERY || self.held.data_len() >= MAX_BYTES)
+        !self.held.is_empty()
+            && ((self.last.elapsed() >= EVERY && self.oldest <= self.mark)
+                || self.held.data_len() >= MAX_BYTES)
     }
 
     /// Gives `f` the held packets at or below the watermark (all of them with `all`), and
@@ -120,6 +131,8 @@ impl Reorder {
         }
         std::mem::swap(&mut self.held, &mut self.spare);
         self.spare.clear();
+        // Sorted: the first one left is the oldest.
+        self.oldest = self.held.ts(0).unwrap_or(u64::MAX);
         n
     }
 
@@ -185,6 +198,28 @@ mod tests {
         r.release(false, |p| out.push(p.ts_ns));
         assert_eq!(out, [3, 4, 1, 2, 5]);
         assert_eq!(r.late(), 2, "1 and 2 came after 4");
+    }
+
+    /// A turn is taken only when it can let a packet go: while the watermark stays below
+    /// every packet held (a worker stalled), nothing is sorted or copied again.
+    #[test]
+    fn test_a_turn_is_due_only_when_a_packet_can_go() {
+        let mut r = Reorder {
+            last: Instant::now() - 2 * EVERY,
+            ..Reorder::default()
+        };
+        assert!(!r.due(), "nothing held");
+        r.push(&packet(20, &[1; 60]), 0);
+        r.push(&packet(10, &[2; 60]), 0);
+        r.mark = 9;
+        assert!(!r.due(), "the oldest held is above the watermark");
+        r.mark = 10;
+        assert!(r.due());
+        let mut out = Vec::new();
+        r.release(false, |p| out.push(p.ts_ns));
+        assert_eq!(out, [10]);
+        r.last = Instant::now() - 2 * EVERY;
+        assert!(!r.due(), "20 is left, above the watermark");
     }
 
     /// Issue 40: a worker that promises nothing (descheduled) holds the others' packets
