@@ -13,6 +13,7 @@ use crate::sink::file::FileSink;
 use crate::sink::merge::MergeHandle;
 use crate::source::afpacket::{self, LiveSpec};
 use crate::source::replay::{self, FileSpec};
+use crate::source::ring_mark::RingMark;
 use crate::source::ring_order::{self, RingOrder};
 use crate::stats::ledger::{Snapshot, WorkerCounters};
 use corecap_store::write::output::Refused;
@@ -176,6 +177,8 @@ struct Run<'a> {
     order: Option<RingOrder>,
     /// Leaves the tail of long flows out of what the app records (see [`crate::cutoff`]).
     cutoff: Option<Cutoff>,
+    /// The newest timestamp of a packet read (for the watermark, [`RingMark`]).
+    newest_ns: u64,
 }
 
 impl Run<'_> {
@@ -195,6 +198,7 @@ impl Run<'_> {
 
     /// Delivers one packet to the app. Returns false if the app refused it.
     fn deliver(&mut self, p: &Packet<'_>) {
+        self.newest_ns = self.newest_ns.max(p.ts_ns);
         if let Some(c) = self.cutoff.as_mut() {
             if c.judge(p) == Verdict::Cut {
                 self.s.cut_packets += 1;
@@ -250,12 +254,14 @@ impl Run<'_> {
         }
     }
 
+    /// Hands the app what the batch gave it, with the worker's watermark: every packet up
+    /// to that time that it will send is sent (see [`RingMark`]).
     fn end_batch(&mut self, watermark: u64) {
         // The merge thread is gone only after a failure: stop capturing.
         let failed = match &mut self.app {
             App::Merge(m) => !m.send(watermark),
             App::Steer(st) => {
-                st.flush();
+                st.flush(watermark);
                 false
             }
             // A failed write (or a stream's reader gone) ends the capture, idle or not.
@@ -382,6 +388,7 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         s: Snapshot::default(),
         order,
         cutoff: w.cutoff,
+        newest_ns: 0,
     };
     let error = match w.source {
         Source::Live {
@@ -417,7 +424,8 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
     let mut notes = Vec::new();
     match run.app {
         App::Steer(mut st) => {
-            st.flush();
+            // The worker's last packets; its pipes then close (a watermark of u64::MAX).
+            st.flush(u64::MAX);
             steer = Some(st.counts.clone());
         }
         App::File(f) => {
@@ -478,17 +486,27 @@ fn live(
             run.s.freezes += k.freezes;
         }
     };
+    let mut mark = RingMark::new(spec.ring.retire_tov_ms);
     while !run.ctl.stopped() {
-        let got = run.block(&mut ring, (if_id, queue, link))
-            || (ring.wait(100) && run.block(&mut ring, (if_id, queue, link)));
+        // Each time is taken before the look at the ring that found it empty.
+        let t = now_ns();
+        let got = run.block(&mut ring, (if_id, queue, link)) || {
+            mark.empty_at(t);
+            ring.wait(100);
+            let t = now_ns();
+            run.block(&mut ring, (if_id, queue, link)) || {
+                mark.empty_at(t);
+                false
+            }
+        };
         if !got {
             // Idle: the kept block is written, and joins and leaves are still taken, so a
             // leaving consumer is let go.
             run.flush_kept(&mut ring, (if_id, queue, link));
             run.begin_batch();
         }
-        // Packets still to come carry a kernel timestamp no older than about now.
-        run.end_batch(now_ns().saturating_sub(50_000_000));
+        mark.packet(run.newest_ns);
+        run.end_batch(mark.get());
         if last_stats.elapsed() >= Duration::from_millis(500) {
             take_stats(run, &ring);
             run.counters.publish(&run.s);
@@ -554,6 +572,8 @@ fn xdp(
     let mut draining = false;
     loop {
         draining |= run.ctl.stopped();
+        // The watermark: every frame received from here on is stamped later.
+        let mark = now_ns();
         let n = sock.receive(&mut frames, 256);
         if n == 0 {
             if draining {
@@ -603,9 +623,7 @@ fn xdp(
         } else if n > 0 {
             run.s.kernel_packets = passed + run.s.kernel_drops;
         }
-        if n > 0 || stats_due {
-            run.end_batch(now_ns().saturating_sub(50_000_000));
-        }
+        run.end_batch(mark);
     }
     fold(run, &sock, passed);
     run.end_batch(now_ns());

@@ -266,6 +266,71 @@ fn bases(o: &mut String, i: &Input<'_>) {
     );
 }
 
+/// A counter of the recording: its name, its help, and its value in the statistics.
+type Counter = (
+    &'static str,
+    &'static str,
+    fn(&crate::stats::RecordingStats) -> u64,
+);
+
+/// What the recording wrote.
+const WRITTEN: [Counter; 2] = [
+    (
+        "corecap_recording_packets_total",
+        "Packets written to the recording (serve --record), per interface.",
+        |r| r.packets,
+    ),
+    (
+        "corecap_recording_bytes_total",
+        "Wire bytes of the packets written to the recording, per interface.",
+        |r| r.bytes,
+    ),
+];
+
+/// What the recording cut, wrote out of order, and its files.
+const KEPT_OUT: [Counter; 5] = [
+    (
+        "corecap_recording_cut_packets_total",
+        "Packets the per-flow cutoff left out of the recording (counted, not written), per interface.",
+        |r| r.cut_packets,
+    ),
+    (
+        "corecap_recording_cut_bytes_total",
+        "Wire bytes of the packets the per-flow cutoff left out of the recording, per interface.",
+        |r| r.cut_bytes,
+    ),
+    (
+        "corecap_recording_cut_evictions_total",
+        "Connections the per-flow cutoff's full table forgot before they were idle (each starts \
+         again from zero, so more of it is kept), per interface.",
+        |r| r.cut_evictions,
+    ),
+    (
+        "corecap_recording_out_of_order_total",
+        "Packets written to the recording older than one written before them (its files' time \
+         order broken), per interface.",
+        |r| r.out_of_order,
+    ),
+    (
+        "corecap_recording_files_total",
+        "Files the recording began in this run of the daemon (the first, then one per rotation).",
+        |r| r.files,
+    ),
+];
+
+/// The counters `list` of each recording in `rec`.
+fn counters(o: &mut String, rec: &[(&String, &crate::stats::RecordingStats)], list: &[Counter]) {
+    for (name, help, pick) in list {
+        per_interface(
+            o,
+            (name, "counter"),
+            help,
+            "",
+            rec.iter().map(|(iface, r)| (*iface, pick(r))),
+        );
+    }
+}
+
 /// The recording of each base capture (`serve --record`): what it wrote, what it lost
 /// and where, its files, and the time span it keeps.
 fn recording(o: &mut String, i: &Input<'_>) {
@@ -277,20 +342,7 @@ fn recording(o: &mut String, i: &Input<'_>) {
     if rec.is_empty() {
         return;
     }
-    per_interface(
-        o,
-        ("corecap_recording_packets_total", "counter"),
-        "Packets written to the recording (serve --record), per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.packets)),
-    );
-    per_interface(
-        o,
-        ("corecap_recording_bytes_total", "counter"),
-        "Wire bytes of the packets written to the recording, per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.bytes)),
-    );
+    counters(o, &rec, &WRITTEN);
     head(
         o,
         "corecap_recording_drops_total",
@@ -313,35 +365,7 @@ fn recording(o: &mut String, i: &Input<'_>) {
             );
         }
     }
-    per_interface(
-        o,
-        ("corecap_recording_cut_packets_total", "counter"),
-        "Packets the per-flow cutoff left out of the recording (counted, not written), per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.cut_packets)),
-    );
-    per_interface(
-        o,
-        ("corecap_recording_cut_bytes_total", "counter"),
-        "Wire bytes of the packets the per-flow cutoff left out of the recording, per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.cut_bytes)),
-    );
-    per_interface(
-        o,
-        ("corecap_recording_cut_evictions_total", "counter"),
-        "Connections the per-flow cutoff's full table forgot before they were idle (each starts \
-         again from zero, so more of it is kept), per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.cut_evictions)),
-    );
-    per_interface(
-        o,
-        ("corecap_recording_files_total", "counter"),
-        "Files the recording began in this run of the daemon (the first, then one per rotation).",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.files)),
-    );
+    counters(o, &rec, &KEPT_OUT);
     for (name, help, pick) in [
         (
             "corecap_recording_oldest_packet_timestamp_seconds",

@@ -68,6 +68,10 @@ pub struct RecordingStats {
     pub cut_bytes: u64,
     /// Flows the cutoff's full table forgot before they were idle (`--cutoff-flows`).
     pub cut_evictions: u64,
+    /// Packets written older than one written before them: the files' time order broken
+    /// (a worker that broke its watermark, or one so far behind that the reorder's memory
+    /// ran out). Checked as they are written; 0 when every file is in time order.
+    pub out_of_order: u64,
     /// Files this run of the daemon began (the first, then one per rotation).
     pub files: u64,
     /// The oldest packet the recording keeps on disk (ns since the epoch), when known.
@@ -113,6 +117,7 @@ impl BaseCounters {
                 cut_packets: m.cut_packets,
                 cut_bytes: m.cut_bytes,
                 cut_evictions: m.cut_evictions,
+                out_of_order: m.out_of_order,
                 files: m.files,
                 // Before a file is whole, the catalog has none of this run's: the oldest
                 // kept packet is then the first written, unless an earlier run left older.
@@ -141,6 +146,7 @@ struct MemberSums {
     cut_packets: u64,
     cut_bytes: u64,
     cut_evictions: u64,
+    out_of_order: u64,
     files: u64,
     first_ts_ns: Option<u64>,
     last_ts_ns: Option<u64>,
@@ -161,6 +167,7 @@ impl MemberSums {
             s.cut_packets += m.cut_packets.load(Relaxed);
             s.cut_bytes += m.cut_bytes.load(Relaxed);
             s.cut_evictions += m.cut_evictions.load(Relaxed);
+            s.out_of_order += m.out_of_order.load(Relaxed);
             s.files += m.files.load(Relaxed);
             let (first, last) = (m.first_ts_ns.load(Relaxed), m.last_ts_ns.load(Relaxed));
             if first != 0 {

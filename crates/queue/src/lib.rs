@@ -12,6 +12,8 @@
 //! - [`spsc`]: one [`rtrb`] byte ring per producer carrying the same records, the
 //!   alternative layout when each capture core gets its own ring.
 //! - [`counter`]: cache-padded per-worker counters.
+//! - [`watermark`]: per-producer watermarks ("every packet up to time T is sent"),
+//!   by which a consumer merges its producers' packets in time order.
 //!
 //! Every record that is offered is either delivered or counted: a producer that
 //! finds no room counts the record in `full_drops` ([`QueueStats`]) and writes
@@ -25,6 +27,7 @@ pub mod mpsc;
 mod slot;
 pub mod spsc;
 mod sync;
+pub mod watermark;
 
 pub use slot::SlotHeader;
 

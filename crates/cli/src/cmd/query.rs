@@ -17,7 +17,7 @@ use corecap_store::read::flow_match::Selectors;
 use crate::args::QueryArgs;
 use crate::config::{self, Printing};
 use crate::flow_args::{SelectArgs, WindowArgs};
-use crate::print::pipe::{is_broken_pipe, Pipe};
+use crate::print::pipe::{is_broken_pipe, out_line, Pipe};
 
 pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     config::check_print_flags(&a.print, a.out.is_none() && !a.stats, "-w or --stats")?;
@@ -52,7 +52,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         }
         let mut v = serde_json::to_value(&c)?;
         v["type"] = serde_json::Value::String("stats".into());
-        println!("{v}");
+        out_line(v)?;
         return Ok(0);
     }
     let to_stdout = a.out.as_deref().is_none_or(|o| o == Path::new("-"));
@@ -138,7 +138,7 @@ fn summary(
         if to_stdout {
             eprintln!("{v}");
         } else {
-            println!("{v}");
+            out_line(v)?;
         }
     } else {
         eprintln!(

@@ -79,6 +79,14 @@ impl Pipe {
     }
 }
 
+/// Prints `line` and a newline on standard output. Unlike `println!`, which panics on a
+/// closed output (`| head -c 100`), it gives the error back, and `main` takes it for the
+/// reader's choice (exit 0).
+pub(crate) fn out_line(line: impl std::fmt::Display) -> io::Result<()> {
+    use std::io::Write;
+    writeln!(io::stdout().lock(), "{line}")
+}
+
 /// Whether an error is a closed standard output (`| head`): the reader's choice, not a
 /// failure.
 pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {

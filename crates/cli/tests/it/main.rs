@@ -21,6 +21,7 @@ mod lookback;
 mod net;
 mod newcomer;
 mod observe;
+mod order;
 mod page;
 mod parity;
 mod print;

@@ -1100,3 +1100,80 @@ pub fn threads(pid: u32) -> Vec<ThreadStatus> {
     }
     out
 }
+
+/// The id of the thread of process `pid` named `name` (its `comm`), if it has one.
+pub fn thread_id(pid: u32, name: &str) -> Option<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .filter_map(Result::ok)
+        .find(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .and_then(|t| t.file_name().to_str()?.parse().ok())
+}
+
+/// One thread of another process held off every CPU by the cgroup v1 freezer, until
+/// dropped: then thawed and moved back to the root group. (SIGSTOP stops the whole
+/// process, even when sent to one of its threads.)
+pub struct Frozen {
+    group: PathBuf,
+    tid: u32,
+}
+
+impl Frozen {
+    /// Freezes thread `tid` and waits (at most 10 s) until the kernel says it is frozen.
+    /// None, said on stderr, where the machine has no cgroup v1 freezer.
+    pub fn thread(tid: u32) -> Option<Self> {
+        let root = Path::new("/sys/fs/cgroup/freezer");
+        if !root.join("tasks").exists() {
+            eprintln!("skipped: freezing thread {tid} (no cgroup v1 freezer here)");
+            return None;
+        }
+        let group = root.join(format!(
+            "corecap-test-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&group).expect("make the freezer group");
+        let f = Self { group, tid };
+        std::fs::write(f.group.join("tasks"), tid.to_string()).expect("move the thread");
+        std::fs::write(f.group.join("freezer.state"), "FROZEN").expect("freeze");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(f.group.join("freezer.state"))
+            .is_ok_and(|s| s.trim() != "FROZEN")
+        {
+            assert!(Instant::now() < deadline, "thread {tid} not frozen in 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Some(f)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.group.join("freezer.state"), "THAWED");
+        if let Some(root) = self.group.parent() {
+            let _ = std::fs::write(root.join("tasks"), self.tid.to_string());
+        }
+        let _ = std::fs::remove_dir(&self.group);
+    }
+}
+
+/// Whether capinfos says the capture file `p` is in strict time order.
+pub fn capinfos_strict_order(p: &Path) -> bool {
+    let o = Command::new("capinfos")
+        .arg("-o")
+        .arg(p)
+        .output()
+        .expect("run capinfos");
+    assert!(
+        o.status.success(),
+        "capinfos -o {}: {}",
+        p.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Strict time order:"))
+        .unwrap_or_else(|| panic!("capinfos -o {} says no order: {out}", p.display()));
+    line.trim_end().ends_with("True")
+}

@@ -132,7 +132,7 @@ impl Capture {
     /// the plan (`run::run`).
     pub fn start(cfg: &CaptureConfig) -> Result<Self, CaptureError> {
         let plan = plan::plan(cfg, &run::Machine)?;
-        run::run(cfg, plan)
+        run::run(plan)
     }
 
     /// Current per-worker counters.

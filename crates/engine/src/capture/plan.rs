@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use corecap_wire::pcapng::InterfaceDesc;
 
-use super::config::{Balance, CaptureConfig, CaptureError, Input, WorkerInfo};
+use super::config::{Balance, CaptureConfig, CaptureError, Input, OutputConfig, WorkerInfo};
 use crate::stage::pipe::Transport;
 use crate::steer::group::GroupSpec;
 use corecap_store::names::suffixed_path;
@@ -52,6 +52,61 @@ pub(crate) struct Plan {
     pub(crate) pipeline: Option<PipelinePlan>,
     /// Where the workers' packets go.
     pub(crate) sink: SinkPlan,
+    /// How the run opens and reads the inputs, when it stops, and how files are written.
+    pub(crate) settings: Settings,
+}
+
+/// What the run takes from the configuration besides the layout above: copied once by
+/// [`plan`], so that [`super::run::run`] reads the plan alone.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    /// How packets are spread over the workers.
+    pub(crate) balance: Balance,
+    /// tcpdump filter expression of the inputs.
+    pub(crate) filter: Option<String>,
+    /// Bytes kept of each packet.
+    pub(crate) snaplen: u32,
+    /// Ring geometry of each AF_PACKET worker.
+    pub(crate) ring: corecap_linux::RingConfig,
+    /// Stop after this many packets.
+    pub(crate) count: Option<u64>,
+    /// Stop after this long.
+    pub(crate) duration: Option<std::time::Duration>,
+    /// Promiscuous mode on the AF_PACKET interfaces.
+    pub(crate) promisc: bool,
+    /// Stage threads pinned to their CPUs.
+    pub(crate) pin: bool,
+    /// How files are written (format, rotation, retention, cutoff, seal): there is a file
+    /// sink to open only with one (`-w`).
+    pub(crate) output: Option<OutputConfig>,
+    /// Flow records of the stage threads.
+    pub(crate) flows: Option<crate::stage::flows::FlowOutput>,
+    /// A socket opened ahead of need.
+    pub(crate) spare: Option<crate::source::afpacket::Spare>,
+    /// A parked thread for the capture's one worker.
+    pub(crate) standby: Option<crate::standby::Standby>,
+    /// Whether there is a live input (else only `-r` files, which wait for their disk).
+    pub(crate) live: bool,
+}
+
+impl Settings {
+    fn of(cfg: &CaptureConfig) -> Self {
+        Self {
+            balance: cfg.balance,
+            filter: cfg.filter.clone(),
+            snaplen: cfg.snaplen,
+            ring: cfg.ring,
+            count: cfg.count,
+            duration: cfg.duration,
+            promisc: cfg.promisc,
+            pin: cfg.pin,
+            output: cfg.output.clone(),
+            flows: cfg.flows.clone(),
+            spare: cfg.spare.clone(),
+            standby: cfg.standby.clone(),
+            live: !cfg.inputs.is_empty(),
+        }
+    }
 }
 
 /// A live input (`-i IF[@Q]`) and what the kernel said about its interface.
@@ -284,6 +339,7 @@ pub(crate) fn plan(cfg: &CaptureConfig, facts: &dyn Facts) -> Result<Plan, Captu
         workers: Vec::new(),
         pipeline: None,
         sink: SinkPlan::Count,
+        settings: Settings::of(cfg),
     };
     for input in &cfg.inputs {
         let iface = facts.interface(&input.iface)?;

@@ -13,9 +13,9 @@ use arc_swap::ArcSwap;
 use corecap_linux::abi::sock_filter;
 use corecap_linux::{filter, netdev};
 
-use super::config::{CaptureConfig, CaptureError, Input, OutputConfig};
+use super::config::{CaptureError, Input, OutputConfig};
 use super::plan::{
-    Facts, Interface, LivePlan, PipelinePlan, Plan, SinkPlan, SourcePlan, Via, WorkerPlan,
+    Facts, Interface, LivePlan, PipelinePlan, Plan, Settings, SinkPlan, SourcePlan, Via, WorkerPlan,
 };
 use super::Capture;
 use crate::capture::spawn::{counted_member_pipes, Stage, StageCtx};
@@ -56,52 +56,45 @@ impl Facts for Machine {
 
 /// Runs a plan: see the module doc. Outputs are opened before any worker starts, so an
 /// unwritable path fails early.
-pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureError> {
+pub(crate) fn run(plan: Plan) -> Result<Capture, CaptureError> {
+    let set = &plan.settings;
     let mut xdp = Vec::new();
     let mut notes = Vec::new();
     // A folder without a catalog before this start: a failed start takes back the one it
     // made, with its files.
-    let new_catalog = cfg
+    let new_catalog = set
         .output
         .as_ref()
         .filter(|o| o.path.as_os_str() != "-")
         .map(|o| corecap_store::names::dir_of(&o.path).to_owned())
         .filter(|d| d.is_dir() && !d.join(corecap_store::CATALOG).exists());
     // The cutoff's classes compile before any file is touched: a bad filter only refuses.
-    let classes = cutoff_classes(cfg, &plan)?;
-    // Files are split over the workers by flow hash whatever the balance.
-    let spread = cfg.balance != super::Balance::Flow && !cfg.inputs.is_empty();
-    if classes.is_some() && spread && plan.workers.len() > 1 {
-        // The flag's own spelling (`round-robin`), as serde names it.
-        let balance = serde_json::to_value(cfg.balance).unwrap_or_default();
-        notes.push(format!(
-            "--flow-cutoff with --balance {}: a connection may be spread over workers, each \
-             counting its own part of it, so more of it is kept",
-            balance.as_str().unwrap_or("?")
-        ));
+    let classes = cutoff_classes(set, &plan)?;
+    if classes.is_some() {
+        notes.extend(cutoff_spread(&plan));
     }
     // One live writer per name: a second start on it is refused before it touches a file.
-    let claim = cfg.output.as_ref().map(claim_output).transpose()?.flatten();
-    let recovered = match &cfg.output {
+    let claim = set.output.as_ref().map(claim_output).transpose()?.flatten();
+    let recovered = match &set.output {
         Some(o) => prepare_output(o, &mut notes)?,
         None => Vec::new(),
     };
     let mut opened = Vec::with_capacity(plan.inputs.len());
     for input in &plan.inputs {
-        opened.push(open_input(cfg, input, &mut xdp, &mut notes)?);
+        opened.push(open_input(set, input, &mut xdp, &mut notes)?);
     }
-    arm_spare(cfg, &plan, &opened)?;
-    let files = file_specs(cfg, &plan)?;
+    arm_spare(set, &plan, &opened)?;
+    let files = file_specs(set, &plan)?;
     let sources: Vec<Source> = plan
         .workers
         .iter()
-        .map(|w| source(cfg, &plan, w, &opened, &files))
+        .map(|w| source(set, &plan, w, &opened, &files))
         .collect();
-    let control = Arc::new(Control::new(cfg.count));
+    let control = Arc::new(Control::new(set.count));
     let (apps, outputs) = match &plan.pipeline {
-        Some(p) => start_pipeline(cfg, &plan, p)?,
+        Some(p) => start_pipeline(set, &plan, p)?,
         None => {
-            let (apps, merge) = open_sinks(cfg, &plan, &control)?;
+            let (apps, merge) = open_sinks(set, &plan, &control)?;
             let outputs = Outputs {
                 merge,
                 ..Outputs::default()
@@ -109,7 +102,7 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
             (apps, outputs)
         }
     };
-    let standby = cfg.standby.as_ref().filter(|_| plan.workers.len() == 1);
+    let standby = set.standby.as_ref().filter(|_| plan.workers.len() == 1);
     let apps = with_cutoff(apps, classes.as_ref());
     let (handles, counters) = spawn_workers(&plan.workers, sources, apps, &control, standby)?;
     let cap = Capture {
@@ -127,15 +120,15 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
         epoch: 0,
         next_index: outputs.next_index,
         xdp,
-        retention: cfg.output.as_ref().and_then(|o| o.retention.clone()),
+        retention: set.output.as_ref().and_then(|o| o.retention.clone()),
         recovered,
         new_catalog,
         claim,
         started: Instant::now(),
-        duration: cfg.duration,
+        duration: set.duration,
     };
     let mut cap = cap.wait_ready(notes)?;
-    if let Some(o) = &cfg.output {
+    if let Some(o) = &set.output {
         cap.notes.extend(trim_earlier_runs(o));
     }
     Ok(cap)
@@ -144,10 +137,10 @@ pub(crate) fn run(cfg: &CaptureConfig, plan: Plan) -> Result<Capture, CaptureErr
 /// The output's `--flow-cutoff` classes, compiled for each interface; None when nothing
 /// is cut.
 fn cutoff_classes(
-    cfg: &CaptureConfig,
+    set: &Settings,
     plan: &Plan,
 ) -> Result<Option<Arc<crate::cutoff::Classes>>, CaptureError> {
-    let Some(c) = cfg.output.as_ref().and_then(|o| o.cutoff.as_ref()) else {
+    let Some(c) = set.output.as_ref().and_then(|o| o.cutoff.as_ref()) else {
         return Ok(None);
     };
     if !c.cuts() {
@@ -156,8 +149,25 @@ fn cutoff_classes(
     Ok(Some(crate::cutoff::Classes::compile(
         c,
         &plan.ifaces,
-        cfg.snaplen,
+        set.snaplen,
     )?))
+}
+
+/// A cutoff whose connections the balance may spread over several workers says so: each
+/// counts its own part, so more is kept. (Files are split by flow hash whatever the
+/// balance.)
+fn cutoff_spread(plan: &Plan) -> Option<String> {
+    let set = &plan.settings;
+    if set.balance == super::Balance::Flow || !set.live || plan.workers.len() < 2 {
+        return None;
+    }
+    // The flag's own spelling (`round-robin`), as serde names it.
+    let balance = serde_json::to_value(set.balance).unwrap_or_default();
+    Some(format!(
+        "--flow-cutoff with --balance {}: a connection may be spread over workers, each \
+         counting its own part of it, so more of it is kept",
+        balance.as_str().unwrap_or("?")
+    ))
 }
 
 /// Each worker's app with the cutoff of what it records: a worker that writes a file (its
@@ -260,7 +270,7 @@ enum Opened {
 
 /// Compiles an input's filter and, for AF_XDP, loads and attaches its program.
 fn open_input(
-    cfg: &CaptureConfig,
+    set: &Settings,
     p: &LivePlan,
     xdp: &mut Vec<Arc<XdpSetup>>,
     notes: &mut Vec<String>,
@@ -268,7 +278,7 @@ fn open_input(
     let input = &p.input;
     match p.via {
         Via::Packet { fanout } => Ok(Opened::Packet {
-            prog: socket_filter(p, cfg.filter.as_deref(), cfg.snaplen)?,
+            prog: socket_filter(p, set.filter.as_deref(), set.snaplen)?,
             group: fanout.then(|| Arc::new(FanoutGroup::default())),
         }),
         Via::Xdp { spread } => {
@@ -283,10 +293,10 @@ fn open_input(
                 ));
             }
             xdp.push(setup.clone());
-            let filter = cfg
+            let filter = set
                 .filter
                 .as_deref()
-                .map(|e| compile_filter(p.linktype, cfg.snaplen, e))
+                .map(|e| compile_filter(p.linktype, set.snaplen, e))
                 .transpose()?;
             Ok(Opened::Xdp { setup, filter })
         }
@@ -297,14 +307,14 @@ fn open_input(
 /// the capture starts here, before its files, stage threads and worker are in place (the
 /// ring holds the packets until the worker takes it). A spare the manager armed already
 /// with this program is left as it is (see [`crate::source::afpacket::Spare`]).
-fn arm_spare(cfg: &CaptureConfig, plan: &Plan, opened: &[Opened]) -> Result<(), CaptureError> {
+fn arm_spare(set: &Settings, plan: &Plan, opened: &[Opened]) -> Result<(), CaptureError> {
     let (Some(spare), [w], [Opened::Packet { prog, group: None }]) =
-        (&cfg.spare, plan.workers.as_slice(), opened)
+        (&set.spare, plan.workers.as_slice(), opened)
     else {
         return Ok(());
     };
     if let SourcePlan::Packet { input, .. } = w.source {
-        spare.arm(plan.inputs[input].ifindex, cfg.ring, prog)?;
+        spare.arm(plan.inputs[input].ifindex, set.ring, prog)?;
     }
     Ok(())
 }
@@ -340,11 +350,11 @@ pub fn socket_program(
 }
 
 /// The `-r` files with their filters compiled.
-fn file_specs(cfg: &CaptureConfig, plan: &Plan) -> Result<Vec<FileSpec>, CaptureError> {
+fn file_specs(set: &Settings, plan: &Plan) -> Result<Vec<FileSpec>, CaptureError> {
     plan.files
         .iter()
         .map(|f| {
-            let filter = match cfg.filter.as_deref() {
+            let filter = match set.filter.as_deref() {
                 // As tcpdump compiles it for this file: its link type and byte order.
                 Some(e) => {
                     let r = corecap_wire::read::CaptureReader::open(&f.path)
@@ -352,7 +362,7 @@ fn file_specs(cfg: &CaptureConfig, plan: &Plan) -> Result<Vec<FileSpec>, Capture
                     let insns = corecap_linux::filter::compile_for_file(
                         f.linktype,
                         r.big_endian(),
-                        cfg.snaplen,
+                        set.snaplen,
                         e,
                     )?;
                     Some(Program::new(insns).map_err(|e| CaptureError::Config(e.to_string()))?)
@@ -371,7 +381,7 @@ fn file_specs(cfg: &CaptureConfig, plan: &Plan) -> Result<Vec<FileSpec>, Capture
 
 /// What worker `w` reads, from its plan and its input as opened.
 fn source(
-    cfg: &CaptureConfig,
+    set: &Settings,
     plan: &Plan,
     w: &WorkerPlan,
     opened: &[Opened],
@@ -391,13 +401,13 @@ fn source(
             let spec = LiveSpec {
                 iface: p.input.iface.clone(),
                 ifindex: p.ifindex,
-                fanout: cfg.balance.fanout(),
+                fanout: set.balance.fanout(),
                 group: group.clone(),
                 member,
-                ring: cfg.ring,
+                ring: set.ring,
                 filter: prog.clone(),
-                spare: cfg.spare.clone(),
-                promisc: cfg.promisc,
+                spare: set.spare.clone(),
+                promisc: set.promisc,
             };
             Source::Live {
                 spec,
@@ -421,7 +431,7 @@ fn source(
                 slot,
                 if_id,
                 filter: filter.clone(),
-                snaplen: cfg.snaplen,
+                snaplen: set.snaplen,
             }
         }
         SourcePlan::Files { workers } => Source::Files {
@@ -449,11 +459,11 @@ struct Outputs {
 /// stage thread (which opens its files), and gives each worker a steering app over the
 /// published matrix, with a control ring.
 fn start_pipeline(
-    cfg: &CaptureConfig,
+    set: &Settings,
     plan: &Plan,
     p: &PipelinePlan,
 ) -> Result<(Vec<App>, Outputs), CaptureError> {
-    let groups = build_groups(cfg, p)?;
+    let groups = build_groups(set, p)?;
     // Each member gets an end per worker (spsc: a ring each; mpsc: one shared queue).
     let mut txs: Vec<Vec<_>> = (0..p.pipes.workers).map(|_| Vec::new()).collect();
     let mut rxs = Vec::new();
@@ -465,12 +475,12 @@ fn start_pipeline(
         rxs.push((r, live));
     }
     let ctx = StageCtx {
-        output: cfg.output.clone(),
-        flows: cfg.flows.clone(),
+        output: set.output.clone(),
+        flows: set.flows.clone(),
         ifaces: plan.ifaces.clone(),
-        snaplen: cfg.snaplen,
+        snaplen: set.snaplen,
         stage_cpus: p.stage_cpus.clone(),
-        pin: cfg.pin,
+        pin: set.pin,
         transport: p.pipes.transport,
     };
     let mut stages = Vec::with_capacity(p.members.len());
@@ -503,19 +513,19 @@ fn start_pipeline(
 }
 
 /// The consumer groups of the plan, with their filters compiled for its link type.
-fn build_groups(cfg: &CaptureConfig, p: &PipelinePlan) -> Result<Vec<Group>, CaptureError> {
+fn build_groups(set: &Settings, p: &PipelinePlan) -> Result<Vec<Group>, CaptureError> {
     let mut groups = Vec::with_capacity(p.groups.len());
     for (gi, gs) in p.groups.iter().enumerate() {
         let filter = gs
             .filter
             .as_deref()
-            .map(|e| compile_filter(p.linktype, cfg.snaplen, e))
+            .map(|e| compile_filter(p.linktype, set.snaplen, e))
             .transpose()?;
         groups.push(Group {
             kind: gs.kind,
             table: Indirection::new(gs.members),
             filter,
-            snaplen: gs.snaplen.unwrap_or(cfg.snaplen),
+            snaplen: gs.snaplen.unwrap_or(set.snaplen),
             members: p
                 .members
                 .iter()
@@ -530,20 +540,19 @@ fn build_groups(cfg: &CaptureConfig, p: &PipelinePlan) -> Result<Vec<Group>, Cap
 /// Without groups: each worker's app as the plan's sink says, with the files opened (and
 /// the merge writer started, for a merged file).
 fn open_sinks(
-    cfg: &CaptureConfig,
+    set: &Settings,
     plan: &Plan,
     control: &Arc<Control>,
 ) -> Result<(Vec<App>, Option<MergeWriter>), CaptureError> {
     let n = plan.workers.len();
-    let open = |path: &Path, ifaces: Vec<_>| {
-        let o = cfg
-            .output
-            .as_ref()
-            .expect("a file sink is planned only with -w");
-        o.sink(path.to_owned(), ifaces, cfg.snaplen)
+    let counting = || Ok(((0..n).map(|_| App::Count).collect(), None));
+    // The plan makes a file sink only with an output; without one, every worker counts.
+    let Some(o) = set.output.as_ref() else {
+        return counting();
     };
+    let open = |path: &Path, ifaces: Vec<_>| o.sink(path.to_owned(), ifaces, set.snaplen);
     match &plan.sink {
-        SinkPlan::Count | SinkPlan::Steer => Ok(((0..n).map(|_| App::Count).collect(), None)),
+        SinkPlan::Count | SinkPlan::Steer => counting(),
         SinkPlan::Single(path) => {
             let sink = open(path, plan.ifaces.clone())?;
             Ok((vec![App::File(Box::new(sink))], None))
@@ -555,7 +564,7 @@ fn open_sinks(
             let ctl = control.clone();
             // Files read with -r wait for the disk, as each worker's own file does; live
             // packets do not wait (the workers' rings would fill instead).
-            let wait = cfg.inputs.is_empty();
+            let wait = !set.live;
             let merge = std::thread::Builder::new()
                 .name("corecap-merge".into())
                 .spawn(move || {
@@ -566,10 +575,6 @@ fn open_sinks(
             Ok((apps, Some(merge)))
         }
         SinkPlan::PerWorker(files) => {
-            let o = cfg
-                .output
-                .as_ref()
-                .expect("a file sink is planned only with -w");
             let o = files_in_all(o);
             let mut apps = Vec::with_capacity(files.len());
             for f in files {
@@ -578,7 +583,7 @@ fn open_sinks(
                     .iter()
                     .map(|&i| plan.ifaces[i as usize].clone())
                     .collect();
-                let sink = o.sink(f.path.clone(), ifaces, cfg.snaplen)?;
+                let sink = o.sink(f.path.clone(), ifaces, set.snaplen)?;
                 apps.push(App::File(Box::new(sink)));
             }
             Ok((apps, None))

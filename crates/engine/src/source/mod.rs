@@ -2,4 +2,5 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod replay;
+pub mod ring_mark;
 pub mod ring_order;

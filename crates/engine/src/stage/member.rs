@@ -54,8 +54,8 @@ pub struct MemberOutcome {
     /// read.
     #[serde(skip_serializing_if = "is_zero")]
     pub hold_drops: u64,
-    /// Packets written to the file older than one written before them (their worker fell
-    /// behind by more than the reorder's lag).
+    /// Packets written to the file older than one written before them (their worker broke
+    /// its watermark, or fell behind by more than the reorder holds).
     #[serde(skip_serializing_if = "is_zero")]
     pub out_of_order: u64,
     /// Packets the per-flow cutoff left out of the file ([`crate::cutoff`]).
@@ -100,6 +100,8 @@ pub struct MemberLive {
     pub cut_bytes: AtomicU64,
     /// Flows the cutoff's full table forgot before they were idle.
     pub cut_evictions: AtomicU64,
+    /// Packets written to the file older than one written before them.
+    pub out_of_order: AtomicU64,
     /// Set when the member's file failed (a write error): the capture should end.
     pub failed: AtomicBool,
     /// The count was reached: the member takes no more packets.
@@ -336,6 +338,7 @@ impl MemberOutcome {
             l.cut_packets.store(self.cut_packets, Ordering::Relaxed);
             l.cut_bytes.store(self.cut_bytes, Ordering::Relaxed);
             l.cut_evictions.store(self.cut_evictions, Ordering::Relaxed);
+            l.out_of_order.store(self.out_of_order, Ordering::Relaxed);
             l.recorded.store(self.recorded, Ordering::Relaxed);
             if lim
                 .count
@@ -390,13 +393,7 @@ pub fn run(
                 got
             }
             None => {
-                let mut out = Out {
-                    flows: &mut flows,
-                    sink: &mut sink,
-                    lim: &lim,
-                    o: &mut o,
-                    cutoff: &mut cutoff,
-                };
+                let mut out = Out::new(&mut flows, &mut sink, &lim, &mut o, &mut cutoff);
                 drain_live(&mut rx, &mut order, &mut out)
             }
         };
@@ -416,13 +413,7 @@ pub fn run(
             continue;
         }
         if past.is_none() && rx.iter().all(|r| r.closed()) {
-            let mut out = Out {
-                flows: &mut flows,
-                sink: &mut sink,
-                lim: &lim,
-                o: &mut o,
-                cutoff: &mut cutoff,
-            };
+            let mut out = Out::new(&mut flows, &mut sink, &lim, &mut o, &mut cutoff);
             if drain_last(&mut rx, &mut order, &mut out) == 0 {
                 break;
             }
@@ -440,11 +431,11 @@ pub fn run(
         }
     }
     if let Some(late) = order.as_ref().map(Reorder::late).filter(|&n| n > 0) {
-        o.out_of_order = late;
         o.notes.push(format!(
-            "{late} packets came more than {} ms after newer ones and were written out of \
-             time order",
-            crate::stage::reorder::LAG.as_millis()
+            "{late} packets came after newer ones had been written (their worker broke its \
+             watermark, or more than {} MiB were held for a worker that fell behind) and \
+             were written out of time order",
+            crate::stage::reorder::MAX_BYTES >> 20
         ));
     }
     end(o, flows, sink, &lim)
@@ -459,7 +450,23 @@ struct Out<'a> {
     cutoff: &'a mut Option<crate::cutoff::Cutoff>,
 }
 
-impl Out<'_> {
+impl<'a> Out<'a> {
+    fn new(
+        flows: &'a mut Option<crate::stage::flows::FlowTable>,
+        sink: &'a mut Option<FileSink>,
+        lim: &'a MemberLimits,
+        o: &'a mut MemberOutcome,
+        cutoff: &'a mut Option<crate::cutoff::Cutoff>,
+    ) -> Self {
+        Self {
+            flows,
+            sink,
+            lim,
+            o,
+            cutoff,
+        }
+    }
+
     fn deliver(&mut self, p: &crate::packet::Packet<'_>) {
         deliver_cut(p, self.flows, self.sink, self.lim, self.o, self.cutoff);
     }
@@ -472,11 +479,10 @@ fn drain_live(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>)
     let mut got = false;
     match order.as_mut() {
         Some(ro) => {
-            for r in rx.iter_mut() {
-                got |= r.drain(|p, hash| ro.push(p, hash)) > 0;
-            }
+            got |= ro.take(rx);
             if ro.due() {
                 got |= ro.release(false, |p| out.deliver(p)) > 0;
+                out.o.out_of_order = ro.late();
             }
         }
         None => {
@@ -492,14 +498,17 @@ fn drain_live(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>)
 /// their exit, and all the reorder holds, go out; how many did.
 fn drain_last(rx: &mut [PipeRx], order: &mut Option<Reorder>, out: &mut Out<'_>) -> usize {
     let mut rest = 0;
-    for r in rx.iter_mut() {
-        rest += match order.as_mut() {
-            Some(ro) => r.drain(|p, hash| ro.push(p, hash)),
-            None => r.drain(|p, _| out.deliver(p)),
-        };
-    }
-    if let Some(ro) = order.as_mut() {
-        rest += ro.release(true, |p| out.deliver(p));
+    match order.as_mut() {
+        Some(ro) => {
+            ro.take(rx);
+            rest += ro.release(true, |p| out.deliver(p));
+            out.o.out_of_order = ro.late();
+        }
+        None => {
+            for r in rx.iter_mut() {
+                rest += r.drain(|p, _| out.deliver(p));
+            }
+        }
     }
     rest
 }
@@ -549,7 +558,7 @@ fn end(
         if let Some(e) = done.error {
             o.error = Some(e);
         }
-        o.notes = done.notes;
+        o.notes.extend(done.notes);
     }
     o.publish(lim, None);
     if let (Some(l), Some(n)) = (&lim.live, files) {

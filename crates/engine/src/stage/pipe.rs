@@ -10,8 +10,14 @@
 //!
 //! Either way a full transport is a counted drop (`stage_full`), never a wait on the
 //! capture core.
+//!
+//! Beside each worker's end is its watermark ([`corecap_queue::watermark`]): after
+//! sending, the worker publishes the time up to which it has sent every packet it will
+//! ([`PipeTx::publish`]), and the member that writes a file lets its packets go in time
+//! order up to the smallest watermark of its pipes ([`PipeRx::watermark`], loaded before
+//! it drains).
 
-use corecap_queue::{mpsc, SlotHeader};
+use corecap_queue::{mpsc, watermark, SlotHeader};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use corecap_wire::Link;
@@ -153,18 +159,24 @@ pub struct PipeTx {
     /// Losses of the member across all its workers, readable while it runs (requests of
     /// the on-demand manager report it live). Added to once per lossy batch, never per packet.
     lost: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// This worker's watermark for the member; `u64::MAX` once this end is dropped.
+    mark: watermark::Writer,
 }
 
 /// The stage's end of a pipe.
 #[derive(Debug)]
 pub struct PipeRx {
     inner: RxKind,
+    /// The watermark of each worker that sends into it (one for spsc, one per worker for
+    /// mpsc).
+    marks: Vec<watermark::Reader>,
 }
 
 /// A pipe holding up to `depth` batches in flight.
 pub fn pipe(depth: usize) -> (PipeTx, PipeRx) {
     let (ftx, frx) = RingBuffer::new(depth.max(1));
     let (etx, erx) = RingBuffer::new(depth.max(1) + 1);
+    let (mark, reader) = watermark::pair();
     (
         PipeTx {
             inner: TxKind::Spsc {
@@ -173,12 +185,14 @@ pub fn pipe(depth: usize) -> (PipeTx, PipeRx) {
             },
             cur: Batch::default(),
             lost: None,
+            mark,
         },
         PipeRx {
             inner: RxKind::Spsc {
                 full: frx,
                 empty: etx,
             },
+            marks: vec![reader],
         },
     )
 }
@@ -186,17 +200,23 @@ pub fn pipe(depth: usize) -> (PipeTx, PipeRx) {
 /// One PFQ queue of `bytes` per buffer for a member, with an end for each of `workers`.
 pub fn mpsc_pipes(workers: usize, bytes: usize) -> (Vec<PipeTx>, PipeRx) {
     let (p, c) = mpsc::queue(bytes);
-    let tx = (0..workers)
-        .map(|_| PipeTx {
-            inner: TxKind::Mpsc(p.clone()),
-            cur: Batch::default(),
-            lost: None,
+    let (tx, marks) = (0..workers)
+        .map(|_| {
+            let (mark, reader) = watermark::pair();
+            let tx = PipeTx {
+                inner: TxKind::Mpsc(p.clone()),
+                cur: Batch::default(),
+                lost: None,
+                mark,
+            };
+            (tx, reader)
         })
-        .collect();
+        .unzip();
     (
         tx,
         PipeRx {
             inner: RxKind::Mpsc(c),
+            marks,
         },
     )
 }
@@ -224,6 +244,14 @@ impl PipeTx {
             }
         }
         n
+    }
+
+    /// Promises that every packet up to time `t` (ns since the epoch) that this worker
+    /// will send to the member is sent: call after [`PipeTx::send`]. A smaller value than
+    /// the last is ignored.
+    #[inline]
+    pub fn publish(&mut self, t: u64) {
+        self.mark.publish(t);
     }
 
     fn send_batch(&mut self) -> u64 {
@@ -271,6 +299,13 @@ impl PipeTx {
 }
 
 impl PipeRx {
+    /// The smallest watermark of the workers that send into this pipe: every packet up to
+    /// it that they will send is in the pipe or was drained. Load it before
+    /// [`PipeRx::drain`] (see [`corecap_queue::watermark`]).
+    pub fn watermark(&self) -> u64 {
+        watermark::min(&self.marks)
+    }
+
     /// Runs `f` on every packet waiting in the pipe; returns how many.
     pub fn drain(&mut self, mut f: impl FnMut(&Packet<'_>, u32)) -> usize {
         match &mut self.inner {

@@ -304,11 +304,13 @@ impl Steer {
         }
     }
 
-    /// Hands every member its batch (once per ring block).
-    pub fn flush(&mut self) {
+    /// Hands every member its batch (once per ring block), then the worker's watermark:
+    /// every packet up to that time it will steer is sent ([`PipeTx::publish`]).
+    pub fn flush(&mut self, watermark: u64) {
         for (m, t) in self.tx.iter_mut().enumerate() {
             if let Some(t) = t {
                 self.counts.stage_full[m] += t.send();
+                t.publish(watermark);
             }
         }
     }
