@@ -22,7 +22,11 @@ use crate::format::{
     CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
     HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{flow_tuple, frame_keys, raw_flow, raw_flow_of, raw_words, PacketKeys};
+use crate::key::{
+    flow_tuple, frame_keys, key_keys, plain_key, raw_flow, raw_flow_of, raw_words, tuple_of_key,
+    PacketKeys,
+};
+use corecap_wire::{FlowKey, Transport};
 use crate::postings::PostingsBuilder;
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
@@ -347,6 +351,23 @@ impl IndexBuilder {
     /// packet of a burst costs a few compares in the writer's own code.
     #[inline]
     pub fn add_packet(&mut self, block: Range<u64>, ts_ns: u64, linktype: u16, frame: &[u8]) {
+        self.add_packet_parsed(block, ts_ns, linktype, frame, None);
+    }
+
+    /// [`IndexBuilder::add_packet`] with the transport layer its writer read from `frame`
+    /// already (for the session table and the cutoff): the commonest frame (Ethernet,
+    /// IPv4 without options, TCP or UDP, not a fragment) then takes its flow tuple and
+    /// keys from the flow key read there instead of reading the frame a second time. The
+    /// index is the same either way (a test checks it on every frame of the mixed set).
+    #[inline]
+    pub fn add_packet_parsed(
+        &mut self,
+        block: Range<u64>,
+        ts_ns: u64,
+        linktype: u16,
+        frame: &[u8],
+        parsed: Option<&Transport<'_>>,
+    ) {
         // The next packet of a burst: the raw flow of the packet before, and (with
         // postings) its block right after that packet's. That packet had a raw flow, so
         // indexing is on and its keys are the region's; else `last` is [`NO_RAW`], which
@@ -364,7 +385,9 @@ impl IndexBuilder {
             self.count(ts_ns);
             return;
         }
-        self.told_packet(block, ts_ns, linktype, frame, raw_flow_of(w));
+        let raw = raw_flow_of(w);
+        let plain = parsed.and_then(|t| plain_key(raw, t));
+        self.told_packet(block, ts_ns, linktype, frame, raw, plain);
     }
 
     /// [`IndexBuilder::add_packet`] for a packet that is not the next of a burst; `raw` is
@@ -377,6 +400,7 @@ impl IndexBuilder {
         linktype: u16,
         frame: &[u8],
         raw: [u64; 3],
+        plain: Option<&FlowKey>,
     ) {
         if self.stopped || self.fmt == Fmt::Start || frame.len() > MAX_CAPLEN {
             self.stop_told();
@@ -385,7 +409,28 @@ impl IndexBuilder {
         self.in_header = false;
         self.sets.offset = block.start;
         self.sets.len = block.end - block.start;
-        self.packet_raw(ts_ns, linktype, frame, raw);
+        match plain {
+            Some(k) => self.packet_known(ts_ns, raw, k),
+            None => self.packet_raw(ts_ns, linktype, frame, raw),
+        }
+    }
+
+    /// [`IndexBuilder::packet_raw`] for the commonest frame, whose flow key its writer
+    /// read ([`plain_key`]): the tuple and the keys come from that key.
+    #[inline(always)]
+    fn packet_known(&mut self, ts: u64, raw: [u64; 3], k: &FlowKey) {
+        self.count(ts);
+        if raw == self.sets.last_raw {
+            self.same_keys();
+            return;
+        }
+        let tuple = Some(tuple_of_key(k));
+        if tuple == self.sets.last_tuple {
+            self.sets.remember_raw(raw);
+            self.same_keys();
+            return;
+        }
+        self.other_packet_with(tuple, raw, |s| key_keys(k, s));
     }
 
     /// What reading a told block would do when there is no file header yet, or its frame is
@@ -652,6 +697,18 @@ impl IndexBuilder {
     /// is the last packet's) and go into the region's sets and the postings.
     #[inline(never)]
     fn other_packet(&mut self, tuple: Option<u128>, raw: [u64; 3], linktype: u16, data: &[u8]) {
+        self.other_packet_with(tuple, raw, |s| frame_keys(linktype, data, s));
+    }
+
+    /// [`IndexBuilder::other_packet`] with the packet's keys put in by `keys` (false: a
+    /// link type the parser does not know).
+    #[inline(always)]
+    fn other_packet_with(
+        &mut self,
+        tuple: Option<u128>,
+        raw: [u64; 3],
+        keys: impl FnOnce(&mut PacketKeys) -> bool,
+    ) {
         self.sets.last_tuple = tuple;
         self.sets.remember_raw(raw);
         let sets = &mut self.sets;
@@ -663,7 +720,7 @@ impl IndexBuilder {
             }
         }
         self.sets.packet.clear();
-        if !frame_keys(linktype, data, &mut self.sets.packet) {
+        if !keys(&mut self.sets.packet) {
             self.acc.opaque = true;
         }
         self.sets.packet_done();

@@ -186,19 +186,28 @@ impl SessionTable {
     /// frame, its link type, and the VLAN TCI the ring reported (see
     /// [`corecap_wire::flow_key`]). Never fails and allocates nothing.
     pub fn add(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8], link: Link, vlan: Option<u16>) {
+        match link.transport(frame, vlan) {
+            Ok(t) => self.add_parsed(ts_ns, wire_len, link, &t),
+            Err(why) => self.unparsed(why),
+        }
+    }
+
+    /// Counts a packet its writer could not read a transport layer from (`why`).
+    pub fn unparsed(&mut self, why: ParseError) {
         self.stats.packets += 1;
-        let t = match link.transport(frame, vlan) {
-            Ok(t) => t,
-            Err(ParseError::NotIp) => {
-                self.stats.not_ip += 1;
-                return;
-            }
-            Err(_) => {
-                self.stats.unparsed += 1;
-                return;
-            }
-        };
-        let (key, one_way, sent_by_src) = table_key(&t);
+        match why {
+            ParseError::NotIp => self.stats.not_ip += 1,
+            _ => self.stats.unparsed += 1,
+        }
+    }
+
+    /// [`SessionTable::add`] for a packet whose transport layer its writer read already
+    /// (once, for the cutoff, the index and this table): `t` is that of the frame as the
+    /// file holds it, with the ring's VLAN.
+    #[inline]
+    pub fn add_parsed(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
+        self.stats.packets += 1;
+        let (key, one_way, sent_by_src) = table_key(t);
         let Some(i) = self.slot(&key) else {
             self.stats.sessions_dropped += 1;
             return;
@@ -217,11 +226,14 @@ impl SessionTable {
             };
             self.live.push(i as u32);
         }
-        let from_orig = e.update(ts_ns, wire_len, &t, sent_by_src);
-        self.name_step(i, &t, from_orig);
+        let from_orig = e.update(ts_ns, wire_len, t, sent_by_src);
+        if e.naming != Naming::Done {
+            self.name_step(i, t, from_orig);
+        }
     }
 
     /// The slot of `key`: its own, or the empty one it takes; None when the table is full.
+    #[inline]
     fn slot(&self, key: &FlowKey) -> Option<usize> {
         let mut i = hash(key) as usize & self.mask;
         loop {
@@ -229,14 +241,16 @@ impl SessionTable {
             if !e.used {
                 return (self.live.len() < self.cfg.capacity).then_some(i);
             }
-            if e.key == *key {
+            if same_key(&e.key, key) {
                 return Some(i);
             }
             i = (i + 1) & self.mask;
         }
     }
 
-    /// Looks for the connection's name in this packet, as the module doc says.
+    /// Looks for the connection's name in this packet, as the module doc says. Out of
+    /// line: a connection's first packets come here, the rest skip it.
+    #[inline(never)]
     fn name_step(&mut self, i: usize, t: &Transport<'_>, from_orig: bool) {
         let e = &self.slots[i];
         if e.naming == Naming::Done || t.fragment != Fragment::No {
@@ -404,6 +418,7 @@ impl Entry {
 
 /// The table key of a packet, whether it is a one-way ICMP message, and whether the packet
 /// was sent by the key's `src`.
+#[inline]
 pub(crate) fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     let mut k = t.key;
     let mut one_way = false;
@@ -413,8 +428,10 @@ pub(crate) fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     if one_way {
         return (k, true, true);
     }
-    let c = k.canonical();
-    (c, false, c.src == k.src && c.sport == k.sport)
+    // The packet's sender is the key's `src` when its own end is the lower one (ties,
+    // both ends equal, count as sent by `src`, as the canonical key is the key itself).
+    let by_src = k.src_first();
+    (if by_src { k } else { k.reversed() }, false, by_src)
 }
 
 /// `n` empty slots, on huge pages where the kernel gives them: a packet's slot is at a
@@ -432,8 +449,19 @@ fn huge_slots(n: usize) -> Vec<Entry> {
 /// from the low ones. A third of xxh3's instructions here, where every packet pays it; the
 /// keys are not chosen by an attacker who sees the table (a long probe costs time, never a
 /// packet), and the table is at most half full.
+#[inline]
 fn hash(k: &FlowKey) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = 0u64;
+    for x in words(k) {
+        h = (h.rotate_left(23) ^ x).wrapping_mul(K);
+    }
+    h ^ (h >> 29)
+}
+
+/// A key as five words: the addresses' halves, then VLAN, protocol, family and ports.
+#[inline(always)]
+fn words(k: &FlowKey) -> [u64; 5] {
     let w =
         |b: &[u8; 16], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 of 16 bytes"));
     let tail = u64::from(k.vlan)
@@ -441,11 +469,14 @@ fn hash(k: &FlowKey) -> u64 {
         | u64::from(k.family == IpFamily::V6) << 24
         | u64::from(k.sport) << 32
         | u64::from(k.dport) << 48;
-    let mut h = 0u64;
-    for x in [w(&k.src, 0), w(&k.src, 8), w(&k.dst, 0), w(&k.dst, 8), tail] {
-        h = (h.rotate_left(23) ^ x).wrapping_mul(K);
-    }
-    h ^ (h >> 29)
+    [w(&k.src, 0), w(&k.src, 8), w(&k.dst, 0), w(&k.dst, 8), tail]
+}
+
+/// `a == b`, word by word with no early exit (a probe's compare is most often equal).
+#[inline(always)]
+fn same_key(a: &FlowKey, b: &FlowKey) -> bool {
+    let (x, y) = (words(a), words(b));
+    x.iter().zip(&y).fold(0, |d, (p, q)| d | (p ^ q)) == 0
 }
 
 #[cfg(test)]
