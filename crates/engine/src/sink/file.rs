@@ -547,6 +547,35 @@ impl FileSink {
         Ok(())
     }
 
+    /// Counts a packet the per-flow cutoff left out into its connection's record in the
+    /// file being written (seen, not kept), when the file keeps its connections; `parsed`
+    /// as in [`FileSink::write_parsed`]. Nothing is written and nothing can fail.
+    pub fn count_cut(&mut self, p: &Packet<'_>, parsed: Option<&Transport<'_>>) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        let Some(told) = self.told.get(p.iface as usize) else {
+            return;
+        };
+        if !w.out().keeps_sessions() {
+            return;
+        }
+        let own;
+        let t = match parsed {
+            Some(t) => t,
+            None => match p.link.transport(p.data, p.vlan) {
+                Ok(t) => {
+                    own = t;
+                    &own
+                }
+                Err(_) => return,
+            },
+        };
+        // As a written packet's: the length with the tag the ring stripped put back.
+        let wire = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
+        w.out().cut_session(told.held_ts(p.ts_ns), wire, p.link, t);
+    }
+
     /// Whether writing failed (the capture should stop).
     pub fn failed(&self) -> bool {
         self.disk.as_ref().is_none_or(Disk::failed)

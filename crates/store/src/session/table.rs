@@ -132,6 +132,9 @@ pub struct SessionTable {
     mask: usize,
     /// The slots in use, in the order they were taken (`capacity` allocated at start).
     live: Vec<u32>,
+    /// Per slot: packets and bytes a cutoff left out of the file. Apart from the slots, so
+    /// a kept packet's update stays within its slot's two cache lines.
+    cut: Vec<[u64; 2]>,
     names: Vec<SessionName>,
     streams: Vec<Stream>,
     /// Indexes of the streams not lent.
@@ -153,6 +156,7 @@ impl SessionTable {
             slots: huge_slots(n),
             mask: n - 1,
             live: Vec::with_capacity(cfg.capacity),
+            cut: vec![[0; 2]; n],
             names: Vec::with_capacity(cfg.names),
             streams: (0..cfg.streams).map(|_| Stream::new()).collect(),
             free_streams: (0..cfg.streams as u16).rev().collect(),
@@ -207,10 +211,42 @@ impl SessionTable {
     #[inline]
     pub fn add_parsed(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
         self.stats.packets += 1;
+        let Some((i, sent_by_src)) = self.entry(ts_ns, link, t) else {
+            return;
+        };
+        let e = &mut self.slots[i];
+        let from_orig = e.update(ts_ns, wire_len, t, sent_by_src);
+        if e.naming != Naming::Done {
+            self.name_step(i, t, from_orig);
+        }
+    }
+
+    /// Counts a packet of the connection `t` that a per-flow cutoff left out of the file
+    /// (see the module doc of [`crate::session`]): seen, not kept. Its time moves the
+    /// connection's first and last; nothing else of it does.
+    #[inline]
+    pub fn add_cut(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
+        self.stats.packets += 1;
+        let Some((i, _)) = self.entry(ts_ns, link, t) else {
+            return;
+        };
+        let e = &mut self.slots[i];
+        e.first_ns = e.first_ns.min(ts_ns);
+        e.last_ns = e.last_ns.max(ts_ns);
+        let c = &mut self.cut[i];
+        c[0] += 1;
+        c[1] += u64::from(wire_len);
+    }
+
+    /// The slot of `t`'s connection, taken for it if new (first seen at `ts_ns`), and
+    /// whether the packet was sent by its key's `src`; None when the table is full (the
+    /// packet is counted in [`SessionStats::sessions_dropped`]).
+    #[inline]
+    fn entry(&mut self, ts_ns: u64, link: Link, t: &Transport<'_>) -> Option<(usize, bool)> {
         let (key, one_way, sent_by_src) = table_key(t);
         let Some(i) = self.slot(&key) else {
             self.stats.sessions_dropped += 1;
-            return;
+            return None;
         };
         let e = &mut self.slots[i];
         if !e.used {
@@ -226,10 +262,7 @@ impl SessionTable {
             };
             self.live.push(i as u32);
         }
-        let from_orig = e.update(ts_ns, wire_len, t, sent_by_src);
-        if e.naming != Naming::Done {
-            self.name_step(i, t, from_orig);
-        }
+        Some((i, sent_by_src))
     }
 
     /// The slot of `key`: its own, or the empty one it takes; None when the table is full.
@@ -349,7 +382,8 @@ impl SessionTable {
         for &i in &self.live {
             let e = &mut self.slots[i as usize];
             let name = self.names.get(e.name as usize).copied().unwrap_or_default();
-            out.push(e.session(name, self.cfg.seed));
+            let cut = std::mem::take(&mut self.cut[i as usize]);
+            out.push(e.session(name, self.cfg.seed, cut));
             *e = EMPTY;
         }
         self.live.clear();
@@ -395,7 +429,7 @@ impl Entry {
         d == 0
     }
 
-    fn session(&self, name: SessionName, seed: u16) -> Session {
+    fn session(&self, name: SessionName, seed: u16, cut: [u64; 2]) -> Session {
         let key = if self.orig_is_src {
             self.key
         } else {
@@ -409,6 +443,8 @@ impl Entry {
             last_ns: self.last_ns,
             packets: self.packets,
             bytes: self.bytes,
+            cut_packets: cut[0],
+            cut_bytes: cut[1],
             tcp_flags: self.tcp_flags,
             flags: self.flags,
             name,

@@ -290,6 +290,15 @@ impl Output {
         }
     }
 
+    /// Counts a packet a per-flow cutoff left out of the file into its connection, as seen
+    /// and not kept ([`SessionTable::add_cut`]); `t` is its transport layer.
+    #[inline]
+    pub fn cut_session(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
+        if let Some(table) = self.sessions.as_mut() {
+            table.add_cut(ts_ns, wire_len, link, t);
+        }
+    }
+
     /// Whether each file keeps its connections ([`Output::keep_sessions`]).
     pub fn keeps_sessions(&self) -> bool {
         self.sessions.is_some()
