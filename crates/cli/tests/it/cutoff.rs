@@ -503,8 +503,29 @@ fn issue38_serve_record_cuts_each_connection_and_counts_the_cut_in_its_metrics()
     };
     assert_eq!(written + cut, sent);
     assert!(cut > 0);
+    // GET /flows shows each connection's packets seen beside those its files hold (the file
+    // being written has no sessions file yet: its part is read from what it holds).
+    let o = d.request_ok(&["flows"]);
+    let listed: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert!(!listed.is_empty());
+    let seen = |v: &Value| u(&v["corecap"], "packets_seen");
+    assert!(listed.iter().all(|v| seen(v) >= u(&v["network"], "packets")));
     let (ok, _) = d.stop();
     assert!(ok, "serve stops cleanly");
+    // Once every file is closed, the sessions count every packet sent: those written, and
+    // those cut beside them.
+    let o = util::corecap(&["flows", rec.to_str().expect("utf8"), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut kept, mut all) = (0, 0);
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: Value = serde_json::from_str(l).expect("JSON line");
+        kept += u(&v["network"], "packets");
+        all += seen(&v);
+    }
+    assert_eq!((kept, all), (written, sent));
     // The rotated files, in order, hold each connection up to its cutoff.
     let mut files: Vec<_> = std::fs::read_dir(&rec)
         .expect("recording folder")
