@@ -1195,22 +1195,36 @@ mod tests {
         let file = w.into_inner();
         // Read back from the blocks, and told by the writer (the header's blocks read,
         // each packet told): the same sidecar, byte for byte.
+        // And told with the transport layer the writer read for its sessions.
         let (mut b, mut told) = (IndexBuilder::new(), IndexBuilder::new());
+        let mut parsed = IndexBuilder::new();
         b.add_blocks(0, &file[..at[0] as usize]);
         told.add_blocks(0, &file[..at[0] as usize]);
+        parsed.add_blocks(0, &file[..at[0] as usize]);
         let mut region_start = 0;
+        let mut shared = 0;
         for i in 0..frames.len() {
             b.add_blocks(at[i], &file[at[i] as usize..at[i + 1] as usize]);
             let (linktype, f) = &frames[i];
-            told.add_packet(at[i]..at[i + 1], u64::from(i as u32) * 1000, *linktype, f);
+            let ts = u64::from(i as u32) * 1000;
+            told.add_packet(at[i]..at[i + 1], ts, *linktype, f);
+            let t = corecap_wire::Link::of(*linktype).transport(f, None).ok();
+            shared += usize::from(t.as_ref().is_some_and(|t| {
+                plain_key(raw_flow(*linktype, f), t).is_some()
+            }));
+            parsed.add_packet_parsed(at[i]..at[i + 1], ts, *linktype, f, t.as_ref());
             if i % 37 == 36 || i + 1 == frames.len() {
                 b.end_region(region_start..at[i + 1]);
                 told.end_region(region_start..at[i + 1]);
+                parsed.end_region(region_start..at[i + 1]);
                 region_start = at[i + 1];
             }
         }
+        // Most frames are of the shape whose keys come from the transport layer.
+        assert!(shared > frames.len() / 2, "{shared}");
         let sidecar = b.finish();
         assert!(told.finish() == sidecar, "told and read back differ");
+        assert!(parsed.finish() == sidecar, "told with the transport and read back differ");
         let ix = Index::parse(&sidecar).unwrap();
         // Every key and protocol, by a parse of each packet alone.
         let mut want: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
