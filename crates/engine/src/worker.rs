@@ -196,26 +196,29 @@ impl Run<'_> {
     /// Delivers one packet to the app. Returns false if the app refused it.
     fn deliver(&mut self, p: &Packet<'_>) {
         // Read once, for the cutoff and the file's index and sessions.
-        let parsed = match self.cutoff {
-            Some(_) => p.link.transport(p.data, p.vlan).ok(),
+        let read;
+        let parsed = match self.cutoff.as_mut() {
+            Some(c) => {
+                read = p.link.transport(p.data, p.vlan).ok();
+                if c.judge_parsed(p, read.as_ref()) == Verdict::Cut {
+                    self.s.cut_packets += 1;
+                    self.s.cut_bytes +=
+                        u64::from(p.wire_len) + if p.vlan.is_some() { 4 } else { 0 };
+                    // Seen, not kept: its connection's record in the file counts it.
+                    match &mut self.app {
+                        App::File(f) => f.count_cut(p, read.as_ref()),
+                        App::Merge(m) => m.push_cut(p),
+                        App::Count | App::Steer(_) => {}
+                    }
+                    return;
+                }
+                read.as_ref()
+            }
             None => None,
         };
-        if let Some(c) = self.cutoff.as_mut() {
-            if c.judge_parsed(p, parsed.as_ref()) == Verdict::Cut {
-                self.s.cut_packets += 1;
-                self.s.cut_bytes += u64::from(p.wire_len) + if p.vlan.is_some() { 4 } else { 0 };
-                // Seen, not kept: its connection's record in the file counts it.
-                match &mut self.app {
-                    App::File(f) => f.count_cut(p, parsed.as_ref()),
-                    App::Merge(m) => m.push_cut(p),
-                    App::Count | App::Steer(_) => {}
-                }
-                return;
-            }
-        }
         let ok = match &mut self.app {
             App::Count => true,
-            App::File(f) => match f.write_parsed(p, parsed.as_ref()) {
+            App::File(f) => match f.write_parsed(p, parsed) {
                 Ok(()) => true,
                 Err(Refused::Limit) => {
                     // The file has all it was asked to hold: the capture ends.

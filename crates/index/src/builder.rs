@@ -26,8 +26,8 @@ use crate::key::{
     flow_tuple, frame_keys, key_keys, plain_key, raw_flow, raw_flow_of, raw_words, tuple_of_key,
     PacketKeys,
 };
-use corecap_wire::{FlowKey, Transport};
 use crate::postings::PostingsBuilder;
+use corecap_wire::{FlowKey, Transport};
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
 const PCAP_NANOS: u32 = 0xa1b2_3c4d;
@@ -1209,9 +1209,10 @@ mod tests {
             let ts = u64::from(i as u32) * 1000;
             told.add_packet(at[i]..at[i + 1], ts, *linktype, f);
             let t = corecap_wire::Link::of(*linktype).transport(f, None).ok();
-            shared += usize::from(t.as_ref().is_some_and(|t| {
-                plain_key(raw_flow(*linktype, f), t).is_some()
-            }));
+            shared += usize::from(
+                t.as_ref()
+                    .is_some_and(|t| plain_key(raw_flow(*linktype, f), t).is_some()),
+            );
             parsed.add_packet_parsed(at[i]..at[i + 1], ts, *linktype, f, t.as_ref());
             if i % 37 == 36 || i + 1 == frames.len() {
                 b.end_region(region_start..at[i + 1]);
@@ -1224,7 +1225,10 @@ mod tests {
         assert!(shared > frames.len() / 2, "{shared}");
         let sidecar = b.finish();
         assert!(told.finish() == sidecar, "told and read back differ");
-        assert!(parsed.finish() == sidecar, "told with the transport and read back differ");
+        assert!(
+            parsed.finish() == sidecar,
+            "told with the transport and read back differ"
+        );
         let ix = Index::parse(&sidecar).unwrap();
         // Every key and protocol, by a parse of each packet alone.
         let mut want: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();

@@ -175,7 +175,7 @@ pub(crate) fn plain_key<'t>(raw: [u64; 3], t: &'t Transport<'_>) -> Option<&'t F
         && k.vlan == 0
         && k.family == IpFamily::V4
         && matches!(k.proto, 6 | 17))
-        .then_some(k)
+    .then_some(k)
 }
 
 /// The [`flow_tuple`] of a frame whose [`plain_key`] is `k`.

@@ -512,7 +512,9 @@ fn issue38_serve_record_cuts_each_connection_and_counts_the_cut_in_its_metrics()
         .collect();
     assert!(!listed.is_empty());
     let seen = |v: &Value| u(&v["corecap"], "packets_seen");
-    assert!(listed.iter().all(|v| seen(v) >= u(&v["network"], "packets")));
+    assert!(listed
+        .iter()
+        .all(|v| seen(v) >= u(&v["network"], "packets")));
     let (ok, _) = d.stop();
     assert!(ok, "serve stops cleanly");
     // Once every file is closed, the sessions count every packet sent: those written, and

@@ -303,8 +303,16 @@ fn decode_record(r: &[u8], names: &[u8]) -> Result<Session, SessionsError> {
         packets: [u64_at(r, 16), u64_at(r, 24)],
         bytes: [u64_at(r, 32), u64_at(r, 40)],
         // Version 1 records end before the cut counts: nothing was cut.
-        cut_packets: if r.len() >= RECORD_LEN { u64_at(r, 136) } else { 0 },
-        cut_bytes: if r.len() >= RECORD_LEN { u64_at(r, 144) } else { 0 },
+        cut_packets: if r.len() >= RECORD_LEN {
+            u64_at(r, 136)
+        } else {
+            0
+        },
+        cut_bytes: if r.len() >= RECORD_LEN {
+            u64_at(r, 144)
+        } else {
+            0
+        },
         tcp_flags: r[89],
         flags: r[90],
         name: decode_name(r, names)?,

@@ -241,7 +241,7 @@ impl SessionTable {
     /// The slot of `t`'s connection, taken for it if new (first seen at `ts_ns`), and
     /// whether the packet was sent by its key's `src`; None when the table is full (the
     /// packet is counted in [`SessionStats::sessions_dropped`]).
-    #[inline]
+    #[inline(always)]
     fn entry(&mut self, ts_ns: u64, link: Link, t: &Transport<'_>) -> Option<(usize, bool)> {
         let (key, one_way, sent_by_src) = table_key(t);
         let Some(i) = self.slot(&key) else {
@@ -266,7 +266,7 @@ impl SessionTable {
     }
 
     /// The slot of `key`: its own, or the empty one it takes; None when the table is full.
-    #[inline]
+    #[inline(always)]
     fn slot(&self, key: &FlowKey) -> Option<usize> {
         let mut i = hash(key) as usize & self.mask;
         loop {
@@ -399,6 +399,7 @@ impl SessionTable {
 impl Entry {
     /// Counts a packet; `sent_by_src` whether it was sent by the key's `src`. Gives whether
     /// it came from the originator.
+    #[inline(always)]
     fn update(&mut self, ts_ns: u64, wire_len: u32, t: &Transport<'_>, sent_by_src: bool) -> bool {
         if let Some(tcp) = t.tcp {
             let pure_syn = tcp.flags & (TCP_SYN | TCP_ACK) == TCP_SYN;
@@ -454,7 +455,7 @@ impl Entry {
 
 /// The table key of a packet, whether it is a one-way ICMP message, and whether the packet
 /// was sent by the key's `src`.
-#[inline]
+#[inline(always)]
 pub(crate) fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     let mut k = t.key;
     let mut one_way = false;
@@ -485,7 +486,7 @@ fn huge_slots(n: usize) -> Vec<Entry> {
 /// from the low ones. A third of xxh3's instructions here, where every packet pays it; the
 /// keys are not chosen by an attacker who sees the table (a long probe costs time, never a
 /// packet), and the table is at most half full.
-#[inline]
+#[inline(always)]
 fn hash(k: &FlowKey) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = 0u64;
