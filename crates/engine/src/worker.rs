@@ -199,16 +199,30 @@ impl Run<'_> {
     /// Delivers one packet to the app. Returns false if the app refused it.
     fn deliver(&mut self, p: &Packet<'_>) {
         self.newest_ns = self.newest_ns.max(p.ts_ns);
-        if let Some(c) = self.cutoff.as_mut() {
-            if c.judge(p) == Verdict::Cut {
-                self.s.cut_packets += 1;
-                self.s.cut_bytes += u64::from(p.wire_len) + if p.vlan.is_some() { 4 } else { 0 };
-                return;
+        // Read once, for the cutoff and the file's index and sessions.
+        let read;
+        let parsed = match self.cutoff.as_mut() {
+            Some(c) => {
+                read = p.link.transport(p.data, p.vlan).ok();
+                if c.judge_parsed(p, read.as_ref()) == Verdict::Cut {
+                    self.s.cut_packets += 1;
+                    self.s.cut_bytes +=
+                        u64::from(p.wire_len) + if p.vlan.is_some() { 4 } else { 0 };
+                    // Seen, not kept: its connection's record in the file counts it.
+                    match &mut self.app {
+                        App::File(f) => f.count_cut(p, read.as_ref()),
+                        App::Merge(m) => m.push_cut(p),
+                        App::Count | App::Steer(_) => {}
+                    }
+                    return;
+                }
+                read.as_ref()
             }
-        }
+            None => None,
+        };
         let ok = match &mut self.app {
             App::Count => true,
-            App::File(f) => match f.write(p) {
+            App::File(f) => match f.write_parsed(p, parsed) {
                 Ok(()) => true,
                 Err(Refused::Limit) => {
                     // The file has all it was asked to hold: the capture ends.

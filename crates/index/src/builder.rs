@@ -22,8 +22,12 @@ use crate::format::{
     CaptureFormat, Identity, FLAG_IDENTIFIED, FLAG_POSTINGS, FLAG_SEQUENTIAL, FLAG_STOPPED,
     HEAD_LEN, MAGIC, MAX_HEADER, REGION_OPAQUE, TRAILER, VERSION,
 };
-use crate::key::{flow_tuple, frame_keys, raw_flow, raw_flow_of, raw_words, PacketKeys};
+use crate::key::{
+    flow_tuple, frame_keys, key_keys, plain_key, raw_flow, raw_flow_of, raw_words, tuple_of_key,
+    PacketKeys,
+};
 use crate::postings::PostingsBuilder;
+use corecap_wire::{FlowKey, Transport};
 
 const PCAP_MICROS: u32 = 0xa1b2_c3d4;
 const PCAP_NANOS: u32 = 0xa1b2_3c4d;
@@ -347,6 +351,23 @@ impl IndexBuilder {
     /// packet of a burst costs a few compares in the writer's own code.
     #[inline]
     pub fn add_packet(&mut self, block: Range<u64>, ts_ns: u64, linktype: u16, frame: &[u8]) {
+        self.add_packet_parsed(block, ts_ns, linktype, frame, None);
+    }
+
+    /// [`IndexBuilder::add_packet`] with the transport layer its writer read from `frame`
+    /// already (for the session table and the cutoff): the commonest frame (Ethernet,
+    /// IPv4 without options, TCP or UDP, not a fragment) then takes its flow tuple and
+    /// keys from the flow key read there instead of reading the frame a second time. The
+    /// index is the same either way (a test checks it on every frame of the mixed set).
+    #[inline]
+    pub fn add_packet_parsed(
+        &mut self,
+        block: Range<u64>,
+        ts_ns: u64,
+        linktype: u16,
+        frame: &[u8],
+        parsed: Option<&Transport<'_>>,
+    ) {
         // The next packet of a burst: the raw flow of the packet before, and (with
         // postings) its block right after that packet's. That packet had a raw flow, so
         // indexing is on and its keys are the region's; else `last` is [`NO_RAW`], which
@@ -364,7 +385,9 @@ impl IndexBuilder {
             self.count(ts_ns);
             return;
         }
-        self.told_packet(block, ts_ns, linktype, frame, raw_flow_of(w));
+        let raw = raw_flow_of(w);
+        let plain = parsed.and_then(|t| plain_key(raw, t));
+        self.told_packet(block, ts_ns, linktype, frame, raw, plain);
     }
 
     /// [`IndexBuilder::add_packet`] for a packet that is not the next of a burst; `raw` is
@@ -377,6 +400,7 @@ impl IndexBuilder {
         linktype: u16,
         frame: &[u8],
         raw: [u64; 3],
+        plain: Option<&FlowKey>,
     ) {
         if self.stopped || self.fmt == Fmt::Start || frame.len() > MAX_CAPLEN {
             self.stop_told();
@@ -385,7 +409,28 @@ impl IndexBuilder {
         self.in_header = false;
         self.sets.offset = block.start;
         self.sets.len = block.end - block.start;
-        self.packet_raw(ts_ns, linktype, frame, raw);
+        match plain {
+            Some(k) => self.packet_known(ts_ns, raw, k),
+            None => self.packet_raw(ts_ns, linktype, frame, raw),
+        }
+    }
+
+    /// [`IndexBuilder::packet_raw`] for the commonest frame, whose flow key its writer
+    /// read ([`plain_key`]): the tuple and the keys come from that key.
+    #[inline(always)]
+    fn packet_known(&mut self, ts: u64, raw: [u64; 3], k: &FlowKey) {
+        self.count(ts);
+        if raw == self.sets.last_raw {
+            self.same_keys();
+            return;
+        }
+        let tuple = Some(tuple_of_key(k));
+        if tuple == self.sets.last_tuple {
+            self.sets.remember_raw(raw);
+            self.same_keys();
+            return;
+        }
+        self.other_packet_with(tuple, raw, |s| key_keys(k, s));
     }
 
     /// What reading a told block would do when there is no file header yet, or its frame is
@@ -652,6 +697,18 @@ impl IndexBuilder {
     /// is the last packet's) and go into the region's sets and the postings.
     #[inline(never)]
     fn other_packet(&mut self, tuple: Option<u128>, raw: [u64; 3], linktype: u16, data: &[u8]) {
+        self.other_packet_with(tuple, raw, |s| frame_keys(linktype, data, s));
+    }
+
+    /// [`IndexBuilder::other_packet`] with the packet's keys put in by `keys` (false: a
+    /// link type the parser does not know).
+    #[inline(always)]
+    fn other_packet_with(
+        &mut self,
+        tuple: Option<u128>,
+        raw: [u64; 3],
+        keys: impl FnOnce(&mut PacketKeys) -> bool,
+    ) {
         self.sets.last_tuple = tuple;
         self.sets.remember_raw(raw);
         let sets = &mut self.sets;
@@ -663,7 +720,7 @@ impl IndexBuilder {
             }
         }
         self.sets.packet.clear();
-        if !frame_keys(linktype, data, &mut self.sets.packet) {
+        if !keys(&mut self.sets.packet) {
             self.acc.opaque = true;
         }
         self.sets.packet_done();
@@ -1138,22 +1195,40 @@ mod tests {
         let file = w.into_inner();
         // Read back from the blocks, and told by the writer (the header's blocks read,
         // each packet told): the same sidecar, byte for byte.
+        // And told with the transport layer the writer read for its sessions.
         let (mut b, mut told) = (IndexBuilder::new(), IndexBuilder::new());
+        let mut parsed = IndexBuilder::new();
         b.add_blocks(0, &file[..at[0] as usize]);
         told.add_blocks(0, &file[..at[0] as usize]);
+        parsed.add_blocks(0, &file[..at[0] as usize]);
         let mut region_start = 0;
+        let mut shared = 0;
         for i in 0..frames.len() {
             b.add_blocks(at[i], &file[at[i] as usize..at[i + 1] as usize]);
             let (linktype, f) = &frames[i];
-            told.add_packet(at[i]..at[i + 1], u64::from(i as u32) * 1000, *linktype, f);
+            let ts = u64::from(i as u32) * 1000;
+            told.add_packet(at[i]..at[i + 1], ts, *linktype, f);
+            let t = corecap_wire::Link::of(*linktype).transport(f, None).ok();
+            shared += usize::from(
+                t.as_ref()
+                    .is_some_and(|t| plain_key(raw_flow(*linktype, f), t).is_some()),
+            );
+            parsed.add_packet_parsed(at[i]..at[i + 1], ts, *linktype, f, t.as_ref());
             if i % 37 == 36 || i + 1 == frames.len() {
                 b.end_region(region_start..at[i + 1]);
                 told.end_region(region_start..at[i + 1]);
+                parsed.end_region(region_start..at[i + 1]);
                 region_start = at[i + 1];
             }
         }
+        // Most frames are of the shape whose keys come from the transport layer.
+        assert!(shared > frames.len() / 2, "{shared}");
         let sidecar = b.finish();
         assert!(told.finish() == sidecar, "told and read back differ");
+        assert!(
+            parsed.finish() == sidecar,
+            "told with the transport and read back differ"
+        );
         let ix = Index::parse(&sidecar).unwrap();
         // Every key and protocol, by a parse of each packet alone.
         let mut want: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();

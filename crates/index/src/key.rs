@@ -15,6 +15,8 @@
 //! - IPv6: both addresses, and every Next Header value through up to 8 extension headers
 //!   (each goes into the protocol set), then the ports as for IPv4.
 
+use corecap_wire::{FlowKey, Fragment, IpFamily, Transport};
+
 /// Key kinds, in the top byte before mixing.
 const KIND_V4: u64 = 1 << 56;
 const KIND_PORT: u64 = 3 << 56;
@@ -157,6 +159,47 @@ pub(crate) fn flow_tuple(linktype: u16, d: &[u8]) -> Option<u128> {
     let dst = u64::from(u32::from_be_bytes([d[30], d[31], d[32], d[33]])) << 16 | u64::from(dp);
     let (a, b) = (src.min(dst), src.max(dst));
     Some(u128::from(a) << 64 | u128::from(b) << 16 | u128::from(proto) << 1 | u128::from(ported))
+}
+
+/// The flow key of a frame whose [`raw_flow`] is `raw` and whose transport layer is `t`,
+/// when the two say it is the commonest frame: untagged Ethernet, IPv4 with a 20-byte
+/// header, TCP or UDP, not a fragment, both ports captured. Then [`tuple_of_key`] is its
+/// [`flow_tuple`] and [`key_keys`] finds what [`frame_keys`] finds: its fields are the bytes
+/// those read at the same fixed offsets (the transport layer refuses a datagram whose
+/// ports it cannot read, and reads them right after the 20 bytes).
+#[inline(always)]
+pub(crate) fn plain_key<'t>(raw: [u64; 3], t: &'t Transport<'_>) -> Option<&'t FlowKey> {
+    let k = &t.key;
+    (raw[0] != 0
+        && t.fragment == Fragment::No
+        && k.vlan == 0
+        && k.family == IpFamily::V4
+        && matches!(k.proto, 6 | 17))
+    .then_some(k)
+}
+
+/// The [`flow_tuple`] of a frame whose [`plain_key`] is `k`.
+#[inline(always)]
+pub(crate) fn tuple_of_key(k: &FlowKey) -> u128 {
+    let [a, b, c, d, ..] = k.src;
+    let [e, f, g, h, ..] = k.dst;
+    let src = u64::from(u32::from_be_bytes([a, b, c, d])) << 16 | u64::from(k.sport);
+    let dst = u64::from(u32::from_be_bytes([e, f, g, h])) << 16 | u64::from(k.dport);
+    let (lo, hi) = (src.min(dst), src.max(dst));
+    u128::from(lo) << 64 | u128::from(hi) << 16 | u128::from(k.proto) << 1 | 1
+}
+
+/// What [`frame_keys`] puts into `s` for a frame whose [`plain_key`] is `k`, in its order.
+#[inline(always)]
+pub(crate) fn key_keys(k: &FlowKey, s: &mut impl Sink) -> bool {
+    let [a, b, c, d, ..] = k.src;
+    let [e, f, g, h, ..] = k.dst;
+    s.proto(k.proto);
+    s.key(v4_key([a, b, c, d]));
+    s.key(v4_key([e, f, g, h]));
+    s.key(port_key(k.sport));
+    s.key(port_key(k.dport));
+    true
 }
 
 /// The bytes of an Ethernet frame that fix its [`flow_tuple`] when the frame carries IPv4

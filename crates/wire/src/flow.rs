@@ -145,6 +145,7 @@ pub struct FlowKey {
 
 impl FlowKey {
     /// The key of the opposite direction: addresses and ports swapped.
+    #[inline]
     pub fn reversed(&self) -> FlowKey {
         FlowKey {
             src: self.dst,
@@ -157,12 +158,22 @@ impl FlowKey {
 
     /// The key with its endpoints ordered (lower `(addr, port)` first), so
     /// both directions of a conversation give the same key.
+    #[inline]
     pub fn canonical(&self) -> FlowKey {
-        if (self.src, self.sport) <= (self.dst, self.dport) {
+        if self.src_first() {
             *self
         } else {
             self.reversed()
         }
+    }
+
+    /// Whether `(src, sport)` is the lower end, `<=` `(dst, dport)` (byte order): then
+    /// [`FlowKey::canonical`] is the key itself. The addresses are compared as two
+    /// big-endian 128-bit numbers, which orders them as their bytes.
+    #[inline]
+    pub fn src_first(&self) -> bool {
+        let (s, d) = (u128::from_be_bytes(self.src), u128::from_be_bytes(self.dst));
+        (s, self.sport) <= (d, self.dport)
     }
 
     /// True for an IPv4 key.

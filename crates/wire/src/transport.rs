@@ -64,7 +64,9 @@ pub struct Transport<'a> {
 
 impl<'a> Transport<'a> {
     /// Reads the transport layer of `frame`, a frame of link type `link`; `ring_vlan` as in
-    /// [`crate::flow_key`]. Errors are the flow key's.
+    /// [`crate::flow_key`]. Errors are the flow key's. Inline: the common frame's read is
+    /// built in its caller's place (the rest is a call).
+    #[inline]
     pub fn parse(
         link: Link,
         frame: &'a [u8],
@@ -79,6 +81,7 @@ impl<'a> Transport<'a> {
     }
 
     /// [`Transport::parse`] for any frame, the common ones included.
+    #[inline(never)]
     fn any(
         link: Link,
         frame: &'a [u8],

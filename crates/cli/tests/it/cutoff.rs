@@ -234,6 +234,83 @@ fn issue38_a_cut_replay_holds_each_connection_up_to_its_cutoff() {
     }
 }
 
+/// The connections of `flows --json` over `file`, keyed as [`parse`] keys a frame's.
+fn flows_of(file: &Path) -> BTreeMap<([u8; 6], [u8; 6]), Value> {
+    let o = util::corecap(&["flows", file.to_str().expect("utf8"), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let end = |e: &Value| {
+        let ip: std::net::Ipv4Addr = e["ip"].as_str().expect("ip").parse().expect("IPv4");
+        let mut k = [0u8; 6];
+        k[..4].copy_from_slice(&ip.octets());
+        k[4..].copy_from_slice(&(u(e, "port") as u16).to_be_bytes());
+        k
+    };
+    let mut m = BTreeMap::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: Value = serde_json::from_str(line).expect("one JSON object a line");
+        let (a, b) = (end(&v["source"]), end(&v["destination"]));
+        assert!(
+            m.insert((a.min(b), a.max(b)), v).is_none(),
+            "one record a connection"
+        );
+    }
+    m
+}
+
+/// Issue 38: the sessions of a cut recording say what was seen beside what was kept. For
+/// every connection, `flows --json` over the cut file gives as packets and bytes seen what
+/// the whole recording holds of it, and as packets and bytes (`network.*`) what the cut
+/// file holds; a bulk connection's seen bytes are many times its kept ones. Both ways the
+/// cut packets travel: a worker writing its own file, and workers merged into one.
+#[test]
+fn issue38_sessions_of_a_cut_recording_count_bytes_seen_beside_bytes_kept() {
+    let s = Scratch::new("cutoff-sessions");
+    let (mix, _) = write_mix(&s, 200);
+    let whole = s.path("whole.pcapng");
+    let (o, _) = util::replay(&mix, &["-w", whole.to_str().expect("utf8")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let whole_flows = flows_of(&whole);
+    for workers in ["1", "2"] {
+        let cut = s.path(&format!("cut-{workers}.pcapng"));
+        let mut args = vec!["-w", cut.to_str().expect("utf8"), "--workers", workers];
+        args.extend_from_slice(&CUTOFF_ARGS);
+        let (o, _) = util::replay(&mix, &args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let held = by_connection(util::packets(&cut).into_iter().map(|(_, f)| f));
+        let cut_flows = flows_of(&cut);
+        assert_eq!(
+            cut_flows.keys().collect::<Vec<_>>(),
+            whole_flows.keys().collect::<Vec<_>>(),
+            "{workers} workers: every connection has its record"
+        );
+        let mut most_cut = (0u64, 0u64);
+        for (k, c) in &cut_flows {
+            let w = &whole_flows[k];
+            let n = &c["network"];
+            let kept_bytes: u64 = held[k].iter().map(|f| f.len() as u64).sum();
+            assert_eq!(u(n, "packets"), held[k].len() as u64, "{workers}: {c}");
+            assert_eq!(u(n, "bytes"), kept_bytes, "{workers}: {c}");
+            assert_eq!(
+                u(&c["corecap"], "packets_seen"),
+                u(&w["network"], "packets"),
+                "{workers}: {c}"
+            );
+            assert_eq!(
+                u(&c["corecap"], "bytes_seen"),
+                u(&w["network"], "bytes"),
+                "{workers}: {c}"
+            );
+            // The whole recording's own records: seen is what they hold.
+            assert_eq!(u(&w["corecap"], "bytes_seen"), u(&w["network"], "bytes"));
+            if u(&c["corecap"], "bytes_seen") > most_cut.0 {
+                most_cut = (u(&c["corecap"], "bytes_seen"), kept_bytes);
+            }
+        }
+        // The biggest transfer (up to 1 MiB) kept little more than its first 15 KiB.
+        assert!(most_cut.0 > 10 * most_cut.1, "{workers}: {most_cut:?}");
+    }
+}
+
 #[test]
 fn issue38_a_file_per_worker_holds_each_of_its_connections_up_to_its_cutoff() {
     let s = Scratch::new("cutoff-per-worker");
@@ -426,8 +503,31 @@ fn issue38_serve_record_cuts_each_connection_and_counts_the_cut_in_its_metrics()
     };
     assert_eq!(written + cut, sent);
     assert!(cut > 0);
+    // GET /flows shows each connection's packets seen beside those its files hold (the file
+    // being written has no sessions file yet: its part is read from what it holds).
+    let o = d.request_ok(&["flows"]);
+    let listed: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert!(!listed.is_empty());
+    let seen = |v: &Value| u(&v["corecap"], "packets_seen");
+    assert!(listed
+        .iter()
+        .all(|v| seen(v) >= u(&v["network"], "packets")));
     let (ok, _) = d.stop();
     assert!(ok, "serve stops cleanly");
+    // Once every file is closed, the sessions count every packet sent: those written, and
+    // those cut beside them.
+    let o = util::corecap(&["flows", rec.to_str().expect("utf8"), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut kept, mut all) = (0, 0);
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: Value = serde_json::from_str(l).expect("JSON line");
+        kept += u(&v["network"], "packets");
+        all += seen(&v);
+    }
+    assert_eq!((kept, all), (written, sent));
     // The rotated files, in order, hold each connection up to its cutoff.
     let mut files: Vec<_> = std::fs::read_dir(&rec)
         .expect("recording folder")

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use corecap_wire::pcapng::InterfaceDesc;
 use corecap_wire::transport::{TCP_FIN, TCP_RST, TCP_SYN};
-use corecap_wire::FlowKey;
+use corecap_wire::{FlowKey, Transport};
 
 use crate::packet::Packet;
 use crate::steer::filter::{compile_filter, FilterError, Meta, Program};
@@ -219,7 +219,16 @@ impl Cutoff {
     /// Whether `p` is written or cut; see the module doc. No allocation, lock or syscall.
     #[inline]
     pub fn judge(&mut self, p: &Packet<'_>) -> Verdict {
-        let Ok(t) = p.link.transport(p.data, p.vlan) else {
+        let t = p.link.transport(p.data, p.vlan).ok();
+        self.judge_parsed(p, t.as_ref())
+    }
+
+    /// [`Cutoff::judge`] with `p`'s transport layer read by the caller (None: not IP, or
+    /// not parsed), which then hands the same to the file's writer: one read of a
+    /// packet's headers for the cutoff, the index and the sessions.
+    #[inline]
+    pub fn judge_parsed(&mut self, p: &Packet<'_>, t: Option<&Transport<'_>>) -> Verdict {
+        let Some(t) = t else {
             return Verdict::Keep;
         };
         let key = t.key.canonical();

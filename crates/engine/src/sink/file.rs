@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use corecap_wire::pcap::PcapWriter;
 use corecap_wire::pcapng::{Epb, InterfaceDesc, Isb, PcapngWriter};
+use corecap_wire::Transport;
 
 use crate::packet::Packet;
 use corecap_store::names::{next_rotation, rotated_path};
@@ -108,6 +109,17 @@ struct Told {
 }
 
 impl Told {
+    /// A time as the file holds it: cut to the file's tick (no division for pcapng and
+    /// nanosecond pcap, whose tick is 1).
+    #[inline]
+    fn held_ts(&self, ts_ns: u64) -> u64 {
+        if self.tick == 1 {
+            ts_ns
+        } else {
+            ts_ns / self.tick * self.tick
+        }
+    }
+
     /// One for each interface of `cfg`, when each file gets an index; none else.
     fn for_config(cfg: &FileConfig, indexed: bool) -> Vec<Told> {
         if !indexed {
@@ -154,16 +166,21 @@ impl Told {
     /// length, at a time the file holds as it is. None: the index reads the block back (or,
     /// with no index, nothing reads it).
     #[inline]
-    fn written<'a>(told: &[Told], p: &Packet<'a>) -> Option<Written<'a>> {
+    fn written<'a>(
+        told: &[Told],
+        p: &Packet<'a>,
+        parsed: Option<&'a Transport<'a>>,
+    ) -> Option<Written<'a>> {
         let t = told.get(p.iface as usize)?;
         if p.vlan.is_some() || p.ts_ns >= t.ts_limit {
             return None;
         }
         Some(Written {
             // The time as the file holds it (cut to microseconds in microsecond pcap).
-            ts_ns: p.ts_ns / t.tick * t.tick,
+            ts_ns: t.held_ts(p.ts_ns),
             linktype: t.linktype,
             frame: &p.data[..p.data.len().min(t.keep)],
+            parsed,
         })
     }
 }
@@ -192,6 +209,25 @@ impl Writer {
         match self {
             Writer::Pcapng(w) => w.get_mut(),
             Writer::Pcap(w) => w.get_mut(),
+        }
+    }
+
+    /// Formats `p`'s block. Out of line: the block's writer is the longest code a packet
+    /// runs, and kept apart it is compiled the same whatever its caller does around it.
+    #[inline(never)]
+    fn format(&mut self, p: &Packet<'_>) -> io::Result<()> {
+        match self {
+            Writer::Pcapng(w) => w.write_epb(&Epb {
+                if_id: p.iface,
+                ts_ns: p.ts_ns,
+                data: p.data,
+                orig_len: p.wire_len,
+                vlan_tci: p.vlan,
+                queue: p.queue,
+                hash: Some(p.hash()),
+                dropcount: None,
+            }),
+            Writer::Pcap(w) => w.write_packet(p.ts_ns, p.data, p.wire_len, p.vlan),
         }
     }
 
@@ -432,6 +468,17 @@ impl FileSink {
 
     /// Writes one packet; a refusal says why it was not taken (count it as a drop).
     pub fn write(&mut self, p: &Packet<'_>) -> Result<(), Refused> {
+        self.write_parsed(p, None)
+    }
+
+    /// [`FileSink::write`] for a packet whose transport layer its caller read already (the
+    /// cutoff did): the session table and the index read that one instead of the frame's
+    /// headers again, when the file holds the frame whole.
+    pub fn write_parsed(
+        &mut self,
+        p: &Packet<'_>,
+        parsed: Option<&Transport<'_>>,
+    ) -> Result<(), Refused> {
         let Some(w) = self.writer.as_mut() else {
             return Err(Refused::Failed);
         };
@@ -456,37 +503,37 @@ impl FileSink {
         let Some(w) = self.writer.as_mut() else {
             return Err(Refused::Failed);
         };
-        let r = match w {
-            Writer::Pcapng(w) => w.write_epb(&Epb {
-                if_id: p.iface,
-                ts_ns: p.ts_ns,
-                data: p.data,
-                orig_len: p.wire_len,
-                vlan_tci: p.vlan,
-                queue: p.queue,
-                hash: Some(p.hash()),
-                dropcount: None,
-            }),
-            Writer::Pcap(w) => w.write_packet(p.ts_ns, p.data, p.wire_len, p.vlan),
-        };
+        let r = w.format(p);
         // A block the writer refused (an interface id without IDB) is rolled back too.
         if r.is_err() {
             let _ = w.out().end_block(false);
             return Err(Refused::Disk);
         }
-        match Told::written(&self.told, p) {
+        let told = self.told.get(p.iface as usize);
+        let keep = told.map_or(usize::MAX, |t| t.keep);
+        // The transport layer of the frame as the file holds it, read once for the session
+        // table and the index: the caller's when the file holds the frame whole, else read
+        // here when the file keeps its connections.
+        let own;
+        let t = match parsed {
+            Some(t) if p.data.len() <= keep => Some(Ok(t)),
+            _ if told.is_some() && w.out().keeps_sessions() => {
+                own = p.link.transport(&p.data[..p.data.len().min(keep)], p.vlan);
+                Some(own.as_ref().map_err(|e| *e))
+            }
+            _ => None,
+        };
+        match Told::written(&self.told, p, t.and_then(Result::ok)) {
             Some(written) => w.out().end_packet(&written)?,
             None => w.out().end_block(true)?,
         }
-        if let Some(t) = self.told.get(p.iface as usize) {
+        if let (Some(told), Some(t)) = (told, t) {
             // Its connection, at the time and with the bytes the file holds.
-            // (With the tag the ring stripped put back, as the file's length says.)
-            let frame = &p.data[..p.data.len().min(t.keep)];
-            let ts = p.ts_ns / t.tick * t.tick;
+            let ts = told.held_ts(p.ts_ns);
             // The length on the wire as the file holds it: with the tag the ring stripped
             // put back, as the writer put it back.
             let wire = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
-            w.out().add_session(ts, wire, frame, p.link, p.vlan);
+            w.out().add_session_parsed(ts, wire, p.link, t);
         }
         if self.first_ts.is_none() && rot.duration.is_some() {
             // Once a file: the clock its duration is counted on.
@@ -498,6 +545,35 @@ impl FileSink {
             *d += 1;
         }
         Ok(())
+    }
+
+    /// Counts a packet the per-flow cutoff left out into its connection's record in the
+    /// file being written (seen, not kept), when the file keeps its connections; `parsed`
+    /// as in [`FileSink::write_parsed`]. Nothing is written and nothing can fail.
+    pub fn count_cut(&mut self, p: &Packet<'_>, parsed: Option<&Transport<'_>>) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        let Some(told) = self.told.get(p.iface as usize) else {
+            return;
+        };
+        if !w.out().keeps_sessions() {
+            return;
+        }
+        let own;
+        let t = match parsed {
+            Some(t) => t,
+            None => match p.link.transport(p.data, p.vlan) {
+                Ok(t) => {
+                    own = t;
+                    &own
+                }
+                Err(_) => return,
+            },
+        };
+        // As a written packet's: the length with the tag the ring stripped put back.
+        let wire = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
+        w.out().cut_session(told.held_ts(p.ts_ns), wire, p.link, t);
     }
 
     /// Whether writing failed (the capture should stop).

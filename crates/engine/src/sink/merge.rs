@@ -50,6 +50,15 @@ pub struct MergeHandle {
 /// of the cache (copying them cost twice as much CPU with 50 ms held).
 const SLACK_NS: u64 = 5_000_000;
 
+/// What a batch's packet is for, in the field a pipe's batch keeps for a flow hash (the
+/// merge has no use for one): a packet to write.
+const WRITE: u32 = 0;
+/// A packet the cutoff left out: only counted into its connection.
+const CUT: u32 = 1;
+/// Bytes of a cut packet copied to the merge: its link, IP (with IPv6 extension headers)
+/// and transport headers, all that its connection's count reads.
+const CUT_HEADERS: u32 = 256;
+
 /// How many written batches wait to be reused, per worker.
 const FREE_BATCHES: usize = 8;
 
@@ -79,7 +88,14 @@ pub fn channels(workers: usize) -> (Vec<MergeHandle>, Receiver<Batch>, Vec<SyncS
 impl MergeHandle {
     /// Copies a packet into the current batch.
     pub fn push(&mut self, p: &Packet<'_>) {
-        self.cur.packets.push(p, 0, u32::MAX);
+        self.cur.packets.push(p, WRITE, u32::MAX);
+    }
+
+    /// Copies the headers of a packet the per-flow cutoff left out into the current batch:
+    /// the merge thread counts it into its connection's record (seen, not kept) in time
+    /// order with the written ones, and writes nothing of it.
+    pub fn push_cut(&mut self, p: &Packet<'_>) {
+        self.cur.packets.push(p, CUT, CUT_HEADERS);
     }
 
     /// Sends the current batch with a watermark. Returns false if the merge thread is gone.
@@ -227,7 +243,9 @@ impl Pending {
             let Some((b, i)) = self.batches.get_mut(id).and_then(Option::as_mut) else {
                 continue;
             };
-            if let Some((p, _)) = b.packets.get(*i) {
+            if let Some((p, CUT)) = b.packets.get(*i) {
+                sink.count_cut(&p, None);
+            } else if let Some((p, _)) = b.packets.get(*i) {
                 if wait {
                     // Not ended by a stop: what the workers handed over is written, as their
                     // own files would have (the capture stops as the input ends, while this

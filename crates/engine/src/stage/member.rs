@@ -301,16 +301,28 @@ fn deliver_cut(
     if let Some(t) = flows {
         t.packet(p);
     }
+    // Read once, for the cutoff and the file's index and sessions.
+    let parsed = match cutoff {
+        Some(_) => p.link.transport(p.data, p.vlan).ok(),
+        None => None,
+    };
     if let Some(c) = cutoff.as_mut() {
-        let verdict = c.judge(p);
+        let verdict = c.judge_parsed(p, parsed.as_ref());
         o.cut_evictions = c.evictions();
         if verdict == crate::cutoff::Verdict::Cut {
             o.cut_packets += 1;
             o.cut_bytes += u64::from(p.wire_len);
+            // Seen, not kept: its connection's record in the file counts it.
+            if let Some(s) = sink.as_mut() {
+                s.count_cut(p, parsed.as_ref());
+            }
             return;
         }
     }
-    match sink.as_mut().map_or(Ok(()), |s| s.write(p)) {
+    match sink
+        .as_mut()
+        .map_or(Ok(()), |s| s.write_parsed(p, parsed.as_ref()))
+    {
         Ok(()) => {
             o.delivered += 1;
             o.bytes += u64::from(p.wire_len);

@@ -12,7 +12,7 @@
 //! | `dns.question.name`, `dns.question.type` | yes | the first DNS question (type as `A`, `AAAA`, … or `TYPE65534`) |
 //! | `tls.client.server_name` | yes | the ClientHello's SNI |
 //! | `http.request.method`, `url.domain`, `url.path` | yes | the HTTP/1.x request's method, Host and path |
-//! | `corecap.*` | no | `first_ns`, `last_ns`, `tcp_flags` (letters of the flags seen, `FSRPAUEC`), `began_syn`, `ended_fin_rst`, `one_way`, `segments` (files it was recorded in), `tls_alpn` |
+//! | `corecap.*` | no | `first_ns`, `last_ns`, `tcp_flags` (letters of the flags seen, `FSRPAUEC`), `began_syn`, `ended_fin_rst`, `one_way`, `segments` (files it was recorded in), `tls_alpn`, `packets_seen` and `bytes_seen` (both ways, with what a per-flow cutoff left out: `network.packets` and `network.bytes` are what the files hold) |
 //!
 //! Names are shown escaped ([`corecap_wire::name::Escaped`]): printable ASCII as it is, a
 //! backslash doubled, every other byte `\xNN`.
@@ -154,6 +154,10 @@ pub struct CorecapDoc {
     pub segments: u32,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tls_alpn: Option<String>,
+    #[serde(default)]
+    pub packets_seen: u64,
+    #[serde(default)]
+    pub bytes_seen: u64,
 }
 
 impl FlowDoc {
@@ -206,6 +210,8 @@ impl FlowDoc {
                 one_way: s.flags & ONE_WAY != 0,
                 segments: f.segments,
                 tls_alpn: None,
+                packets_seen: s.packets_seen(),
+                bytes_seen: s.bytes_seen(),
             },
         };
         doc.name(&s.name);

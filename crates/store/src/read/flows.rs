@@ -341,6 +341,8 @@ pub(crate) fn absorb(flow: &mut Flow, s: &Session) {
         c.packets[d] += p[d];
         c.bytes[d] += b[d];
     }
+    c.cut_packets += s.cut_packets;
+    c.cut_bytes += s.cut_bytes;
     c.first_ns = c.first_ns.min(s.first_ns);
     c.last_ns = c.last_ns.max(s.last_ns);
     c.tcp_flags |= s.tcp_flags;
@@ -385,6 +387,8 @@ mod tests {
             last_ns: last,
             packets,
             bytes: [packets[0] * 100, packets[1] * 100],
+            cut_packets: packets[0],
+            cut_bytes: packets[0] * 1000,
             tcp_flags: 0x10,
             flags,
             name: SessionName::None,

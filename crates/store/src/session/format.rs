@@ -7,12 +7,12 @@
 //! believes it only while the capture file still has those bytes, so the sessions of a file
 //! replaced or rewritten under the same name are never given.
 //!
-//! Layout, version 1, little-endian throughout:
+//! Layout, version 2, little-endian throughout:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 8 | magic `CORESESS` |
-//! | 2 | version (1) |
+//! | 2 | version (2; 1 is read too) |
 //! | 2 | record length ([`RECORD_LEN`]) |
 //! | 2 | flags (1: the identity is set) |
 //! | 2 | Community ID seed |
@@ -21,7 +21,7 @@
 //! | 8 | covered bytes of the capture file |
 //! | 8 + 8 | identity: xxh3-64 of the first and of the last 4 KiB covered |
 //! | 8 | zero |
-//! | count × 136 | records, in order of first packet |
+//! | count × 152 | records, in order of first packet (136 in version 1) |
 //! | names | each record's name bytes, where its record says |
 //! | 8 | xxh3-64 of every byte before it |
 //! | 8 | `SESSEND\0` |
@@ -32,7 +32,9 @@
 //! seen, record flags, name kind (0 none, 1 DNS, 2 TLS, 3 HTTP), name flags (1 the second
 //! name was cut, 2 a DNS response), method length (1 each); DNS type, first and second
 //! name lengths (2 each); where the names start in the names area (4); the Community ID in
-//! text (30, then 2 zero). A DNS record's first name is the question, a TLS record's the
+//! text (30, then 2 zero); then (version 2) the packets and the bytes a per-flow cutoff
+//! left out of the file (8 each: seen, not kept). A version 1 record has no such counts,
+//! and reads as a connection nothing was cut from. A DNS record's first name is the question, a TLS record's the
 //! server name and its second the ALPN list, an HTTP record's the Host and the path, then
 //! the method.
 //!
@@ -54,11 +56,13 @@ use crate::sealed::{KeyFile, SealConfig};
 /// The first 8 bytes of a sessions file.
 pub const MAGIC: &[u8; 8] = b"CORESESS";
 /// The format version written.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Bytes of the header.
 pub const HEADER_LEN: usize = 64;
 /// Bytes of one record.
-pub const RECORD_LEN: usize = 136;
+pub const RECORD_LEN: usize = 152;
+/// Bytes of one record of version 1 (no cut counts).
+pub const RECORD_LEN_V1: usize = 136;
 /// Bytes of the trailer: the checksum and [`END`].
 pub const TRAILER_LEN: usize = 16;
 /// The last 8 bytes.
@@ -78,7 +82,7 @@ pub enum SessionsError {
     #[error("not a corecap sessions file (bad magic)")]
     Magic,
     /// A version this reader does not know.
-    #[error("sessions file version {0} is not supported (this corecap reads version 1)")]
+    #[error("sessions file version {0} is not supported (this corecap reads versions 1 and 2)")]
     Version(u16),
     /// The checksum does not match: the file is damaged.
     #[error("sessions file checksum mismatch (damaged)")]
@@ -200,6 +204,8 @@ fn encode_record(s: &Session, out: &mut Vec<u8>, names: &mut Vec<u8>) {
     out.extend_from_slice(&(names.len() as u32).to_le_bytes());
     out.extend_from_slice(s.community_id.as_bytes());
     out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&s.cut_packets.to_le_bytes());
+    out.extend_from_slice(&s.cut_bytes.to_le_bytes());
     debug_assert_eq!(out.len() - start, RECORD_LEN);
     names.extend_from_slice(one);
     names.extend_from_slice(two);
@@ -225,9 +231,11 @@ pub fn decode(b: &[u8]) -> Result<SessionsFile, SessionsError> {
         return Err(SessionsError::Malformed("cut short"));
     }
     let version = u16_at(b, 8);
-    if version != VERSION {
-        return Err(SessionsError::Version(version));
-    }
+    let record_len = match version {
+        1 => RECORD_LEN_V1,
+        VERSION => RECORD_LEN,
+        _ => return Err(SessionsError::Version(version)),
+    };
     let body = b.len() - TRAILER_LEN;
     if &b[body + 8..] != END {
         return Err(SessionsError::Malformed("no end mark (cut short)"));
@@ -235,19 +243,19 @@ pub fn decode(b: &[u8]) -> Result<SessionsFile, SessionsError> {
     if xxhash_rust::xxh3::xxh3_64(&b[..body]) != u64_at(b, body) {
         return Err(SessionsError::Checksum);
     }
-    if usize::from(u16_at(b, 10)) != RECORD_LEN {
+    if usize::from(u16_at(b, 10)) != record_len {
         return Err(SessionsError::Malformed("record length"));
     }
     let (count, names_len) = (u64_at(b, 16), u64_at(b, 24));
     let room = (body - HEADER_LEN) as u64;
-    if count > room / RECORD_LEN as u64 || count * RECORD_LEN as u64 + names_len != room {
+    if count > room / record_len as u64 || count * record_len as u64 + names_len != room {
         return Err(SessionsError::Malformed("counts do not fit the file"));
     }
-    let names_at = HEADER_LEN + count as usize * RECORD_LEN;
+    let names_at = HEADER_LEN + count as usize * record_len;
     let names = &b[names_at..body];
     let identified = u16_at(b, 12) & FLAG_IDENTIFIED != 0;
     let sessions = b[HEADER_LEN..names_at]
-        .chunks_exact(RECORD_LEN)
+        .chunks_exact(record_len)
         .map(|r| decode_record(r, names))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(SessionsFile {
@@ -294,6 +302,17 @@ fn decode_record(r: &[u8], names: &[u8]) -> Result<Session, SessionsError> {
         last_ns: u64_at(r, 8),
         packets: [u64_at(r, 16), u64_at(r, 24)],
         bytes: [u64_at(r, 32), u64_at(r, 40)],
+        // Version 1 records end before the cut counts: nothing was cut.
+        cut_packets: if r.len() >= RECORD_LEN {
+            u64_at(r, 136)
+        } else {
+            0
+        },
+        cut_bytes: if r.len() >= RECORD_LEN {
+            u64_at(r, 144)
+        } else {
+            0
+        },
         tcp_flags: r[89],
         flags: r[90],
         name: decode_name(r, names)?,
@@ -409,6 +428,54 @@ mod tests {
         assert_eq!(decode(&encode(&[], 0, 0, None)).unwrap().sessions, vec![]);
     }
 
+    /// A version 1 file (before the cut counts): the bytes of `encode` with each record
+    /// cut to its first 136 bytes, the header's version and record length set back.
+    fn encode_v1(sessions: &[Session], seed: u16, covered: u64) -> Vec<u8> {
+        let b = encode(sessions, seed, covered, None);
+        let names_at = HEADER_LEN + sessions.len() * RECORD_LEN;
+        let mut out = b[..HEADER_LEN].to_vec();
+        out[8..10].copy_from_slice(&1u16.to_le_bytes());
+        out[10..12].copy_from_slice(&(RECORD_LEN_V1 as u16).to_le_bytes());
+        for r in b[HEADER_LEN..names_at].chunks_exact(RECORD_LEN) {
+            out.extend_from_slice(&r[..RECORD_LEN_V1]);
+        }
+        out.extend_from_slice(&b[names_at..b.len() - TRAILER_LEN]);
+        let sum = xxhash_rust::xxh3::xxh3_64(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out.extend_from_slice(END);
+        out
+    }
+
+    /// Issue 38: the cut counts of version 2 round-trip, and a version 1 file still reads,
+    /// as connections nothing was cut from.
+    #[test]
+    fn test_cut_counts_and_version_1() {
+        let mut ss = sample();
+        for (i, s) in ss.iter_mut().enumerate() {
+            s.cut_packets = i as u64;
+            s.cut_bytes = 1500 * i as u64 + 7;
+        }
+        assert_eq!(decode(&encode(&ss, 3, 99, None)).unwrap().sessions, ss);
+        let old = decode(&encode_v1(&ss, 3, 99)).unwrap();
+        assert_eq!((old.seed, old.covered), (3, 99));
+        let uncut: Vec<Session> = ss
+            .iter()
+            .map(|s| Session {
+                cut_packets: 0,
+                cut_bytes: 0,
+                ..*s
+            })
+            .collect();
+        assert_eq!(old.sessions, uncut);
+        // A version 1 header over version 2 records is refused, not misread.
+        let mut d = encode(&ss, 3, 99, None);
+        d[8..10].copy_from_slice(&1u16.to_le_bytes());
+        let body = d.len() - TRAILER_LEN;
+        let sum = xxhash_rust::xxh3::xxh3_64(&d[..body]);
+        d[body..body + 8].copy_from_slice(&sum.to_le_bytes());
+        assert!(matches!(decode(&d), Err(SessionsError::Malformed(_))));
+    }
+
     #[test]
     fn test_truncated() {
         let b = encode(&sample(), 0, 10, None);
@@ -434,8 +501,8 @@ mod tests {
         d[body..body + 8].copy_from_slice(&sum.to_le_bytes());
         assert!(matches!(decode(&d), Err(SessionsError::Malformed(_))));
         let mut d = b.clone();
-        d[8] = 2;
-        assert!(matches!(decode(&d), Err(SessionsError::Version(2))));
+        d[8] = 3;
+        assert!(matches!(decode(&d), Err(SessionsError::Version(3))));
     }
 
     #[test]

@@ -20,6 +20,11 @@
 //! one connection, apart from that of the unfragmented packets. Non-IP frames are counted,
 //! not kept.
 //!
+//! A per-flow cutoff leaves the tail of long connections out of the file: the packets it
+//! cuts are given to the table too ([`SessionTable::add_cut`]), and counted as seen, not
+//! kept ([`Session::cut_packets`], [`Session::cut_bytes`]); they move the connection's
+//! times, never its originator, flags or name.
+//!
 //! Names ([`SessionName`]) come from the first packets, never from a fragment: the DNS
 //! question of a UDP or TCP port 53 connection; the ClientHello or HTTP request that starts
 //! the originator's TCP stream, put together from contiguous segments in a
@@ -87,6 +92,11 @@ pub struct Session {
     /// Bytes (wire length, as given to [`SessionTable::add`]) from the originator, and
     /// from the responder.
     pub bytes: [u64; 2],
+    /// Packets of the connection a per-flow cutoff left out of the file (both ways): seen,
+    /// counted, not kept. Its packets seen are `packets` plus these.
+    pub cut_packets: u64,
+    /// Their bytes (wire length, as `bytes`).
+    pub cut_bytes: u64,
     /// The OR of every TCP flags byte seen.
     pub tcp_flags: u8,
     /// `BEGAN_SYN`, `ENDED_FIN_RST`, `ONE_WAY`, `SAW_SYN`.
@@ -99,6 +109,16 @@ impl Session {
     /// Whether the first packet was a SYN.
     pub fn began_syn(&self) -> bool {
         self.flags & BEGAN_SYN != 0
+    }
+
+    /// Packets seen, both ways: those the file holds and those a cutoff left out.
+    pub fn packets_seen(&self) -> u64 {
+        self.packets[0] + self.packets[1] + self.cut_packets
+    }
+
+    /// Bytes seen, both ways: those the file holds and those a cutoff left out.
+    pub fn bytes_seen(&self) -> u64 {
+        self.bytes[0] + self.bytes[1] + self.cut_bytes
     }
 
     /// Whether a FIN or RST was seen.

@@ -132,6 +132,9 @@ pub struct SessionTable {
     mask: usize,
     /// The slots in use, in the order they were taken (`capacity` allocated at start).
     live: Vec<u32>,
+    /// Per slot: packets and bytes a cutoff left out of the file. Apart from the slots, so
+    /// a kept packet's update stays within its slot's two cache lines.
+    cut: Vec<[u64; 2]>,
     names: Vec<SessionName>,
     streams: Vec<Stream>,
     /// Indexes of the streams not lent.
@@ -153,6 +156,7 @@ impl SessionTable {
             slots: huge_slots(n),
             mask: n - 1,
             live: Vec::with_capacity(cfg.capacity),
+            cut: vec![[0; 2]; n],
             names: Vec::with_capacity(cfg.names),
             streams: (0..cfg.streams).map(|_| Stream::new()).collect(),
             free_streams: (0..cfg.streams as u16).rev().collect(),
@@ -186,22 +190,63 @@ impl SessionTable {
     /// frame, its link type, and the VLAN TCI the ring reported (see
     /// [`corecap_wire::flow_key`]). Never fails and allocates nothing.
     pub fn add(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8], link: Link, vlan: Option<u16>) {
+        match link.transport(frame, vlan) {
+            Ok(t) => self.add_parsed(ts_ns, wire_len, link, &t),
+            Err(why) => self.unparsed(why),
+        }
+    }
+
+    /// Counts a packet its writer could not read a transport layer from (`why`).
+    pub fn unparsed(&mut self, why: ParseError) {
         self.stats.packets += 1;
-        let t = match link.transport(frame, vlan) {
-            Ok(t) => t,
-            Err(ParseError::NotIp) => {
-                self.stats.not_ip += 1;
-                return;
-            }
-            Err(_) => {
-                self.stats.unparsed += 1;
-                return;
-            }
+        match why {
+            ParseError::NotIp => self.stats.not_ip += 1,
+            _ => self.stats.unparsed += 1,
+        }
+    }
+
+    /// [`SessionTable::add`] for a packet whose transport layer its writer read already
+    /// (once, for the cutoff, the index and this table): `t` is that of the frame as the
+    /// file holds it, with the ring's VLAN.
+    #[inline]
+    pub fn add_parsed(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
+        self.stats.packets += 1;
+        let Some((i, sent_by_src)) = self.entry(ts_ns, link, t) else {
+            return;
         };
-        let (key, one_way, sent_by_src) = table_key(&t);
+        let e = &mut self.slots[i];
+        let from_orig = e.update(ts_ns, wire_len, t, sent_by_src);
+        if e.naming != Naming::Done {
+            self.name_step(i, t, from_orig);
+        }
+    }
+
+    /// Counts a packet of the connection `t` that a per-flow cutoff left out of the file
+    /// (see the module doc of [`crate::session`]): seen, not kept. Its time moves the
+    /// connection's first and last; nothing else of it does.
+    #[inline]
+    pub fn add_cut(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
+        self.stats.packets += 1;
+        let Some((i, _)) = self.entry(ts_ns, link, t) else {
+            return;
+        };
+        let e = &mut self.slots[i];
+        e.first_ns = e.first_ns.min(ts_ns);
+        e.last_ns = e.last_ns.max(ts_ns);
+        let c = &mut self.cut[i];
+        c[0] += 1;
+        c[1] += u64::from(wire_len);
+    }
+
+    /// The slot of `t`'s connection, taken for it if new (first seen at `ts_ns`), and
+    /// whether the packet was sent by its key's `src`; None when the table is full (the
+    /// packet is counted in [`SessionStats::sessions_dropped`]).
+    #[inline(always)]
+    fn entry(&mut self, ts_ns: u64, link: Link, t: &Transport<'_>) -> Option<(usize, bool)> {
+        let (key, one_way, sent_by_src) = table_key(t);
         let Some(i) = self.slot(&key) else {
             self.stats.sessions_dropped += 1;
-            return;
+            return None;
         };
         let e = &mut self.slots[i];
         if !e.used {
@@ -217,11 +262,11 @@ impl SessionTable {
             };
             self.live.push(i as u32);
         }
-        let from_orig = e.update(ts_ns, wire_len, &t, sent_by_src);
-        self.name_step(i, &t, from_orig);
+        Some((i, sent_by_src))
     }
 
     /// The slot of `key`: its own, or the empty one it takes; None when the table is full.
+    #[inline(always)]
     fn slot(&self, key: &FlowKey) -> Option<usize> {
         let mut i = hash(key) as usize & self.mask;
         loop {
@@ -229,14 +274,16 @@ impl SessionTable {
             if !e.used {
                 return (self.live.len() < self.cfg.capacity).then_some(i);
             }
-            if e.key == *key {
+            if same_key(&e.key, key) {
                 return Some(i);
             }
             i = (i + 1) & self.mask;
         }
     }
 
-    /// Looks for the connection's name in this packet, as the module doc says.
+    /// Looks for the connection's name in this packet, as the module doc says. Out of
+    /// line: a connection's first packets come here, the rest skip it.
+    #[inline(never)]
     fn name_step(&mut self, i: usize, t: &Transport<'_>, from_orig: bool) {
         let e = &self.slots[i];
         if e.naming == Naming::Done || t.fragment != Fragment::No {
@@ -335,7 +382,8 @@ impl SessionTable {
         for &i in &self.live {
             let e = &mut self.slots[i as usize];
             let name = self.names.get(e.name as usize).copied().unwrap_or_default();
-            out.push(e.session(name, self.cfg.seed));
+            let cut = std::mem::take(&mut self.cut[i as usize]);
+            out.push(e.session(name, self.cfg.seed, cut));
             *e = EMPTY;
         }
         self.live.clear();
@@ -351,6 +399,7 @@ impl SessionTable {
 impl Entry {
     /// Counts a packet; `sent_by_src` whether it was sent by the key's `src`. Gives whether
     /// it came from the originator.
+    #[inline(always)]
     fn update(&mut self, ts_ns: u64, wire_len: u32, t: &Transport<'_>, sent_by_src: bool) -> bool {
         if let Some(tcp) = t.tcp {
             let pure_syn = tcp.flags & (TCP_SYN | TCP_ACK) == TCP_SYN;
@@ -381,7 +430,7 @@ impl Entry {
         d == 0
     }
 
-    fn session(&self, name: SessionName, seed: u16) -> Session {
+    fn session(&self, name: SessionName, seed: u16, cut: [u64; 2]) -> Session {
         let key = if self.orig_is_src {
             self.key
         } else {
@@ -395,6 +444,8 @@ impl Entry {
             last_ns: self.last_ns,
             packets: self.packets,
             bytes: self.bytes,
+            cut_packets: cut[0],
+            cut_bytes: cut[1],
             tcp_flags: self.tcp_flags,
             flags: self.flags,
             name,
@@ -404,6 +455,7 @@ impl Entry {
 
 /// The table key of a packet, whether it is a one-way ICMP message, and whether the packet
 /// was sent by the key's `src`.
+#[inline(always)]
 pub(crate) fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     let mut k = t.key;
     let mut one_way = false;
@@ -413,8 +465,10 @@ pub(crate) fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     if one_way {
         return (k, true, true);
     }
-    let c = k.canonical();
-    (c, false, c.src == k.src && c.sport == k.sport)
+    // The packet's sender is the key's `src` when its own end is the lower one (ties,
+    // both ends equal, count as sent by `src`, as the canonical key is the key itself).
+    let by_src = k.src_first();
+    (if by_src { k } else { k.reversed() }, false, by_src)
 }
 
 /// `n` empty slots, on huge pages where the kernel gives them: a packet's slot is at a
@@ -432,8 +486,19 @@ fn huge_slots(n: usize) -> Vec<Entry> {
 /// from the low ones. A third of xxh3's instructions here, where every packet pays it; the
 /// keys are not chosen by an attacker who sees the table (a long probe costs time, never a
 /// packet), and the table is at most half full.
+#[inline(always)]
 fn hash(k: &FlowKey) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = 0u64;
+    for x in words(k) {
+        h = (h.rotate_left(23) ^ x).wrapping_mul(K);
+    }
+    h ^ (h >> 29)
+}
+
+/// A key as five words: the addresses' halves, then VLAN, protocol, family and ports.
+#[inline(always)]
+fn words(k: &FlowKey) -> [u64; 5] {
     let w =
         |b: &[u8; 16], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 of 16 bytes"));
     let tail = u64::from(k.vlan)
@@ -441,11 +506,14 @@ fn hash(k: &FlowKey) -> u64 {
         | u64::from(k.family == IpFamily::V6) << 24
         | u64::from(k.sport) << 32
         | u64::from(k.dport) << 48;
-    let mut h = 0u64;
-    for x in [w(&k.src, 0), w(&k.src, 8), w(&k.dst, 0), w(&k.dst, 8), tail] {
-        h = (h.rotate_left(23) ^ x).wrapping_mul(K);
-    }
-    h ^ (h >> 29)
+    [w(&k.src, 0), w(&k.src, 8), w(&k.dst, 0), w(&k.dst, 8), tail]
+}
+
+/// `a == b`, word by word with no early exit (a probe's compare is most often equal).
+#[inline(always)]
+fn same_key(a: &FlowKey, b: &FlowKey) -> bool {
+    let (x, y) = (words(a), words(b));
+    x.iter().zip(&y).fold(0, |d, (p, q)| d | (p ^ q)) == 0
 }
 
 #[cfg(test)]

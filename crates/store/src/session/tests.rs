@@ -474,3 +474,50 @@ fn test_rate_on_real_captures() {
         );
     }
 }
+
+/// Issue 38: packets a cutoff leaves out are counted into their connection as seen, not
+/// kept. A real capture fed whole, and fed again with every other packet past each
+/// connection's fourth given as cut: the same connections, each with the same originator,
+/// Community ID, times and name, and packets and bytes seen equal to the whole feed's.
+#[test]
+fn test_cut_packets_are_seen_not_kept() {
+    let pkts = packets("sessions-loopback.pcap");
+    let whole = sessions_of(&pkts, SessionConfig::default()).0;
+    let mut t = SessionTable::new(SessionConfig::default());
+    let mut per_conn: std::collections::HashMap<corecap_wire::FlowKey, u32> = Default::default();
+    let mut cut = 0;
+    for (ts, len, frame, link) in &pkts {
+        let Ok(tr) = link.transport(frame, None) else {
+            t.add(*ts, *len, frame, *link, None);
+            continue;
+        };
+        let n = per_conn.entry(super::table::table_key(&tr).0).or_default();
+        *n += 1;
+        if *n > 4 && n.is_multiple_of(2) {
+            t.add_cut(*ts, *len, *link, &tr);
+            cut += 1;
+        } else {
+            t.add_parsed(*ts, *len, *link, &tr);
+        }
+    }
+    assert!(cut > 10, "{cut}");
+    let got = t.finish();
+    assert_eq!(got.len(), whole.len());
+    let (mut cut_packets, mut kept) = (0, 0);
+    for (g, w) in got.iter().zip(&whole) {
+        assert_eq!(
+            (g.key, g.community_id, g.first_ns, g.last_ns, g.name),
+            (w.key, w.community_id, w.first_ns, w.last_ns, w.name)
+        );
+        assert_eq!(g.packets_seen(), w.packets_seen());
+        assert_eq!(g.bytes_seen(), w.bytes_seen());
+        assert_eq!((w.cut_packets, w.cut_bytes), (0, 0));
+        cut_packets += g.cut_packets;
+        kept += g.packets[0] + g.packets[1];
+    }
+    assert_eq!(cut_packets, cut);
+    assert_eq!(
+        kept + cut,
+        whole.iter().map(Session::packets_seen).sum::<u64>()
+    );
+}

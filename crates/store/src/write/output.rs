@@ -34,7 +34,7 @@ use corecap_linux::direct::AlignedBuf;
 
 use crate::sealed::{CHUNK_HEAD, TAG};
 use corecap_index::IndexBuilder;
-use corecap_wire::Link;
+use corecap_wire::{Link, ParseError, Transport};
 
 use crate::session::{Session, SessionConfig, SessionStats, SessionTable};
 
@@ -142,6 +142,9 @@ pub struct Written<'a> {
     pub linktype: u16,
     /// Its bytes as the block holds them.
     pub frame: &'a [u8],
+    /// The transport layer of `frame`, when its writer read it already (for the session
+    /// table or the cutoff): the index then reads no header twice.
+    pub parsed: Option<&'a Transport<'a>>,
 }
 
 /// A buffer handed to the disk writer.
@@ -269,6 +272,38 @@ impl Output {
         }
     }
 
+    /// [`Output::add_session`] for a packet whose transport layer was read already (see
+    /// [`SessionTable::add_parsed`]); `t` is that of `frame` as the file holds it.
+    #[inline]
+    pub fn add_session_parsed(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        link: Link,
+        t: Result<&Transport<'_>, ParseError>,
+    ) {
+        if let Some(table) = self.sessions.as_mut() {
+            match t {
+                Ok(t) => table.add_parsed(ts_ns, wire_len, link, t),
+                Err(why) => table.unparsed(why),
+            }
+        }
+    }
+
+    /// Counts a packet a per-flow cutoff left out of the file into its connection, as seen
+    /// and not kept ([`SessionTable::add_cut`]); `t` is its transport layer.
+    #[inline]
+    pub fn cut_session(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
+        if let Some(table) = self.sessions.as_mut() {
+            table.add_cut(ts_ns, wire_len, link, t);
+        }
+    }
+
+    /// Whether each file keeps its connections ([`Output::keep_sessions`]).
+    pub fn keeps_sessions(&self) -> bool {
+        self.sessions.is_some()
+    }
+
     /// What the session table counted, over all files so far.
     pub fn session_stats(&self) -> Option<SessionStats> {
         self.sessions.as_ref().map(|t| t.stats())
@@ -294,9 +329,13 @@ impl Output {
         if let Some(ix) = self.index.as_mut() {
             let at = self.off + self.mark as u64;
             match (written, self.buf.as_ref()) {
-                (Some(w), _) => {
-                    ix.add_packet(at..self.off + self.len as u64, w.ts_ns, w.linktype, w.frame)
-                }
+                (Some(w), _) => ix.add_packet_parsed(
+                    at..self.off + self.len as u64,
+                    w.ts_ns,
+                    w.linktype,
+                    w.frame,
+                    w.parsed,
+                ),
                 (None, Some(buf)) => ix.add_blocks(at, &buf.bytes()[self.mark..self.len]),
                 (None, None) => {}
             }
