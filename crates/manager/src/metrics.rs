@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::api::{CaptureView, State};
-use crate::stats::BaseStats;
+use crate::stats::{BaseStats, RecordingStats};
 
 /// Upper bounds (seconds) of the thread-lag histogram's buckets: 10 µs to 1 s.
 const BUCKETS: [f64; 11] = [
@@ -266,10 +266,68 @@ fn bases(o: &mut String, i: &Input<'_>) {
     );
 }
 
+/// A counter of the recording: its name, its help line, and where it is read.
+type RecordingCounter = (&'static str, &'static str, fn(&RecordingStats) -> u64);
+
+/// The recording's counters of what it wrote, printed before its drops.
+const WRITTEN: [RecordingCounter; 2] = [
+    (
+        "corecap_recording_packets_total",
+        "Packets written to the recording (serve --record), per interface.",
+        |r| r.packets,
+    ),
+    (
+        "corecap_recording_bytes_total",
+        "Wire bytes of the packets written to the recording, per interface.",
+        |r| r.bytes,
+    ),
+];
+
+/// The recording's counters of what the cutoff left out, and of its files.
+const CUT_AND_FILES: [RecordingCounter; 4] = [
+    (
+        "corecap_recording_cut_packets_total",
+        "Packets the per-flow cutoff left out of the recording (counted, not written), per interface.",
+        |r| r.cut_packets,
+    ),
+    (
+        "corecap_recording_cut_bytes_total",
+        "Wire bytes of the packets the per-flow cutoff left out of the recording, per interface.",
+        |r| r.cut_bytes,
+    ),
+    (
+        "corecap_recording_cut_evictions_total",
+        "Connections the per-flow cutoff's full table forgot before they were idle (each starts \
+         again from zero, so more of it is kept), per interface.",
+        |r| r.cut_evictions,
+    ),
+    (
+        "corecap_recording_files_total",
+        "Files the recording began in this run of the daemon (the first, then one per rotation).",
+        |r| r.files,
+    ),
+];
+
+/// The time span the recording keeps: its two gauges, and where each is read.
+type RecordingGauge = (&'static str, &'static str, fn(&RecordingStats) -> Option<u64>);
+
+const REACH: [RecordingGauge; 2] = [
+    (
+        "corecap_recording_oldest_packet_timestamp_seconds",
+        "Time of the oldest packet the recording keeps on disk (Unix seconds), per interface.",
+        |r| r.oldest_ns,
+    ),
+    (
+        "corecap_recording_newest_packet_timestamp_seconds",
+        "Time of the newest packet written to the recording (Unix seconds), per interface.",
+        |r| r.newest_ns,
+    ),
+];
+
 /// The recording of each base capture (`serve --record`): what it wrote, what it lost
 /// and where, its files, and the time span it keeps.
 fn recording(o: &mut String, i: &Input<'_>) {
-    let rec: Vec<(&String, &crate::stats::RecordingStats)> = i
+    let rec: Vec<(&String, &RecordingStats)> = i
         .bases
         .iter()
         .filter_map(|b| Some((&b.interface, b.recording.as_ref()?)))
@@ -277,20 +335,39 @@ fn recording(o: &mut String, i: &Input<'_>) {
     if rec.is_empty() {
         return;
     }
-    per_interface(
-        o,
-        ("corecap_recording_packets_total", "counter"),
-        "Packets written to the recording (serve --record), per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.packets)),
-    );
-    per_interface(
-        o,
-        ("corecap_recording_bytes_total", "counter"),
-        "Wire bytes of the packets written to the recording, per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.bytes)),
-    );
+    recording_counters(o, &rec, &WRITTEN);
+    recording_drops(o, &rec);
+    recording_counters(o, &rec, &CUT_AND_FILES);
+    for (name, help, pick) in REACH {
+        head(o, name, "gauge", help);
+        for (iface, r) in &rec {
+            if let Some(ns) = pick(r) {
+                let _ = writeln!(
+                    o,
+                    "{name}{{interface=\"{}\"}} {}",
+                    esc(iface),
+                    ns as f64 / 1e9
+                );
+            }
+        }
+    }
+}
+
+/// Each counter of `counters`, one line per recording.
+fn recording_counters(o: &mut String, rec: &[(&String, &RecordingStats)], counters: &[RecordingCounter]) {
+    for (name, help, pick) in counters {
+        per_interface(
+            o,
+            (name, "counter"),
+            help,
+            "",
+            rec.iter().map(|(iface, r)| (*iface, pick(r))),
+        );
+    }
+}
+
+/// The packets that never reached the recording, by place, one line per recording and place.
+fn recording_drops(o: &mut String, rec: &[(&String, &RecordingStats)]) {
     head(
         o,
         "corecap_recording_drops_total",
@@ -299,7 +376,7 @@ fn recording(o: &mut String, i: &Input<'_>) {
          stage_full (the pipe to the recording's stage thread was full), app (not taken by \
          the workers or the writer), disk (the disk writer was behind, or a write failed).",
     );
-    for (iface, r) in &rec {
+    for (iface, r) in rec {
         for (at, n) in [
             ("kernel", r.drops.kernel),
             ("stage_full", r.drops.stage_full),
@@ -311,59 +388,6 @@ fn recording(o: &mut String, i: &Input<'_>) {
                 "corecap_recording_drops_total{{interface=\"{}\",at=\"{at}\"}} {n}",
                 esc(iface)
             );
-        }
-    }
-    per_interface(
-        o,
-        ("corecap_recording_cut_packets_total", "counter"),
-        "Packets the per-flow cutoff left out of the recording (counted, not written), per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.cut_packets)),
-    );
-    per_interface(
-        o,
-        ("corecap_recording_cut_bytes_total", "counter"),
-        "Wire bytes of the packets the per-flow cutoff left out of the recording, per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.cut_bytes)),
-    );
-    per_interface(
-        o,
-        ("corecap_recording_cut_evictions_total", "counter"),
-        "Connections the per-flow cutoff's full table forgot before they were idle (each starts \
-         again from zero, so more of it is kept), per interface.",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.cut_evictions)),
-    );
-    per_interface(
-        o,
-        ("corecap_recording_files_total", "counter"),
-        "Files the recording began in this run of the daemon (the first, then one per rotation).",
-        "",
-        rec.iter().map(|(iface, r)| (*iface, r.files)),
-    );
-    for (name, help, pick) in [
-        (
-            "corecap_recording_oldest_packet_timestamp_seconds",
-            "Time of the oldest packet the recording keeps on disk (Unix seconds), per interface.",
-            (|r| r.oldest_ns) as fn(&crate::stats::RecordingStats) -> Option<u64>,
-        ),
-        (
-            "corecap_recording_newest_packet_timestamp_seconds",
-            "Time of the newest packet written to the recording (Unix seconds), per interface.",
-            |r| r.newest_ns,
-        ),
-    ] {
-        head(o, name, "gauge", help);
-        for (iface, r) in &rec {
-            if let Some(ns) = pick(r) {
-                let _ = writeln!(
-                    o,
-                    "{name}{{interface=\"{}\"}} {}",
-                    esc(iface),
-                    ns as f64 / 1e9
-                );
-            }
         }
     }
 }

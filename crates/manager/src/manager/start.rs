@@ -13,6 +13,7 @@ use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::stage::flows::FlowOutput;
 use corecap_engine::stage::member::{MemberLimits, MemberLive};
 use corecap_engine::stage::pipe::Transport;
+use corecap_engine::source::afpacket::Spare;
 use corecap_engine::standby::Standby;
 use corecap_engine::steer::filter::compile_filter;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
@@ -238,50 +239,10 @@ impl Manager {
         launch: Launch<'_>,
         notes: &mut Vec<String>,
     ) -> Result<Started, ApiError> {
-        let (r, input, flows) = (launch.r, launch.input, &launch.flows);
-        let cores = match r.cores.clone() {
-            Some(c) if !c.is_empty() => c,
-            _ => {
-                let busy = g.worker_cpus();
-                let share = self.cfg.share_cores;
-                let (c, note) = g
-                    .cores
-                    .pick(&input.iface, &busy, share)
-                    .map_err(|e| err(429, e))?;
-                notes.extend(note);
-                vec![c]
-            }
-        };
+        let (input, flows) = (launch.input, &launch.flows);
+        let cores = self.spawn_cores(g, &launch, notes)?;
         g.spare_used.insert(input.iface.clone(), Instant::now());
-        // A worker kept ready, on the chosen core if one waits there: the capture makes no
-        // thread and no ring. Without one, the worker swaps its filter into a socket the
-        // opener makes now: the thread that starts it needs no capability.
-        let ready = g.spares.entry(input.iface.clone()).or_default();
-        let pick = ready
-            .iter()
-            .rposition(|s| s.cpu() == cores[0])
-            .or_else(|| ready.len().checked_sub(1));
-        let standby = match pick {
-            Some(i) => {
-                // The capture starts here: its filter goes into the waiting ring before its
-                // files, its stage and its worker are in place (the ring holds the packets
-                // meanwhile). A bad filter leaves the standby ready; a start that fails
-                // once it is armed closes it (an armed spare is never offered again).
-                let prog = corecap_engine::capture::socket_program(
-                    input,
-                    launch.linktype,
-                    r.filter.as_deref(),
-                    launch.snaplen,
-                )
-                .map_err(start_error)?;
-                let s = ready.remove(i);
-                s.spare()
-                    .arm(launch.ifindex, self.cfg.ring, &prog)
-                    .map_err(|e| start_error(e.into()))?;
-                Some(s)
-            }
-            None => None,
-        };
+        let standby = self.arm_standby(g, &launch, cores[0])?;
         let spare = match &standby {
             Some(s) => s.spare().clone(),
             None => self
@@ -289,33 +250,7 @@ impl Manager {
                 .spare(launch.ifindex, self.cfg.ring)
                 .map_err(|e| start_error(e.into()))?,
         };
-        let spare = Some(spare);
-        // One worker on its core; flow records go through one stage member on that core.
-        let cfg = CaptureConfig {
-            inputs: vec![input.clone()],
-            workers: 1,
-            cpus: cores.clone(),
-            filter: r.filter.clone(),
-            snaplen: launch.snaplen,
-            ring: self.cfg.ring,
-            count: r.count,
-            output: launch.file,
-            groups: flows
-                .iter()
-                .map(|_| GroupSpec {
-                    kind: GroupKind::Copy,
-                    members: 1,
-                    filter: None,
-                    snaplen: None,
-                })
-                .collect(),
-            stage_cpus: cores.clone(),
-            flows: flows.clone(),
-            transport: Transport::Spsc,
-            spare: spare.clone(),
-            standby: standby.clone(),
-            ..CaptureConfig::default()
-        };
+        let cfg = self.spawn_config(&launch, &cores, spare, standby.clone());
         let cap = Capture::start(&cfg);
         // A start that failed before its worker ran leaves the standby ready.
         if let Some(s) = standby.filter(Standby::ready) {
@@ -330,6 +265,98 @@ impl Manager {
             _ => vec![],
         };
         Ok((Runner::Spawn(Box::new(cap)), cores, files))
+    }
+
+    /// The cores a spawned capture runs on: those the request names, or one free core.
+    fn spawn_cores(
+        &self,
+        g: &mut Inner,
+        launch: &Launch<'_>,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<u32>, ApiError> {
+        if let Some(c) = launch.r.cores.as_ref().filter(|c| !c.is_empty()) {
+            return Ok(c.clone());
+        }
+        let busy = g.worker_cpus();
+        let (c, note) = g
+            .cores
+            .pick(&launch.input.iface, &busy, self.cfg.share_cores)
+            .map_err(|e| err(429, e))?;
+        notes.extend(note);
+        Ok(vec![c])
+    }
+
+    /// A worker kept ready, on `core` if one waits there, armed with the capture's filter:
+    /// the capture makes no thread and no ring. None when no worker waits; then the worker
+    /// swaps its filter into a socket the opener makes now, and the thread that starts it
+    /// needs no capability.
+    fn arm_standby(
+        &self,
+        g: &mut Inner,
+        launch: &Launch<'_>,
+        core: u32,
+    ) -> Result<Option<Standby>, ApiError> {
+        let ready = g.spares.entry(launch.input.iface.clone()).or_default();
+        let Some(i) = ready
+            .iter()
+            .rposition(|s| s.cpu() == core)
+            .or_else(|| ready.len().checked_sub(1))
+        else {
+            return Ok(None);
+        };
+        // The capture starts here: its filter goes into the waiting ring before its files,
+        // its stage and its worker are in place (the ring holds the packets meanwhile). A
+        // bad filter leaves the standby ready; a start that fails once it is armed closes
+        // it (an armed spare is never offered again).
+        let prog = corecap_engine::capture::socket_program(
+            launch.input,
+            launch.linktype,
+            launch.r.filter.as_deref(),
+            launch.snaplen,
+        )
+        .map_err(start_error)?;
+        let s = ready.remove(i);
+        s.spare()
+            .arm(launch.ifindex, self.cfg.ring, &prog)
+            .map_err(|e| start_error(e.into()))?;
+        Ok(Some(s))
+    }
+
+    /// A spawned capture's configuration: one worker on its core; flow records go through
+    /// one stage member on that core.
+    fn spawn_config(
+        &self,
+        launch: &Launch<'_>,
+        cores: &[u32],
+        spare: Spare,
+        standby: Option<Standby>,
+    ) -> CaptureConfig {
+        let (r, flows) = (launch.r, &launch.flows);
+        CaptureConfig {
+            inputs: vec![launch.input.clone()],
+            workers: 1,
+            cpus: cores.to_vec(),
+            filter: r.filter.clone(),
+            snaplen: launch.snaplen,
+            ring: self.cfg.ring,
+            count: r.count,
+            output: launch.file.clone(),
+            groups: flows
+                .iter()
+                .map(|_| GroupSpec {
+                    kind: GroupKind::Copy,
+                    members: 1,
+                    filter: None,
+                    snaplen: None,
+                })
+                .collect(),
+            stage_cpus: cores.to_vec(),
+            flows: flows.clone(),
+            transport: Transport::Spsc,
+            spare: Some(spare),
+            standby,
+            ..CaptureConfig::default()
+        }
     }
 
     /// Checks a request before anything is started or locked: the interface, numbers,
