@@ -113,20 +113,7 @@ impl Manager {
                 "attach mode takes whole interfaces; use mode spawn for IF@QUEUE",
             ));
         }
-        let cpu = match r.cores.as_deref() {
-            Some([c, ..]) => Some(*c),
-            Some([]) => None,
-            None => {
-                let pool = if self.cfg.stage_cpus.is_empty() {
-                    g.cores.allowed.clone()
-                } else {
-                    self.cfg.stage_cpus.clone()
-                };
-                let k = g.next_stage;
-                g.next_stage += 1;
-                pool.get(k % pool.len().max(1)).copied()
-            }
-        };
+        let cpu = self.stage_cpu(g, r.cores.as_deref());
         let live = Arc::new(MemberLive::default());
         let (recorded, lookback) = match launch.lookback {
             Some(_) => {
@@ -179,6 +166,26 @@ impl Manager {
             cpu.into_iter().collect::<Vec<_>>(),
             launch.path.iter().cloned().collect::<Vec<_>>(),
         ))
+    }
+
+    /// The core an attached capture's stage member runs on: the first the request names,
+    /// none when it names an empty list, else the next of the stage cores in turn (the
+    /// allowed cores without `--stage-cpus`).
+    fn stage_cpu(&self, g: &mut Inner, asked: Option<&[u32]>) -> Option<u32> {
+        match asked {
+            Some([c, ..]) => Some(*c),
+            Some([]) => None,
+            None => {
+                let pool = if self.cfg.stage_cpus.is_empty() {
+                    &g.cores.allowed
+                } else {
+                    &self.cfg.stage_cpus
+                };
+                let k = g.next_stage;
+                g.next_stage += 1;
+                pool.get(k % pool.len().max(1)).copied()
+            }
+        }
     }
 
     /// The seam of a capture that starts in the past: the clock once every worker of the
@@ -469,40 +476,17 @@ impl Manager {
             since_ns,
             lookback,
         };
+        let mut view = running_view(id, mode, &launch);
         let (runner, cores, files) = match mode {
             Mode::Attach => self.start_attach(g, base, launch)?,
             Mode::Spawn => self.start_spawn(g, launch, &mut notes)?,
         };
         g.generation += 1;
-        let view = CaptureView {
-            id,
-            state: State::Running,
-            reason: None,
-            mode,
-            interface: valid.input.label(),
-            filter: r.filter.clone(),
-            output: r.output,
-            path: files.first().map(|p| p.display().to_string()),
-            file_bytes: 0,
-            cores,
-            requested_at: secs(since_ns),
-            ended_at: None,
-            setup_us: t0.elapsed().as_secs_f64() * 1e6,
-            armed_us: None,
-            first_packet_us: None,
-            lag_us: None,
-            packets: 0,
-            bytes: 0,
-            drops: Drops::default(),
-            count: r.count,
-            duration: r.duration,
-            notes,
-            files: display(&files),
-            earlier_run: false,
-            since: lookback.map(secs),
-            recorded: lookback.map(|_| 0),
-            live: lookback.map(|_| 0),
-        };
+        view.path = files.first().map(|p| p.display().to_string());
+        view.files = display(&files);
+        view.cores = cores;
+        view.notes = notes;
+        view.setup_us = t0.elapsed().as_secs_f64() * 1e6;
         g.entries.push(Entry {
             view,
             runner,
@@ -701,5 +685,40 @@ impl Manager {
                 ipfix: v.ipfix.clone(),
             });
         (file, flows)
+    }
+}
+
+/// The view of a capture that starts now, before its cores, files, notes and setup time
+/// are known.
+fn running_view(id: String, mode: Mode, launch: &Launch<'_>) -> CaptureView {
+    let r = launch.r;
+    CaptureView {
+        id,
+        state: State::Running,
+        reason: None,
+        mode,
+        interface: launch.input.label(),
+        filter: r.filter.clone(),
+        output: r.output,
+        path: None,
+        file_bytes: 0,
+        cores: Vec::new(),
+        requested_at: secs(launch.since_ns),
+        ended_at: None,
+        setup_us: 0.0,
+        armed_us: None,
+        first_packet_us: None,
+        lag_us: None,
+        packets: 0,
+        bytes: 0,
+        drops: Drops::default(),
+        count: r.count,
+        duration: r.duration,
+        notes: Vec::new(),
+        files: Vec::new(),
+        earlier_run: false,
+        since: launch.lookback.map(secs),
+        recorded: launch.lookback.map(|_| 0),
+        live: launch.lookback.map(|_| 0),
     }
 }
