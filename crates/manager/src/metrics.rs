@@ -90,7 +90,8 @@ fn scalar(o: &mut String, name: &str, kind: &str, help: &str, v: u64) {
     let _ = writeln!(o, "{name} {v}");
 }
 
-/// Running captures, and per capture: packets, bytes and drops by place.
+/// Running captures, those of earlier runs and the files recovered at start, then each
+/// capture's counters.
 fn captures(o: &mut String, i: &Input<'_>) {
     head(
         o,
@@ -122,6 +123,11 @@ fn captures(o: &mut String, i: &Input<'_>) {
         "Files a crash left in the spool, recovered (cut to whole blocks, named, indexed) at this start.",
     );
     let _ = writeln!(o, "corecap_recovered_files {}", i.recovered_files);
+    capture_counters(o, i);
+}
+
+/// Per capture: packets, bytes and drops by place.
+fn capture_counters(o: &mut String, i: &Input<'_>) {
     head(
         o,
         "corecap_capture_packets_total",
