@@ -156,8 +156,8 @@ fn build(cfg: &LabConfig, ns: &str, q: &str) -> Result<(), LabError> {
 }
 
 /// Turns IPv6 off in the current namespace, so its links send no neighbour discovery of
-/// their own beside the generated traffic. A
-/// kernel without IPv6 has no such knob, and nothing to turn off.
+/// their own beside the generated traffic. A kernel without IPv6 has no such knob, and
+/// nothing to turn off.
 fn disable_ipv6() -> corecap_linux::Result<()> {
     for conf in ["all", "default"] {
         let knob = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
