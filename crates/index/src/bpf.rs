@@ -227,14 +227,7 @@ impl Walk<'_> {
                 // LD
                 0x00 => st.a = load(i, &st),
                 // LDX
-                0x01 => {
-                    st.x = match i.code & 0xe0 {
-                        0x00 => Val::Const(i.k),
-                        0x60 => st.mem.get(i.k as usize).copied().unwrap_or(Val::Other),
-                        0xa0 => Val::Msh(i.k),
-                        _ => Val::Other,
-                    }
-                }
+                0x01 => st.x = load_x(i, &st),
                 // ST, STX
                 0x02 | 0x03 => {
                     let v = if class == 0x02 { st.a } else { st.x };
@@ -246,46 +239,11 @@ impl Walk<'_> {
                 0x04 => st.a = alu(i, &st),
                 // JMP
                 0x05 => {
-                    let op = i.code & 0xf0;
-                    if op == 0x00 {
-                        pc = pc + 1 + i.k as usize;
-                        continue;
-                    }
-                    let rhs = operand(i, &st);
-                    let t = pc + 1 + usize::from(i.jt);
-                    let f = pc + 1 + usize::from(i.jf);
-                    if op == 0x10 {
-                        // jeq: equal on the true branch, a constant folds to one branch.
-                        if let (Val::Const(a), Some(k)) = (st.a, rhs) {
-                            pc = if a == k { t } else { f };
-                            continue;
-                        }
-                        todo.push((f, st));
-                        if let Some(k) = rhs {
-                            st.facts = self.facts.push(st.facts, Fact { val: st.a, k });
-                        }
-                        pc = t;
-                        continue;
-                    }
-                    todo.push((f, st));
-                    pc = t;
+                    pc = self.jump(pc, i, &mut st, todo);
                     continue;
                 }
                 // RET
-                0x06 => {
-                    let accepts = match i.code & 0x18 {
-                        0x00 => i.k != 0,
-                        0x10 => st.a != Val::Const(0),
-                        _ => st.x != Val::Const(0),
-                    };
-                    if accepts {
-                        if self.paths.len() >= MAX_PATHS {
-                            return false;
-                        }
-                        self.paths.push(st.facts);
-                    }
-                    return true;
-                }
+                0x06 => return self.ret(i, &st),
                 // MISC: tax, txa
                 _ => {
                     if i.code & 0xf8 == 0x80 {
@@ -297,6 +255,64 @@ impl Walk<'_> {
             }
             pc += 1;
         }
+    }
+
+    /// The next instruction after the jump `i` at `pc`. Of a conditional jump, the path goes
+    /// on along the true branch and the false one goes on `todo`; a `jeq` adds its equality
+    /// to the true branch's facts, and one between constants takes its one branch.
+    fn jump(
+        &mut self,
+        pc: usize,
+        i: &Insn,
+        st: &mut State,
+        todo: &mut Vec<(usize, State)>,
+    ) -> usize {
+        let op = i.code & 0xf0;
+        if op == 0x00 {
+            return pc + 1 + i.k as usize;
+        }
+        let rhs = operand(i, st);
+        let t = pc + 1 + usize::from(i.jt);
+        let f = pc + 1 + usize::from(i.jf);
+        if op == 0x10 {
+            if let (Val::Const(a), Some(k)) = (st.a, rhs) {
+                return if a == k { t } else { f };
+            }
+            todo.push((f, *st));
+            if let Some(k) = rhs {
+                st.facts = self.facts.push(st.facts, Fact { val: st.a, k });
+            }
+            return t;
+        }
+        todo.push((f, *st));
+        t
+    }
+
+    /// The end of a path at the `ret` `i`: one that accepts keeps its facts. False when the
+    /// paths are too many to keep.
+    fn ret(&mut self, i: &Insn, st: &State) -> bool {
+        let accepts = match i.code & 0x18 {
+            0x00 => i.k != 0,
+            0x10 => st.a != Val::Const(0),
+            _ => st.x != Val::Const(0),
+        };
+        if accepts {
+            if self.paths.len() >= MAX_PATHS {
+                return false;
+            }
+            self.paths.push(st.facts);
+        }
+        true
+    }
+}
+
+/// What `ldx` `i` puts in X: a constant, a scratch word, or the IP header length (`msh`).
+fn load_x(i: &Insn, st: &State) -> Val {
+    match i.code & 0xe0 {
+        0x00 => Val::Const(i.k),
+        0x60 => st.mem.get(i.k as usize).copied().unwrap_or(Val::Other),
+        0xa0 => Val::Msh(i.k),
+        _ => Val::Other,
     }
 }
 

@@ -87,80 +87,88 @@ pub fn up(cfg: &LabConfig) -> Result<(), LabError> {
     let ns = cfg.netns.as_str();
     let q = cfg.queues.max(1).to_string();
     run(&["ip", "netns", "add", ns])?;
-    let r = (|| {
-        in_lab(ns, || {
-            for conf in ["all", "default"] {
-                let knob = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
-                // A kernel without IPv6 has no such file, and nothing to turn off.
-                match std::fs::write(&knob, "1") {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(corecap_linux::Error::from_io(knob, e));
-                    }
-                    _ => {}
-                }
-            }
-            Ok(())
-        })?;
-        run(&[
-            "ip",
-            "-n",
-            ns,
-            "link",
-            "add",
-            GEN_IF,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            CAP_IF,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-        ])?;
-        if cfg.queues > 1 || cfg.threaded_napi_cpu.is_some() {
-            // As `ethtool -K cap0 gro on` and `ethtool -K gen0 tso off gso off` would, by
-            // the ioctl itself: the lab needs no ethtool program. (The legacy TSO command
-            // leaves the AccECN segmentation offload on; the lab sends no AccECN traffic.)
-            in_lab(ns, || {
-                Ethtool::open(CAP_IF)?.set_offload(Offload::Gro, true)?;
-                let gen = Ethtool::open(GEN_IF)?;
-                gen.set_offload(Offload::Tso, false)?;
-                gen.set_offload(Offload::Gso, false)
-            })?;
-        }
-        for dev in ["lo", GEN_IF, CAP_IF] {
-            run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
-        }
-        if let Some(cpu) = cfg.threaded_napi_cpu {
-            run(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sh",
-                "-c",
-                &format!("echo 1 > /sys/class/net/{CAP_IF}/threaded"),
-            ])?;
-            pin_napi_threads(cpu)?;
-        }
-        if let Some(cpus) = &cfg.rps_cpus {
-            let m = mask(cpus);
-            let cmd = format!(
-                "for f in /sys/class/net/{CAP_IF}/queues/rx-*/rps_cpus; do echo {m} > $f; done"
-            );
-            run(&["ip", "netns", "exec", ns, "sh", "-c", &cmd])?;
-        }
-        Ok(())
-    })();
+    let r = build(cfg, ns, &q);
     if r.is_err() {
         let _ = down(ns);
     }
     r
+}
+
+/// Builds the lab in its new namespace `ns`: IPv6 off, the veth pair with `q` queues a
+/// side, offloads, links up, threaded NAPI and RPS as `cfg` asks.
+fn build(cfg: &LabConfig, ns: &str, q: &str) -> Result<(), LabError> {
+    in_lab(ns, disable_ipv6)?;
+    run(&[
+        "ip",
+        "-n",
+        ns,
+        "link",
+        "add",
+        GEN_IF,
+        "numtxqueues",
+        q,
+        "numrxqueues",
+        q,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        CAP_IF,
+        "numtxqueues",
+        q,
+        "numrxqueues",
+        q,
+    ])?;
+    if cfg.queues > 1 || cfg.threaded_napi_cpu.is_some() {
+        // As `ethtool -K cap0 gro on` and `ethtool -K gen0 tso off gso off` would, by
+        // the ioctl itself: the lab needs no ethtool program. (The legacy TSO command
+        // leaves the AccECN segmentation offload on; the lab sends no AccECN traffic.)
+        in_lab(ns, || {
+            Ethtool::open(CAP_IF)?.set_offload(Offload::Gro, true)?;
+            let gen = Ethtool::open(GEN_IF)?;
+            gen.set_offload(Offload::Tso, false)?;
+            gen.set_offload(Offload::Gso, false)
+        })?;
+    }
+    for dev in ["lo", GEN_IF, CAP_IF] {
+        run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
+    }
+    if let Some(cpu) = cfg.threaded_napi_cpu {
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sh",
+            "-c",
+            &format!("echo 1 > /sys/class/net/{CAP_IF}/threaded"),
+        ])?;
+        pin_napi_threads(cpu)?;
+    }
+    if let Some(cpus) = &cfg.rps_cpus {
+        let m = mask(cpus);
+        let cmd = format!(
+            "for f in /sys/class/net/{CAP_IF}/queues/rx-*/rps_cpus; do echo {m} > $f; done"
+        );
+        run(&["ip", "netns", "exec", ns, "sh", "-c", &cmd])?;
+    }
+    Ok(())
+}
+
+/// Turns IPv6 off in the current namespace, so its links send no neighbour discovery of
+/// their own beside the generated traffic. A kernel without IPv6 has no such knob, and
+/// nothing to turn off.
+fn disable_ipv6() -> corecap_linux::Result<()> {
+    for conf in ["all", "default"] {
+        let knob = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
+        match std::fs::write(&knob, "1") {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(corecap_linux::Error::from_io(knob, e));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Runs `f` in the lab's namespace (a thread of its own; see [`netdev::in_netns`]).

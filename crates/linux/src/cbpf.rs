@@ -103,39 +103,14 @@ impl Program {
             pc += 1;
             let k = i.k;
             match i.code & 0x07 {
-                LD => {
-                    let size = i.code & 0x18;
-                    a = match i.code & 0xe0 {
-                        0x00 => k,
-                        0x20 if (k as i32) < 0 => match ancillary(k as i32, meta) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                        0x20 => match load(pkt, u64::from(k), size) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                        0x40 => match load(pkt, u64::from(x) + u64::from(k), size) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                        0x60 => mem[(k & 15) as usize],
-                        0x80 => wire_len,
-                        _ => return 0,
-                    };
-                }
-                LDX => {
-                    x = match i.code & 0xe0 {
-                        0x00 => k,
-                        0x60 => mem[(k & 15) as usize],
-                        0x80 => wire_len,
-                        0xa0 => match pkt.get(k as usize) {
-                            Some(b) => u32::from(b & 0x0f) * 4,
-                            None => return 0,
-                        },
-                        _ => return 0,
-                    };
-                }
+                LD => match load_a(i, pkt, (x, &mem), wire_len, meta) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LDX => match load_x(i, pkt, &mem, wire_len) {
+                    Some(v) => x = v,
+                    None => return 0,
+                },
                 ST => mem[(k & 15) as usize] = a,
                 STX => mem[(k & 15) as usize] = x,
                 ALU => {
@@ -178,6 +153,43 @@ impl Program {
             }
         }
         0
+    }
+}
+
+/// What the load `i` puts in A: a constant, a packet word at a fixed or an X-relative
+/// offset, an ancillary value, a scratch word (`mem`) or the wire length. None rejects the
+/// packet (a load past its end, an unknown mode). Inlined: it runs once per instruction.
+#[inline(always)]
+fn load_a(
+    i: &sock_filter,
+    pkt: &[u8],
+    (x, mem): (u32, &[u32; 16]),
+    wire_len: u32,
+    meta: &Meta,
+) -> Option<u32> {
+    let (k, size) = (i.k, i.code & 0x18);
+    match i.code & 0xe0 {
+        0x00 => Some(k),
+        0x20 if (k as i32) < 0 => ancillary(k as i32, meta),
+        0x20 => load(pkt, u64::from(k), size),
+        0x40 => load(pkt, u64::from(x) + u64::from(k), size),
+        0x60 => Some(mem[(k & 15) as usize]),
+        0x80 => Some(wire_len),
+        _ => None,
+    }
+}
+
+/// What the load `i` puts in X: a constant, a scratch word, the wire length, or the IP
+/// header length of the byte at `k` (`msh`). None rejects the packet.
+#[inline(always)]
+fn load_x(i: &sock_filter, pkt: &[u8], mem: &[u32; 16], wire_len: u32) -> Option<u32> {
+    let k = i.k;
+    match i.code & 0xe0 {
+        0x00 => Some(k),
+        0x60 => Some(mem[(k & 15) as usize]),
+        0x80 => Some(wire_len),
+        0xa0 => pkt.get(k as usize).map(|b| u32::from(b & 0x0f) * 4),
+        _ => None,
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::api::{CaptureView, State};
-use crate::stats::BaseStats;
+use crate::stats::{BaseStats, RecordingStats};
 
 /// Upper bounds (seconds) of the thread-lag histogram's buckets: 10 µs to 1 s.
 const BUCKETS: [f64; 11] = [
@@ -90,7 +90,8 @@ fn scalar(o: &mut String, name: &str, kind: &str, help: &str, v: u64) {
     let _ = writeln!(o, "{name} {v}");
 }
 
-/// Running captures, and per capture: packets, bytes and drops by place.
+/// Running captures, those of earlier runs and the files recovered at start, then each
+/// capture's counters.
 fn captures(o: &mut String, i: &Input<'_>) {
     head(
         o,
@@ -122,6 +123,11 @@ fn captures(o: &mut String, i: &Input<'_>) {
         "Files a crash left in the spool, recovered (cut to whole blocks, named, indexed) at this start.",
     );
     let _ = writeln!(o, "corecap_recovered_files {}", i.recovered_files);
+    capture_counters(o, i);
+}
+
+/// Per capture: packets, bytes and drops by place.
+fn capture_counters(o: &mut String, i: &Input<'_>) {
     head(
         o,
         "corecap_capture_packets_total",
@@ -266,15 +272,11 @@ fn bases(o: &mut String, i: &Input<'_>) {
     );
 }
 
-/// A counter of the recording: its name, its help, and its value in the statistics.
-type Counter = (
-    &'static str,
-    &'static str,
-    fn(&crate::stats::RecordingStats) -> u64,
-);
+/// A counter of the recording: its name, its help line, and where it is read.
+type RecordingCounter = (&'static str, &'static str, fn(&RecordingStats) -> u64);
 
-/// What the recording wrote.
-const WRITTEN: [Counter; 2] = [
+/// The recording's counters of what it wrote, printed before its drops.
+const WRITTEN: [RecordingCounter; 2] = [
     (
         "corecap_recording_packets_total",
         "Packets written to the recording (serve --record), per interface.",
@@ -287,8 +289,9 @@ const WRITTEN: [Counter; 2] = [
     ),
 ];
 
-/// What the recording cut, wrote out of order, and its files.
-const KEPT_OUT: [Counter; 5] = [
+/// The recording's counters of what the cutoff left out, what it wrote out of order, and
+/// of its files.
+const CUT_AND_FILES: [RecordingCounter; 5] = [
     (
         "corecap_recording_cut_packets_total",
         "Packets the per-flow cutoff left out of the recording (counted, not written), per interface.",
@@ -318,9 +321,54 @@ const KEPT_OUT: [Counter; 5] = [
     ),
 ];
 
-/// The counters `list` of each recording in `rec`.
-fn counters(o: &mut String, rec: &[(&String, &crate::stats::RecordingStats)], list: &[Counter]) {
-    for (name, help, pick) in list {
+/// The time span the recording keeps: its two gauges, and where each is read.
+type RecordingGauge = (&'static str, &'static str, fn(&RecordingStats) -> Option<u64>);
+
+const REACH: [RecordingGauge; 2] = [
+    (
+        "corecap_recording_oldest_packet_timestamp_seconds",
+        "Time of the oldest packet the recording keeps on disk (Unix seconds), per interface.",
+        |r| r.oldest_ns,
+    ),
+    (
+        "corecap_recording_newest_packet_timestamp_seconds",
+        "Time of the newest packet written to the recording (Unix seconds), per interface.",
+        |r| r.newest_ns,
+    ),
+];
+
+/// The recording of each base capture (`serve --record`): what it wrote, what it lost
+/// and where, its files, and the time span it keeps.
+fn recording(o: &mut String, i: &Input<'_>) {
+    let rec: Vec<(&String, &RecordingStats)> = i
+        .bases
+        .iter()
+        .filter_map(|b| Some((&b.interface, b.recording.as_ref()?)))
+        .collect();
+    if rec.is_empty() {
+        return;
+    }
+    recording_counters(o, &rec, &WRITTEN);
+    recording_drops(o, &rec);
+    recording_counters(o, &rec, &CUT_AND_FILES);
+    for (name, help, pick) in REACH {
+        head(o, name, "gauge", help);
+        for (iface, r) in &rec {
+            if let Some(ns) = pick(r) {
+                let _ = writeln!(
+                    o,
+                    "{name}{{interface=\"{}\"}} {}",
+                    esc(iface),
+                    ns as f64 / 1e9
+                );
+            }
+        }
+    }
+}
+
+/// Each counter of `counters`, one line per recording.
+fn recording_counters(o: &mut String, rec: &[(&String, &RecordingStats)], counters: &[RecordingCounter]) {
+    for (name, help, pick) in counters {
         per_interface(
             o,
             (name, "counter"),
@@ -331,18 +379,8 @@ fn counters(o: &mut String, rec: &[(&String, &crate::stats::RecordingStats)], li
     }
 }
 
-/// The recording of each base capture (`serve --record`): what it wrote, what it lost
-/// and where, its files, and the time span it keeps.
-fn recording(o: &mut String, i: &Input<'_>) {
-    let rec: Vec<(&String, &crate::stats::RecordingStats)> = i
-        .bases
-        .iter()
-        .filter_map(|b| Some((&b.interface, b.recording.as_ref()?)))
-        .collect();
-    if rec.is_empty() {
-        return;
-    }
-    counters(o, &rec, &WRITTEN);
+/// The packets that never reached the recording, by place, one line per recording and place.
+fn recording_drops(o: &mut String, rec: &[(&String, &RecordingStats)]) {
     head(
         o,
         "corecap_recording_drops_total",
@@ -351,7 +389,7 @@ fn recording(o: &mut String, i: &Input<'_>) {
          stage_full (the pipe to the recording's stage thread was full), app (not taken by \
          the workers or the writer), disk (the disk writer was behind, or a write failed).",
     );
-    for (iface, r) in &rec {
+    for (iface, r) in rec {
         for (at, n) in [
             ("kernel", r.drops.kernel),
             ("stage_full", r.drops.stage_full),
@@ -363,31 +401,6 @@ fn recording(o: &mut String, i: &Input<'_>) {
                 "corecap_recording_drops_total{{interface=\"{}\",at=\"{at}\"}} {n}",
                 esc(iface)
             );
-        }
-    }
-    counters(o, &rec, &KEPT_OUT);
-    for (name, help, pick) in [
-        (
-            "corecap_recording_oldest_packet_timestamp_seconds",
-            "Time of the oldest packet the recording keeps on disk (Unix seconds), per interface.",
-            (|r| r.oldest_ns) as fn(&crate::stats::RecordingStats) -> Option<u64>,
-        ),
-        (
-            "corecap_recording_newest_packet_timestamp_seconds",
-            "Time of the newest packet written to the recording (Unix seconds), per interface.",
-            |r| r.newest_ns,
-        ),
-    ] {
-        head(o, name, "gauge", help);
-        for (iface, r) in &rec {
-            if let Some(ns) = pick(r) {
-                let _ = writeln!(
-                    o,
-                    "{name}{{interface=\"{}\"}} {}",
-                    esc(iface),
-                    ns as f64 / 1e9
-                );
-            }
         }
     }
 }

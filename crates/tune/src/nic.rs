@@ -57,6 +57,46 @@ pub struct Nic {
     pub settings: Settings,
 }
 
+/// An interface's queues in sysfs (`queues/rx-N`, `queues/tx-N`): how many of each, and
+/// their RPS and XPS masks in queue order.
+struct Queues {
+    rx: u32,
+    tx: u32,
+    rps: Vec<QueueMask>,
+    xps: Vec<QueueMask>,
+}
+
+impl Queues {
+    fn read(root: &Root, qdir: &std::path::Path) -> Self {
+        let mut q = Queues {
+            rx: 0,
+            tx: 0,
+            rps: Vec::new(),
+            xps: Vec::new(),
+        };
+        let mask = |name: &str, file: &str| {
+            root.read_opt(qdir.join(name).join(file))
+                .map(|m| cpus::parse_mask(&m).unwrap_or_default())
+        };
+        for name in root.list(qdir) {
+            if let Some(n) = name.strip_prefix("rx-").and_then(|n| n.parse().ok()) {
+                q.rx += 1;
+                if let Some(cpus) = mask(&name, "rps_cpus") {
+                    q.rps.push(QueueMask { queue: n, cpus });
+                }
+            } else if let Some(n) = name.strip_prefix("tx-").and_then(|n| n.parse().ok()) {
+                q.tx += 1;
+                if let Some(cpus) = mask(&name, "xps_cpus") {
+                    q.xps.push(QueueMask { queue: n, cpus });
+                }
+            }
+        }
+        q.rps.sort_by_key(|m| m.queue);
+        q.xps.sort_by_key(|m| m.queue);
+        q
+    }
+}
+
 impl Nic {
     /// Reads interface `iface` under `root`.
     pub fn read(root: &Root, iface: &str) -> Result<Self> {
@@ -106,31 +146,7 @@ impl Nic {
                 .as_ref()
                 .map(|d| root.read(d.join(format!("msi_irqs/{irq}"))));
         }
-        let qdir = netdev.join("queues");
-        let mut rps = Vec::new();
-        let mut xps = Vec::new();
-        let (mut rx_queues, mut tx_queues) = (0, 0);
-        for name in root.list(&qdir) {
-            if let Some(q) = name.strip_prefix("rx-").and_then(|q| q.parse().ok()) {
-                rx_queues += 1;
-                if let Some(m) = root.read_opt(qdir.join(&name).join("rps_cpus")) {
-                    rps.push(QueueMask {
-                        queue: q,
-                        cpus: cpus::parse_mask(&m).unwrap_or_default(),
-                    });
-                }
-            } else if let Some(q) = name.strip_prefix("tx-").and_then(|q| q.parse().ok()) {
-                tx_queues += 1;
-                if let Some(m) = root.read_opt(qdir.join(&name).join("xps_cpus")) {
-                    xps.push(QueueMask {
-                        queue: q,
-                        cpus: cpus::parse_mask(&m).unwrap_or_default(),
-                    });
-                }
-            }
-        }
-        rps.sort_by_key(|m| m.queue);
-        xps.sort_by_key(|m| m.queue);
+        let q = Queues::read(root, &netdev.join("queues"));
         let irqs = queue_irqs(root, iface, &msi)?;
         let settings = Settings::read(root, iface)?;
         Ok(Self {
@@ -138,10 +154,10 @@ impl Nic {
             pci,
             numa_node,
             local_cpus,
-            rx_queues,
-            tx_queues,
-            rps,
-            xps,
+            rx_queues: q.rx,
+            tx_queues: q.tx,
+            rps: q.rps,
+            xps: q.xps,
             irqs,
             settings,
         })

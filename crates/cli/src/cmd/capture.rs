@@ -165,6 +165,20 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         before: cap.snapshot(),
         last: Instant::now(),
     };
+    watch(&mut cap, &signals, printer.as_ref(), commands.as_ref(), &mut stats);
+    finish(cap, quiet, stats.json, printer)
+}
+
+/// Polls a running capture every 50 ms until it is done: a signal or a closed printer
+/// stops it, SIGUSR1 prints its table, `--control` lines steer it, and the statistics
+/// lines come at their interval.
+fn watch(
+    cap: &mut Capture,
+    signals: &Signals,
+    printer: Option<&Pipe>,
+    commands: Option<&std::sync::mpsc::Receiver<String>>,
+    stats: &mut Stats,
+) {
     loop {
         std::thread::sleep(Duration::from_millis(50));
         // Relaxed: flags set by signal handlers, polled here.
@@ -172,23 +186,20 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
             cap.stop();
         }
         // The printer's output was closed (`| head`): nothing more will be read.
-        if printer.as_ref().is_some_and(Pipe::finished) {
+        if printer.is_some_and(Pipe::finished) {
             cap.stop();
         }
         if signals.usr1.swap(false, Ordering::Relaxed) {
-            stats.print_now(&cap);
+            stats.print_now(cap);
         }
-        if let Some(rx) = &commands {
-            while let Ok(line) = rx.try_recv() {
-                control(&mut cap, &line);
-            }
+        for line in commands.into_iter().flat_map(|rx| rx.try_iter()) {
+            control(cap, &line);
         }
-        stats.tick(&cap);
+        stats.tick(cap);
         if cap.done() {
-            break;
+            return;
         }
     }
-    finish(cap, quiet, stats.json, printer)
 }
 
 /// The flags the signal handlers set: SIGINT and SIGTERM stop, SIGUSR1 asks for a table.

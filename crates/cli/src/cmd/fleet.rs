@@ -362,36 +362,7 @@ fn answer(
     let mut feeds: Vec<Feed> = sensors
         .iter()
         .zip(answers)
-        .map(|(s, rx)| {
-            let failed = Arc::new(Mutex::new(None));
-            let told = Arc::new(Mutex::new(Told::default()));
-            let feed = Feed {
-                reader: None,
-                head: None,
-                data: Vec::new(),
-                ifaces: HashMap::new(),
-                report: SensorReport {
-                    sensor: s.name.clone(),
-                    ..SensorReport::default()
-                },
-                failed: failed.clone(),
-                told: told.clone(),
-                last_ts: 0,
-                started: t0,
-                ahead: BinaryHeap::new(),
-                read: 0,
-                latest: 0,
-                reordered: 0,
-                ended: None,
-            };
-            feed.with_reader(ChanReader {
-                rx,
-                cur: Vec::new(),
-                at: 0,
-                failed,
-                told,
-            })
-        })
+        .map(|(s, rx)| Feed::of(s, rx, t0))
         .collect();
     let sink: Box<dyn Write> = match file {
         None => Box::new(io::stdout().lock()),
@@ -429,6 +400,38 @@ fn answer(
 }
 
 impl Feed {
+    /// The feed of `sensor`'s answer, coming in over `rx` since `t0`, its reader open.
+    fn of(sensor: &Sensor, rx: Receiver<Msg>, t0: Instant) -> Feed {
+        let failed = Arc::new(Mutex::new(None));
+        let told = Arc::new(Mutex::new(Told::default()));
+        let feed = Feed {
+            reader: None,
+            head: None,
+            data: Vec::new(),
+            ifaces: HashMap::new(),
+            report: SensorReport {
+                sensor: sensor.name.clone(),
+                ..SensorReport::default()
+            },
+            failed: failed.clone(),
+            told: told.clone(),
+            last_ts: 0,
+            started: t0,
+            ahead: BinaryHeap::new(),
+            read: 0,
+            latest: 0,
+            reordered: 0,
+            ended: None,
+        };
+        feed.with_reader(ChanReader {
+            rx,
+            cur: Vec::new(),
+            at: 0,
+            failed,
+            told,
+        })
+    }
+
     /// Opens the feed's pcapng reader (which waits for the sensor's section header) and
     /// reads its first packet.
     fn with_reader(mut self, r: ChanReader) -> Feed {

@@ -48,18 +48,8 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
         Some(l) => Some(server::bind_tcp(l.addr, l.tls.is_some())?),
         None => None,
     };
-    if let Some(who) = &c.run_as {
-        give_files(who, &c.manager.spool, &c.socket, socket_dir_made)?;
-        if let Some(dir) = &c.manager.record {
-            std::os::unix::fs::lchown(dir, Some(who.uid), Some(who.gid))
-                .with_context(|| format!("giving {} to {} (-Z)", dir.display(), who.name))?;
-        }
-    }
-    let priority = c.manager.spawn_priority;
-    let opener = drop_privilege(c.run_as.as_ref(), priority.is_some())?;
-    if let Some(p) = priority {
-        check_fifo(&opener, p)?;
-    }
+    let opener = hand_over(&c, socket_dir_made)?;
+    let listeners = listeners(&c, unix, tcp)?;
     let up = serving(&c, c.manager.max_captures);
     let m = Arc::new(Manager::new(c.manager, bases).with_opener(opener));
     // Workers kept ready for spawn mode are made on a thread of their own, never on a
@@ -75,14 +65,6 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     // What the spool's catalog told: earlier captures listed, or why not; once.
     for n in m.notes() {
         eprintln!("corecap: {n}");
-    }
-    let mut listeners = vec![Listener::Unix(unix, c.socket.clone())];
-    if let (Some(l), Some(cfg)) = (tcp, &c.listen) {
-        listeners.push(match (&cfg.tls, &cfg.token) {
-            (Some(tls), t) => Listener::Tls(l, tls.clone(), t.clone().map(Arc::new)),
-            (None, Some(t)) => Listener::Tcp(l, Arc::new(t.clone())),
-            (None, None) => anyhow::bail!("--listen in clear needs a token"),
-        });
     }
     if let Some(p) = c.peers.take() {
         corecap_manager::web::sensors::install(p);
@@ -114,7 +96,42 @@ pub(crate) fn run(a: ServeArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// The flags SIGINT or SIGTERM (stop) and SIGUSR1 (statistics now) set.
+/// The folders and files the daemon made go to the user of `-Z`, and the daemon becomes
+/// that user, keeping only the capabilities it needs (CAP_SYS_NICE too for a spawn
+/// priority, which is then checked). Returns the opener of the sockets captures take.
+fn hand_over(c: &config::ServeConfig, socket_dir_made: bool) -> Result<Opener> {
+    if let Some(who) = &c.run_as {
+        give_files(who, &c.manager.spool, &c.socket, socket_dir_made)?;
+        if let Some(dir) = &c.manager.record {
+            std::os::unix::fs::lchown(dir, Some(who.uid), Some(who.gid))
+                .with_context(|| format!("giving {} to {} (-Z)", dir.display(), who.name))?;
+        }
+    }
+    let priority = c.manager.spawn_priority;
+    let opener = drop_privilege(c.run_as.as_ref(), priority.is_some())?;
+    if let Some(p) = priority {
+        check_fifo(&opener, p)?;
+    }
+    Ok(opener)
+}
+
+/// The API's listeners: the local socket, and `--listen` with TLS or a token.
+fn listeners(
+    c: &config::ServeConfig,
+    unix: std::os::unix::net::UnixListener,
+    tcp: Option<std::net::TcpListener>,
+) -> Result<Vec<Listener>> {
+    let mut listeners = vec![Listener::Unix(unix, c.socket.clone())];
+    if let (Some(l), Some(cfg)) = (tcp, &c.listen) {
+        listeners.push(match (&cfg.tls, &cfg.token) {
+            (Some(tls), t) => Listener::Tls(l, tls.clone(), t.clone().map(Arc::new)),
+            (None, Some(t)) => Listener::Tcp(l, Arc::new(t.clone())),
+            (None, None) => anyhow::bail!("--listen in clear needs a token"),
+        });
+    }
+    Ok(listeners)
+}
+
 /// Suricata's alerts pin their flows (`serve --eve`), on a thread of their own until `stop`.
 fn follow_eve(
     m: &Arc<Manager>,
@@ -131,6 +148,7 @@ fn follow_eve(
     Ok(Some(t))
 }
 
+/// The flags SIGINT or SIGTERM (stop) and SIGUSR1 (statistics now) set.
 fn signals() -> Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

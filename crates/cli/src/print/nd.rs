@@ -186,83 +186,101 @@ fn nd_options(p: &mut Printer, mut b: &[u8]) -> Step {
         let Some(opt) = b.get(..units * 8).filter(|_| units > 0) else {
             return Err(Trunc::checked(L6));
         };
-        let name = match t {
-            1 => "source link-address",
-            2 => "destination link-address",
-            3 => "prefix info",
-            4 => "redirected header",
-            5 => "mtu",
-            25 => "rdnss",
-            31 => "dnssl",
-            7 => "advertisement interval",
-            8 => "homeagent information",
-            24 => "route info",
-            _ => "unknown",
-        };
         let _ = write!(
             p.line,
-            "\n\t  {name} option ({t}), length {} ({units}): ",
+            "\n\t  {} option ({t}), length {} ({units}): ",
+            nd_option_name(t),
             units * 8
         );
-        match t {
-            1 | 2 => {
-                let parts: Vec<String> = opt[2..].iter().map(|x| format!("{x:02x}")).collect();
-                p.line.push_str(&parts.join(":"));
-            }
-            5 => {
-                let bad = if units != 1 { "bad option length" } else { "" };
-                let _ = write!(p.line, " {}{bad}", u32_at(opt, 4, L6)?);
-            }
-            7 => {
-                let _ = write!(p.line, " {}ms", u32_at(opt, 4, L6)?);
-            }
-            3 => {
-                let life = |x: u32| {
-                    if x == u32::MAX {
-                        "infinity".to_owned()
-                    } else {
-                        format!("{x}s")
-                    }
-                };
-                let flags = u32::from(u8_at(opt, 3, L6)?);
-                let names = bits(flags, &[(0x80, "onlink"), (0x40, "auto"), (0x20, "router")]);
-                let _ = write!(
-                    p.line,
-                    "{}/{}{}, Flags [{}], valid time {}, pref. time {}",
-                    a6(opt, 16)?,
-                    u8_at(opt, 2, L6)?,
-                    if units != 4 { "badlen" } else { "" },
-                    names,
-                    life(u32_at(opt, 4, L6)?),
-                    life(u32_at(opt, 8, L6)?)
-                );
-            }
-            25 => {
-                let _ = write!(p.line, " lifetime {}s,", u32_at(opt, 4, L6)?);
-                for i in 0..(units - 1) / 2 {
-                    let _ = write!(p.line, " addr: {}", a6(opt, 8 + i * 16)?);
-                }
-            }
-            8 => {
-                let _ = write!(
-                    p.line,
-                    " preference {}, lifetime {}",
-                    u16_at(opt, 4, L6)?,
-                    u16_at(opt, 6, L6)?
-                );
-            }
-            4 | 24 | 31 => {}
-            _ => {
-                if p.opts.verbose <= 1 {
-                    hex::hex_indented(&mut p.line, "\n\t  ", &opt[2..]);
-                    return Ok(());
-                }
-            }
+        if !nd_option(p, t, units, opt)? {
+            return Ok(());
         }
         if p.opts.verbose > 1 {
             hex::hex_indented(&mut p.line, "\n\t    ", &opt[2..]);
         }
         b = &b[units * 8..];
     }
+    Ok(())
+}
+
+/// tcpdump's name of the neighbor discovery option of type `t`.
+fn nd_option_name(t: u8) -> &'static str {
+    match t {
+        1 => "source link-address",
+        2 => "destination link-address",
+        3 => "prefix info",
+        4 => "redirected header",
+        5 => "mtu",
+        25 => "rdnss",
+        31 => "dnssl",
+        7 => "advertisement interval",
+        8 => "homeagent information",
+        24 => "route info",
+        _ => "unknown",
+    }
+}
+
+/// One option's value (`opt`, `units` of 8 bytes, of type `t`). False after an unknown
+/// option's bytes at `-v`, where tcpdump ends the list.
+fn nd_option(p: &mut Printer, t: u8, units: usize, opt: &[u8]) -> Step<bool> {
+    match t {
+        1 | 2 => {
+            let parts: Vec<String> = opt[2..].iter().map(|x| format!("{x:02x}")).collect();
+            p.line.push_str(&parts.join(":"));
+        }
+        5 => {
+            let bad = if units != 1 { "bad option length" } else { "" };
+            let _ = write!(p.line, " {}{bad}", u32_at(opt, 4, L6)?);
+        }
+        7 => {
+            let _ = write!(p.line, " {}ms", u32_at(opt, 4, L6)?);
+        }
+        3 => prefix_info(p, units, opt)?,
+        25 => {
+            let _ = write!(p.line, " lifetime {}s,", u32_at(opt, 4, L6)?);
+            for i in 0..(units - 1) / 2 {
+                let _ = write!(p.line, " addr: {}", a6(opt, 8 + i * 16)?);
+            }
+        }
+        8 => {
+            let _ = write!(
+                p.line,
+                " preference {}, lifetime {}",
+                u16_at(opt, 4, L6)?,
+                u16_at(opt, 6, L6)?
+            );
+        }
+        4 | 24 | 31 => {}
+        _ => {
+            if p.opts.verbose <= 1 {
+                hex::hex_indented(&mut p.line, "\n\t  ", &opt[2..]);
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The prefix information option: prefix, length, flags and its two lifetimes.
+fn prefix_info(p: &mut Printer, units: usize, opt: &[u8]) -> Step {
+    let life = |x: u32| {
+        if x == u32::MAX {
+            "infinity".to_owned()
+        } else {
+            format!("{x}s")
+        }
+    };
+    let flags = u32::from(u8_at(opt, 3, L6)?);
+    let names = bits(flags, &[(0x80, "onlink"), (0x40, "auto"), (0x20, "router")]);
+    let _ = write!(
+        p.line,
+        "{}/{}{}, Flags [{}], valid time {}, pref. time {}",
+        a6(opt, 16)?,
+        u8_at(opt, 2, L6)?,
+        if units != 4 { "badlen" } else { "" },
+        names,
+        life(u32_at(opt, 4, L6)?),
+        life(u32_at(opt, 8, L6)?)
+    );
     Ok(())
 }

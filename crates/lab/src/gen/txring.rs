@@ -75,18 +75,7 @@ fn thread(
     cfg: &GenConfig,
     stop: &AtomicBool,
 ) -> Result<(u64, u64), corecap_linux::Error> {
-    // Pinned threads send on distinct TX queues; by default thread t runs on CPU t.
-    let cpu = if cfg.cpus.is_empty() {
-        (threads > 1).then(|| {
-            let all = corecap_linux::affinity::allowed_cpus();
-            all[t % all.len().max(1)]
-        })
-    } else {
-        Some(cfg.cpus[t % cfg.cpus.len()])
-    };
-    if let Some(cpu) = cpu {
-        let _ = corecap_linux::affinity::pin_current_thread(cpu);
-    }
+    pin(t, threads, cfg);
     let tn = threads as u64;
     let spec = cfg.frames;
     let mine = |i: u64| threads == 1 || spec.flow_of(i).0 as usize % threads == t;
@@ -144,7 +133,28 @@ fn thread(
         k += filled;
         ring.flush(true)?;
     }
-    // Wait until the kernel has handed back every frame.
+    drain(&mut ring, k)
+}
+
+/// Pins sending thread `t` of `threads`: pinned threads send on distinct TX queues; by
+/// default thread t runs on CPU t, and a lone thread is not pinned.
+fn pin(t: usize, threads: usize, cfg: &GenConfig) {
+    let cpu = if cfg.cpus.is_empty() {
+        (threads > 1).then(|| {
+            let all = corecap_linux::affinity::allowed_cpus();
+            all[t % all.len().max(1)]
+        })
+    } else {
+        Some(cfg.cpus[t % cfg.cpus.len()])
+    };
+    if let Some(cpu) = cpu {
+        let _ = corecap_linux::affinity::pin_current_thread(cpu);
+    }
+}
+
+/// Waits (at most 5 s) until the kernel has handed back every frame of the `k` submitted;
+/// returns those sent and those the kernel refused.
+fn drain(ring: &mut TxRing, k: u64) -> Result<(u64, u64), corecap_linux::Error> {
     let deadline = Instant::now() + Duration::from_secs(5);
     while ring.in_flight() > 0 && Instant::now() < deadline {
         ring.flush(true)?;

@@ -258,6 +258,9 @@ impl Manager {
         }
     }
 
+    /// One look at every running capture under the lock: the spool's usage (at most every
+    /// 200 ms), each capture that reached its end (count, duration, quota, a failed file,
+    /// its base gone) begun to end, and the ended ones past [`HISTORY`] forgotten.
     pub(super) fn tick_locked(&self) -> Vec<Ending> {
         let mut endings = Vec::new();
         let mut guard = self.lock();
@@ -288,38 +291,7 @@ impl Manager {
             }
             let e = &mut g.entries[i];
             refresh(e);
-            let ended = match &e.runner {
-                Runner::Attach { live, iface, .. } => {
-                    if dead_bases.contains(iface) {
-                        Some((State::Failed, format!("the base capture on {iface} ended")))
-                    } else if live.failed.load(Ordering::Relaxed) {
-                        Some((State::Failed, "writing the capture file failed".to_string()))
-                    } else if live.done.load(Ordering::Relaxed) {
-                        Some((State::Done, "count reached".to_string()))
-                    } else {
-                        None
-                    }
-                }
-                Runner::Spawn(cap) => cap
-                    .done()
-                    .then(|| (State::Done, "count reached".to_string())),
-                Runner::Ending | Runner::Ended => None,
-            };
-            let ended = ended.or_else(|| {
-                e.deadline
-                    .is_some_and(|d| now >= d)
-                    .then(|| (State::Done, "duration reached".to_string()))
-            });
-            let ended = ended.or_else(|| {
-                over_quota
-                    .filter(|_| e.view.output != OutputKind::Count)
-                    .map(|q| {
-                        (
-                            State::Stopped,
-                            format!("the spool reached its quota of {q} bytes"),
-                        )
-                    })
-            });
+            let ended = end_reached(e, &dead_bases, now, over_quota);
             if let Some(lag) = e.view.lag_us.filter(|_| !e.lag_observed) {
                 e.lag_observed = true;
                 let mode = e.view.mode.name();
@@ -329,25 +301,7 @@ impl Manager {
                 endings.extend(g.begin_end(i, state, reason));
             }
         }
-        // Keep the last HISTORY ended captures.
-        let ended = g
-            .entries
-            .iter()
-            .filter(|e| e.view.state != State::Running)
-            .count();
-        if ended > HISTORY {
-            // The catalog forgets them with the next write.
-            g.generation += 1;
-            let mut drop = ended - HISTORY;
-            g.entries.retain(|e| {
-                if drop > 0 && e.view.state != State::Running {
-                    drop -= 1;
-                    false
-                } else {
-                    true
-                }
-            });
-        }
+        forget_past_history(g);
         endings
     }
 
@@ -485,4 +439,71 @@ pub(super) fn base_counters(b: &Base) -> BaseCounters {
         workers: b.cap.counters.clone(),
         members: b.cap.members().into_iter().map(|(_, l)| l).collect(),
     }
+}
+
+/// The end a running capture reached, with its reason, or None while it goes on: its
+/// base capture ended, its file failed, its count or duration reached, or the spool
+/// over its quota (`over_quota`, a capture that writes files only).
+fn end_reached(
+    e: &Entry,
+    dead_bases: &[String],
+    now: Instant,
+    over_quota: Option<u64>,
+) -> Option<(State, String)> {
+    let ended = match &e.runner {
+        Runner::Attach { live, iface, .. } => {
+            if dead_bases.contains(iface) {
+                Some((State::Failed, format!("the base capture on {iface} ended")))
+            } else if live.failed.load(Ordering::Relaxed) {
+                Some((State::Failed, "writing the capture file failed".to_string()))
+            } else if live.done.load(Ordering::Relaxed) {
+                Some((State::Done, "count reached".to_string()))
+            } else {
+                None
+            }
+        }
+        Runner::Spawn(cap) => cap
+            .done()
+            .then(|| (State::Done, "count reached".to_string())),
+        Runner::Ending | Runner::Ended => None,
+    };
+    ended
+        .or_else(|| {
+            e.deadline
+                .is_some_and(|d| now >= d)
+                .then(|| (State::Done, "duration reached".to_string()))
+        })
+        .or_else(|| {
+            over_quota
+                .filter(|_| e.view.output != OutputKind::Count)
+                .map(|q| {
+                    (
+                        State::Stopped,
+                        format!("the spool reached its quota of {q} bytes"),
+                    )
+                })
+        })
+}
+
+/// Keeps the last [`HISTORY`] ended captures; the catalog forgets the others with its
+/// next write.
+fn forget_past_history(g: &mut Inner) {
+    let ended = g
+        .entries
+        .iter()
+        .filter(|e| e.view.state != State::Running)
+        .count();
+    if ended <= HISTORY {
+        return;
+    }
+    g.generation += 1;
+    let mut drop = ended - HISTORY;
+    g.entries.retain(|e| {
+        if drop > 0 && e.view.state != State::Running {
+            drop -= 1;
+            false
+        } else {
+            true
+        }
+    });
 }

@@ -13,6 +13,7 @@ use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::stage::flows::FlowOutput;
 use corecap_engine::stage::member::{MemberLimits, MemberLive};
 use corecap_engine::stage::pipe::Transport;
+use corecap_engine::source::afpacket::Spare;
 use corecap_engine::standby::Standby;
 use corecap_engine::steer::filter::compile_filter;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
@@ -112,20 +113,7 @@ impl Manager {
                 "attach mode takes whole interfaces; use mode spawn for IF@QUEUE",
             ));
         }
-        let cpu = match r.cores.as_deref() {
-            Some([c, ..]) => Some(*c),
-            Some([]) => None,
-            None => {
-                let pool = if self.cfg.stage_cpus.is_empty() {
-                    g.cores.allowed.clone()
-                } else {
-                    self.cfg.stage_cpus.clone()
-                };
-                let k = g.next_stage;
-                g.next_stage += 1;
-                pool.get(k % pool.len().max(1)).copied()
-            }
-        };
+        let cpu = self.stage_cpu(g, r.cores.as_deref());
         let live = Arc::new(MemberLive::default());
         let (recorded, lookback) = match launch.lookback {
             Some(_) => {
@@ -178,6 +166,26 @@ impl Manager {
             cpu.into_iter().collect::<Vec<_>>(),
             launch.path.iter().cloned().collect::<Vec<_>>(),
         ))
+    }
+
+    /// The core an attached capture's stage member runs on: the first the request names,
+    /// none when it names an empty list, else the next of the stage cores in turn (the
+    /// allowed cores without `--stage-cpus`).
+    fn stage_cpu(&self, g: &mut Inner, asked: Option<&[u32]>) -> Option<u32> {
+        match asked {
+            Some([c, ..]) => Some(*c),
+            Some([]) => None,
+            None => {
+                let pool = if self.cfg.stage_cpus.is_empty() {
+                    &g.cores.allowed
+                } else {
+                    &self.cfg.stage_cpus
+                };
+                let k = g.next_stage;
+                g.next_stage += 1;
+                pool.get(k % pool.len().max(1)).copied()
+            }
+        }
     }
 
     /// The seam of a capture that starts in the past: the clock once every worker of the
@@ -238,50 +246,10 @@ impl Manager {
         launch: Launch<'_>,
         notes: &mut Vec<String>,
     ) -> Result<Started, ApiError> {
-        let (r, input, flows) = (launch.r, launch.input, &launch.flows);
-        let cores = match r.cores.clone() {
-            Some(c) if !c.is_empty() => c,
-            _ => {
-                let busy = g.worker_cpus();
-                let share = self.cfg.share_cores;
-                let (c, note) = g
-                    .cores
-                    .pick(&input.iface, &busy, share)
-                    .map_err(|e| err(429, e))?;
-                notes.extend(note);
-                vec![c]
-            }
-        };
+        let (input, flows) = (launch.input, &launch.flows);
+        let cores = self.spawn_cores(g, &launch, notes)?;
         g.spare_used.insert(input.iface.clone(), Instant::now());
-        // A worker kept ready, on the chosen core if one waits there: the capture makes no
-        // thread and no ring. Without one, the worker swaps its filter into a socket the
-        // opener makes now: the thread that starts it needs no capability.
-        let ready = g.spares.entry(input.iface.clone()).or_default();
-        let pick = ready
-            .iter()
-            .rposition(|s| s.cpu() == cores[0])
-            .or_else(|| ready.len().checked_sub(1));
-        let standby = match pick {
-            Some(i) => {
-                // The capture starts here: its filter goes into the waiting ring before its
-                // files, its stage and its worker are in place (the ring holds the packets
-                // meanwhile). A bad filter leaves the standby ready; a start that fails
-                // once it is armed closes it (an armed spare is never offered again).
-                let prog = corecap_engine::capture::socket_program(
-                    input,
-                    launch.linktype,
-                    r.filter.as_deref(),
-                    launch.snaplen,
-                )
-                .map_err(start_error)?;
-                let s = ready.remove(i);
-                s.spare()
-                    .arm(launch.ifindex, self.cfg.ring, &prog)
-                    .map_err(|e| start_error(e.into()))?;
-                Some(s)
-            }
-            None => None,
-        };
+        let standby = self.arm_standby(g, &launch, cores[0])?;
         let spare = match &standby {
             Some(s) => s.spare().clone(),
             None => self
@@ -289,33 +257,7 @@ impl Manager {
                 .spare(launch.ifindex, self.cfg.ring)
                 .map_err(|e| start_error(e.into()))?,
         };
-        let spare = Some(spare);
-        // One worker on its core; flow records go through one stage member on that core.
-        let cfg = CaptureConfig {
-            inputs: vec![input.clone()],
-            workers: 1,
-            cpus: cores.clone(),
-            filter: r.filter.clone(),
-            snaplen: launch.snaplen,
-            ring: self.cfg.ring,
-            count: r.count,
-            output: launch.file,
-            groups: flows
-                .iter()
-                .map(|_| GroupSpec {
-                    kind: GroupKind::Copy,
-                    members: 1,
-                    filter: None,
-                    snaplen: None,
-                })
-                .collect(),
-            stage_cpus: cores.clone(),
-            flows: flows.clone(),
-            transport: Transport::Spsc,
-            spare: spare.clone(),
-            standby: standby.clone(),
-            ..CaptureConfig::default()
-        };
+        let cfg = self.spawn_config(&launch, &cores, spare, standby.clone());
         let cap = Capture::start(&cfg);
         // A start that failed before its worker ran leaves the standby ready.
         if let Some(s) = standby.filter(Standby::ready) {
@@ -330,6 +272,98 @@ impl Manager {
             _ => vec![],
         };
         Ok((Runner::Spawn(Box::new(cap)), cores, files))
+    }
+
+    /// The cores a spawned capture runs on: those the request names, or one free core.
+    fn spawn_cores(
+        &self,
+        g: &mut Inner,
+        launch: &Launch<'_>,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<u32>, ApiError> {
+        if let Some(c) = launch.r.cores.as_ref().filter(|c| !c.is_empty()) {
+            return Ok(c.clone());
+        }
+        let busy = g.worker_cpus();
+        let (c, note) = g
+            .cores
+            .pick(&launch.input.iface, &busy, self.cfg.share_cores)
+            .map_err(|e| err(429, e))?;
+        notes.extend(note);
+        Ok(vec![c])
+    }
+
+    /// A worker kept ready, on `core` if one waits there, armed with the capture's filter:
+    /// the capture makes no thread and no ring. None when no worker waits; then the worker
+    /// swaps its filter into a socket the opener makes now, and the thread that starts it
+    /// needs no capability.
+    fn arm_standby(
+        &self,
+        g: &mut Inner,
+        launch: &Launch<'_>,
+        core: u32,
+    ) -> Result<Option<Standby>, ApiError> {
+        let ready = g.spares.entry(launch.input.iface.clone()).or_default();
+        let Some(i) = ready
+            .iter()
+            .rposition(|s| s.cpu() == core)
+            .or_else(|| ready.len().checked_sub(1))
+        else {
+            return Ok(None);
+        };
+        // The capture starts here: its filter goes into the waiting ring before its files,
+        // its stage and its worker are in place (the ring holds the packets meanwhile). A
+        // bad filter leaves the standby ready; a start that fails once it is armed closes
+        // it (an armed spare is never offered again).
+        let prog = corecap_engine::capture::socket_program(
+            launch.input,
+            launch.linktype,
+            launch.r.filter.as_deref(),
+            launch.snaplen,
+        )
+        .map_err(start_error)?;
+        let s = ready.remove(i);
+        s.spare()
+            .arm(launch.ifindex, self.cfg.ring, &prog)
+            .map_err(|e| start_error(e.into()))?;
+        Ok(Some(s))
+    }
+
+    /// A spawned capture's configuration: one worker on its core; flow records go through
+    /// one stage member on that core.
+    fn spawn_config(
+        &self,
+        launch: &Launch<'_>,
+        cores: &[u32],
+        spare: Spare,
+        standby: Option<Standby>,
+    ) -> CaptureConfig {
+        let (r, flows) = (launch.r, &launch.flows);
+        CaptureConfig {
+            inputs: vec![launch.input.clone()],
+            workers: 1,
+            cpus: cores.to_vec(),
+            filter: r.filter.clone(),
+            snaplen: launch.snaplen,
+            ring: self.cfg.ring,
+            count: r.count,
+            output: launch.file.clone(),
+            groups: flows
+                .iter()
+                .map(|_| GroupSpec {
+                    kind: GroupKind::Copy,
+                    members: 1,
+                    filter: None,
+                    snaplen: None,
+                })
+                .collect(),
+            stage_cpus: cores.to_vec(),
+            flows: flows.clone(),
+            transport: Transport::Spsc,
+            spare: Some(spare),
+            standby,
+            ..CaptureConfig::default()
+        }
     }
 
     /// Checks a request before anything is started or locked: the interface, numbers,
@@ -442,40 +476,17 @@ impl Manager {
             since_ns,
             lookback,
         };
+        let mut view = running_view(id, mode, &launch);
         let (runner, cores, files) = match mode {
             Mode::Attach => self.start_attach(g, base, launch)?,
             Mode::Spawn => self.start_spawn(g, launch, &mut notes)?,
         };
         g.generation += 1;
-        let view = CaptureView {
-            id,
-            state: State::Running,
-            reason: None,
-            mode,
-            interface: valid.input.label(),
-            filter: r.filter.clone(),
-            output: r.output,
-            path: files.first().map(|p| p.display().to_string()),
-            file_bytes: 0,
-            cores,
-            requested_at: secs(since_ns),
-            ended_at: None,
-            setup_us: t0.elapsed().as_secs_f64() * 1e6,
-            armed_us: None,
-            first_packet_us: None,
-            lag_us: None,
-            packets: 0,
-            bytes: 0,
-            drops: Drops::default(),
-            count: r.count,
-            duration: r.duration,
-            notes,
-            files: display(&files),
-            earlier_run: false,
-            since: lookback.map(secs),
-            recorded: lookback.map(|_| 0),
-            live: lookback.map(|_| 0),
-        };
+        view.path = files.first().map(|p| p.display().to_string());
+        view.files = display(&files);
+        view.cores = cores;
+        view.notes = notes;
+        view.setup_us = t0.elapsed().as_secs_f64() * 1e6;
         g.entries.push(Entry {
             view,
             runner,
@@ -674,5 +685,40 @@ impl Manager {
                 ipfix: v.ipfix.clone(),
             });
         (file, flows)
+    }
+}
+
+/// The view of a capture that starts now, before its cores, files, notes and setup time
+/// are known.
+fn running_view(id: String, mode: Mode, launch: &Launch<'_>) -> CaptureView {
+    let r = launch.r;
+    CaptureView {
+        id,
+        state: State::Running,
+        reason: None,
+        mode,
+        interface: launch.input.label(),
+        filter: r.filter.clone(),
+        output: r.output,
+        path: None,
+        file_bytes: 0,
+        cores: Vec::new(),
+        requested_at: secs(launch.since_ns),
+        ended_at: None,
+        setup_us: 0.0,
+        armed_us: None,
+        first_packet_us: None,
+        lag_us: None,
+        packets: 0,
+        bytes: 0,
+        drops: Drops::default(),
+        count: r.count,
+        duration: r.duration,
+        notes: Vec::new(),
+        files: Vec::new(),
+        earlier_run: false,
+        since: launch.lookback.map(secs),
+        recorded: launch.lookback.map(|_| 0),
+        live: launch.lookback.map(|_| 0),
     }
 }
