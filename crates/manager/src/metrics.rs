@@ -322,7 +322,11 @@ const CUT_AND_FILES: [RecordingCounter; 5] = [
 ];
 
 /// The time span the recording keeps: its two gauges, and where each is read.
-type RecordingGauge = (&'static str, &'static str, fn(&RecordingStats) -> Option<u64>);
+type RecordingGauge = (
+    &'static str,
+    &'static str,
+    fn(&RecordingStats) -> Option<u64>,
+);
 
 const REACH: [RecordingGauge; 2] = [
     (
@@ -367,7 +371,11 @@ fn recording(o: &mut String, i: &Input<'_>) {
 }
 
 /// Each counter of `counters`, one line per recording.
-fn recording_counters(o: &mut String, rec: &[(&String, &RecordingStats)], counters: &[RecordingCounter]) {
+fn recording_counters(
+    o: &mut String,
+    rec: &[(&String, &RecordingStats)],
+    counters: &[RecordingCounter],
+) {
     for (name, help, pick) in counters {
         per_interface(
             o,

@@ -165,7 +165,13 @@ pub(crate) fn run(a: CaptureArgs) -> Result<i32> {
         before: cap.snapshot(),
         last: Instant::now(),
     };
-    watch(&mut cap, &signals, printer.as_ref(), commands.as_ref(), &mut stats);
+    watch(
+        &mut cap,
+        &signals,
+        printer.as_ref(),
+        commands.as_ref(),
+        &mut stats,
+    );
     finish(cap, quiet, stats.json, printer)
 }
 
