@@ -120,6 +120,40 @@ impl FrameReader {
     }
 }
 
+/// What a query reads a file's bytes from: the file, or a compressed file's frames.
+#[derive(Debug)]
+pub(crate) enum Source {
+    File(File),
+    Frames(FrameReader),
+}
+
+impl Source {
+    /// The source of `file`: through its frames when `table` is given.
+    pub(crate) fn new(file: File, table: Option<&Arc<SeekTable>>) -> io::Result<Self> {
+        Ok(match table {
+            Some(t) => Source::Frames(FrameReader::with_table(file, t.clone())?),
+            None => Source::File(file),
+        })
+    }
+
+    /// Reads bytes of the capture from `at` into `buf` (fewer only at its end); the bytes
+    /// read, and the bytes read from the disk for them (a frame held from the last read
+    /// costs none).
+    pub(crate) fn read_full_at(&mut self, buf: &mut [u8], at: u64) -> io::Result<(usize, u64)> {
+        match self {
+            Source::File(f) => {
+                let n = crate::sealed::read_full(&mut crate::read::stream::ReadAt(f, at), buf)?;
+                Ok((n, n as u64))
+            }
+            Source::Frames(r) => {
+                let before = r.disk_bytes;
+                let n = r.read_full_at(buf, at)?;
+                Ok((n, r.disk_bytes - before))
+            }
+        }
+    }
+}
+
 fn bad(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
