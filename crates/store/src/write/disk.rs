@@ -3,8 +3,9 @@
 //!
 //! It takes the buffers that [`super::output::Output`] fills (and, with a plain file's last
 //! buffer, the file's sidecar index that the front end built as it formatted them), indexes
-//! and seals sealed files' buffers as chunks, and writes them with direct I/O through an io_uring that keeps
-//! several writes in flight. Space is reserved ahead with `fallocate`. A file is written
+//! and seals sealed files' buffers as chunks, or compresses a compressed file's buffers as
+//! zstd frames ([`super::compress`]) and ends the file with their seek table, and writes them
+//! with direct I/O through an io_uring that keeps several writes in flight. Space is reserved ahead with `fallocate`. A file is written
 //! under a hidden name (`.NAME.part` in the same directory) and renamed to its own name only
 //! once it is whole: cut to its exact length and synced. So a reader never sees a torn file
 //! under a capture file's name.
@@ -216,6 +217,10 @@ struct DiskWriter {
     kept: VecDeque<PathBuf>,
     noted_buffered: bool,
     noted_catalog: bool,
+    /// Compression so far: bytes of capture in, bytes of frames out, and the time this
+    /// thread spent making them (said at the end, beside the `disk` drops a writer that
+    /// fell behind caused).
+    compressed: (u64, u64, std::time::Duration),
     /// The folder's catalog may lack files: at start (another run may have named files it
     /// could not record) and after an update failed. The next file named refreshes it.
     catalog_behind: bool,
@@ -380,6 +385,7 @@ impl DiskWriter {
     /// Compresses a buffer of whole blocks as frames (see [`super::compress`]) into the
     /// staging buffer, which goes out each time it holds a whole buffer's worth.
     fn compress_and_stage(&mut self, f: Filled) {
+        let began = std::time::Instant::now();
         let Some(cur) = self.cur.as_mut() else { return };
         let blocks = &f.buf.bytes()[f.blocks.clone()];
         if let Some(fr) = cur.framer.as_mut() {
@@ -404,7 +410,11 @@ impl DiskWriter {
             let room = stage.capacity() - *len;
             let out = &mut stage.bytes_mut()[*len..*len + room.min(bound)];
             match fr.frame(&blocks[start..end], out) {
-                Ok(n) => *len += n,
+                Ok(n) => {
+                    *len += n;
+                    self.compressed.0 += (end - start) as u64;
+                    self.compressed.1 += n as u64;
+                }
                 Err(e) => {
                     self.fail(e);
                     break;
@@ -421,6 +431,7 @@ impl DiskWriter {
         let boundary = cur.end + stage_len as u64;
         cur.bounds.push_back((boundary, prev + f.packets));
         let _ = self.free.send(f.buf);
+        self.compressed.2 += began.elapsed();
     }
 
     /// Puts the seek table of a compressed file's frames (see [`crate::seekable`]) in the
@@ -1043,6 +1054,7 @@ impl Disk {
             kept: VecDeque::new(),
             noted_buffered: false,
             noted_catalog: false,
+            compressed: (0, 0, std::time::Duration::ZERO),
             catalog_behind: true,
             scratch: Vec::new(),
         };
@@ -1129,6 +1141,14 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
         w.discard();
     } else if w.cur.is_some() {
         w.close();
+    }
+    let (plain, frames, took) = w.compressed;
+    if plain > 0 {
+        w.report.notes.push(format!(
+            "compressed {plain} bytes of capture into {frames} bytes of zstd frames ({:.1}%)              in {:.2} s of the disk writer's time (packets it could not take in time are              counted as `disk` drops)",
+            100.0 * frames as f64 / plain as f64,
+            took.as_secs_f64()
+        ));
     }
     w.report
 }
