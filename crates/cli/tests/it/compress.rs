@@ -286,6 +286,15 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
         .expect("start the generator");
     let cap = lab.capture_to(&rec, &args);
     std::thread::sleep(Duration::from_millis(3500));
+    // The file being written answers queries and lists its connections: its frames up to
+    // the last flush.
+    let live = sc.path("live.pcapng");
+    let v = query(&live, &["-r", s(&sc.0), "udp"]);
+    assert_eq!(u(&v, "files_live"), 1, "{v}");
+    assert!(u(&v, "packets") > 50, "{v}");
+    let o = util::corecap(&["flows", s(&sc.0), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).lines().count() >= 4);
     let killed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
