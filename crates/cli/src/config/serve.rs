@@ -17,7 +17,9 @@ use corecap_store::session::SessionConfig;
 use corecap_store::write::output::Backlog;
 
 use super::cutoff::{cutoff, cutoff_given};
-use super::disk::{compress, disk_backlog, flush_interval, retention, sessions, sessions_log, size};
+use super::disk::{
+    compress, disk_backlog, flush_interval, retention, sessions, sessions_log, size,
+};
 use super::{cpu_list, ring, rotation};
 use crate::args::ServeArgs;
 

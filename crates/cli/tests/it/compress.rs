@@ -48,7 +48,9 @@ fn captures(dir: &Path) -> BTreeMap<String, PathBuf> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
-            let n = p.file_name().map_or(String::new(), |n| n.to_string_lossy().into());
+            let n = p
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into());
             (n.ends_with(".pcapng") || n.ends_with(".zst")) && !n.starts_with('.')
         })
         .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
@@ -131,11 +133,18 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
         assert_eq!(format!("{pn}.zst"), *cn);
         let bytes = std::fs::read(cf).expect("read");
         assert_eq!(&bytes[..4], &[0x28, 0xb5, 0x2f, 0xfd], "{cn} is zstd");
-        assert_eq!(&bytes[bytes.len() - 4..], &SEEKABLE_FOOTER, "{cn} ends in a seek table");
+        assert_eq!(
+            &bytes[bytes.len() - 4..],
+            &SEEKABLE_FOOTER,
+            "{cn} ends in a seek table"
+        );
         // The decompressed stream is the plain recording, byte for byte, and tcpdump reads
         // it as it reads the plain one.
         let d = zstd_dc(cf);
-        assert!(d == std::fs::read(pf).expect("read"), "{cn} decompresses to {pn}");
+        assert!(
+            d == std::fs::read(pf).expect("read"),
+            "{cn} decompresses to {pn}"
+        );
         let dfile = sc.path(&format!("{pn}.dc"));
         std::fs::write(&dfile, &d).expect("write");
         assert_eq!(tcpdump_lines(&dfile, ""), tcpdump_lines(pf, ""), "{cn}");
@@ -143,7 +152,9 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
         plain_bytes += std::fs::metadata(pf).unwrap().len();
         comp_bytes += bytes.len() as u64;
         // Its index and sessions file are there, tied to the decompressed stream.
-        assert!(comp.join(format!("{cn}.idx")).exists() && comp.join(format!("{cn}.sessions")).exists());
+        assert!(
+            comp.join(format!("{cn}.idx")).exists() && comp.join(format!("{cn}.sessions")).exists()
+        );
     }
     assert_eq!(packets, n);
     assert!(comp_bytes < plain_bytes, "{comp_bytes} of {plain_bytes}");
@@ -153,10 +164,16 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
         let first = c.values().next().expect("a file");
         let o = Command::new("sh")
             .arg("-c")
-            .arg(format!("zstdcat '{}' | tshark -r - | wc -l", first.display()))
+            .arg(format!(
+                "zstdcat '{}' | tshark -r - | wc -l",
+                first.display()
+            ))
             .output()
             .expect("run tshark");
-        let lines: u64 = String::from_utf8_lossy(&o.stdout).trim().parse().expect("count");
+        let lines: u64 = String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse()
+            .expect("count");
         assert_eq!(lines, util::tcpdump_packets(p.values().next().unwrap(), ""));
     }
 
@@ -173,7 +190,10 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
     let filter = "tcp port 80 or udp port 53";
     let mut answers = Vec::new();
     for dir in [&plain, &comp] {
-        let out = sc.path(&format!("q-{}.pcapng", dir.file_name().unwrap().to_string_lossy()));
+        let out = sc.path(&format!(
+            "q-{}.pcapng",
+            dir.file_name().unwrap().to_string_lossy()
+        ));
         let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
         a.extend(["-r", s(dir), filter]);
         let v = query(&out, &a);
@@ -200,7 +220,10 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
     };
     assert!(!want.is_empty() && by_tcpdump > 0);
     assert_eq!(answers[0].0.len() as u64, by_tcpdump);
-    assert!(answers[1].0 == answers[0].0, "the compressed recording answers as the plain one");
+    assert!(
+        answers[1].0 == answers[0].0,
+        "the compressed recording answers as the plain one"
+    );
     assert!(
         answers[1].1 * 10 <= answers[0].1 * 12,
         "bytes read: compressed {} against plain {}",
@@ -216,14 +239,19 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
         .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
         .find(|v| v["network"]["transport"] == "tcp" && u(&v["network"], "packets") > 20)
         .expect("a long TCP flow");
-    let cid = flow["network"]["community_id"].as_str().expect("community_id");
+    let cid = flow["network"]["community_id"]
+        .as_str()
+        .expect("community_id");
     let (sport, dport) = (u(&flow["source"], "port"), u(&flow["destination"], "port"));
     let out = sc.path("q-cid.pcapng");
     query(&out, &["--community-id", cid, "-r", s(&comp)]);
     let all = sc.path("all.pcapng");
     query(&all, &["-r", s(&plain)]);
     let f = format!("tcp and port {sport} and port {dport}");
-    assert_eq!(util::packets(&out).len() as u64, util::tcpdump_packets(&all, &f));
+    assert_eq!(
+        util::packets(&out).len() as u64,
+        util::tcpdump_packets(&all, &f)
+    );
     assert!(util::tcpdump_packets(&all, &f) > 20);
 }
 
@@ -245,7 +273,12 @@ fn issue38_retention_counts_the_compressed_bytes() {
     assert!(on_disk(&plain) <= 900 << 10 && on_disk(&comp) <= 900 << 10);
     // The same budget keeps more of the compressed recording: its files are counted by
     // their bytes on disk.
-    assert!(c.len() > p.len(), "kept {} compressed, {} plain", c.len(), p.len());
+    assert!(
+        c.len() > p.len(),
+        "kept {} compressed, {} plain",
+        c.len(),
+        p.len()
+    );
 }
 
 #[test]
@@ -276,9 +309,24 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
     let lab = Lab::new(1);
     let sc = Scratch::new("compress-kill");
     let rec = sc.path("rec.pcapng");
-    let args = ["--compress", "zstd", "--flush-interval", "1", "-b", "filesize:100000"];
+    let args = [
+        "--compress",
+        "zstd",
+        "--flush-interval",
+        "1",
+        "-b",
+        "filesize:100000",
+    ];
     let mut gen = Command::new(util::bin())
-        .args(["gen", "--netns", &lab.netns, "-i", "gen0", "--duration", "60"])
+        .args([
+            "gen",
+            "--netns",
+            &lab.netns,
+            "-i",
+            "gen0",
+            "--duration",
+            "60",
+        ])
         .args(["--rate", "200", "--flows", "4", "--size", "256"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -317,9 +365,17 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
         .collect();
     assert_eq!(recovered.len(), 1, "{:?}", captures(&sc.0));
     let r = &recovered[0];
-    assert!(r.to_string_lossy().ends_with(".pcapng.zst"), "{}", r.display());
+    assert!(
+        r.to_string_lossy().ends_with(".pcapng.zst"),
+        "{}",
+        r.display()
+    );
     let bytes = std::fs::read(r).expect("read");
-    assert_eq!(&bytes[bytes.len() - 4..], &SEEKABLE_FOOTER, "a seek table was added");
+    assert_eq!(
+        &bytes[bytes.len() - 4..],
+        &SEEKABLE_FOOTER,
+        "a seek table was added"
+    );
     let d = sc.path("recovered.pcapng");
     std::fs::write(&d, zstd_dc(r)).expect("write");
     let lines = tcpdump_lines(&d, "");
@@ -329,12 +385,21 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
         .filter_map(|l| l.split_whitespace().next()?.parse::<f64>().ok())
         .fold(0.0, f64::max);
     // Every packet older than the flush interval (1 s, one more for a loaded machine).
-    assert!(last >= killed - 2.0, "the last packet recovered is {:.3} s before the kill", killed - last);
+    assert!(
+        last >= killed - 2.0,
+        "the last packet recovered is {:.3} s before the kill",
+        killed - last
+    );
     // It is indexed, and a query reads it through its frames as tcpdump reads it.
-    assert!(sc.path(&format!("{}.idx", r.file_name().unwrap().to_string_lossy())).exists());
+    assert!(sc
+        .path(&format!("{}.idx", r.file_name().unwrap().to_string_lossy()))
+        .exists());
     let out = sc.path("q.pcapng");
     let v = query(&out, &["-r", s(r), "udp"]);
     assert_eq!(u(&v, "files_indexed"), 1, "{v}");
-    assert_eq!(util::packets(&out).len() as u64, util::tcpdump_packets(&d, "udp"));
+    assert_eq!(
+        util::packets(&out).len() as u64,
+        util::tcpdump_packets(&d, "udp")
+    );
     assert!(util::tcpdump_packets(&d, "udp") > 100);
 }

@@ -509,7 +509,10 @@ mod tests {
         assert_eq!(base, Path::new("/d/rec.pcapng.zst"));
         assert_eq!(compressed_path(&base), base);
         assert_eq!(rotated_path(&base, 7), Path::new("/d/rec_00007.pcapng.zst"));
-        assert_eq!(suffixed_path(&base, "w1"), Path::new("/d/rec.w1.pcapng.zst"));
+        assert_eq!(
+            suffixed_path(&base, "w1"),
+            Path::new("/d/rec.w1.pcapng.zst")
+        );
         assert_eq!(capture_stem(&base), "rec");
         assert_eq!(
             recovered_path(&rotated_path(&base, 7), "20261128T010203Z", 1),

@@ -187,15 +187,16 @@ impl SeekTable {
     /// Parses a table (`bytes`: exactly the [`SeekTable::table_len`] bytes at the end of a
     /// file of `file_len` bytes): its frames must fill the file before it.
     pub fn parse(bytes: &[u8], file_len: u64) -> Result<SeekTable, TableError> {
-        let len = Self::table_len(bytes, file_len)?
-            .ok_or(TableError::Sizes("no footer"))?;
+        let len = Self::table_len(bytes, file_len)?.ok_or(TableError::Sizes("no footer"))?;
         if len != bytes.len() as u64 {
             return Err(TableError::Sizes("its footer does not match its length"));
         }
         if u32_at(bytes, 0) != SKIPPABLE_MAGIC
             || u64::from(u32_at(bytes, 4)) != len - SKIP_HEAD as u64
         {
-            return Err(TableError::Sizes("its frame header does not match its footer"));
+            return Err(TableError::Sizes(
+                "its frame header does not match its footer",
+            ));
         }
         let foot = &bytes[bytes.len() - FOOTER..];
         let n = u32_at(foot, 0) as usize;
@@ -264,7 +265,10 @@ mod tests {
         t.encode(&mut b);
         assert_eq!(b.len() - at, t.encoded_len());
         let n = b.len() as u64;
-        assert_eq!(SeekTable::table_len(&b, n), Ok(Some(t.encoded_len() as u64)));
+        assert_eq!(
+            SeekTable::table_len(&b, n),
+            Ok(Some(t.encoded_len() as u64))
+        );
         assert_eq!(SeekTable::parse(&b[at..], n), Ok(t.clone()));
         assert_eq!(t.frame_at(0), Some(0));
         assert_eq!(t.frame_at(65536), Some(1));
@@ -320,7 +324,10 @@ mod tests {
         // Reserved bits.
         let mut reserved = b.clone();
         reserved[foot + 4] = 0x04;
-        assert_eq!(SeekTable::table_len(&reserved, n), Err(TableError::Reserved));
+        assert_eq!(
+            SeekTable::table_len(&reserved, n),
+            Err(TableError::Reserved)
+        );
         // A decompressed size past what a reader accepts.
         let mut huge = b.clone();
         huge[40 + 12..40 + 16].copy_from_slice(&u32::MAX.to_le_bytes());

@@ -212,9 +212,14 @@ fn head_of(file: &File) -> io::Result<Head> {
 /// Whether `name` ends as the files corecap writes do (`.pcapng`, `.pcap`, `.sealed`,
 /// `.zst`).
 fn capture_name(name: &str) -> bool {
-    [".pcapng", ".pcap", ".sealed", crate::names::COMPRESSED_SUFFIX]
-        .iter()
-        .any(|ext| name.ends_with(ext))
+    [
+        ".pcapng",
+        ".pcap",
+        ".sealed",
+        crate::names::COMPRESSED_SUFFIX,
+    ]
+    .iter()
+    .any(|ext| name.ends_with(ext))
 }
 
 /// Removes a part that held no packet, and syncs its folder.
@@ -361,9 +366,7 @@ struct Whole {
 /// do; `bytes` is then where the frames end in the file, `packets` the packets in them.
 /// None when the part is no zstd file; a `Whole` of None when no frame holds the capture's
 /// header.
-fn frames_prefix(
-    file: &File,
-) -> io::Result<Option<(Option<Whole>, crate::seekable::SeekTable)>> {
+fn frames_prefix(file: &File) -> io::Result<Option<(Option<Whole>, crate::seekable::SeekTable)>> {
     use std::os::unix::fs::FileExt;
     let mut m = [0u8; 4];
     if file.read_at(&mut m, 0)? < 4 || m != crate::seekable::ZSTD_MAGIC {
@@ -447,7 +450,10 @@ impl<'f> FrameWalk<'f> {
         };
         self.plain.clear();
         self.plain.reserve(size);
-        match self.dctx.decompress_to_buffer(&self.raw[..len], &mut self.plain) {
+        match self
+            .dctx
+            .decompress_to_buffer(&self.raw[..len], &mut self.plain)
+        {
             Ok(n) if n == size => {}
             _ => return Ok(false),
         }

@@ -243,7 +243,11 @@ mod tests {
         assert_eq!(r.read_full_at(&mut buf, 74_950).unwrap(), 100);
         assert_eq!(&buf[..], &all[74_950..75_050]);
         let (fb, fc) = (r.table().frames()[1], r.table().frames()[2]);
-        assert_eq!(r.disk_bytes, u64::from(fb.len + fc.len), "frames 1 and 2 only");
+        assert_eq!(
+            r.disk_bytes,
+            u64::from(fb.len + fc.len),
+            "frames 1 and 2 only"
+        );
         assert_eq!(r.read_full_at(&mut buf, all.len() as u64 - 10).unwrap(), 10);
         assert_eq!(r.read_full_at(&mut buf, all.len() as u64 + 10).unwrap(), 0);
         let f = temp("id", &bytes);

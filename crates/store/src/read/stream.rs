@@ -9,8 +9,8 @@ use std::sync::Arc;
 use corecap_index::Span;
 use corecap_wire::{CaptureReader, Decompress, InterfaceDesc, PcapngWriter};
 
-use super::outcome::{io_at, QueryError, QueryStats, MAX_READ};
 use super::frames::Source;
+use super::outcome::{io_at, QueryError, QueryStats, MAX_READ};
 use super::plan::{whole_name, FilePlan, Segment, PACKET_READ};
 use crate::sealed::{read_chunk, read_full, ChunkOpener, NextChunk, SealError, CHUNK_HEAD};
 use corecap_linux::cbpf::{Meta, Program};
@@ -469,9 +469,7 @@ impl FileStream {
         let mut buf = vec![0u8; (at.end - at.start) as usize];
         let f = File::open(&path).map_err(io_at(&path))?;
         let mut src = Source::new(f, self.plan.frames.as_ref()).map_err(io_at(&path))?;
-        let (got, disk) = src
-            .read_full_at(&mut buf, at.start)
-            .map_err(io_at(&path))?;
+        let (got, disk) = src.read_full_at(&mut buf, at.start).map_err(io_at(&path))?;
         buf.truncate(got);
         stats.bytes_read += disk;
         let plain = match &self.plan.opener {

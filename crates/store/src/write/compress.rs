@@ -134,7 +134,7 @@ mod tests {
         }
         let end = f.piece_end(&b, 0);
         assert_eq!(end % 1000, 0);
-        assert!(end >= FRAME_BYTES && end < FRAME_BYTES + 1000);
+        assert!((FRAME_BYTES..FRAME_BYTES + 1000).contains(&end));
         assert_eq!(f.piece_end(&b, 90_000), 100_000);
         // A block length past the buffer: the rest is one piece.
         b[end + 4..end + 8].copy_from_slice(&u32::MAX.to_le_bytes());

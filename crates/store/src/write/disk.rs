@@ -33,8 +33,8 @@ use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
 use super::compress::Framer;
 use super::output::{Filled, Msg, Output, Sessions, BUFFER_BYTES, BUFFER_CAPACITY};
-use crate::read::stream::Framing;
 use crate::names::{index_path, part_path, remove_with_index};
+use crate::read::stream::Framing;
 use crate::retention::Retention;
 use crate::sealed::{SealConfig, Sealer, CHUNK_HEAD};
 
@@ -438,7 +438,9 @@ impl DiskWriter {
     /// staging buffer, after its last frame.
     fn stage_seek_table(&mut self) {
         let Some(cur) = self.cur.as_mut() else { return };
-        let Some(fr) = cur.framer.as_ref() else { return };
+        let Some(fr) = cur.framer.as_ref() else {
+            return;
+        };
         let mut table = Vec::with_capacity(fr.table.encoded_len());
         fr.table.encode(&mut table);
         let mut copied = 0;
@@ -992,7 +994,11 @@ fn cut_back(file: &mut DirectFile, safe: u64, header: &[u8]) -> io::Result<()> {
 /// Ends a compressed file cut back to `safe` bytes (a frame's end) with the seek table of
 /// the frames before it. A table that does not fit (the disk is full) is left off: the file
 /// is still a zstd stream, which readers scan.
-fn end_frames(file: &mut DirectFile, table: &mut crate::seekable::SeekTable, safe: u64) -> io::Result<()> {
+fn end_frames(
+    file: &mut DirectFile,
+    table: &mut crate::seekable::SeekTable,
+    safe: u64,
+) -> io::Result<()> {
     let keep = table.frames().partition_point(|f| f.end() <= safe);
     table.truncate(keep);
     if table.frames_len() != safe {
@@ -1070,7 +1076,15 @@ impl Disk {
         let handle = std::thread::Builder::new()
             .name("corecap-disk".into())
             .spawn(move || run(w, rx, direct))?;
-        let out = Output::new(tx.clone(), free_rx, front, align, sealed, indexed, compressed);
+        let out = Output::new(
+            tx.clone(),
+            free_rx,
+            front,
+            align,
+            sealed,
+            indexed,
+            compressed,
+        );
         Ok((Self { tx, failed, handle }, out))
     }
 
@@ -1145,7 +1159,9 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
     let (plain, frames, took) = w.compressed;
     if plain > 0 {
         w.report.notes.push(format!(
-            "compressed {plain} bytes of capture into {frames} bytes of zstd frames ({:.1}%)              in {:.2} s of the disk writer's time (packets it could not take in time are              counted as `disk` drops)",
+            "compressed {plain} bytes of capture into {frames} bytes of zstd frames ({:.1}%) \
+             in {:.2} s of the disk writer's time (packets it could not take in time are \
+             counted as `disk` drops)",
             100.0 * frames as f64 / plain as f64,
             took.as_secs_f64()
         ));
