@@ -383,7 +383,7 @@ pub fn plan_file(
             Ok(Some(t)) => plan.frames = Some(Arc::new(t)),
             Ok(None) => {
                 plan.note = Some(format!(
-                    "{}: {c}-compressed without a seek table, scanned whole",
+                    "{}: {c}-compressed, scanned whole (without a seek table it cannot be read by frames)",
                     path.display()
                 ));
                 return Ok(plan);

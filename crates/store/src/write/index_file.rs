@@ -77,7 +77,7 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
             return Ok(IndexReport {
                 size,
                 not_indexed: Some(format!(
-                "{}: {c}-compressed without a seek table; such files are not indexed (queries scan them whole)",
+                "{}: {c}-compressed without a seek table; compressed files are not indexed without one (queries scan them whole)",
                 path.display()
             )),
                 ..IndexReport::default()
