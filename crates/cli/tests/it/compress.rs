@@ -403,3 +403,68 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
     );
     assert!(util::tcpdump_packets(&d, "udp") > 100);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_serve_records_compressed_from_its_config_key() {
+    if !util::need("tcpreplay") || !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-serve");
+    let (mix, n) = write_mix(&sc, 200);
+    let lab = Lab::new(1);
+    let rec = sc.path("rec");
+    std::fs::create_dir(&rec).expect("recording folder");
+    // The config key has the flag's name.
+    let conf = sc.path("serve.toml");
+    std::fs::write(&conf, "compress = \"zstd\"\n").expect("write config");
+    let args = util::recording_daemon_args(&rec, &["--config", s(&conf)]);
+    let d = util::Daemon::start(
+        &lab,
+        &sc,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let sent = crate::cutoff::replay_into(&lab, &mix);
+    assert!(sent > 0 && sent <= n);
+    let series = "corecap_recording_packets_total{interface=\"cap0\"}";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = d.request_ok(&["metrics"]);
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        if crate::cutoff::sample(&t, series).unwrap_or(0) >= sent {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recording never took the mix:\n{t}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, _) = d.stop();
+    assert!(ok, "serve stops cleanly");
+    let files = captures(&rec);
+    assert!(files.len() >= 2, "rotated: {files:?}");
+    let mut packets = 0;
+    for (name, f) in &files {
+        assert!(name.ends_with(".pcapng.zst"), "{name}");
+        let bytes = std::fs::read(f).expect("read");
+        assert_eq!(&bytes[bytes.len() - 4..], &SEEKABLE_FOOTER, "{name}");
+        let d = sc.path("dc.pcapng");
+        std::fs::write(&d, zstd_dc(f)).expect("write");
+        let n = util::tcpdump_packets(&d, "");
+        assert_eq!(n, util::packets(f).len() as u64, "{name}");
+        packets += n;
+    }
+    assert_eq!(
+        packets, sent,
+        "every packet sent is in the compressed files"
+    );
+    // A query over the folder reads the frames through the indexes.
+    let out = sc.path("q.pcapng");
+    let v = query(&out, &["-r", s(&rec), "tcp port 443"]);
+    assert_eq!(u(&v, "files_scanned"), 0, "{v}");
+    assert_eq!(
+        util::packets(&out).len() as u64,
+        util::tcpdump_packets(&mix, "tcp port 443")
+    );
+}
