@@ -468,3 +468,42 @@ fn issue38_serve_records_compressed_from_its_config_key() {
         util::tcpdump_packets(&mix, "tcp port 443")
     );
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_a_full_disk_ends_a_compressed_file_on_a_whole_frame() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-full");
+    let (mix, n) = write_mix(&sc, 1500);
+    let disk = util::SmallDisk::new("3m");
+    let rec = disk.0.path("rec.pcapng");
+    // The least compression zstd has: the disk fills well before the mix ends.
+    let (o, v) = util::replay(&mix, &["-w", s(&rec), "--compress", "zstd:-131072"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("No space left on device"),
+        "{err}"
+    );
+    let f = disk.0.path("rec.pcapng.zst");
+    let bytes = std::fs::read(&f).expect("the file is named");
+    // Cut back to its last whole frame on disk: a zstd stream that decompresses whole, and
+    // holds exactly the packets the summary says were written.
+    let d = sc.path("dc.pcapng");
+    std::fs::write(&d, zstd_dc(&f)).expect("write");
+    let kept = util::tcpdump_packets(&d, "");
+    assert!(kept > 0 && kept < n, "{kept} of {n}");
+    assert_eq!(u(&v, "packets"), kept, "{v}");
+    assert_eq!(
+        u(&v, "kernel_packets"),
+        kept + u(&v["drops"], "disk"),
+        "{v}"
+    );
+    if bytes.ends_with(&SEEKABLE_FOOTER) {
+        // With its seek table, it is read by frames.
+        let out = sc.path("q.pcapng");
+        let q = query(&out, &["-r", s(&f)]);
+        assert_eq!(u(&q, "packets"), kept, "{q}");
+    }
+}
