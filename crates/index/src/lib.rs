@@ -68,7 +68,7 @@ pub use builder::IndexBuilder;
 pub use format::{CaptureFormat, Identity, Index, IndexError, Region};
 pub use postings::{intersect, union, Lookup, Postings, Span};
 pub use predicate::Predicate;
-pub use split::{index_file, index_reader, Built};
+pub use split::{index_file, index_reader, index_reader_identified, Built};
 
 /// Size of the regions `corecap index` makes.
 pub const REGION_SIZE: usize = 1 << 20;

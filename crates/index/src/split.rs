@@ -146,14 +146,24 @@ pub fn index_file(file: &std::fs::File, region: usize) -> io::Result<Built> {
     index_stream(
         io::BufReader::with_capacity(1 << 20, file),
         region,
-        Some(file),
+        Some(&|covered| crate::Identity::of_file(file, covered)),
     )
+}
+
+/// [`index_reader`] with an identity that `identity` computes from the covered length (a
+/// compressed file's, of its decompressed stream).
+pub fn index_reader_identified(
+    r: impl Read,
+    region: usize,
+    identity: &dyn Fn(u64) -> io::Result<crate::Identity>,
+) -> io::Result<Built> {
+    index_stream(r, region, Some(identity))
 }
 
 fn index_stream(
     mut r: impl Read,
     region: usize,
-    file: Option<&std::fs::File>,
+    identity: Option<&dyn Fn(u64) -> io::Result<crate::Identity>>,
 ) -> io::Result<Built> {
     let region = region.max(4096);
     let mut b = IndexBuilder::new();
@@ -201,8 +211,8 @@ fn index_stream(
             }
         }
     }
-    if let (Some(f), true) = (file, base > 0) {
-        b.set_identity(crate::Identity::of_file(f, base)?);
+    if let (Some(id), true) = (identity, base > 0) {
+        b.set_identity(id(base)?);
     }
     let packets = b.packets();
     Ok(Built {

@@ -157,10 +157,11 @@ impl Entry {
         let Some((covered, id)) = self.identity else {
             return false;
         };
+        // A compressed recording's covered bytes are of its decompressed stream: the
+        // identity's reads fail past its end, as they do past a plain file's.
         file.metadata().is_ok_and(|m| m.len() == self.bytes)
             && covered > 0
-            && covered <= self.bytes
-            && corecap_index::Identity::of_file(file, covered).is_ok_and(|now| now == id)
+            && crate::read::frames::identity(file, covered).is_ok_and(|now| now == id)
     }
 
     /// Whether some packet of the file may lie in `from..to`.

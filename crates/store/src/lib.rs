@@ -46,7 +46,7 @@ pub mod write;
 
 pub use catalog::{discard as discard_catalog, Catalog, Entry, Error, State, CATALOG};
 // The paths other crates use: the folders above are the layout, these are the API.
-pub use format::{names, sealed};
+pub use format::{names, sealed, seekable};
 pub use keep::{lock, recover, retention};
 pub use read::{query, sniff};
 pub use write::{catalog_update, sidecar};

@@ -455,6 +455,12 @@ pub(crate) struct DiskArgs {
     /// a crash of corecap); 0 hands every batch over as it comes.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     pub(crate) flush_interval: f64,
+    /// Compress the recording: zstd or zstd:LEVEL (default 1; negative is faster). Each
+    /// file is independent zstd frames ending in a seek table (the zstd seekable format),
+    /// named `.zst`: `zstd -d` and `zstdcat | tshark -r -` read it, and queries decompress
+    /// only the frames that hold their packets.
+    #[arg(long, value_name = "zstd[:LEVEL]")]
+    pub(crate) compress: Option<String>,
 }
 
 /// TPACKET_V3 ring geometry of each worker.

@@ -152,3 +152,12 @@ pub(super) fn sessions_log(
         .with_context(|| format!("--sessions-log {}", p.display()))?;
     Ok(Some(log))
 }
+
+/// The zstd level of `--compress zstd[:LEVEL]`, or None when not asked for.
+pub(crate) fn compress(d: &crate::args::DiskArgs) -> Result<Option<i32>> {
+    d.compress
+        .as_deref()
+        .map(corecap_store::write::compress::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)
+}

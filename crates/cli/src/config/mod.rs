@@ -630,6 +630,7 @@ pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
         index: false,
         sessions: None,
         sessions_log: None,
+        compress: None,
         cutoff: None,
         owner: None,
         flush: Some(Duration::ZERO),
@@ -651,8 +652,9 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
             || a.encrypt.is_some()
             || a.disk.retain.is_some()
             || a.disk.disk_backlog.is_some()
+            || a.disk.compress.is_some()
         {
-            bail!("--merge, --per-worker, -P, --time-stamp-precision, -b, -C, -G, --retain, --disk-backlog and --encrypt need -w FILE");
+            bail!("--merge, --per-worker, -P, --time-stamp-precision, -b, -C, -G, --retain, --disk-backlog, --compress and --encrypt need -w FILE");
         }
         if cutoff_given(&a.cutoff) {
             bail!("--flow-cutoff and --cutoff need -w FILE (they cut what is recorded)");
@@ -680,6 +682,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         index: !a.disk.no_index,
         sessions: sessions(&a.disk, SessionConfig::default()),
         sessions_log: sessions_log(&a.disk)?,
+        compress: compress(&a.disk)?,
         cutoff: cutoff(&a.cutoff)?,
         flush: flush_interval(&a.disk)?,
         owner: a
@@ -701,6 +704,15 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
     };
     if o.path.as_os_str() == "-" && rotating {
         bail!("-b cannot rotate standard output");
+    }
+    let mut o = o;
+    if o.compress.is_some() {
+        if o.seal.is_some() {
+            bail!("--compress with --encrypt is not supported yet: record compressed or sealed");
+        }
+        if !corecap_store::write::disk::is_fifo(&o.path) {
+            o.path = corecap_store::names::compressed_path(&o.path);
+        }
     }
     if !corecap_store::write::disk::is_fifo(&o.path) && o.path.as_os_str() != "-" {
         if let Some(why) = corecap_index::capture_name_error(&o.path) {

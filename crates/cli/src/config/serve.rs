@@ -17,7 +17,9 @@ use corecap_store::session::SessionConfig;
 use corecap_store::write::output::Backlog;
 
 use super::cutoff::{cutoff, cutoff_given};
-use super::disk::{disk_backlog, flush_interval, retention, sessions, sessions_log, size};
+use super::disk::{
+    compress, disk_backlog, flush_interval, retention, sessions, sessions_log, size,
+};
 use super::{cpu_list, ring, rotation};
 use crate::args::ServeArgs;
 
@@ -209,7 +211,11 @@ pub(super) fn recording(
     run_as: &Option<corecap_linux::privilege::RunAs>,
 ) -> Result<OutputConfig> {
     let iface = base.inputs.first().map_or("capture", |i| i.iface.as_str());
-    let path = dir.join(format!("{iface}.pcapng"));
+    let compress = compress(&a.disk)?;
+    let mut path = dir.join(format!("{iface}.pcapng"));
+    if compress.is_some() {
+        path = corecap_store::names::compressed_path(&path);
+    }
     if let Some(why) = corecap_index::capture_name_error(&path) {
         bail!("--record: {why}");
     }
@@ -223,6 +229,7 @@ pub(super) fn recording(
         index: !a.disk.no_index,
         sessions: sessions(&a.disk, SessionConfig::default()),
         sessions_log: sessions_log(&a.disk)?,
+        compress,
         cutoff: cutoff(&a.cutoff)?,
         flush: flush_interval(&a.disk)?,
         owner: run_as.clone(),

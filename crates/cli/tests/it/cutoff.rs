@@ -427,7 +427,7 @@ fn issue38_two_live_recordings_side_by_side_differ_only_by_the_cutoff() {
 
 /// Sends the mix into the lab's gen0 with tcpreplay, as fast as it goes; returns the
 /// packets it sent (`Successful packets:`).
-fn replay_into(lab: &Lab, mix: &Path) -> u64 {
+pub(crate) fn replay_into(lab: &Lab, mix: &Path) -> u64 {
     let o = Command::new("ip")
         .args([
             "netns",
@@ -451,7 +451,7 @@ fn replay_into(lab: &Lab, mix: &Path) -> u64 {
 }
 
 /// The one sample `series` of a Prometheus text, if there.
-fn sample(text: &str, series: &str) -> Option<u64> {
+pub(crate) fn sample(text: &str, series: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())

@@ -8,6 +8,7 @@ mod webdriver;
 
 mod bench;
 mod catalog;
+mod compress;
 mod compressed;
 mod cutoff;
 mod durability;

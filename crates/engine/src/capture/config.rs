@@ -123,6 +123,9 @@ pub struct OutputConfig {
     pub sessions: Option<corecap_store::session::SessionConfig>,
     /// Every file's connections appended to this log too (`--sessions-log`).
     pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
+    /// Compress each file as zstd frames at this level (`--compress zstd[:LEVEL]`); the
+    /// path then ends in `.zst`.
+    pub compress: Option<i32>,
     /// Leave the tail of long flows out (`--flow-cutoff`, `--cutoff`): see
     /// [`crate::cutoff`].
     pub cutoff: Option<crate::cutoff::CutoffConfig>,
@@ -152,6 +155,7 @@ impl OutputConfig {
             backlog: self.backlog.clone(),
             sessions: self.sessions.filter(|_| self.index),
             sessions_log: self.sessions_log.clone(),
+            compress: self.compress,
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

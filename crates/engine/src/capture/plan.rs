@@ -715,6 +715,7 @@ mod tests {
             backlog: Default::default(),
             sessions: None,
             sessions_log: None,
+            compress: None,
             cutoff: None,
         })
     }

@@ -94,6 +94,9 @@ pub struct FileConfig {
     pub sessions: Option<corecap_store::session::SessionConfig>,
     /// Each file's connections appended to this log too (`--sessions-log`).
     pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
+    /// Compress each file as independent zstd frames at this level, on the disk writer's
+    /// thread (`--compress zstd[:LEVEL]`).
+    pub compress: Option<i32>,
 }
 
 /// What the index is told of a packet written for one interface, worked out once (see
@@ -379,6 +382,7 @@ fn start_disk(cfg: &FileConfig, path: PathBuf, stream: bool) -> io::Result<(Disk
         index: cfg.index,
         flush: cfg.flush.is_some(),
         sessions_log: cfg.sessions_log.clone(),
+        compress: cfg.compress,
     };
     let (first, align) = if path == Path::new("-") {
         (Err(Stream::stdout()), 1)
@@ -697,6 +701,7 @@ mod tests {
             backlog: Default::default(),
             sessions: Some(corecap_store::session::SessionConfig::on_demand()),
             sessions_log: None,
+            compress: None,
         }
     }
 

@@ -669,6 +669,9 @@ impl Manager {
                 index: self.cfg.index,
                 sessions: self.cfg.sessions,
                 sessions_log: None,
+                // On-demand captures are written plain: a file asked for one incident, to
+                // be downloaded and opened at once.
+                compress: None,
                 // On-demand captures keep whole flows: they are asked for one incident.
                 cutoff: None,
                 owner: None,

@@ -16,15 +16,50 @@ pub fn rotated_pattern(base: &Path) -> PathBuf {
 }
 
 fn rotated_with(base: &Path, seq: &str) -> PathBuf {
+    let (stem, ext) = stem_and_extension(base);
+    base.with_file_name(format!("{stem}_{seq}{ext}"))
+}
+
+/// A file's name cut where rotation puts its number: before a compressed capture's two
+/// extensions (`rec` and `.pcapng.zst`), else before its last one (`rec` and `.pcapng`,
+/// `rec.pcapng` and `.sealed`); the extension is empty when the name has none.
+fn stem_and_extension(base: &Path) -> (String, String) {
+    let name = base
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Some((stem, ext)) = COMPRESSED_EXTENSIONS
+        .iter()
+        .find_map(|ext| Some((name.strip_suffix(ext).filter(|s| !s.is_empty())?, *ext)))
+    {
+        return (stem.to_owned(), ext.to_owned());
+    }
     let stem = base
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let name = match base.extension() {
-        Some(ext) => format!("{stem}_{seq}.{}", ext.to_string_lossy()),
-        None => format!("{stem}_{seq}"),
-    };
-    base.with_file_name(name)
+    let ext = base
+        .extension()
+        .map_or(String::new(), |e| format!(".{}", e.to_string_lossy()));
+    (stem, ext)
+}
+
+/// The suffix of a compressed recording (`--compress zstd`): a zstd stream, as `zstd`
+/// names its files and as every reader of captures tells them.
+pub const COMPRESSED_SUFFIX: &str = ".zst";
+
+/// The extensions of compressed captures.
+const COMPRESSED_EXTENSIONS: [&str; 2] = [".pcapng.zst", ".pcap.zst"];
+
+/// The name a recording takes when it is compressed: `rec.pcapng` → `rec.pcapng.zst`
+/// (unchanged when it already ends in `.zst`).
+pub fn compressed_path(base: &Path) -> PathBuf {
+    if base == Path::new("-") || base.to_string_lossy().ends_with(COMPRESSED_SUFFIX) {
+        return base.to_owned();
+    }
+    let mut s = base.as_os_str().to_owned();
+    s.push(COMPRESSED_SUFFIX);
+    PathBuf::from(s)
 }
 
 /// The number of the first rotated file of `base` that a start may write: one past the
@@ -33,10 +68,7 @@ fn rotated_with(base: &Path, seq: &str) -> PathBuf {
 /// on after the last run's files and never writes over one of them.
 pub fn next_rotation(base: &Path) -> io::Result<u32> {
     let dir = dir_of(base);
-    let stem = base
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let (stem, _) = stem_and_extension(base);
     let prefix = format!("{stem}_");
     let mut high = 0u32;
     let entries = match std::fs::read_dir(dir) {
@@ -75,9 +107,11 @@ pub fn capture_stem(base: &Path) -> String {
 }
 
 /// The extensions of capture files, longest first.
-const CAPTURE_EXTENSIONS: [&str; 5] = [
+const CAPTURE_EXTENSIONS: [&str; 7] = [
     ".pcapng.sealed",
+    ".pcapng.zst",
     ".pcap.sealed",
+    ".pcap.zst",
     ".pcapng",
     ".pcap",
     ".sealed",
@@ -467,6 +501,48 @@ mod tests {
             original_of_held(Path::new("/s/held/a~b.pcapng")).as_deref(),
             Some(Path::new("/s/a~b.pcapng"))
         );
+    }
+
+    #[test]
+    fn test_compressed_names_keep_their_two_extensions() {
+        let base = compressed_path(Path::new("/d/rec.pcapng"));
+        assert_eq!(base, Path::new("/d/rec.pcapng.zst"));
+        assert_eq!(compressed_path(&base), base);
+        assert_eq!(rotated_path(&base, 7), Path::new("/d/rec_00007.pcapng.zst"));
+        assert_eq!(
+            suffixed_path(&base, "w1"),
+            Path::new("/d/rec.w1.pcapng.zst")
+        );
+        assert_eq!(capture_stem(&base), "rec");
+        assert_eq!(
+            recovered_path(&rotated_path(&base, 7), "20261128T010203Z", 1),
+            Path::new("/d/rec_00007.recovered-20261128T010203Z.pcapng.zst")
+        );
+        assert!(is_file_of(&base, "rec_00007.pcapng.zst"));
+        assert!(is_file_of(&base, "rec.w1_00002.pcapng.zst"));
+        assert!(is_file_of(
+            &base,
+            "rec_00007.recovered-20261128T010203Z.pcapng.zst"
+        ));
+        assert!(!is_file_of(&base, "rec_00007.pcapng"));
+        assert_eq!(
+            index_path(&rotated_path(&base, 7)),
+            Path::new("/d/rec_00007.pcapng.zst.idx")
+        );
+        // Plain and sealed names are as they were.
+        assert_eq!(
+            rotated_path(Path::new("/d/rec.pcapng"), 7),
+            Path::new("/d/rec_00007.pcapng")
+        );
+        assert_eq!(
+            rotated_path(Path::new("/d/rec.pcapng.sealed"), 7),
+            Path::new("/d/rec.pcapng_00007.sealed")
+        );
+        let dir = std::env::temp_dir().join(format!("corecap-zst-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(".rec_00041.pcapng.zst.part"), b"").unwrap();
+        assert_eq!(next_rotation(&dir.join("rec.pcapng.zst")).unwrap(), 42);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -181,7 +181,7 @@ enum Head {
 }
 
 /// The magics a capture file corecap writes begins with.
-const MAGICS: [&[u8]; 8] = [
+const MAGICS: [&[u8]; 9] = [
     &[0x0a, 0x0d, 0x0d, 0x0a],
     &[0xd4, 0xc3, 0xb2, 0xa1],
     &[0xa1, 0xb2, 0xc3, 0xd4],
@@ -190,6 +190,7 @@ const MAGICS: [&[u8]; 8] = [
     &[0x34, 0xcd, 0xb2, 0xa1],
     &[0xa1, 0xb2, 0xcd, 0x34],
     crate::sealed::MAGIC,
+    &crate::seekable::ZSTD_MAGIC,
 ];
 
 /// Tells a part's first bytes (up to 4 KiB: a direct write's first unit).
@@ -208,11 +209,17 @@ fn head_of(file: &File) -> io::Result<Head> {
     Ok(Head::Foreign)
 }
 
-/// Whether `name` ends as the files corecap writes do (`.pcapng`, `.pcap`, `.sealed`).
+/// Whether `name` ends as the files corecap writes do (`.pcapng`, `.pcap`, `.sealed`,
+/// `.zst`).
 fn capture_name(name: &str) -> bool {
-    [".pcapng", ".pcap", ".sealed"]
-        .iter()
-        .any(|ext| name.ends_with(ext))
+    [
+        ".pcapng",
+        ".pcap",
+        ".sealed",
+        crate::names::COMPRESSED_SUFFIX,
+    ]
+    .iter()
+    .any(|ext| name.ends_with(ext))
 }
 
 /// Removes a part that held no packet, and syncs its folder.
@@ -245,7 +252,10 @@ fn recover_part(part: &Path, path: &Path, kek: Option<&Arc<KeyFile>>) -> io::Res
             ))
         }
     }
-    let whole = whole_prefix(&file, kek)?;
+    let (whole, frames) = match frames_prefix(&file)? {
+        Some((w, t)) => (w, Some(t)),
+        None => (whole_prefix(&file, kek)?, None),
+    };
     let Some(whole) = whole else {
         drop(file);
         remove_part(part)?;
@@ -261,6 +271,14 @@ fn recover_part(part: &Path, path: &Path, kek: Option<&Arc<KeyFile>>) -> io::Res
         return Ok(Outcome::Removed("its whole blocks hold no packet"));
     }
     file.set_len(whole.bytes)?;
+    if let Some(t) = &frames {
+        // A compressed part: its whole frames, then the seek table the writer would have
+        // written at close.
+        use std::os::unix::fs::FileExt;
+        let mut b = Vec::with_capacity(t.encoded_len());
+        t.encode(&mut b);
+        file.write_all_at(&b, whole.bytes)?;
+    }
     file.sync_all()?;
     drop(file);
     let stamp = meta
@@ -341,6 +359,123 @@ struct Whole {
     /// Packets in them.
     packets: u64,
     sealed: bool,
+}
+
+/// A compressed part (it begins as a zstd frame): its whole frames, each decompressing to
+/// what its header says, and of those the ones that end where the capture's whole blocks
+/// do; `bytes` is then where the frames end in the file, `packets` the packets in them.
+/// None when the part is no zstd file; a `Whole` of None when no frame holds the capture's
+/// header.
+fn frames_prefix(file: &File) -> io::Result<Option<(Option<Whole>, crate::seekable::SeekTable)>> {
+    use std::os::unix::fs::FileExt;
+    let mut m = [0u8; 4];
+    if file.read_at(&mut m, 0)? < 4 || m != crate::seekable::ZSTD_MAGIC {
+        return Ok(None);
+    }
+    let mut walk = FrameWalk::new(file)?;
+    let whole = whole_prefix(&mut walk, None)?;
+    let mut table = walk.table;
+    let Some(whole) = whole else {
+        return Ok(Some((None, table)));
+    };
+    // The frames whose content is whole blocks.
+    let keep = table
+        .frames()
+        .partition_point(|f| f.plain_end() <= whole.bytes);
+    table.truncate(keep);
+    let mut w = whole;
+    if table.plain_len() != w.bytes {
+        // The blocks ended inside a frame (a damaged one): count again up to the frame
+        // before it.
+        let again = FrameWalk::new(file)?.take(table.plain_len());
+        match whole_prefix(again, None)? {
+            Some(x) => w = x,
+            None => return Ok(Some((None, table))),
+        }
+    }
+    w.bytes = table.frames_len();
+    Ok(Some((Some(w), table)))
+}
+
+/// The decompressed content of a compressed part's frames, frame after frame, until one is
+/// torn (the crash cut it), damaged, larger than any corecap writes, or not a data frame
+/// (a seek table written before the crash). The frames read are in `table`.
+struct FrameWalk<'f> {
+    r: BufReader<&'f File>,
+    raw: Vec<u8>,
+    eof: bool,
+    dctx: zstd::bulk::Decompressor<'static>,
+    plain: Vec<u8>,
+    at: usize,
+    done: bool,
+    table: crate::seekable::SeekTable,
+}
+
+impl<'f> FrameWalk<'f> {
+    fn new(file: &'f File) -> io::Result<Self> {
+        Ok(Self {
+            r: BufReader::with_capacity(1 << 20, file),
+            raw: Vec::new(),
+            eof: false,
+            dctx: zstd::bulk::Decompressor::new()?,
+            plain: Vec::new(),
+            at: 0,
+            done: false,
+            table: crate::seekable::SeekTable::new(),
+        })
+    }
+
+    /// Decompresses the next frame into `plain`; false at the end of the whole frames.
+    fn next_frame(&mut self) -> io::Result<bool> {
+        use zstd::zstd_safe;
+        let max = crate::seekable::MAX_FRAME_PLAIN as usize;
+        let len = loop {
+            if let Ok(n) = zstd_safe::find_frame_compressed_size(&self.raw) {
+                break n;
+            }
+            if self.eof || self.raw.len() > max {
+                return Ok(false);
+            }
+            let mut chunk = [0u8; 64 << 10];
+            let n = read_full(&mut self.r, &mut chunk)?;
+            self.eof = n < chunk.len();
+            self.raw.extend_from_slice(&chunk[..n]);
+        };
+        if self.raw[..4] != crate::seekable::ZSTD_MAGIC {
+            return Ok(false);
+        }
+        let size = match zstd_safe::get_frame_content_size(&self.raw[..len]) {
+            Ok(Some(s)) if s <= max as u64 => s as usize,
+            _ => return Ok(false),
+        };
+        self.plain.clear();
+        self.plain.reserve(size);
+        match self
+            .dctx
+            .decompress_to_buffer(&self.raw[..len], &mut self.plain)
+        {
+            Ok(n) if n == size => {}
+            _ => return Ok(false),
+        }
+        self.table.push(len as u32, size as u32);
+        self.raw.drain(..len);
+        self.at = 0;
+        Ok(true)
+    }
+}
+
+impl Read for FrameWalk<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.plain.len() && !self.done {
+            if !self.next_frame()? {
+                self.done = true;
+            }
+        }
+        let n = (self.plain.len() - self.at).min(out.len());
+        out[..n].copy_from_slice(&self.plain[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 /// The file's longest prefix of whole blocks; None when not even its header is whole.

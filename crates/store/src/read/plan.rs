@@ -150,8 +150,11 @@ pub struct FilePlan {
     pub size: u64,
     /// Opener of a sealed file.
     pub(crate) opener: Option<Arc<ChunkOpener>>,
-    /// Compression of the file (a compressed file is always scanned).
+    /// Compression of the file (a compressed file without a seek table is scanned).
     pub compression: Compression,
+    /// A compressed recording's frames: the index's offsets are in its decompressed
+    /// stream, read through them ([`super::frames`]).
+    pub(crate) frames: Option<Arc<crate::seekable::SeekTable>>,
     /// The capture file header (plaintext) from the index.
     pub(crate) header: Vec<u8>,
     /// Reads, in file order.
@@ -367,17 +370,29 @@ pub fn plan_file(
     let kind = file_kind(path).map_err(io_at(path))?;
     let opener = sealed_opener(path, kind, kek)?;
     let mut plan = FilePlan::scan(path, size, opener);
+    if let FileKind::Compressed(c) = kind {
+        plan.compression = c;
+    }
     if is_part(path) {
         plan.live = true;
         return Ok(plan);
     }
     if let FileKind::Compressed(c) = kind {
-        plan.compression = c;
-        plan.note = Some(format!(
-            "{}: {c}-compressed, scanned whole (compressed files are not indexed)",
-            path.display()
-        ));
-        return Ok(plan);
+        let table = File::open(path).and_then(|f| super::frames::seek_table(&f));
+        match table {
+            Ok(Some(t)) => plan.frames = Some(Arc::new(t)),
+            Ok(None) => {
+                plan.note = Some(format!(
+                    "{}: {c}-compressed, scanned whole (without a seek table it cannot be read by frames)",
+                    path.display()
+                ));
+                return Ok(plan);
+            }
+            Err(e) => {
+                plan.note = Some(format!("{}: {e}; scanned whole", path.display()));
+                return Ok(plan);
+            }
+        }
     }
     if let Some((index, mut lists)) = usable_index(&mut plan, kek, stats) {
         let links = corecap_index::header_linktypes(&index.header);
@@ -441,12 +456,12 @@ pub(crate) fn usable_index(
             return None;
         }
     };
-    if index.covered > plan.size {
+    if index.covered > plan.content_len() {
         plan.note = Some(format!(
             "{}: index covers {} bytes but the file has {} (stale index); scanning",
             plan.path.display(),
             index.covered,
-            plan.size
+            plan.content_len()
         ));
         return None;
     }
@@ -455,7 +470,7 @@ pub(crate) fn usable_index(
         File::open(&plan.path)
             .and_then(|f| {
                 corecap_linux::direct::advise_random(&f);
-                corecap_index::Identity::of_file(&f, index.covered)
+                super::frames::identity(&f, index.covered)
             })
             .is_ok_and(|now| now == id)
     });
@@ -523,6 +538,7 @@ impl FilePlan {
             size,
             opener,
             compression: Compression::None,
+            frames: None,
             header: Vec::new(),
             segments: vec![Segment::Scan],
             start_ts: 0,
@@ -532,6 +548,11 @@ impl FilePlan {
             live: false,
             announced: false,
         }
+    }
+
+    /// Bytes of the capture the file holds: its decompressed stream's when compressed.
+    pub(crate) fn content_len(&self) -> u64 {
+        self.frames.as_ref().map_or(self.size, |t| t.plain_len())
     }
 
     /// Reads what [`pick`] chooses: the packets the postings name (opaque regions whole),
@@ -600,10 +621,11 @@ impl FilePlan {
         chosen: u64,
         mut start_ts: u64,
     ) {
-        if self.size > index.covered && !index.stopped() && !index.regions.is_empty() {
+        let len = self.content_len();
+        if len > index.covered && !index.stopped() && !index.regions.is_empty() {
             // Bytes written after the index was made: read them too.
             segs.push(Segment::Range {
-                at: index.covered..self.size,
+                at: index.covered..len,
                 after_header: true,
             });
             start_ts = 0;

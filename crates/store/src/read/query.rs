@@ -109,10 +109,11 @@ pub(crate) const PREFETCH: u64 = 256 << 20;
 pub(crate) fn prefetch(plans: &mut [FilePlan]) {
     let mut budget = PREFETCH;
     for plan in plans {
-        if !plan
-            .segments
-            .iter()
-            .any(|s| matches!(s, Segment::Packets(_)))
+        if plan.frames.is_some()
+            || !plan
+                .segments
+                .iter()
+                .any(|s| matches!(s, Segment::Packets(_)))
         {
             continue;
         }

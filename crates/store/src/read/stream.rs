@@ -2,13 +2,14 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufReader, Cursor, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, Cursor, Read, Write};
 use std::ops::Range;
 use std::sync::Arc;
 
 use corecap_index::Span;
 use corecap_wire::{CaptureReader, Decompress, InterfaceDesc, PcapngWriter};
 
+use super::frames::Source;
 use super::outcome::{io_at, QueryError, QueryStats, MAX_READ};
 use super::plan::{whole_name, FilePlan, Segment, PACKET_READ};
 use crate::sealed::{read_chunk, read_full, ChunkOpener, NextChunk, SealError, CHUNK_HEAD};
@@ -182,7 +183,7 @@ impl Framing {
 /// The bytes of a file last read for packets: aligned 4 KiB blocks from `at`.
 pub(crate) struct Window<'f> {
     pub(crate) framing: Framing,
-    pub(crate) f: &'f File,
+    pub(crate) src: &'f mut Source,
     pub(crate) bytes: Vec<u8>,
     pub(crate) at: u64,
 }
@@ -217,10 +218,10 @@ impl Window<'_> {
                 };
                 self.bytes.resize(((end - start) as usize).max(kept), 0);
                 let from = start + kept as u64;
-                let got = read_full(&mut ReadAt(self.f, from), &mut self.bytes[kept..])?;
+                let (got, disk) = self.src.read_full_at(&mut self.bytes[kept..], from)?;
                 self.bytes.truncate(kept + got);
                 self.at = start;
-                stats.bytes_read += got as u64;
+                stats.bytes_read += disk;
             }
             let rel = (off - self.at) as usize;
             // A length past any block corecap reads (16 MiB) is no packet: skip it (the
@@ -246,7 +247,7 @@ impl Window<'_> {
 }
 
 /// Reads a file from an offset on, by `pread`.
-pub(crate) struct ReadAt<'a>(&'a File, u64);
+pub(crate) struct ReadAt<'a>(pub(crate) &'a File, pub(crate) u64);
 
 impl Read for ReadAt<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -426,13 +427,15 @@ impl FileStream {
         let path = self.plan.path.clone();
         let f = File::open(&path).map_err(io_at(&path))?;
         corecap_linux::direct::advise_random(&f);
-        // Every block is asked for first, so the device serves them together.
-        if !self.plan.announced {
+        // Every block is asked for first, so the device serves them together (a
+        // compressed file's offsets are not the file's: its frames are read as needed).
+        if !self.plan.announced && self.plan.frames.is_none() {
             announce(&f, spans, u64::MAX);
         }
+        let mut src = Source::new(f, self.plan.frames.as_ref()).map_err(io_at(&path))?;
         let mut win = Window {
             framing: Framing::of(&self.plan.header),
-            f: &f,
+            src: &mut src,
             bytes: Vec::new(),
             at: 0,
         };
@@ -464,11 +467,11 @@ impl FileStream {
     ) -> Result<Box<dyn Read + Send>, QueryError> {
         let path = self.plan.path.clone();
         let mut buf = vec![0u8; (at.end - at.start) as usize];
-        let mut f = File::open(&path).map_err(io_at(&path))?;
-        f.seek(SeekFrom::Start(at.start)).map_err(io_at(&path))?;
-        let got = read_full(&mut f, &mut buf).map_err(io_at(&path))?;
+        let f = File::open(&path).map_err(io_at(&path))?;
+        let mut src = Source::new(f, self.plan.frames.as_ref()).map_err(io_at(&path))?;
+        let (got, disk) = src.read_full_at(&mut buf, at.start).map_err(io_at(&path))?;
         buf.truncate(got);
-        stats.bytes_read += got as u64;
+        stats.bytes_read += disk;
         let plain = match &self.plan.opener {
             Some(o) => {
                 let (plain, whole) =

@@ -390,7 +390,9 @@ pub fn read_sessions(
     let file = decode(&bytes)?;
     let id = file.identity.ok_or(SessionsError::Stale)?;
     let cap = File::open(capture)?;
-    if cap.metadata()?.len() < file.covered || Identity::of_file(&cap, file.covered)? != id {
+    if crate::read::frames::content_len(&cap)? < file.covered
+        || crate::read::frames::identity(&cap, file.covered)? != id
+    {
         return Err(SessionsError::Stale);
     }
     Ok(Some(file))

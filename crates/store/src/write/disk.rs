@@ -3,8 +3,9 @@
 //!
 //! It takes the buffers that [`super::output::Output`] fills (and, with a plain file's last
 //! buffer, the file's sidecar index that the front end built as it formatted them), indexes
-//! and seals sealed files' buffers as chunks, and writes them with direct I/O through an io_uring that keeps
-//! several writes in flight. Space is reserved ahead with `fallocate`. A file is written
+//! and seals sealed files' buffers as chunks, or compresses a compressed file's buffers as
+//! zstd frames ([`super::compress`]) and ends the file with their seek table, and writes them
+//! with direct I/O through an io_uring that keeps several writes in flight. Space is reserved ahead with `fallocate`. A file is written
 //! under a hidden name (`.NAME.part` in the same directory) and renamed to its own name only
 //! once it is whole: cut to its exact length and synced. So a reader never sees a torn file
 //! under a capture file's name.
@@ -30,8 +31,10 @@ use std::sync::Arc;
 use corecap_index::Identity;
 use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
+use super::compress::Framer;
 use super::output::{Filled, Msg, Output, Sessions, BUFFER_BYTES, BUFFER_CAPACITY};
 use crate::names::{index_path, part_path, remove_with_index};
+use crate::read::stream::Framing;
 use crate::retention::Retention;
 use crate::sealed::{SealConfig, Sealer, CHUNK_HEAD};
 
@@ -63,13 +66,16 @@ pub struct DiskConfig {
     pub flush: bool,
     /// Each closed file's connections appended here too (`--sessions-log`).
     pub sessions_log: Option<Arc<super::sessions_log::SessionsLog>>,
+    /// Compress each file as zstd frames at this level (`--compress zstd[:LEVEL]`).
+    pub compress: Option<i32>,
 }
 
 impl DiskConfig {
-    /// Whether files are opened for direct I/O: asked for, and not a sealed file that is
-    /// flushed on a timer (its chunks end anywhere, so its writes go through the page cache).
+    /// Whether files are opened for direct I/O: asked for, and not a sealed or compressed
+    /// file that is flushed on a timer (its chunks or frames end anywhere, so its writes go
+    /// through the page cache).
     pub fn direct_io(&self) -> bool {
-        self.direct && !(self.seal.is_some() && self.flush)
+        self.direct && !((self.seal.is_some() || self.compress.is_some()) && self.flush)
     }
 }
 
@@ -183,7 +189,10 @@ struct Current {
     /// The file header, kept to restore a file cut back before its first block.
     header: Vec<u8>,
     sealer: Option<Sealer>,
-    /// Sealed files: the staging buffer that chunks are copied into, and its length.
+    /// Compressed files: the frames' compressor and seek table (see [`super::compress`]).
+    framer: Option<Box<Framer>>,
+    /// Sealed and compressed files: the staging buffer that chunks or frames are copied
+    /// into, and its length.
     stage: Option<(AlignedBuf, usize)>,
     /// The sidecar index, one region per buffer (files only): built here for a sealed file,
     /// by the front end for a plain one (it comes with the file's last buffer).
@@ -197,8 +206,10 @@ struct DiskWriter {
     cfg: DiskConfig,
     ring: WriteRing,
     free: Sender<AlignedBuf>,
-    /// Staging buffers of sealed files, free.
+    /// Staging buffers of sealed and compressed files, free.
     spare: Vec<AlignedBuf>,
+    /// The compressor, between files (a file's [`Current`] holds it while it is written).
+    framer: Option<Box<Framer>>,
     cur: Option<Current>,
     align: usize,
     failed: Arc<AtomicBool>,
@@ -206,6 +217,10 @@ struct DiskWriter {
     kept: VecDeque<PathBuf>,
     noted_buffered: bool,
     noted_catalog: bool,
+    /// Compression so far: bytes of capture in, bytes of frames out, and the time this
+    /// thread spent making them (said at the end, beside the `disk` drops a writer that
+    /// fell behind caused).
+    compressed: (u64, u64, std::time::Duration),
     /// The folder's catalog may lack files: at start (another run may have named files it
     /// could not record) and after an update failed. The next file named refreshes it.
     catalog_behind: bool,
@@ -245,6 +260,7 @@ impl DiskWriter {
             packets: 0,
             header: Vec::new(),
             sealer: None,
+            framer: self.framer.take(),
             stage: None,
             index: None,
             sessions: None,
@@ -266,6 +282,13 @@ impl DiskWriter {
             cur.bounds.push_back((header.len() as u64, 0));
             cur.header = header;
             cur.sealer = Some(sealer);
+        } else if let Some(framer) = cur.framer.as_mut() {
+            framer.reset();
+            let stage = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| AlignedBuf::new(BUFFER_CAPACITY, self.align));
+            cur.stage = Some((stage, 0));
         }
         self.cur = Some(cur);
         Ok(())
@@ -293,6 +316,14 @@ impl DiskWriter {
         if cur.sealer.is_some() {
             let flush = f.flush;
             self.seal_and_stage(f, last);
+            if flush && !last {
+                self.flush_stage(true);
+            }
+            return;
+        }
+        if cur.framer.is_some() {
+            let flush = f.flush;
+            self.compress_and_stage(f);
             if flush && !last {
                 self.flush_stage(true);
             }
@@ -348,6 +379,82 @@ impl DiskWriter {
         let _ = self.free.send(f.buf);
         if last {
             self.flush_stage(true);
+        }
+    }
+
+    /// Compresses a buffer of whole blocks as frames (see [`super::compress`]) into the
+    /// staging buffer, which goes out each time it holds a whole buffer's worth.
+    fn compress_and_stage(&mut self, f: Filled) {
+        let began = std::time::Instant::now();
+        let Some(cur) = self.cur.as_mut() else { return };
+        let blocks = &f.buf.bytes()[f.blocks.clone()];
+        if let Some(fr) = cur.framer.as_mut() {
+            if f.header > 0 {
+                fr.framing = Framing::of(&blocks[..f.header]);
+            }
+        }
+        let mut start = 0;
+        while start < blocks.len() {
+            let Some(cur) = self.cur.as_mut() else { return };
+            let (Some(fr), Some((stage, len))) = (cur.framer.as_mut(), cur.stage.as_mut()) else {
+                return;
+            };
+            let end = fr.piece_end(blocks, start);
+            let bound = zstd::zstd_safe::compress_bound(end - start);
+            if stage.capacity() - *len < bound && *len > 0 {
+                self.flush_stage(false);
+                continue;
+            }
+            // A staging buffer too small for one frame (a block past the buffer's slack:
+            // never from corecap's front end) is an error that ends the file.
+            let room = stage.capacity() - *len;
+            let out = &mut stage.bytes_mut()[*len..*len + room.min(bound)];
+            match fr.frame(&blocks[start..end], out) {
+                Ok(n) => {
+                    *len += n;
+                    self.compressed.0 += (end - start) as u64;
+                    self.compressed.1 += n as u64;
+                }
+                Err(e) => {
+                    self.fail(e);
+                    break;
+                }
+            }
+            start = end;
+            if *len >= BUFFER_BYTES {
+                self.flush_stage(false);
+            }
+        }
+        let Some(cur) = self.cur.as_mut() else { return };
+        let stage_len = cur.stage.as_ref().map_or(0, |s| s.1);
+        let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
+        let boundary = cur.end + stage_len as u64;
+        cur.bounds.push_back((boundary, prev + f.packets));
+        let _ = self.free.send(f.buf);
+        self.compressed.2 += began.elapsed();
+    }
+
+    /// Puts the seek table of a compressed file's frames (see [`crate::seekable`]) in the
+    /// staging buffer, after its last frame.
+    fn stage_seek_table(&mut self) {
+        let Some(cur) = self.cur.as_mut() else { return };
+        let Some(fr) = cur.framer.as_ref() else {
+            return;
+        };
+        let mut table = Vec::with_capacity(fr.table.encoded_len());
+        fr.table.encode(&mut table);
+        let mut copied = 0;
+        while copied < table.len() {
+            let Some((stage, len)) = self.cur.as_mut().and_then(|c| c.stage.as_mut()) else {
+                break;
+            };
+            let n = (stage.capacity() - *len).min(table.len() - copied);
+            stage.bytes_mut()[*len..*len + n].copy_from_slice(&table[copied..copied + n]);
+            *len += n;
+            copied += n;
+            if *len >= BUFFER_BYTES {
+                self.flush_stage(false);
+            }
         }
     }
 
@@ -621,6 +728,13 @@ impl DiskWriter {
     /// durable block after a failure), syncs it, writes what goes beside it and gives it its
     /// name.
     fn close(&mut self) {
+        if self
+            .cur
+            .as_ref()
+            .is_some_and(|c| c.framer.is_some() && !c.failed)
+        {
+            self.stage_seek_table();
+        }
         if self.cur.as_ref().is_some_and(|c| c.stage.is_some()) {
             self.flush_stage(true);
         }
@@ -628,6 +742,7 @@ impl DiskWriter {
         let Some(mut cur) = self.cur.take() else {
             return;
         };
+        self.framer = cur.framer.take();
         if let Some(r) = &self.cfg.retention {
             r.close_open(cur.end);
         }
@@ -691,7 +806,7 @@ impl DiskWriter {
         let Target::File { file, part, path } = &mut cur.target else {
             return 0;
         };
-        if cur.failed && cur.sealer.is_none() {
+        if cur.failed && cur.sealer.is_none() && self.framer.is_none() {
             // The whole blocks of all that reached the disk, which may reach past the last
             // buffer's end that was whole (a full disk takes part of a buffer).
             if let Ok(Some((bytes, packets))) =
@@ -704,7 +819,10 @@ impl DiskWriter {
         }
         let r = if cur.failed {
             self.report.lost += cur.packets - cur.safe.1.min(cur.packets);
-            cut_back(file, cur.safe.0, &cur.header)
+            cut_back(file, cur.safe.0, &cur.header).and_then(|()| match self.framer.as_mut() {
+                Some(fr) if cur.safe.0 > 0 => end_frames(file, &mut fr.table, cur.safe.0),
+                _ => Ok(()),
+            })
         } else {
             file.file()
                 .set_len(cur.end)
@@ -740,7 +858,7 @@ impl DiskWriter {
         // The identity of the bytes on disk, read back (the writer's descriptor may be a
         // direct one, which takes aligned buffers only).
         let covered = ix.covered();
-        let id = fs::File::open(part).and_then(|f| Identity::of_file(&f, covered));
+        let id = fs::File::open(part).and_then(|f| crate::read::frames::identity(&f, covered));
         let written = id.and_then(|id| {
             ix.set_identity(id);
             crate::sidecar::write_sidecar(&at, &ix.finish(), self.cfg.seal.as_ref()).map(|()| id)
@@ -873,6 +991,28 @@ fn cut_back(file: &mut DirectFile, safe: u64, header: &[u8]) -> io::Result<()> {
     file.write_all_at(header, 0)
 }
 
+/// Ends a compressed file cut back to `safe` bytes (a frame's end) with the seek table of
+/// the frames before it. A table that does not fit (the disk is full) is left off: the file
+/// is still a zstd stream, which readers scan.
+fn end_frames(
+    file: &mut DirectFile,
+    table: &mut crate::seekable::SeekTable,
+    safe: u64,
+) -> io::Result<()> {
+    let keep = table.frames().partition_point(|f| f.end() <= safe);
+    table.truncate(keep);
+    if table.frames_len() != safe {
+        return Ok(());
+    }
+    let mut bytes = Vec::with_capacity(table.encoded_len());
+    table.encode(&mut bytes);
+    file.make_buffered()?;
+    if file.write_all_at(&bytes, safe).is_err() {
+        file.file().set_len(safe)?;
+    }
+    file.file().sync_data()
+}
+
 /// A running disk writer.
 #[derive(Debug)]
 pub struct Disk {
@@ -902,11 +1042,17 @@ impl Disk {
         }
         let failed = Arc::new(AtomicBool::new(false));
         let direct = cfg.direct_io();
+        let compressed = cfg.compress.is_some();
+        let framer = match cfg.compress {
+            Some(level) => Some(Box::new(Framer::new(level)?)),
+            None => None,
+        };
         let mut w = DiskWriter {
             cfg,
             ring: WriteRing::new(DEPTH, true),
             free: free_tx,
             spare: Vec::new(),
+            framer,
             cur: None,
             align,
             failed: failed.clone(),
@@ -914,6 +1060,7 @@ impl Disk {
             kept: VecDeque::new(),
             noted_buffered: false,
             noted_catalog: false,
+            compressed: (0, 0, std::time::Duration::ZERO),
             catalog_behind: true,
             scratch: Vec::new(),
         };
@@ -929,7 +1076,15 @@ impl Disk {
         let handle = std::thread::Builder::new()
             .name("corecap-disk".into())
             .spawn(move || run(w, rx, direct))?;
-        let out = Output::new(tx.clone(), free_rx, front, align, sealed, indexed);
+        let out = Output::new(
+            tx.clone(),
+            free_rx,
+            front,
+            align,
+            sealed,
+            indexed,
+            compressed,
+        );
         Ok((Self { tx, failed, handle }, out))
     }
 
@@ -1000,6 +1155,16 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
         w.discard();
     } else if w.cur.is_some() {
         w.close();
+    }
+    let (plain, frames, took) = w.compressed;
+    if plain > 0 {
+        w.report.notes.push(format!(
+            "compressed {plain} bytes of capture into {frames} bytes of zstd frames ({:.1}%) \
+             in {:.2} s of the disk writer's time (packets it could not take in time are \
+             counted as `disk` drops)",
+            100.0 * frames as f64 / plain as f64,
+            took.as_secs_f64()
+        ));
     }
     w.report
 }

@@ -54,11 +54,30 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
                 path.display()
             )))
         }
+        FileKind::Compressed(_) if is_seekable(path) => {
+            // A compressed recording: indexed at offsets of its decompressed stream, which
+            // a query reads through the frames (see `read::frames`).
+            let f = File::open(path).map_err(io_at(path))?;
+            let d = corecap_wire::Decompress::new(BufReader::with_capacity(1 << 20, &f))
+                .map_err(io_at(path))?;
+            let b = corecap_index::index_reader_identified(d, corecap_index::REGION_SIZE, &|n| {
+                crate::read::frames::identity(&f, n)
+            })
+            .map_err(io_at(path))?;
+            let report = IndexReport {
+                packets: b.packets,
+                regions: b.regions,
+                covered: b.covered,
+                cut_short: b.cut_short,
+                ..IndexReport::default()
+            };
+            (b.sidecar, report, None)
+        }
         FileKind::Compressed(c) => {
             return Ok(IndexReport {
                 size,
                 not_indexed: Some(format!(
-                "{}: {c}-compressed; compressed files are not indexed (queries scan them whole)",
+                "{}: {c}-compressed without a seek table; compressed files are not indexed without one (queries scan them whole)",
                 path.display()
             )),
                 ..IndexReport::default()
@@ -126,6 +145,11 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
         let _ = crate::catalog_update::record(&e, crate::names::dir_of(path));
     }
     Ok(report)
+}
+
+/// Whether `path` is a compressed file ended by a seek table (a compressed recording).
+fn is_seekable(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| crate::read::frames::seek_table(&f).is_ok_and(|t| t.is_some()))
 }
 
 /// Writes the sessions file of a plain capture file from its packets within the first

@@ -14,6 +14,10 @@
 //! region per buffer; the file's builder goes to the disk writer with the file's last
 //! buffer, and the disk writer finishes and writes it.
 //!
+//! A compressed file's buffers carry no tail: each holds whole blocks only and goes to the
+//! disk writer whole, which compresses it into frames ([`super::compress`]); its index is
+//! built here all the same, at offsets of the decompressed stream.
+//!
 //! A sealed file's buffers are plaintext with [`CHUNK_HEAD`] bytes free at the front; the
 //! disk writer indexes them by chunk, seals and stages them (sealing is the disk writer's
 //! work).
@@ -195,6 +199,9 @@ pub struct Output {
     header: usize,
     align: usize,
     sealed: bool,
+    /// Each buffer goes to the disk writer whole, with no tail carried into the next: a
+    /// sealed file's (a chunk) or a compressed file's (its frames).
+    whole: bool,
     /// A block did not fit: it is rolled back at its end.
     overflow: bool,
     /// The disk writer is gone.
@@ -222,6 +229,7 @@ impl Output {
         align: usize,
         sealed: bool,
         indexed: bool,
+        compressed: bool,
     ) -> Self {
         let start = if sealed { CHUNK_HEAD } else { 0 };
         Self {
@@ -238,6 +246,7 @@ impl Output {
             header: 0,
             align,
             sealed,
+            whole: sealed || compressed,
             overflow: false,
             dead: false,
             flushing: false,
@@ -474,7 +483,7 @@ impl Output {
     /// Hands the buffer's whole blocks over now, if there are any and a free buffer is
     /// there to follow it (never waits). For streams, whose alignment is 1.
     pub fn hand_over(&mut self) {
-        if self.sealed || self.overflow || self.mark == self.start || self.len != self.mark {
+        if self.whole || self.overflow || self.mark == self.start || self.len != self.mark {
             return;
         }
         let Some(full) = self.buf.take() else { return };
@@ -509,7 +518,7 @@ impl Output {
 
     /// This buffer's contents as a message; resets the counters for the next buffer.
     fn filled(&mut self, buf: AlignedBuf, last: bool) -> (Filled, usize) {
-        let write_len = if last || self.sealed {
+        let write_len = if last || self.whole {
             self.len
         } else {
             self.len / self.align * self.align
@@ -529,7 +538,7 @@ impl Output {
         let tail = self.len - write_len;
         // A full buffer's aligned part goes out; its tail is still only here (a sealed
         // file's tail waits in the disk writer's staging buffer instead).
-        self.unflushed = tail > 0 || self.sealed;
+        self.unflushed = tail > 0 || self.whole;
         self.off += write_len as u64;
         self.packets = 0;
         (f, tail)
@@ -540,6 +549,8 @@ impl Output {
         let (f, tail) = self.filled(full, false);
         if self.sealed {
             self.start = CHUNK_HEAD;
+        } else if self.whole {
+            self.start = 0;
         } else {
             fresh.bytes_mut()[..tail].copy_from_slice(&f.buf.bytes()[f.write_len..self.len]);
             self.start = tail;

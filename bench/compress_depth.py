@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""What `--compress zstd` saves and costs (issue 38), beside `--flow-cutoff 15k` and both:
+the same traffic recorded four ways, several rounds, the order of the modes turned each
+round.
+
+Traffic:
+- the heavy-tailed mix (`corecap lab mix`: Pareto-sized responses); its payload is the
+  connection's number and zeros, far more compressible than real traffic;
+- the same mix with every payload byte random (as TLS, most of today's traffic, is to a
+  compressor): only the headers compress;
+- the public captures the tests read (crates/cli/tests/data/real), each recorded alone
+  (bytes only: they are too small to time).
+
+For each mode, from a file (`capture -r -w`, 1 worker, which waits for the disk so every
+packet is taken): bytes on disk (capture files, and everything with indexes and sessions
+files), the recorder's CPU (getrusage, every thread) per million packets, and two queries
+over the recording: one connection (`host A and port P`, a needle) and one service
+(`tcp port 443`, about a fifth of the packets): median time and the bytes they read.
+
+Usage: bench/compress_depth.py [--connections 20000] [--max-bytes 20M] [--alpha 1.1]
+                               [--rounds 3] [--level 1] [--corecap PATH] [--out FILE.md]
+Needs a corecap release binary (cargo build --release).
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+from report import publish
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def modes(level):
+    z = ["--compress", f"zstd:{level}"]
+    return {"plain": [], "zstd": z, "cut 15k": ["--flow-cutoff", "15k"],
+            "cut 15k + zstd": ["--flow-cutoff", "15k", *z]}
+
+
+def sh(*args, check=True):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True)
+
+
+def folder_bytes(d):
+    """(bytes of every file, bytes of the capture files) in folder d."""
+    names = [f for f in os.listdir(d) if not f.startswith(".")]
+    every = sum(os.path.getsize(os.path.join(d, f)) for f in names)
+    caps = sum(os.path.getsize(os.path.join(d, f)) for f in names
+               if f.endswith(".pcapng") or f.endswith(".zst"))
+    return every, caps
+
+
+def summary_of(text):
+    return json.loads([l for l in text.splitlines() if '"summary"' in l][-1])
+
+
+def record(a, src, out, extra):
+    """Records src into folder out; (CPU s, summary)."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    cmd = [a.corecap, "capture", "-r", src, "--workers", "1", "--json", "--stats-interval",
+           "0", "-w", os.path.join(out, "rec.pcapng"), "-b", "filesize:256000", *extra]
+    so = tempfile.TemporaryFile(mode="w+")
+    p = subprocess.Popen(cmd, stdout=so, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    if status != 0:
+        sys.exit(f"{' '.join(cmd)} exited {status}")
+    so.seek(0)
+    return ru.ru_utime + ru.ru_stime, summary_of(so.read())
+
+
+def query(a, folder, work, flt):
+    """(seconds, bytes read, packets) of a query over folder (files in the page cache)."""
+    out = os.path.join(work, "q.pcapng")
+    t = time.perf_counter()
+    r = sh(a.corecap, "query", "--force", "--json", "-w", out, "-r", folder, flt)
+    took = time.perf_counter() - t
+    v = json.loads(r.stdout.splitlines()[-1])
+    return took, v["bytes_read"], v["packets"]
+
+
+def randomise_payload(src, dst, seed=38):
+    """A copy of the pcap src with every TCP/UDP payload byte random (Ethernet, IPv4)."""
+    rnd = random.Random(seed)
+    with open(src, "rb") as f:
+        data = bytearray(f.read())
+    at = 24
+    while at + 16 <= len(data):
+        caplen = struct.unpack_from("<I", data, at + 8)[0]
+        p = at + 16
+        frame = data[p:p + caplen]
+        if len(frame) >= 34 and frame[12:14] == b"\x08\x00":
+            ihl = (frame[14] & 0x0F) * 4
+            l4 = 14 + ihl
+            hdr = {6: lambda: (frame[l4 + 12] >> 4) * 4, 17: lambda: 8}.get(frame[23])
+            if hdr and len(frame) > l4 + 13:
+                start = l4 + hdr()
+                n = max(0, caplen - start)
+                data[p + start:p + caplen] = rnd.randbytes(n)
+        at = p + caplen
+    with open(dst, "wb") as f:
+        f.write(data)
+
+
+def med(rs, k):
+    return statistics.median(r[k] for r in rs)
+
+
+def mix_rounds(a, src, work, needle):
+    ms = modes(a.level)
+    res = {k: [] for k in ms}
+    for r in range(a.rounds):
+        for mode in (list(ms) if r % 2 == 0 else list(ms)[::-1]):
+            out = os.path.join(work, "rec")
+            cpu, s = record(a, src, out, ms[mode])
+            every, caps = folder_bytes(out)
+            row = {"cpu": cpu, "counted": s["kernel_packets"], "kept": s["packets"],
+                   "every": every, "caps": caps, "balanced": s["balanced"],
+                   "drops": sum(s["drops"].values())}
+            for name, flt in (("needle", needle), ("service", "tcp port 443")):
+                query(a, out, work, flt)  # the files into the page cache, both alike
+                qs = [query(a, out, work, flt) for _ in range(3)]
+                row[name + "_s"] = statistics.median(q[0] for q in qs)
+                row[name + "_read"] = qs[0][1]
+                row[name + "_packets"] = qs[0][2]
+            res[mode].append(row)
+    return res
+
+
+def mix_table(title, res):
+    plain = res["plain"]
+    rows = [f"### {title}", "",
+            "| mode | kept | drops | capture bytes | bytes on disk | of plain | CPU s / M packets"
+            " | CPU of plain | needle query: ms, bytes read (of plain) | tcp port 443: ms,"
+            " bytes read (of plain) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for mode, rs in res.items():
+        cpu = 1e6 * med(rs, "cpu") / max(1, med(rs, "counted"))
+        cpu_plain = 1e6 * med(plain, "cpu") / max(1, med(plain, "counted"))
+        q = []
+        for name in ("needle", "service"):
+            q.append(f"{1e3 * med(rs, name + '_s'):.1f} ms, {med(rs, name + '_read'):.0f} B "
+                     f"({100 * med(rs, name + '_read') / max(1, med(plain, name + '_read')):.0f}%)"
+                     f", {med(rs, name + '_packets'):.0f} pkts")
+        rows.append(
+            f"| {mode} | {med(rs, 'kept'):.0f} | {med(rs, 'drops'):.0f} | "
+            f"{med(rs, 'caps'):.0f} | {med(rs, 'every'):.0f} | "
+            f"{100 * med(rs, 'every') / med(plain, 'every'):.1f}% | {cpu:.2f} | "
+            f"{100 * cpu / cpu_plain:.0f}% | {q[0]} | {q[1]} |")
+    return "\n".join(rows) + "\n"
+
+
+def public_table(a, work):
+    real = os.path.join(ROOT, "crates", "cli", "tests", "data", "real")
+    files = sorted(f for f in os.listdir(real) if f.endswith((".pcap", ".pcapng")))
+    ms = {"plain": [], "zstd": ["--compress", f"zstd:{a.level}"]}
+    tot = {m: [0, 0] for m in ms}
+    for f in files:
+        for mode, extra in ms.items():
+            out = os.path.join(work, "pub")
+            record(a, os.path.join(real, f), out, extra)
+            every, caps = folder_bytes(out)
+            tot[mode][0] += every
+            tot[mode][1] += caps
+    rows = [f"### The public captures of the tests ({len(files)} files of "
+            "crates/cli/tests/data/real, each recorded alone)", "",
+            "| mode | capture bytes | bytes on disk | capture bytes of plain |", "|---|---|---|---|"]
+    for mode, (every, caps) in tot.items():
+        rows.append(f"| {mode} | {caps} | {every} | {100 * caps / tot['plain'][1]:.1f}% |")
+    return "\n".join(rows) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--connections", type=int, default=20000)
+    ap.add_argument("--max-bytes", default="20M")
+    ap.add_argument("--alpha", default="1.1")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--level", type=int, default=1)
+    ap.add_argument("--corecap", default=os.path.join(ROOT, "target", "release", "corecap"))
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="compress-bench-", dir="/var/tmp")
+    try:
+        mix = os.path.join(work, "mix.pcap")
+        m = json.loads(sh(a.corecap, "lab", "mix", "-w", mix, "--connections",
+                          str(a.connections), "--max-bytes", a.max_bytes,
+                          "--alpha", a.alpha).stdout)
+        rnd = os.path.join(work, "mix-random.pcap")
+        randomise_payload(mix, rnd)
+        # One connection of the middle of the mix: client 10.0.0.x port 20000 + i.
+        i = a.connections // 2
+        needle = f"host 10.0.{(i >> 8) & 255}.{i & 255} and port {20000 + i % 40000}"
+        text = [f"## --compress zstd:{a.level} and --flow-cutoff 15k on a heavy-tailed mix "
+                f"({a.connections} connections, Pareto α {a.alpha} from 1 KB to "
+                f"{a.max_bytes}, {m['packets']} packets, {m['bytes']} frame bytes; median of "
+                f"{a.rounds} rounds, capture -r -w with 1 worker)", "",
+                f"Needle query: `{needle}`.", ""]
+        raw = {}
+        for title, src in (("Payload as `lab mix` writes it (zeros after a counter)", mix),
+                           ("Payload random (as TLS is to a compressor)", rnd)):
+            res = mix_rounds(a, src, work, needle)
+            text.append(mix_table(title, res))
+            raw[title] = res
+        text.append(public_table(a, work))
+        cmd = "bench/compress_depth.py " + " ".join(sys.argv[1:])
+        publish("\n".join(text) + f"\nCommand: `{cmd}`\n", a.out,
+                "\n<!-- raw rounds\n" + json.dumps(raw, indent=1) + "\n-->\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,509 @@
+//! Issue 38, item 2: recordings compressed as independent zstd frames with the seekable
+//! format's seek table (`--compress zstd`). The same traffic is recorded plain and
+//! compressed: `zstd -dc` of each compressed file is the plain file, tcpdump reads it, a
+//! query answers from the index through the frames exactly as tcpdump over the plain
+//! recording, retention counts the compressed bytes, and a recorder killed mid-write leaves
+//! a part that the next start recovers with its whole frames.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{self, u, Lab, Scratch};
+
+/// The seekable format's footer magic, the last four bytes of a whole compressed file.
+const SEEKABLE_FOOTER: [u8; 4] = [0xb1, 0xea, 0x92, 0x8f];
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf8")
+}
+
+/// A heavy-tailed mix of connections (`corecap lab mix`) as a pcap; its packet count.
+fn write_mix(sc: &Scratch, connections: u32) -> (PathBuf, u64) {
+    let mix = sc.path("mix.pcap");
+    let o = util::corecap(&[
+        "lab",
+        "mix",
+        "-w",
+        s(&mix),
+        "--connections",
+        &connections.to_string(),
+        "--max-bytes",
+        "1M",
+        "--seed",
+        "38",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).expect("lab mix prints JSON");
+    (mix, u(&r, "packets"))
+}
+
+/// The capture files in `dir` (no index, sessions file or folder file), by name.
+fn captures(dir: &Path) -> BTreeMap<String, PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into());
+            (n.ends_with(".pcapng") || n.ends_with(".zst")) && !n.starts_with('.')
+        })
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+        .collect()
+}
+
+/// `zstd -dc` of `f`.
+fn zstd_dc(f: &Path) -> Vec<u8> {
+    let o = Command::new("zstd")
+        .args(["-dc", "--no-progress"])
+        .arg(f)
+        .output()
+        .expect("run zstd");
+    assert!(
+        o.status.success(),
+        "zstd -dc {}: {}",
+        f.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
+}
+
+/// tcpdump's lines (times, headers and bytes) for `f` and `filter`; tcpdump must read it
+/// without complaint.
+fn tcpdump_lines(f: &Path, filter: &str) -> String {
+    let mut c = Command::new("tcpdump");
+    c.args(["-tt", "-nn", "-xx", "-r"]).arg(f);
+    if !filter.is_empty() {
+        c.arg(filter);
+    }
+    let o = c.output().expect("run tcpdump");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && !err.contains("truncated"),
+        "tcpdump -r {}: {err}",
+        f.display()
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs a query; its JSON summary.
+fn query(out: &Path, args: &[&str]) -> Value {
+    let mut a = vec!["query", "--force", "--json", "-w", s(out)];
+    a.extend_from_slice(args);
+    let o = util::corecap(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(text.lines().last().expect("summary")).expect("json")
+}
+
+/// Records `mix` plain and compressed, rotated at 400 kB, into two folders.
+fn record_both(sc: &Scratch, mix: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
+    let (plain, comp) = (sc.path("plain"), sc.path("comp"));
+    for (dir, more) in [(&plain, &[][..]), (&comp, &["--compress", "zstd"][..])] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let rec = dir.join("rec.pcapng");
+        let mut a = vec!["-w", s(&rec), "-b", "filesize:400"];
+        a.extend_from_slice(more);
+        a.extend_from_slice(extra);
+        let (o, v) = util::replay(mix, &a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(v["balanced"], true, "{v}");
+    }
+    (plain, comp)
+}
+
+#[test]
+fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-replay");
+    let (mix, n) = write_mix(&sc, 400);
+    let (plain, comp) = record_both(&sc, &mix, &[]);
+    let (p, c) = (captures(&plain), captures(&comp));
+    assert!(p.len() >= 3, "rotated: {p:?}");
+    assert_eq!(p.len(), c.len(), "{p:?} {c:?}");
+    let (mut plain_bytes, mut comp_bytes, mut packets) = (0u64, 0u64, 0u64);
+    for ((pn, pf), (cn, cf)) in p.iter().zip(&c) {
+        assert_eq!(format!("{pn}.zst"), *cn);
+        let bytes = std::fs::read(cf).expect("read");
+        assert_eq!(&bytes[..4], &[0x28, 0xb5, 0x2f, 0xfd], "{cn} is zstd");
+        assert_eq!(
+            &bytes[bytes.len() - 4..],
+            &SEEKABLE_FOOTER,
+            "{cn} ends in a seek table"
+        );
+        // The decompressed stream is the plain recording, byte for byte, and tcpdump reads
+        // it as it reads the plain one.
+        let d = zstd_dc(cf);
+        assert!(
+            d == std::fs::read(pf).expect("read"),
+            "{cn} decompresses to {pn}"
+        );
+        let dfile = sc.path(&format!("{pn}.dc"));
+        std::fs::write(&dfile, &d).expect("write");
+        assert_eq!(tcpdump_lines(&dfile, ""), tcpdump_lines(pf, ""), "{cn}");
+        packets += util::packets(cf).len() as u64;
+        plain_bytes += std::fs::metadata(pf).unwrap().len();
+        comp_bytes += bytes.len() as u64;
+        // Its index and sessions file are there, tied to the decompressed stream.
+        assert!(
+            comp.join(format!("{cn}.idx")).exists() && comp.join(format!("{cn}.sessions")).exists()
+        );
+    }
+    assert_eq!(packets, n);
+    assert!(comp_bytes < plain_bytes, "{comp_bytes} of {plain_bytes}");
+
+    // `tshark -r -` reads the stream from zstdcat too.
+    if util::need("tshark") {
+        let first = c.values().next().expect("a file");
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "zstdcat '{}' | tshark -r - | wc -l",
+                first.display()
+            ))
+            .output()
+            .expect("run tshark");
+        let lines: u64 = String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse()
+            .expect("count");
+        assert_eq!(lines, util::tcpdump_packets(p.values().next().unwrap(), ""));
+    }
+
+    // A query (filter and time window) over the compressed folder answers from the indexes
+    // as tcpdump over the plain recording, reading no more than it reads of the plain one.
+    let times: Vec<u64> = util::packets(&mix).iter().map(|(t, _)| *t).collect();
+    let (lo, hi) = (times[times.len() / 4], times[3 * times.len() / 4]);
+    let window = [
+        "--from".to_owned(),
+        format!("{}.{:09}", lo / 1_000_000_000, lo % 1_000_000_000),
+        "--to".to_owned(),
+        format!("{}.{:09}", hi / 1_000_000_000, hi % 1_000_000_000),
+    ];
+    let filter = "tcp port 80 or udp port 53";
+    let mut answers = Vec::new();
+    for dir in [&plain, &comp] {
+        let out = sc.path(&format!(
+            "q-{}.pcapng",
+            dir.file_name().unwrap().to_string_lossy()
+        ));
+        let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
+        a.extend(["-r", s(dir), filter]);
+        let v = query(&out, &a);
+        // Each file is answered from its index, or left out by the catalog's times.
+        assert_eq!(u(&v, "files_scanned"), 0, "{v}");
+        assert!(u(&v, "files_indexed") > 0, "{v}");
+        assert_eq!(
+            u(&v, "files_indexed") + u(&v, "files_pruned"),
+            p.len() as u64,
+            "{v}"
+        );
+        answers.push((util::packets(&out), u(&v, "bytes_read")));
+    }
+    let want: Vec<(u64, Vec<u8>)> = util::packets(&mix)
+        .into_iter()
+        .filter(|(t, _)| (lo..hi).contains(t))
+        .collect();
+    let by_tcpdump = {
+        let all = sc.path("all-plain.pcapng");
+        let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
+        a.extend(["-r", s(&plain)]);
+        query(&all, &a);
+        util::tcpdump_packets(&all, filter)
+    };
+    assert!(!want.is_empty() && by_tcpdump > 0);
+    assert_eq!(answers[0].0.len() as u64, by_tcpdump);
+    assert!(
+        answers[1].0 == answers[0].0,
+        "the compressed recording answers as the plain one"
+    );
+    assert!(
+        answers[1].1 * 10 <= answers[0].1 * 12,
+        "bytes read: compressed {} against plain {}",
+        answers[1].1,
+        answers[0].1
+    );
+
+    // By Community ID: the flow's packets, from the compressed recording's sessions files.
+    let o = util::corecap(&["flows", s(&comp), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let flow: Value = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
+        .find(|v| v["network"]["transport"] == "tcp" && u(&v["network"], "packets") > 20)
+        .expect("a long TCP flow");
+    let cid = flow["network"]["community_id"]
+        .as_str()
+        .expect("community_id");
+    let (sport, dport) = (u(&flow["source"], "port"), u(&flow["destination"], "port"));
+    let out = sc.path("q-cid.pcapng");
+    query(&out, &["--community-id", cid, "-r", s(&comp)]);
+    let all = sc.path("all.pcapng");
+    query(&all, &["-r", s(&plain)]);
+    let f = format!("tcp and port {sport} and port {dport}");
+    assert_eq!(
+        util::packets(&out).len() as u64,
+        util::tcpdump_packets(&all, &f)
+    );
+    assert!(util::tcpdump_packets(&all, &f) > 20);
+}
+
+#[test]
+fn issue38_retention_counts_the_compressed_bytes() {
+    let sc = Scratch::new("compress-retain");
+    let (mix, _) = write_mix(&sc, 400);
+    // A budget under the plain recording's size.
+    let (plain, comp) = record_both(&sc, &mix, &["--retain", "900k"]);
+    let on_disk = |dir: &Path| -> u64 {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.metadata().unwrap().len())
+            .sum()
+    };
+    let (p, c) = (captures(&plain), captures(&comp));
+    assert!(on_disk(&plain) <= 900 << 10 && on_disk(&comp) <= 900 << 10);
+    // The same budget keeps more of the compressed recording: its files are counted by
+    // their bytes on disk.
+    assert!(
+        c.len() > p.len(),
+        "kept {} compressed, {} plain",
+        c.len(),
+        p.len()
+    );
+}
+
+#[test]
+fn issue38_compress_refuses_what_it_cannot_do() {
+    let sc = Scratch::new("compress-refuse");
+    let f = sc.path("r.pcapng");
+    for (args, says) in [
+        (vec!["--compress", "gzip"], "the only compression is zstd"),
+        (vec!["--compress", "zstd:99"], "the level is a number"),
+    ] {
+        let mut a = vec!["capture", "-r", "/dev/null", "-w", s(&f)];
+        a.extend(args);
+        let o = util::corecap(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(says), "{err}");
+    }
+    let o = util::corecap(&["capture", "-r", "/dev/null", "--compress", "zstd"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("need -w FILE"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let lab = Lab::new(1);
+    let sc = Scratch::new("compress-kill");
+    let rec = sc.path("rec.pcapng");
+    let args = [
+        "--compress",
+        "zstd",
+        "--flush-interval",
+        "1",
+        "-b",
+        "filesize:100000",
+    ];
+    let mut gen = Command::new(util::bin())
+        .args([
+            "gen",
+            "--netns",
+            &lab.netns,
+            "-i",
+            "gen0",
+            "--duration",
+            "60",
+        ])
+        .args(["--rate", "200", "--flows", "4", "--size", "256"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the generator");
+    let cap = lab.capture_to(&rec, &args);
+    std::thread::sleep(Duration::from_millis(3500));
+    // The file being written answers queries and lists its connections: its frames up to
+    // the last flush.
+    let live = sc.path("live.pcapng");
+    let v = query(&live, &["-r", s(&sc.0), "udp"]);
+    assert_eq!(u(&v, "files_live"), 1, "{v}");
+    assert!(u(&v, "packets") > 50, "{v}");
+    let o = util::corecap(&["flows", s(&sc.0), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).lines().count() >= 4);
+    let killed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    cap.kill();
+    let _ = gen.kill();
+    let _ = gen.wait();
+    let part = sc.path(".rec_00001.pcapng.zst.part");
+    assert!(part.exists(), "the killed recorder left its part");
+    // The part is frames with no seek table yet; zstd reads its whole frames.
+    let bytes = std::fs::read(&part).expect("read part");
+    assert_ne!(&bytes[bytes.len() - 4..], &SEEKABLE_FOOTER);
+    // The next start recovers it under a name of its own.
+    let cap = lab.capture_to(&rec, &args);
+    let _ = cap.stop();
+    assert!(!part.exists(), "the part was recovered");
+    let recovered: Vec<PathBuf> = captures(&sc.0)
+        .into_values()
+        .filter(|p| p.to_string_lossy().contains(".recovered-"))
+        .collect();
+    assert_eq!(recovered.len(), 1, "{:?}", captures(&sc.0));
+    let r = &recovered[0];
+    assert!(
+        r.to_string_lossy().ends_with(".pcapng.zst"),
+        "{}",
+        r.display()
+    );
+    let bytes = std::fs::read(r).expect("read");
+    assert_eq!(
+        &bytes[bytes.len() - 4..],
+        &SEEKABLE_FOOTER,
+        "a seek table was added"
+    );
+    let d = sc.path("recovered.pcapng");
+    std::fs::write(&d, zstd_dc(r)).expect("write");
+    let lines = tcpdump_lines(&d, "");
+    let last = lines
+        .lines()
+        .filter(|l| !l.starts_with('\t'))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    // Every packet older than the flush interval (1 s, one more for a loaded machine).
+    assert!(
+        last >= killed - 2.0,
+        "the last packet recovered is {:.3} s before the kill",
+        killed - last
+    );
+    // It is indexed, and a query reads it through its frames as tcpdump reads it.
+    assert!(sc
+        .path(&format!("{}.idx", r.file_name().unwrap().to_string_lossy()))
+        .exists());
+    let out = sc.path("q.pcapng");
+    let v = query(&out, &["-r", s(r), "udp"]);
+    assert_eq!(u(&v, "files_indexed"), 1, "{v}");
+    assert_eq!(
+        util::packets(&out).len() as u64,
+        util::tcpdump_packets(&d, "udp")
+    );
+    assert!(util::tcpdump_packets(&d, "udp") > 100);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_serve_records_compressed_from_its_config_key() {
+    if !util::need("tcpreplay") || !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-serve");
+    let (mix, n) = write_mix(&sc, 200);
+    let lab = Lab::new(1);
+    let rec = sc.path("rec");
+    std::fs::create_dir(&rec).expect("recording folder");
+    // The config key has the flag's name.
+    let conf = sc.path("serve.toml");
+    std::fs::write(&conf, "compress = \"zstd\"\n").expect("write config");
+    let args = util::recording_daemon_args(&rec, &["--config", s(&conf)]);
+    let d = util::Daemon::start(
+        &lab,
+        &sc,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let sent = crate::cutoff::replay_into(&lab, &mix);
+    assert!(sent > 0 && sent <= n);
+    let series = "corecap_recording_packets_total{interface=\"cap0\"}";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = d.request_ok(&["metrics"]);
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        if crate::cutoff::sample(&t, series).unwrap_or(0) >= sent {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recording never took the mix:\n{t}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, _) = d.stop();
+    assert!(ok, "serve stops cleanly");
+    let files = captures(&rec);
+    assert!(files.len() >= 2, "rotated: {files:?}");
+    let mut packets = 0;
+    for (name, f) in &files {
+        assert!(name.ends_with(".pcapng.zst"), "{name}");
+        let bytes = std::fs::read(f).expect("read");
+        assert_eq!(&bytes[bytes.len() - 4..], &SEEKABLE_FOOTER, "{name}");
+        let d = sc.path("dc.pcapng");
+        std::fs::write(&d, zstd_dc(f)).expect("write");
+        let n = util::tcpdump_packets(&d, "");
+        assert_eq!(n, util::packets(f).len() as u64, "{name}");
+        packets += n;
+    }
+    assert_eq!(
+        packets, sent,
+        "every packet sent is in the compressed files"
+    );
+    // A query over the folder reads the frames through the indexes.
+    let out = sc.path("q.pcapng");
+    let v = query(&out, &["-r", s(&rec), "tcp port 443"]);
+    assert_eq!(u(&v, "files_scanned"), 0, "{v}");
+    assert_eq!(
+        util::packets(&out).len() as u64,
+        util::tcpdump_packets(&mix, "tcp port 443")
+    );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_a_full_disk_ends_a_compressed_file_on_a_whole_frame() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-full");
+    let (mix, n) = write_mix(&sc, 1500);
+    let disk = util::SmallDisk::new("3m");
+    let rec = disk.0.path("rec.pcapng");
+    // The least compression zstd has: the disk fills well before the mix ends.
+    let (o, v) = util::replay(&mix, &["-w", s(&rec), "--compress", "zstd:-131072"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("No space left on device"),
+        "{err}"
+    );
+    let f = disk.0.path("rec.pcapng.zst");
+    let bytes = std::fs::read(&f).expect("the file is named");
+    // Cut back to its last whole frame on disk: a zstd stream that decompresses whole, and
+    // holds exactly the packets the summary says were written.
+    let d = sc.path("dc.pcapng");
+    std::fs::write(&d, zstd_dc(&f)).expect("write");
+    let kept = util::tcpdump_packets(&d, "");
+    assert!(kept > 0 && kept < n, "{kept} of {n}");
+    assert_eq!(u(&v, "packets"), kept, "{v}");
+    assert_eq!(
+        u(&v, "kernel_packets"),
+        kept + u(&v["drops"], "disk"),
+        "{v}"
+    );
+    if bytes.ends_with(&SEEKABLE_FOOTER) {
+        // With its seek table, it is read by frames.
+        let out = sc.path("q.pcapng");
+        let q = query(&out, &["-r", s(&f)]);
+        assert_eq!(u(&q, "packets"), kept, "{q}");
+    }
+}
