@@ -432,38 +432,46 @@ pub fn run(w: Worker, ctl: Arc<Control>, counters: Arc<WorkerCounters>) -> Outco
         }
     };
     counters.publish(&run.s);
-    let mut files = vec![];
-    let mut error = error;
-    let mut steer = None;
-    let mut notes = Vec::new();
-    match run.app {
-        App::Steer(mut st) => {
-            // The worker's last packets; its pipes then close (a watermark of u64::MAX).
-            st.flush(u64::MAX);
-            steer = Some(st.counts.clone());
-        }
-        App::File(f) => {
-            let stats = [(run.s.kernel_packets, run.s.kernel_drops)];
-            let done = f.finish(&stats);
-            files = done.files;
-            // Packets cut from a file after a failed write were not delivered after all.
-            run.s.packets -= done.lost.min(run.s.packets);
-            run.s.disk_drops += done.lost;
-            if let Some(e) = done.error {
-                error.get_or_insert(e);
+    run.finish(error)
+}
+
+impl Run<'_> {
+    /// Ends the app once the source is done: a steering worker's last packets go out, a
+    /// file is closed (packets a failed write cut from it become `disk` drops), a merge
+    /// is told. Returns the worker's outcome, `error` first among its errors.
+    fn finish(mut self, mut error: Option<String>) -> Outcome {
+        let mut files = vec![];
+        let mut steer = None;
+        let mut notes = Vec::new();
+        match self.app {
+            App::Steer(mut st) => {
+                // The worker's last packets; its pipes then close (a watermark of u64::MAX).
+                st.flush(u64::MAX);
+                steer = Some(st.counts.clone());
             }
-            notes = done.notes;
-            counters.publish(&run.s);
+            App::File(f) => {
+                let stats = [(self.s.kernel_packets, self.s.kernel_drops)];
+                let done = f.finish(&stats);
+                files = done.files;
+                // Packets cut from a file after a failed write were not delivered after all.
+                self.s.packets -= done.lost.min(self.s.packets);
+                self.s.disk_drops += done.lost;
+                if let Some(e) = done.error {
+                    error.get_or_insert(e);
+                }
+                notes = done.notes;
+                self.counters.publish(&self.s);
+            }
+            App::Merge(m) => m.finish(),
+            App::Count => {}
         }
-        App::Merge(m) => m.finish(),
-        App::Count => {}
-    }
-    Outcome {
-        snapshot: run.s,
-        files,
-        error,
-        steer,
-        notes,
+        Outcome {
+            snapshot: self.s,
+            files,
+            error,
+            steer,
+            notes,
+        }
     }
 }
 
@@ -577,11 +585,17 @@ fn xdp(
         }
         run.s.kernel_packets = passed + run.s.kernel_drops;
     };
-    // AF_XDP frames carry no VLAN tag or protocol metadata for the filter.
-    let meta = crate::steer::filter::Meta {
-        vlan: None,
+    let rx = XdpFrames {
+        filter,
+        // AF_XDP frames carry no VLAN tag or protocol metadata for the filter.
+        meta: crate::steer::filter::Meta {
+            vlan: None,
+            queue,
+            protocol: 0,
+        },
+        snaplen,
         queue,
-        protocol: 0,
+        if_id,
     };
     let mut draining = false;
     loop {
@@ -598,36 +612,7 @@ fn xdp(
             }
         } else {
             run.begin_batch();
-            let ts = now_ns();
-            let allowed = run.ctl.claim(n as u64);
-            let mut k = 0u64;
-            for f in &frames {
-                let data = sock.data(f);
-                if let Some(p) = filter {
-                    if p.run(data, data.len() as u32, &meta) == 0 {
-                        run.s.filtered += 1;
-                        continue;
-                    }
-                }
-                passed += 1;
-                k += 1;
-                if k > allowed {
-                    run.s.stop_drops += 1;
-                    continue;
-                }
-                let cut = &data[..data.len().min(snaplen as usize)];
-                let p = Packet {
-                    ts_ns: ts,
-                    data: cut,
-                    wire_len: data.len() as u32,
-                    iface: if_id,
-                    queue: Some(queue),
-                    vlan: None,
-                    // AF_XDP runs on Ethernet devices only.
-                    link: corecap_wire::Link::Ethernet,
-                };
-                run.deliver(&p);
-            }
+            passed += rx.deliver(run, &sock, &frames);
             sock.release(&frames);
         }
         let stats_due = last_stats.elapsed() >= Duration::from_millis(500);
@@ -642,6 +627,58 @@ fn xdp(
     fold(run, &sock, passed);
     run.end_batch(now_ns());
     None
+}
+
+/// What an AF_XDP socket's frames become packets with: its filter (run here: the frames
+/// come before any socket filter), the filter's metadata, the snap length, and where they
+/// came from.
+struct XdpFrames<'f> {
+    filter: Option<&'f crate::steer::filter::Program>,
+    meta: crate::steer::filter::Meta,
+    snaplen: u32,
+    queue: u32,
+    if_id: u32,
+}
+
+impl XdpFrames<'_> {
+    /// Delivers the frames that pass the filter, stamped now, as far as the capture's
+    /// count allows (the rest are `stop` drops). Returns how many passed the filter.
+    fn deliver(
+        &self,
+        run: &mut Run<'_>,
+        sock: &corecap_linux::xsk::XskSocket,
+        frames: &[corecap_linux::xsk::XskFrame],
+    ) -> u64 {
+        let ts = now_ns();
+        let allowed = run.ctl.claim(frames.len() as u64);
+        let mut passed = 0u64;
+        for f in frames {
+            let data = sock.data(f);
+            if let Some(p) = self.filter {
+                if p.run(data, data.len() as u32, &self.meta) == 0 {
+                    run.s.filtered += 1;
+                    continue;
+                }
+            }
+            passed += 1;
+            if passed > allowed {
+                run.s.stop_drops += 1;
+                continue;
+            }
+            let p = Packet {
+                ts_ns: ts,
+                data: &data[..data.len().min(self.snaplen as usize)],
+                wire_len: data.len() as u32,
+                iface: self.if_id,
+                queue: Some(self.queue),
+                vlan: None,
+                // AF_XDP runs on Ethernet devices only.
+                link: corecap_wire::Link::Ethernet,
+            };
+            run.deliver(&p);
+        }
+        passed
+    }
 }
 
 fn files_loop(run: &mut Run<'_>, files: &[FileSpec], me: usize, n: usize) -> Option<String> {

@@ -39,6 +39,26 @@ pub struct Attached {
     pub member: usize,
 }
 
+/// The flow table of an attached consumer: its file (named after it) and its collector.
+fn flow_table(
+    f: &crate::stage::flows::FlowOutput,
+    ifindexes: Vec<u32>,
+) -> Result<crate::stage::flows::FlowTable, CaptureError> {
+    let name = f
+        .file
+        .as_ref()
+        .and_then(|p| p.file_name())
+        .map_or("flows".into(), |n| n.to_string_lossy().into_owned());
+    crate::stage::flows::FlowTable::open(
+        f.file.as_deref(),
+        f.ipfix.as_ref(),
+        &name,
+        ifindexes,
+        crate::stage::flows::FlowConfig::default(),
+    )
+    .map_err(|e| CaptureError::Output(e.to_string()))
+}
+
 impl Capture {
     /// Attaches a consumer with its own filter and apps. It takes every packet that passes
     /// its filter from each worker's next block on (and, with `limits.since_ns`, none older
@@ -60,19 +80,7 @@ impl Capture {
             None => None,
         };
         let flows = match &spec.flows {
-            Some(f) => Some(
-                crate::stage::flows::FlowTable::open(
-                    f.file.as_deref(),
-                    f.ipfix.as_ref(),
-                    &f.file
-                        .as_ref()
-                        .and_then(|p| p.file_name())
-                        .map_or("flows".into(), |n| n.to_string_lossy().into_owned()),
-                    ctx.ifindexes(),
-                    crate::stage::flows::FlowConfig::default(),
-                )
-                .map_err(|e| CaptureError::Output(e.to_string()))?,
-            ),
+            Some(f) => Some(flow_table(f, ctx.ifindexes())?),
             None => None,
         };
         let cur = shared.load_full();
@@ -83,17 +91,13 @@ impl Capture {
             .position(|g| g.members.is_empty())
             .unwrap_or(cur.groups.len());
         let m = self.free_member_id();
-        let (txs, rxs) = member_pipes(ctx.transport, self.controls.len());
-        let lost = spec.limits.live.as_ref().map(|l| l.stage_full.clone());
-        let mut txs: Vec<_> = txs
-            .into_iter()
-            .map(|mut t| {
-                if let Some(l) = &lost {
-                    t.count_losses_into(l.clone());
-                }
-                Some(t)
-            })
-            .collect();
+        let (mut txs, rxs) = member_pipes(ctx.transport, self.controls.len());
+        if let Some(l) = &spec.limits.live {
+            for t in &mut txs {
+                t.count_losses_into(l.stage_full.clone());
+            }
+        }
+        let mut txs: Vec<_> = txs.into_iter().map(Some).collect();
         let stage = StageCtx::start(
             (g, 0, m),
             spec.cpu,

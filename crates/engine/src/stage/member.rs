@@ -414,12 +414,7 @@ pub fn run(
             s.hand_over();
         }
         if got {
-            if sink.as_ref().is_some_and(|s| s.failed()) {
-                if let Some(l) = &lim.live {
-                    // Relaxed: a flag the manager polls; the outcome carries the error.
-                    l.failed.store(true, Ordering::Relaxed);
-                }
-            }
+            tell_failed(&lim, sink.as_ref());
             o.publish(&lim, sink.as_ref());
             idle = 0;
             continue;
@@ -443,14 +438,27 @@ pub fn run(
         }
     }
     if let Some(late) = order.as_ref().map(Reorder::late).filter(|&n| n > 0) {
-        o.notes.push(format!(
-            "{late} packets came after newer ones had been written (their worker broke its \
-             watermark, or more than {} MiB were held for a worker that fell behind) and \
-             were written out of time order",
-            crate::stage::reorder::MAX_BYTES >> 20
-        ));
+        o.notes.push(late_note(late));
     }
     end(o, flows, sink, &lim)
+}
+
+/// Tells the manager (through the member's live counters) that its file failed.
+fn tell_failed(lim: &MemberLimits, sink: Option<&FileSink>) {
+    if let (true, Some(l)) = (sink.is_some_and(FileSink::failed), &lim.live) {
+        // Relaxed: a flag the manager polls; the outcome carries the error.
+        l.failed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The note of `late` packets written out of time order.
+fn late_note(late: u64) -> String {
+    format!(
+        "{late} packets came after newer ones had been written (their worker broke its \
+         watermark, or more than {} MiB were held for a worker that fell behind) and were \
+         written out of time order",
+        crate::stage::reorder::MAX_BYTES >> 20
+    )
 }
 
 /// Where a member's live packets go ([`deliver_cut`]): its app, limits, outcome and cutoff.
