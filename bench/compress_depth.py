@@ -29,11 +29,11 @@ import random
 import shutil
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
+from recording import folder_bytes, med, run_capture, sh
 from report import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,36 +45,13 @@ def modes(level):
             "cut 15k + zstd": ["--flow-cutoff", "15k", *z]}
 
 
-def sh(*args, check=True):
-    return subprocess.run(list(args), check=check, capture_output=True, text=True)
-
-
-def folder_bytes(d):
-    """(bytes of every file, bytes of the capture files) in folder d."""
-    names = [f for f in os.listdir(d) if not f.startswith(".")]
-    every = sum(os.path.getsize(os.path.join(d, f)) for f in names)
-    caps = sum(os.path.getsize(os.path.join(d, f)) for f in names
-               if f.endswith(".pcapng") or f.endswith(".zst"))
-    return every, caps
-
-
-def summary_of(text):
-    return json.loads([l for l in text.splitlines() if '"summary"' in l][-1])
-
-
 def record(a, src, out, extra):
     """Records src into folder out; (CPU s, summary)."""
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    cmd = [a.corecap, "capture", "-r", src, "--workers", "1", "--json", "--stats-interval",
-           "0", "-w", os.path.join(out, "rec.pcapng"), "-b", "filesize:256000", *extra]
-    so = tempfile.TemporaryFile(mode="w+")
-    p = subprocess.Popen(cmd, stdout=so, stderr=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-    if status != 0:
-        sys.exit(f"{' '.join(cmd)} exited {status}")
-    so.seek(0)
-    return ru.ru_utime + ru.ru_stime, summary_of(so.read())
+    return run_capture([a.corecap, "capture", "-r", src, "--workers", "1", "--json",
+                        "--stats-interval", "0", "-w", os.path.join(out, "rec.pcapng"),
+                        "-b", "filesize:256000", *extra])
 
 
 def query(a, folder, work, flt):
@@ -108,10 +85,6 @@ def randomise_payload(src, dst, seed=38):
         at = p + caplen
     with open(dst, "wb") as f:
         f.write(data)
-
-
-def med(rs, k):
-    return statistics.median(r[k] for r in rs)
 
 
 def mix_rounds(a, src, work, needle):

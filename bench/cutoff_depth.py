@@ -20,55 +20,15 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
+from recording import folder_bytes, med, run_capture, sh
 from report import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NS = "cc-cutoff-bench"
 MODES = {"plain": [], "cut 15k": ["--flow-cutoff", "15k"]}
-
-
-def sh(*args, check=True):
-    return subprocess.run(list(args), check=check, capture_output=True, text=True)
-
-
-def folder_bytes(d):
-    """(bytes of every file, bytes of the pcapng files) in folder d."""
-    every = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
-    pcapng = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
-                 if f.endswith(".pcapng"))
-    return every, pcapng
-
-
-def summary_of(text):
-    return json.loads([l for l in text.splitlines() if '"summary"' in l][-1])
-
-
-def run_capture(cmd, during=None):
-    """Runs a capture to its end (SIGINT after during() returns, when given); returns
-    (CPU s, summary)."""
-    so = tempfile.TemporaryFile(mode="w+")
-    p = subprocess.Popen(cmd, stdout=so, stderr=subprocess.PIPE, text=True)
-    if during:
-        # The capture says on stderr when its workers are up.
-        for line in p.stderr:
-            if "capturing on" in line:
-                break
-        time.sleep(0.5)
-        during()
-        time.sleep(1.0)
-        p.send_signal(signal.SIGINT)
-    _, status, ru = os.wait4(p.pid, 0)
-    if status != 0:
-        sys.exit(f"{' '.join(cmd)} exited {status}")
-    so.seek(0)
-    return ru.ru_utime + ru.ru_stime, summary_of(so.read())
 
 
 def file_round(a, mix, work, mode):
@@ -108,10 +68,6 @@ def live_round(a, mix, work, mode):
             "counted": s["kernel_packets"], "kept": s["packets"], "cut": s["cut"]["packets"],
             "drops": d["kernel"] + d["app"] + d["disk"], "every": every, "pcapng": pcapng,
             "balanced": s["balanced"]}
-
-
-def med(rs, k):
-    return statistics.median(r[k] for r in rs)
 
 
 def table(title, res, live):
