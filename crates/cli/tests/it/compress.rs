@@ -782,3 +782,59 @@ fn issue38_a_killed_compressed_and_sealed_recorder_leaves_a_part_the_next_start_
     );
     assert!(util::tcpdump_packets(&d, "udp") > 100);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_a_full_disk_ends_a_compressed_and_sealed_file_on_a_whole_chunk() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-seal-full");
+    let (mix, n) = write_mix(&sc, 1500);
+    let key = util::keygen(&sc, "k.key");
+    let disk = util::SmallDisk::new("3m");
+    let rec = disk.0.path("rec.pcapng.sealed");
+    let (o, v) = util::replay(
+        &mix,
+        &[
+            "-w",
+            s(&rec),
+            "--compress",
+            "zstd:-131072",
+            "--encrypt",
+            "aes",
+            "--key-file",
+            &key,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("No space left on device"),
+        "{err}"
+    );
+    let f = disk.0.path("rec.pcapng.zst.sealed");
+    assert!(f.exists(), "the file is named");
+    // Cut back to its last whole chunk: it unseals (without a final chunk) to whole zstd
+    // frames that hold exactly the packets the summary says were written.
+    let zst = sc.path("full.pcapng.zst");
+    let o = util::decrypt(&f, &zst, &key);
+    assert!(
+        std::fs::metadata(&zst).is_ok_and(|m| m.len() > 0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let d = sc.path("dc.pcapng");
+    std::fs::write(&d, zstd_dc(&zst)).expect("write");
+    let kept = util::tcpdump_packets(&d, "");
+    assert!(kept > 0 && kept < n, "{kept} of {n}");
+    assert_eq!(u(&v, "packets"), kept, "{v}");
+    assert_eq!(
+        u(&v, "kernel_packets"),
+        kept + u(&v["drops"], "disk"),
+        "{v}"
+    );
+    // A query reads it whole, decrypted and decompressed.
+    let out = sc.path("q.pcapng");
+    let q = query(&out, &["--key-file", &key, "-r", s(&f)]);
+    assert_eq!(u(&q, "packets"), kept, "{q}");
+}
