@@ -706,13 +706,8 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         bail!("-b cannot rotate standard output");
     }
     let mut o = o;
-    if o.compress.is_some() {
-        if o.seal.is_some() {
-            bail!("--compress with --encrypt is not supported yet: record compressed or sealed");
-        }
-        if !corecap_store::write::disk::is_fifo(&o.path) {
-            o.path = corecap_store::names::compressed_path(&o.path);
-        }
+    if o.compress.is_some() && !corecap_store::write::disk::is_fifo(&o.path) {
+        o.path = corecap_store::names::compressed_path(&o.path);
     }
     if !corecap_store::write::disk::is_fifo(&o.path) && o.path.as_os_str() != "-" {
         if let Some(why) = corecap_index::capture_name_error(&o.path) {

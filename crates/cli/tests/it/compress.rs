@@ -3,7 +3,8 @@
 //! compressed: `zstd -dc` of each compressed file is the plain file, tcpdump reads it, a
 //! query answers from the index through the frames exactly as tcpdump over the plain
 //! recording, retention counts the compressed bytes, and a recorder killed mid-write leaves
-//! a part that the next start recovers with its whole frames.
+//! a part that the next start recovers with its whole frames. Compressed and sealed, each
+//! file unseals to the compressed file and answers queries as the plain recording.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -506,4 +507,334 @@ fn issue38_a_full_disk_ends_a_compressed_file_on_a_whole_frame() {
         let q = query(&out, &["-r", s(&f)]);
         assert_eq!(u(&q, "packets"), kept, "{q}");
     }
+}
+
+/// The capture files in `dir` whose names end in `ext`, by name (no parts).
+fn files_ending(dir: &Path, ext: &str) -> BTreeMap<String, PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.ends_with(ext) && !n.starts_with('.')
+        })
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+        .collect()
+}
+
+#[test]
+fn issue38_compress_then_seal_answers_as_the_plain_recording() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-seal");
+    let (mix, n) = write_mix(&sc, 400);
+    let key = util::keygen(&sc, "k.key");
+    let (plain, _) = record_both(&sc, &mix, &[]);
+    let (sealed, both) = (sc.path("sealed"), sc.path("both"));
+    let seal = ["--encrypt", "aes", "--key-file", &key];
+    for (dir, more) in [(&sealed, &[][..]), (&both, &["--compress", "zstd"][..])] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let rec = dir.join("rec.pcapng.sealed");
+        let mut a = vec!["-w", s(&rec), "-b", "filesize:400"];
+        a.extend_from_slice(&seal);
+        a.extend_from_slice(more);
+        let (o, v) = util::replay(&mix, &a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(v["balanced"], true, "{v}");
+    }
+    let (sf, bf) = (
+        files_ending(&sealed, ".sealed"),
+        files_ending(&both, ".sealed"),
+    );
+    assert!(sf.len() >= 3, "rotated: {sf:?}");
+    assert_eq!(sf.len(), bf.len(), "{sf:?} {bf:?}");
+    let (mut sealed_bytes, mut both_bytes, mut packets) = (0u64, 0u64, 0u64);
+    for (i, ((_, s_file), (bn, b_file))) in sf.iter().zip(&bf).enumerate() {
+        // Named by the store's rules: rotated before the three extensions.
+        assert_eq!(*bn, format!("rec_{:05}.pcapng.zst.sealed", i + 1));
+        assert!(both.join(format!("{bn}.idx")).exists(), "{bn} is indexed");
+        let bytes = std::fs::read(b_file).expect("read");
+        assert_eq!(&bytes[..8], b"CORECAPS", "{bn} is sealed");
+        // Unsealed, it is a compressed recording: zstd frames ended by a seek table, which
+        // decompress to the capture the sealed recording holds.
+        let (zst, pcapng) = (
+            sc.path(&format!("{bn}.zst")),
+            sc.path(&format!("{bn}.pcapng")),
+        );
+        let o = util::decrypt(b_file, &zst, &key);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let z = std::fs::read(&zst).expect("read");
+        assert_eq!(&z[..4], &[0x28, 0xb5, 0x2f, 0xfd], "{bn} holds zstd");
+        assert_eq!(
+            &z[z.len() - 4..],
+            &SEEKABLE_FOOTER,
+            "{bn} ends in a seek table"
+        );
+        let o = util::decrypt(s_file, &pcapng, &key);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let d = zstd_dc(&zst);
+        assert!(
+            d == std::fs::read(&pcapng).expect("read"),
+            "{bn} is the sealed file's capture, compressed"
+        );
+        let dfile = sc.path(&format!("{bn}.dc"));
+        std::fs::write(&dfile, &d).expect("write");
+        packets += util::tcpdump_packets(&dfile, "");
+        sealed_bytes += std::fs::metadata(s_file).unwrap().len();
+        both_bytes += bytes.len() as u64;
+    }
+    assert_eq!(packets, n);
+    assert!(
+        both_bytes * 2 < sealed_bytes,
+        "compressed and sealed {both_bytes} of sealed {sealed_bytes}"
+    );
+
+    // A query (filter and window) answers from the indexes, decrypting and decompressing
+    // the chunks it reads, as tcpdump over the plain recording.
+    let times: Vec<u64> = util::packets(&mix).iter().map(|(t, _)| *t).collect();
+    let (lo, hi) = (times[times.len() / 4], times[3 * times.len() / 4]);
+    let window = [
+        "--from".to_owned(),
+        format!("{}.{:09}", lo / 1_000_000_000, lo % 1_000_000_000),
+        "--to".to_owned(),
+        format!("{}.{:09}", hi / 1_000_000_000, hi % 1_000_000_000),
+    ];
+    let filter = "tcp port 80 or udp port 53";
+    let all = sc.path("all-plain.pcapng");
+    let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
+    a.extend(["-r", s(&plain)]);
+    query(&all, &a);
+    let by_tcpdump = util::tcpdump_packets(&all, filter);
+    assert!(by_tcpdump > 0);
+    let (mut answers, mut read) = (Vec::new(), Vec::new());
+    for dir in [&sealed, &both] {
+        let out = sc.path(&format!(
+            "q-{}.pcapng",
+            dir.file_name().unwrap().to_string_lossy()
+        ));
+        let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
+        a.extend(["--key-file", &key, "-r", s(dir), filter]);
+        let v = query(&out, &a);
+        // Each file is answered from its index (chunks decrypted, then their frames
+        // decompressed), or left out by the catalog's times: no file is read whole.
+        assert_eq!(u(&v, "files_scanned"), 0, "{v}");
+        assert!(u(&v, "files_indexed") > 0, "{v}");
+        assert_eq!(
+            u(&v, "files_indexed") + u(&v, "files_pruned"),
+            bf.len() as u64,
+            "{v}"
+        );
+        answers.push(util::packets(&out));
+        read.push(u(&v, "bytes_read"));
+    }
+    assert!(
+        read[1] * 2 < read[0],
+        "bytes read: compressed and sealed {}, sealed {}",
+        read[1],
+        read[0]
+    );
+    assert_eq!(answers[0].len() as u64, by_tcpdump);
+    assert!(
+        answers[1] == answers[0],
+        "the compressed and sealed recording answers as the sealed one"
+    );
+    let tcpdump_out = sc.path("tcpdump-window.pcap");
+    let o = Command::new("tcpdump")
+        .args(["-r", s(&all), "-w", s(&tcpdump_out), filter])
+        .output()
+        .expect("run tcpdump");
+    assert!(o.status.success());
+    assert!(
+        answers[1] == util::packets(&tcpdump_out),
+        "the compressed and sealed recording answers as tcpdump over the plain one"
+    );
+
+    // By Community ID: one long flow's packets.
+    let o = util::corecap(&["flows", s(&plain), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let flow: Value = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
+        .find(|v| v["network"]["transport"] == "tcp" && u(&v["network"], "packets") > 20)
+        .expect("a long TCP flow");
+    let cid = flow["network"]["community_id"]
+        .as_str()
+        .expect("community_id");
+    let (sport, dport) = (u(&flow["source"], "port"), u(&flow["destination"], "port"));
+    let out = sc.path("q-cid.pcapng");
+    query(
+        &out,
+        &["--community-id", cid, "--key-file", &key, "-r", s(&both)],
+    );
+    let whole = sc.path("all.pcapng");
+    query(&whole, &["-r", s(&plain)]);
+    let f = format!("tcp and port {sport} and port {dport}");
+    assert_eq!(
+        util::packets(&out).len() as u64,
+        util::tcpdump_packets(&whole, &f)
+    );
+    assert!(util::tcpdump_packets(&whole, &f) > 20);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_a_killed_compressed_and_sealed_recorder_leaves_a_part_the_next_start_recovers() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let lab = Lab::new(1);
+    let sc = Scratch::new("compress-seal-kill");
+    let key = util::keygen(&sc, "k.key");
+    let rec = sc.path("rec.pcapng.sealed");
+    let args = [
+        "--compress",
+        "zstd",
+        "--encrypt",
+        "aes",
+        "--key-file",
+        &key,
+        "--flush-interval",
+        "1",
+        "-b",
+        "filesize:100000",
+    ];
+    let mut gen = Command::new(util::bin())
+        .args([
+            "gen",
+            "--netns",
+            &lab.netns,
+            "-i",
+            "gen0",
+            "--duration",
+            "60",
+        ])
+        .args(["--rate", "200", "--flows", "4", "--size", "256"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the generator");
+    let cap = lab.capture_to(&rec, &args);
+    std::thread::sleep(Duration::from_millis(3500));
+    // The file being written answers queries: its sealed chunks up to the last flush,
+    // decrypted, then decompressed.
+    let live = sc.path("live.pcapng");
+    let v = query(&live, &["--key-file", &key, "-r", s(&sc.0), "udp"]);
+    assert_eq!(u(&v, "files_live"), 1, "{v}");
+    assert!(u(&v, "packets") > 50, "{v}");
+    let killed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    cap.kill();
+    let _ = gen.kill();
+    let _ = gen.wait();
+    let part = sc.path(".rec_00001.pcapng.zst.sealed.part");
+    assert!(part.exists(), "the killed recorder left its part");
+    // The next start recovers it under a name of its own, its whole chunks kept.
+    let cap = lab.capture_to(&rec, &args);
+    let _ = cap.stop();
+    assert!(!part.exists(), "the part was recovered");
+    let recovered: Vec<PathBuf> = files_ending(&sc.0, ".sealed")
+        .into_values()
+        .filter(|p| p.to_string_lossy().contains(".recovered-"))
+        .collect();
+    assert_eq!(recovered.len(), 1, "{:?}", files_ending(&sc.0, ""));
+    let r = &recovered[0];
+    assert!(
+        r.to_string_lossy().ends_with(".pcapng.zst.sealed"),
+        "{}",
+        r.display()
+    );
+    // Unsealed, it is whole zstd frames: the capture up to the last flush.
+    let zst = sc.path("recovered.pcapng.zst");
+    let o = util::decrypt(r, &zst, &key);
+    assert!(
+        std::fs::metadata(&zst).is_ok_and(|m| m.len() > 0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let d = sc.path("recovered.pcapng");
+    std::fs::write(&d, zstd_dc(&zst)).expect("write");
+    let lines = tcpdump_lines(&d, "");
+    let last = lines
+        .lines()
+        .filter(|l| !l.starts_with('\t'))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    // Every packet older than the flush interval (1 s, one more for a loaded machine).
+    assert!(
+        last >= killed - 2.0,
+        "the last packet recovered is {:.3} s before the kill",
+        killed - last
+    );
+    // It is indexed, and a query reads it by its chunks as tcpdump reads it.
+    assert!(sc
+        .path(&format!("{}.idx", r.file_name().unwrap().to_string_lossy()))
+        .exists());
+    let out = sc.path("q.pcapng");
+    let v = query(&out, &["--key-file", &key, "-r", s(r), "udp"]);
+    assert_eq!(u(&v, "files_indexed"), 1, "{v}");
+    assert_eq!(
+        util::packets(&out).len() as u64,
+        util::tcpdump_packets(&d, "udp")
+    );
+    assert!(util::tcpdump_packets(&d, "udp") > 100);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn issue38_a_full_disk_ends_a_compressed_and_sealed_file_on_a_whole_chunk() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-seal-full");
+    let (mix, n) = write_mix(&sc, 1500);
+    let key = util::keygen(&sc, "k.key");
+    let disk = util::SmallDisk::new("3m");
+    let rec = disk.0.path("rec.pcapng.sealed");
+    let (o, v) = util::replay(
+        &mix,
+        &[
+            "-w",
+            s(&rec),
+            "--compress",
+            "zstd:-131072",
+            "--encrypt",
+            "aes",
+            "--key-file",
+            &key,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("No space left on device"),
+        "{err}"
+    );
+    let f = disk.0.path("rec.pcapng.zst.sealed");
+    assert!(f.exists(), "the file is named");
+    // Cut back to its last whole chunk: it unseals (without a final chunk) to whole zstd
+    // frames that hold exactly the packets the summary says were written.
+    let zst = sc.path("full.pcapng.zst");
+    let o = util::decrypt(&f, &zst, &key);
+    assert!(
+        std::fs::metadata(&zst).is_ok_and(|m| m.len() > 0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let d = sc.path("dc.pcapng");
+    std::fs::write(&d, zstd_dc(&zst)).expect("write");
+    let kept = util::tcpdump_packets(&d, "");
+    assert!(kept > 0 && kept < n, "{kept} of {n}");
+    assert_eq!(u(&v, "packets"), kept, "{v}");
+    assert_eq!(
+        u(&v, "kernel_packets"),
+        kept + u(&v["drops"], "disk"),
+        "{v}"
+    );
+    // A query reads it whole, decrypted and decompressed.
+    let out = sc.path("q.pcapng");
+    let q = query(&out, &["--key-file", &key, "-r", s(&f)]);
+    assert_eq!(u(&q, "packets"), kept, "{q}");
 }

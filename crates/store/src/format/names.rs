@@ -48,19 +48,35 @@ fn stem_and_extension(base: &Path) -> (String, String) {
 /// names its files and as every reader of captures tells them.
 pub const COMPRESSED_SUFFIX: &str = ".zst";
 
-/// The extensions of compressed captures.
-const COMPRESSED_EXTENSIONS: [&str; 2] = [".pcapng.zst", ".pcap.zst"];
+/// The extensions of compressed captures, compressed and sealed ones first.
+const COMPRESSED_EXTENSIONS: [&str; 4] = [
+    ".pcapng.zst.sealed",
+    ".pcap.zst.sealed",
+    ".pcapng.zst",
+    ".pcap.zst",
+];
 
 /// The name a recording takes when it is compressed: `rec.pcapng` → `rec.pcapng.zst`
-/// (unchanged when it already ends in `.zst`).
+/// (unchanged when it already ends in `.zst`). A sealed name takes it before `.sealed`,
+/// as the file is compressed, then sealed: `rec.pcapng.sealed` → `rec.pcapng.zst.sealed`.
 pub fn compressed_path(base: &Path) -> PathBuf {
-    if base == Path::new("-") || base.to_string_lossy().ends_with(COMPRESSED_SUFFIX) {
+    let name = base.to_string_lossy();
+    let sealed = name.strip_suffix(SEALED_SUFFIX);
+    let inner = sealed.unwrap_or(&name);
+    if base == Path::new("-") || inner.ends_with(COMPRESSED_SUFFIX) {
         return base.to_owned();
     }
     let mut s = base.as_os_str().to_owned();
-    s.push(COMPRESSED_SUFFIX);
+    if sealed.is_some() {
+        s = format!("{inner}{COMPRESSED_SUFFIX}{SEALED_SUFFIX}").into();
+    } else {
+        s.push(COMPRESSED_SUFFIX);
+    }
     PathBuf::from(s)
 }
+
+/// The suffix of a sealed capture's name, by custom (the file is told by its magic).
+const SEALED_SUFFIX: &str = ".sealed";
 
 /// The number of the first rotated file of `base` that a start may write: one past the
 /// highest number already in its directory, among whole files, recovered files and parts
@@ -107,7 +123,9 @@ pub fn capture_stem(base: &Path) -> String {
 }
 
 /// The extensions of capture files, longest first.
-const CAPTURE_EXTENSIONS: [&str; 7] = [
+const CAPTURE_EXTENSIONS: [&str; 9] = [
+    ".pcapng.zst.sealed",
+    ".pcap.zst.sealed",
     ".pcapng.sealed",
     ".pcapng.zst",
     ".pcap.sealed",
@@ -500,6 +518,38 @@ mod tests {
         assert_eq!(
             original_of_held(Path::new("/s/held/a~b.pcapng")).as_deref(),
             Some(Path::new("/s/a~b.pcapng"))
+        );
+    }
+
+    #[test]
+    fn test_compressed_and_sealed_names_keep_their_three_extensions() {
+        let base = compressed_path(Path::new("/d/rec.pcapng.sealed"));
+        assert_eq!(base, Path::new("/d/rec.pcapng.zst.sealed"));
+        assert_eq!(compressed_path(&base), base);
+        assert_eq!(
+            rotated_path(&base, 7),
+            Path::new("/d/rec_00007.pcapng.zst.sealed")
+        );
+        assert_eq!(
+            suffixed_path(&base, "w1"),
+            Path::new("/d/rec.w1.pcapng.zst.sealed")
+        );
+        assert_eq!(capture_stem(&base), "rec");
+        assert_eq!(
+            recovered_path(&rotated_path(&base, 7), "20261128T010203Z", 1),
+            Path::new("/d/rec_00007.recovered-20261128T010203Z.pcapng.zst.sealed")
+        );
+        assert!(is_file_of(&base, "rec_00007.pcapng.zst.sealed"));
+        assert!(is_file_of(&base, "rec.w1_00002.pcapng.zst.sealed"));
+        assert!(!is_file_of(&base, "rec_00007.pcapng.zst"));
+        assert_eq!(
+            index_path(&rotated_path(&base, 7)),
+            Path::new("/d/rec_00007.pcapng.zst.sealed.idx")
+        );
+        // A sealed recording named without `.sealed` takes `.zst` at the end.
+        assert_eq!(
+            compressed_path(Path::new("/d/rec.pcap")),
+            Path::new("/d/rec.pcap.zst")
         );
     }
 

@@ -154,6 +154,37 @@ impl Source {
     }
 }
 
+/// Appends the capture bytes a sealed file's chunk holds to `out`: its plaintext, or for a
+/// compressed and sealed file the plaintext's frames decompressed (each chunk holds whole
+/// frames; the last one holds the seek table, a skippable frame that yields nothing).
+pub(crate) fn chunk_capture(plain: &[u8], compressed: bool, out: &mut Vec<u8>) -> io::Result<()> {
+    if !compressed {
+        out.extend_from_slice(plain);
+        return Ok(());
+    }
+    zstd::stream::copy_decode(plain, out)
+        .map_err(|e| bad(format!("the frames of a sealed chunk: {e}")))
+}
+
+/// Whether a sealed file's plaintext is a compressed stream (compress, then seal): its
+/// first chunk's plaintext begins as a zstd frame. False when that chunk cannot be opened
+/// (reading the file then says why).
+pub(crate) fn sealed_is_compressed(file: &File, o: &crate::sealed::ChunkOpener) -> bool {
+    let mut r = super::stream::ReadAt(file, o.header_len);
+    let mut buf = Vec::new();
+    match crate::sealed::read_chunk(&mut r, &mut buf) {
+        Ok(crate::sealed::NextChunk::Read) => {}
+        _ => return false,
+    }
+    match o.open(&mut buf, o.header_len) {
+        Ok(Some(c)) => {
+            let head = crate::sealed::CHUNK_HEAD;
+            buf[head..head + c.plain_len].starts_with(&ZSTD_MAGIC)
+        }
+        _ => false,
+    }
+}
+
 fn bad(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
@@ -256,6 +287,43 @@ mod tests {
         assert_eq!(id, Identity::of_file(&plain, all.len() as u64).unwrap());
         assert_eq!(content_len(&f).unwrap(), all.len() as u64);
         assert!(identity(&f, all.len() as u64 + 1).is_err());
+    }
+
+    #[test]
+    fn test_a_sealed_compressed_stream_is_told_and_its_chunks_decompress() {
+        use crate::sealed::{seal_bytes, ChunkOpener, Cipher, KeyFile, SealConfig};
+        let cfg = SealConfig {
+            cipher: Cipher::Aes256Gcm,
+            kek: Arc::new(KeyFile::from_bytes([9; 32])),
+        };
+        let a: Vec<u8> = (0..20_000u32).map(|i| (i % 97) as u8).collect();
+        let b = vec![3u8; 4000];
+        let zst = seekable(&[&a, &b]);
+        let opener = |bytes: &[u8]| ChunkOpener::from_header(&mut &bytes[..], &cfg.kek).unwrap();
+        // Sealed compressed plaintext is told from its first chunk; plain plaintext is not.
+        let sealed = seal_bytes(&cfg, &zst).unwrap();
+        assert!(sealed_is_compressed(&temp("sz", &sealed), &opener(&sealed)));
+        let sealed_plain = seal_bytes(&cfg, &a).unwrap();
+        assert!(!sealed_is_compressed(
+            &temp("sp", &sealed_plain),
+            &opener(&sealed_plain)
+        ));
+        // A sealed file with no chunk is not compressed.
+        let empty = seal_bytes(&cfg, &[]).unwrap();
+        assert!(!sealed_is_compressed(&temp("se", &empty), &opener(&empty)));
+        // A chunk's frames decompress to the capture they hold; the seek table (a
+        // skippable frame) yields nothing.
+        let mut out = Vec::new();
+        chunk_capture(&zst, true, &mut out).unwrap();
+        assert_eq!(out, [&a[..], &b[..]].concat());
+        let mut out = Vec::new();
+        chunk_capture(&a, false, &mut out).unwrap();
+        assert_eq!(out, a);
+        // Damaged frames are an error, not a panic or a short answer.
+        let mut bad = zst.clone();
+        bad[10] ^= 0xff;
+        assert!(chunk_capture(&bad, true, &mut Vec::new()).is_err());
+        assert!(chunk_capture(&zst[..zst.len() / 2], true, &mut Vec::new()).is_err());
     }
 
     #[test]

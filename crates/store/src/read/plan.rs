@@ -370,9 +370,7 @@ pub fn plan_file(
     let kind = file_kind(path).map_err(io_at(path))?;
     let opener = sealed_opener(path, kind, kek)?;
     let mut plan = FilePlan::scan(path, size, opener);
-    if let FileKind::Compressed(c) = kind {
-        plan.compression = c;
-    }
+    plan.compression = compression(path, kind, plan.opener.as_deref());
     if is_part(path) {
         plan.live = true;
         return Ok(plan);
@@ -408,10 +406,22 @@ pub(crate) fn plan_scan(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<FileP
     let size = std::fs::metadata(path).map_err(io_at(path))?.len();
     let kind = file_kind(path).map_err(io_at(path))?;
     let mut plan = FilePlan::scan(path, size, sealed_opener(path, kind, kek)?);
-    if let FileKind::Compressed(c) = kind {
-        plan.compression = c;
-    }
+    plan.compression = compression(path, kind, plan.opener.as_deref());
     Ok(plan)
+}
+
+/// How the capture in a file is compressed: by its kind, or for a sealed file by its
+/// plaintext (compress, then seal: a zstd stream).
+fn compression(path: &Path, kind: FileKind, opener: Option<&ChunkOpener>) -> Compression {
+    match (kind, opener) {
+        (FileKind::Compressed(c), _) => c,
+        (FileKind::Sealed, Some(o))
+            if File::open(path).is_ok_and(|f| super::frames::sealed_is_compressed(&f, o)) =>
+        {
+            Compression::Zstd
+        }
+        _ => Compression::None,
+    }
 }
 
 /// The chunk opener of a sealed file (None for any other kind).

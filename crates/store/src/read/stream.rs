@@ -393,14 +393,25 @@ impl FileStream {
             Some(o) => {
                 let mut skip = vec![0u8; o.header_len as usize];
                 read_full(&mut f, &mut skip).map_err(io_at(path))?;
-                Ok(Some(Box::new(SealedRead {
+                let plain = SealedRead {
                     f: BufReader::with_capacity(1 << 20, f),
                     opener: o.clone(),
                     offset: o.header_len,
                     buf: Vec::new(),
                     plain: 0..0,
                     done: false,
-                })))
+                };
+                if !self.plan.compression.is_compressed() {
+                    return Ok(Some(Box::new(plain)));
+                }
+                // Compress, then seal: the plaintext is a compressed stream.
+                match Decompress::new(BufReader::with_capacity(1 << 16, plain)) {
+                    Ok(d) => Ok(Some(Box::new(d))),
+                    Err(e) => {
+                        self.note_cut(stats, format!("unreadable ({e})"));
+                        Ok(None)
+                    }
+                }
             }
             None if self.plan.compression.is_compressed() => {
                 let r = BufReader::with_capacity(1 << 20, f);
@@ -488,7 +499,15 @@ impl FileStream {
                         ),
                     );
                 }
-                plain
+                if self.plan.compression.is_compressed() {
+                    // Compress, then seal: the chunks' plaintext is whole frames.
+                    let mut blocks = Vec::with_capacity(plain.len() * 4);
+                    super::frames::chunk_capture(&plain, true, &mut blocks)
+                        .map_err(io_at(&path))?;
+                    blocks
+                } else {
+                    plain
+                }
             }
             None => buf,
         };

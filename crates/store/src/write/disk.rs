@@ -4,7 +4,8 @@
 //! It takes the buffers that [`super::output::Output`] fills (and, with a plain file's last
 //! buffer, the file's sidecar index that the front end built as it formatted them), indexes
 //! and seals sealed files' buffers as chunks, or compresses a compressed file's buffers as
-//! zstd frames ([`super::compress`]) and ends the file with their seek table, and writes them
+//! zstd frames ([`super::compress`]) and ends the file with their seek table (both: each
+//! buffer's frames sealed as one chunk, the seek table as the final chunk), and writes them
 //! with direct I/O through an io_uring that keeps several writes in flight. Space is reserved ahead with `fallocate`. A file is written
 //! under a hidden name (`.NAME.part` in the same directory) and renamed to its own name only
 //! once it is whole: cut to its exact length and synced. So a reader never sees a torn file
@@ -282,6 +283,10 @@ impl DiskWriter {
             cur.bounds.push_back((header.len() as u64, 0));
             cur.header = header;
             cur.sealer = Some(sealer);
+            // Compressed and sealed: each chunk's plaintext is the frames of one buffer.
+            if let Some(framer) = cur.framer.as_mut() {
+                framer.reset();
+            }
         } else if let Some(framer) = cur.framer.as_mut() {
             framer.reset();
             let stage = self
@@ -343,29 +348,38 @@ impl DiskWriter {
     fn seal_and_stage(&mut self, mut f: Filled, last: bool) {
         let Some(cur) = self.cur.as_mut() else { return };
         let data = f.blocks.end - CHUNK_HEAD;
-        // Indexed before sealing, by the chunk's place in the file.
-        if let Some(ix) = cur.index.as_mut() {
-            let start = cur.end + cur.stage.as_ref().map_or(0, |s| s.1) as u64;
-            let len = (CHUNK_HEAD + data + crate::sealed::TAG) as u64;
-            ix.add_region(start..start + len, &f.buf.bytes()[CHUNK_HEAD..f.blocks.end]);
-        }
-        let Some(sealer) = cur.sealer.as_mut() else {
-            return;
-        };
-        let chunk = sealer.seal_in(f.buf.bytes_mut(), data, last);
-        // The staging buffer goes out each time it holds a whole buffer's worth.
-        let mut copied = 0;
-        while copied < chunk {
-            let Some((stage, len)) = self.cur.as_mut().and_then(|c| c.stage.as_mut()) else {
-                break;
-            };
-            let n = (stage.capacity() - *len).min(chunk - copied);
-            stage.bytes_mut()[*len..*len + n].copy_from_slice(&f.buf.bytes()[copied..copied + n]);
-            *len += n;
-            copied += n;
-            if *len >= BUFFER_BYTES {
-                self.flush_stage(false);
+        // Indexed by the chunk's place in the file.
+        let start = cur.end + cur.stage.as_ref().map_or(0, |s| s.1) as u64;
+        let compressed = cur.framer.is_some();
+        if compressed {
+            // Compress, then seal: the chunk holds the buffer's frames. The file's last
+            // chunk is its seek table's (see [`Self::seal_seek_table`]).
+            let began = std::time::Instant::now();
+            let sealed = self
+                .frames_of(&f.buf.bytes()[CHUNK_HEAD..f.blocks.end], f.header)
+                .map(|mut chunk| {
+                    if let Some(sealer) = self.cur.as_mut().and_then(|c| c.sealer.as_mut()) {
+                        sealer.seal(&mut chunk, false);
+                    }
+                    chunk
+                });
+            self.compressed.2 += began.elapsed();
+            match sealed {
+                Ok(chunk) => {
+                    self.index_chunk(start, chunk.len(), &f);
+                    self.stage_bytes(&chunk);
+                }
+                Err(e) => self.fail(e),
             }
+        } else {
+            // Indexed before sealing: sealing encrypts the blocks in place.
+            let len = CHUNK_HEAD + data + crate::sealed::TAG;
+            self.index_chunk(start, len, &f);
+            let Some(sealer) = self.cur.as_mut().and_then(|c| c.sealer.as_mut()) else {
+                return;
+            };
+            let chunk = sealer.seal_in(f.buf.bytes_mut(), data, last);
+            self.stage_bytes(&f.buf.bytes()[..chunk]);
         }
         let stage_len = self
             .cur
@@ -377,9 +391,76 @@ impl DiskWriter {
         let boundary = cur.end + stage_len as u64;
         cur.bounds.push_back((boundary, prev + f.packets));
         let _ = self.free.send(f.buf);
-        if last {
+        // A compressed file's table chunk follows its last buffer's (at close).
+        if last && !compressed {
             self.flush_stage(true);
         }
+    }
+
+    /// Adds the region of a sealed chunk at `start`, `len` bytes long, that holds the
+    /// blocks of `f` (encrypted, and compressed when the file is).
+    fn index_chunk(&mut self, start: u64, len: usize, f: &Filled) {
+        if let Some(ix) = self.cur.as_mut().and_then(|c| c.index.as_mut()) {
+            ix.add_region(
+                start..start + len as u64,
+                &f.buf.bytes()[CHUNK_HEAD..f.blocks.end],
+            );
+        }
+    }
+
+    /// Copies `bytes` into the staging buffer, which goes out each time it holds a whole
+    /// buffer's worth.
+    fn stage_bytes(&mut self, bytes: &[u8]) {
+        let mut copied = 0;
+        while copied < bytes.len() {
+            let Some((stage, len)) = self.cur.as_mut().and_then(|c| c.stage.as_mut()) else {
+                break;
+            };
+            let n = (stage.capacity() - *len).min(bytes.len() - copied);
+            stage.bytes_mut()[*len..*len + n].copy_from_slice(&bytes[copied..copied + n]);
+            *len += n;
+            copied += n;
+            if *len >= BUFFER_BYTES {
+                self.flush_stage(false);
+            }
+        }
+    }
+
+    /// The frames of a buffer of whole blocks (see [`super::compress`]) after room for a
+    /// chunk head: the plaintext of a compressed and sealed file's chunk.
+    fn frames_of(&mut self, blocks: &[u8], header: usize) -> io::Result<Vec<u8>> {
+        let Some(fr) = self.cur.as_mut().and_then(|c| c.framer.as_mut()) else {
+            return Ok(vec![0; CHUNK_HEAD]);
+        };
+        if header > 0 {
+            fr.framing = Framing::of(&blocks[..header.min(blocks.len())]);
+        }
+        let mut out = vec![0u8; CHUNK_HEAD];
+        let mut start = 0;
+        while start < blocks.len() {
+            let end = fr.piece_end(blocks, start);
+            let at = out.len();
+            out.resize(at + zstd::zstd_safe::compress_bound(end - start), 0);
+            let n = fr.frame(&blocks[start..end], &mut out[at..])?;
+            out.truncate(at + n);
+            self.compressed.0 += (end - start) as u64;
+            self.compressed.1 += n as u64;
+            start = end;
+        }
+        Ok(out)
+    }
+
+    /// Seals the seek table of a compressed and sealed file's frames as its final chunk:
+    /// the plaintext ends as a compressed file does.
+    fn seal_seek_table(&mut self) {
+        let Some(cur) = self.cur.as_mut() else { return };
+        let (Some(fr), Some(sealer)) = (cur.framer.as_ref(), cur.sealer.as_mut()) else {
+            return;
+        };
+        let mut chunk = vec![0u8; CHUNK_HEAD];
+        fr.table.encode(&mut chunk);
+        sealer.seal(&mut chunk, true);
+        self.stage_bytes(&chunk);
     }
 
     /// Compresses a buffer of whole blocks as frames (see [`super::compress`]) into the
@@ -733,7 +814,11 @@ impl DiskWriter {
             .as_ref()
             .is_some_and(|c| c.framer.is_some() && !c.failed)
         {
-            self.stage_seek_table();
+            if self.cur.as_ref().is_some_and(|c| c.sealer.is_some()) {
+                self.seal_seek_table();
+            } else {
+                self.stage_seek_table();
+            }
         }
         if self.cur.as_ref().is_some_and(|c| c.stage.is_some()) {
             self.flush_stage(true);
@@ -820,7 +905,10 @@ impl DiskWriter {
         let r = if cur.failed {
             self.report.lost += cur.packets - cur.safe.1.min(cur.packets);
             cut_back(file, cur.safe.0, &cur.header).and_then(|()| match self.framer.as_mut() {
-                Some(fr) if cur.safe.0 > 0 => end_frames(file, &mut fr.table, cur.safe.0),
+                // A sealed file ends on a whole chunk: its table would be plaintext.
+                Some(fr) if cur.safe.0 > 0 && cur.sealer.is_none() => {
+                    end_frames(file, &mut fr.table, cur.safe.0)
+                }
                 _ => Ok(()),
             })
         } else {

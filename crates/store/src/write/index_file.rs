@@ -185,6 +185,8 @@ pub(crate) fn index_sealed(
     let mut plain: Vec<u8> = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
     let mut last = false;
+    let compressed =
+        File::open(path).is_ok_and(|f| crate::read::frames::sealed_is_compressed(&f, &o));
     loop {
         let next = read_chunk(&mut f, &mut buf).map_err(io_at(path))?;
         let n = match next {
@@ -202,7 +204,13 @@ pub(crate) fn index_sealed(
         if whole {
             match o.open(&mut buf, offset).map_err(sealed_err)? {
                 Some(c) => {
-                    plain.extend_from_slice(&buf[CHUNK_HEAD..CHUNK_HEAD + c.plain_len]);
+                    // Compress, then seal: the index holds the blocks the frames hold.
+                    crate::read::frames::chunk_capture(
+                        &buf[CHUNK_HEAD..CHUNK_HEAD + c.plain_len],
+                        compressed,
+                        &mut plain,
+                    )
+                    .map_err(io_at(path))?;
                     offset += c.sealed_len as u64;
                     last = c.last;
                 }
