@@ -1,0 +1,237 @@
+//! A buffer made into what goes on disk: sealed as a chunk, or compressed as zstd frames,
+//! then copied into the staging buffer whose aligned part is written; the seek table at
+//! the end.
+
+use std::io;
+
+use corecap_linux::direct::AlignedBuf;
+
+use super::{DiskWriter, TAG_STAGE};
+use crate::read::stream::Framing;
+use crate::sealed::CHUNK_HEAD;
+use crate::write::output::{Filled, BUFFER_BYTES, BUFFER_CAPACITY};
+
+impl DiskWriter {
+    /// Seals a plaintext buffer as one chunk, copies it into the staging buffer and writes
+    /// the staging buffer's aligned part when it is full (or all of it for the last).
+    pub(super) fn seal_and_stage(&mut self, mut f: Filled, last: bool) {
+        let Some(cur) = self.cur.as_mut() else { return };
+        let data = f.blocks.end - CHUNK_HEAD;
+        // Indexed by the chunk's place in the file.
+        let start = cur.end + cur.stage.as_ref().map_or(0, |s| s.1) as u64;
+        let compressed = cur.framer.is_some();
+        if compressed {
+            // Compress, then seal: the chunk holds the buffer's frames. The file's last
+            // chunk is its seek table's (see [`Self::seal_seek_table`]).
+            let began = std::time::Instant::now();
+            let sealed = self
+                .frames_of(&f.buf.bytes()[CHUNK_HEAD..f.blocks.end], f.header)
+                .map(|mut chunk| {
+                    if let Some(sealer) = self.cur.as_mut().and_then(|c| c.sealer.as_mut()) {
+                        sealer.seal(&mut chunk, false);
+                    }
+                    chunk
+                });
+            self.compressed.2 += began.elapsed();
+            match sealed {
+                Ok(chunk) => {
+                    self.index_chunk(start, chunk.len(), &f);
+                    self.stage_bytes(&chunk);
+                }
+                Err(e) => self.fail(e),
+            }
+        } else {
+            // Indexed before sealing: sealing encrypts the blocks in place.
+            let len = CHUNK_HEAD + data + crate::sealed::TAG;
+            self.index_chunk(start, len, &f);
+            let Some(sealer) = self.cur.as_mut().and_then(|c| c.sealer.as_mut()) else {
+                return;
+            };
+            let chunk = sealer.seal_in(f.buf.bytes_mut(), data, last);
+            self.stage_bytes(&f.buf.bytes()[..chunk]);
+        }
+        let stage_len = self
+            .cur
+            .as_ref()
+            .and_then(|c| c.stage.as_ref())
+            .map_or(0, |s| s.1);
+        let cur = self.cur.as_mut().expect("file open");
+        let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
+        let boundary = cur.end + stage_len as u64;
+        cur.bounds.push_back((boundary, prev + f.packets));
+        let _ = self.free.send(f.buf);
+        // A compressed file's table chunk follows its last buffer's (at close).
+        if last && !compressed {
+            self.flush_stage(true);
+        }
+    }
+
+    /// Adds the region of a sealed chunk at `start`, `len` bytes long, that holds the
+    /// blocks of `f` (encrypted, and compressed when the file is).
+    pub(super) fn index_chunk(&mut self, start: u64, len: usize, f: &Filled) {
+        if let Some(ix) = self.cur.as_mut().and_then(|c| c.index.as_mut()) {
+            ix.add_region(
+                start..start + len as u64,
+                &f.buf.bytes()[CHUNK_HEAD..f.blocks.end],
+            );
+        }
+    }
+
+    /// Copies `bytes` into the staging buffer, which goes out each time it holds a whole
+    /// buffer's worth.
+    pub(super) fn stage_bytes(&mut self, bytes: &[u8]) {
+        let mut copied = 0;
+        while copied < bytes.len() {
+            let Some((stage, len)) = self.cur.as_mut().and_then(|c| c.stage.as_mut()) else {
+                break;
+            };
+            let n = (stage.capacity() - *len).min(bytes.len() - copied);
+            stage.bytes_mut()[*len..*len + n].copy_from_slice(&bytes[copied..copied + n]);
+            *len += n;
+            copied += n;
+            if *len >= BUFFER_BYTES {
+                self.flush_stage(false);
+            }
+        }
+    }
+
+    /// The frames of a buffer of whole blocks (see [`super::compress`]) after room for a
+    /// chunk head: the plaintext of a compressed and sealed file's chunk.
+    pub(super) fn frames_of(&mut self, blocks: &[u8], header: usize) -> io::Result<Vec<u8>> {
+        let Some(fr) = self.cur.as_mut().and_then(|c| c.framer.as_mut()) else {
+            return Ok(vec![0; CHUNK_HEAD]);
+        };
+        if header > 0 {
+            fr.framing = Framing::of(&blocks[..header.min(blocks.len())]);
+        }
+        let mut out = vec![0u8; CHUNK_HEAD];
+        let mut start = 0;
+        while start < blocks.len() {
+            let end = fr.piece_end(blocks, start);
+            let at = out.len();
+            out.resize(at + zstd::zstd_safe::compress_bound(end - start), 0);
+            let n = fr.frame(&blocks[start..end], &mut out[at..])?;
+            out.truncate(at + n);
+            self.compressed.0 += (end - start) as u64;
+            self.compressed.1 += n as u64;
+            start = end;
+        }
+        Ok(out)
+    }
+
+    /// Seals the seek table of a compressed and sealed file's frames as its final chunk:
+    /// the plaintext ends as a compressed file does.
+    pub(super) fn seal_seek_table(&mut self) {
+        let Some(cur) = self.cur.as_mut() else { return };
+        let (Some(fr), Some(sealer)) = (cur.framer.as_ref(), cur.sealer.as_mut()) else {
+            return;
+        };
+        let mut chunk = vec![0u8; CHUNK_HEAD];
+        fr.table.encode(&mut chunk);
+        sealer.seal(&mut chunk, true);
+        self.stage_bytes(&chunk);
+    }
+
+    /// Compresses a buffer of whole blocks as frames (see [`super::compress`]) into the
+    /// staging buffer, which goes out each time it holds a whole buffer's worth.
+    pub(super) fn compress_and_stage(&mut self, f: Filled) {
+        let began = std::time::Instant::now();
+        let Some(cur) = self.cur.as_mut() else { return };
+        let blocks = &f.buf.bytes()[f.blocks.clone()];
+        if let Some(fr) = cur.framer.as_mut() {
+            if f.header > 0 {
+                fr.framing = Framing::of(&blocks[..f.header]);
+            }
+        }
+        let mut start = 0;
+        while start < blocks.len() {
+            let Some(cur) = self.cur.as_mut() else { return };
+            let (Some(fr), Some((stage, len))) = (cur.framer.as_mut(), cur.stage.as_mut()) else {
+                return;
+            };
+            let end = fr.piece_end(blocks, start);
+            let bound = zstd::zstd_safe::compress_bound(end - start);
+            if stage.capacity() - *len < bound && *len > 0 {
+                self.flush_stage(false);
+                continue;
+            }
+            // A staging buffer too small for one frame (a block past the buffer's slack:
+            // never from corecap's front end) is an error that ends the file.
+            let room = stage.capacity() - *len;
+            let out = &mut stage.bytes_mut()[*len..*len + room.min(bound)];
+            match fr.frame(&blocks[start..end], out) {
+                Ok(n) => {
+                    *len += n;
+                    self.compressed.0 += (end - start) as u64;
+                    self.compressed.1 += n as u64;
+                }
+                Err(e) => {
+                    self.fail(e);
+                    break;
+                }
+            }
+            start = end;
+            if *len >= BUFFER_BYTES {
+                self.flush_stage(false);
+            }
+        }
+        let Some(cur) = self.cur.as_mut() else { return };
+        let stage_len = cur.stage.as_ref().map_or(0, |s| s.1);
+        let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
+        let boundary = cur.end + stage_len as u64;
+        cur.bounds.push_back((boundary, prev + f.packets));
+        let _ = self.free.send(f.buf);
+        self.compressed.2 += began.elapsed();
+    }
+
+    /// Puts the seek table of a compressed file's frames (see [`crate::seekable`]) in the
+    /// staging buffer, after its last frame.
+    pub(super) fn stage_seek_table(&mut self) {
+        let Some(cur) = self.cur.as_mut() else { return };
+        let Some(fr) = cur.framer.as_ref() else {
+            return;
+        };
+        let mut table = Vec::with_capacity(fr.table.encoded_len());
+        fr.table.encode(&mut table);
+        let mut copied = 0;
+        while copied < table.len() {
+            let Some((stage, len)) = self.cur.as_mut().and_then(|c| c.stage.as_mut()) else {
+                break;
+            };
+            let n = (stage.capacity() - *len).min(table.len() - copied);
+            stage.bytes_mut()[*len..*len + n].copy_from_slice(&table[copied..copied + n]);
+            *len += n;
+            copied += n;
+            if *len >= BUFFER_BYTES {
+                self.flush_stage(false);
+            }
+        }
+    }
+
+    /// Writes the staging buffer's aligned part (all of it when `all`) and carries the rest
+    /// into a fresh one. Returns the new staging length.
+    pub(super) fn flush_stage(&mut self, all: bool) -> usize {
+        let align = self.align;
+        let Some(cur) = self.cur.as_mut() else {
+            return 0;
+        };
+        let Some((stage, len)) = cur.stage.take() else {
+            return 0;
+        };
+        let cut = if all { len } else { len / align * align };
+        let mut fresh = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| AlignedBuf::new(BUFFER_CAPACITY, align));
+        let tail = len - cut;
+        fresh.bytes_mut()[..tail].copy_from_slice(&stage.bytes()[cut..len]);
+        cur.stage = Some((fresh, tail));
+        let off = cur.end;
+        if cut > 0 {
+            self.write(stage, cut, off, TAG_STAGE);
+        } else {
+            self.spare.push(stage);
+        }
+        tail
+    }
+}
