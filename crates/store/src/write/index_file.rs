@@ -54,25 +54,7 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
                 path.display()
             )))
         }
-        FileKind::Compressed(_) if is_seekable(path) => {
-            // A compressed recording: indexed at offsets of its decompressed stream, which
-            // a query reads through the frames (see `read::frames`).
-            let f = File::open(path).map_err(io_at(path))?;
-            let d = corecap_wire::Decompress::new(BufReader::with_capacity(1 << 20, &f))
-                .map_err(io_at(path))?;
-            let b = corecap_index::index_reader_identified(d, corecap_index::REGION_SIZE, &|n| {
-                crate::read::frames::identity(&f, n)
-            })
-            .map_err(io_at(path))?;
-            let report = IndexReport {
-                packets: b.packets,
-                regions: b.regions,
-                covered: b.covered,
-                cut_short: b.cut_short,
-                ..IndexReport::default()
-            };
-            (b.sidecar, report, None)
-        }
+        FileKind::Compressed(_) if is_seekable(path) => index_compressed(path)?,
         FileKind::Compressed(c) => {
             return Ok(IndexReport {
                 size,
@@ -87,13 +69,7 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
             let f = File::open(path).map_err(io_at(path))?;
             let b =
                 corecap_index::index_file(&f, corecap_index::REGION_SIZE).map_err(io_at(path))?;
-            let report = IndexReport {
-                packets: b.packets,
-                regions: b.regions,
-                covered: b.covered,
-                cut_short: b.cut_short,
-                ..IndexReport::default()
-            };
+            let report = report_of(&b);
             (b.sidecar, report, None)
         }
         FileKind::Sealed => {
@@ -107,9 +83,22 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
         }
     };
     report.size = size;
+    write_beside(path, &sidecar, report, seal)
+}
+
+/// Writes a file's sidecar (sealed under the file's key if `seal`), and, for a plain
+/// file, its sessions; the folder's catalog then learns the file. Returns `report` with
+/// what was written.
+fn write_beside(
+    path: &Path,
+    sidecar: &[u8],
+    mut report: IndexReport,
+    seal: Option<SealConfig>,
+) -> Result<IndexReport, QueryError> {
+    let size = report.size;
     report.index_bytes = sidecar.len() as u64;
     report.sealed = seal.is_some();
-    crate::sidecar::write_sidecar(&sidecar_path(path), &sidecar, seal.as_ref())
+    crate::sidecar::write_sidecar(&sidecar_path(path), sidecar, seal.as_ref())
         .map_err(io_at(&sidecar_path(path)))?;
     if seal.is_some() {
         report.index_bytes =
@@ -118,7 +107,7 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
     // The folder's catalog learns the file (made, or rebuilt from the files, if needed): a
     // window then opens only the files it overlaps. A catalog that cannot be written costs
     // nothing but that.
-    let parsed = Index::parse(&sidecar);
+    let parsed = Index::parse(sidecar);
     if let (Ok(ix), None) = (&parsed, &seal) {
         match ix.identity.map(|id| build_sessions(path, ix.covered, id)) {
             Some(Ok(n)) => report.sessions = Some(n),
@@ -145,6 +134,31 @@ pub fn build_index(path: &Path, kek: Option<&Arc<KeyFile>>) -> Result<IndexRepor
         let _ = crate::catalog_update::record(&e, crate::names::dir_of(path));
     }
     Ok(report)
+}
+
+/// Indexes a compressed recording at offsets of its decompressed stream, which a query
+/// reads through the frames (see `read::frames`).
+fn index_compressed(path: &Path) -> Result<(Vec<u8>, IndexReport, Option<SealConfig>), QueryError> {
+    let f = File::open(path).map_err(io_at(path))?;
+    let d = corecap_wire::Decompress::new(BufReader::with_capacity(1 << 20, &f))
+        .map_err(io_at(path))?;
+    let b = corecap_index::index_reader_identified(d, corecap_index::REGION_SIZE, &|n| {
+        crate::read::frames::identity(&f, n)
+    })
+    .map_err(io_at(path))?;
+    let report = report_of(&b);
+    Ok((b.sidecar, report, None))
+}
+
+/// What an index built from a file's packets reports.
+fn report_of(b: &corecap_index::Built) -> IndexReport {
+    IndexReport {
+        packets: b.packets,
+        regions: b.regions,
+        covered: b.covered,
+        cut_short: b.cut_short,
+        ..IndexReport::default()
+    }
 }
 
 /// Whether `path` is a compressed file ended by a seek table (a compressed recording).
