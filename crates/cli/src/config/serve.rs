@@ -113,36 +113,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         .collect::<Result<Vec<_>>>()?;
     let retention = retention(&a.disk)?;
     let record = match &a.record {
-        Some(dir) => {
-            let dir = corecap_manager::spool::open_folder(dir, also)
-                .with_context(|| format!("opening the recording folder {}", dir.display()))?;
-            if dir == spool.dir() {
-                bail!(
-                    "--record {}: give a folder other than the spool",
-                    dir.display()
-                );
-            }
-            let rotation = if a.rotate.is_empty() {
-                rotation(&["filesize:1G,duration:300".to_owned()])?
-            } else {
-                rotation(&a.rotate)?
-            };
-            if !rotation.active() {
-                bail!("--record needs rotation (-b filesize:kB or duration:S)");
-            }
-            for b in &mut bases {
-                b.output = Some(recording(&dir, b, a, rotation, &retention, &run_as)?);
-                // An attachable capture's workers steer; a stage thread of one balance
-                // group writes the recording, as `capture --pipeline` does.
-                b.groups = vec![GroupSpec {
-                    kind: GroupKind::Balance,
-                    members: 1,
-                    filter: None,
-                    snaplen: None,
-                }];
-            }
-            Some(dir)
-        }
+        Some(dir) => Some(record_into(dir, a, &spool, &mut bases, (&retention, &run_as))?),
         None if cutoff_given(&a.cutoff) => {
             bail!("--flow-cutoff and --cutoff need --record DIR (they cut what is recorded)")
         }
@@ -182,6 +153,48 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         run_as,
         peers: peers(a)?,
     })
+}
+
+/// `--record DIR`: opens the recording folder (not the spool), and has each base capture
+/// record into it with its rotation (1 GB or 300 s unless `-b` says), written by a stage
+/// thread of one balance group, as `capture --pipeline` does. Returns the folder.
+fn record_into(
+    dir: &std::path::Path,
+    a: &ServeArgs,
+    spool: &Spool,
+    bases: &mut [CaptureConfig],
+    (retention, run_as): (
+        &Option<Arc<corecap_store::retention::Retention>>,
+        &Option<corecap_linux::privilege::RunAs>,
+    ),
+) -> Result<PathBuf> {
+    let also = run_as.as_ref().map(|u| u.uid);
+    let dir = corecap_manager::spool::open_folder(dir, also)
+        .with_context(|| format!("opening the recording folder {}", dir.display()))?;
+    if dir == spool.dir() {
+        bail!(
+            "--record {}: give a folder other than the spool",
+            dir.display()
+        );
+    }
+    let rotation = if a.rotate.is_empty() {
+        rotation(&["filesize:1G,duration:300".to_owned()])?
+    } else {
+        rotation(&a.rotate)?
+    };
+    if !rotation.active() {
+        bail!("--record needs rotation (-b filesize:kB or duration:S)");
+    }
+    for b in bases.iter_mut() {
+        b.output = Some(recording(&dir, b, a, rotation, retention, run_as)?);
+        b.groups = vec![GroupSpec {
+            kind: GroupKind::Balance,
+            members: 1,
+            filter: None,
+            snaplen: None,
+        }];
+    }
+    Ok(dir)
 }
 
 /// `--peers FILE` with the TLS client files it is asked with.
