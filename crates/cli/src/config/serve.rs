@@ -113,7 +113,13 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         .collect::<Result<Vec<_>>>()?;
     let retention = retention(&a.disk)?;
     let record = match &a.record {
-        Some(dir) => Some(record_into(dir, a, &spool, &mut bases, (&retention, &run_as))?),
+        Some(dir) => Some(record_into(
+            dir,
+            a,
+            &spool,
+            &mut bases,
+            (&retention, &run_as),
+        )?),
         None if cutoff_given(&a.cutoff) => {
             bail!("--flow-cutoff and --cutoff need --record DIR (they cut what is recorded)")
         }

@@ -369,10 +369,13 @@ impl FlowTable {
 fn write_json(out: &mut impl Write, member: &str, k: &FlowKey, r: &Rec, why: EndReason) {
     let _ = writeln!(
         out,
-        "{{\"type\":\"flow\",\"member\":{},\"proto\":{},\"vlan\":{},\"src\":\"{}\",\"sport\":{},\
-         \"dst\":\"{}\",\"dport\":{},\"packets_fwd\":{},\"bytes_fwd\":{},\"packets_rev\":{},\
-         \"bytes_rev\":{},\"first_ns\":{},\"last_ns\":{},\"first_fwd_ns\":{},\"last_fwd_ns\":{},\
-         \"first_rev_ns\":{},\"last_rev_ns\":{},\"tcp_flags\":{},\"end\":\"{}\"}}",
+        concat!(
+            "{{\"type\":\"flow\",\"member\":{},\"proto\":{},\"vlan\":{},\"src\":\"{}\",",
+            "\"sport\":{},\"dst\":\"{}\",\"dport\":{},\"packets_fwd\":{},\"bytes_fwd\":{},",
+            "\"packets_rev\":{},\"bytes_rev\":{},\"first_ns\":{},\"last_ns\":{},",
+            "\"first_fwd_ns\":{},\"last_fwd_ns\":{},\"first_rev_ns\":{},\"last_rev_ns\":{},",
+            "\"tcp_flags\":{},\"end\":\"{}\"}}"
+        ),
         member,
         k.proto,
         k.vlan,

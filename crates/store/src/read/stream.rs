@@ -540,13 +540,8 @@ impl FileStream {
                     continue;
                 }
                 Err(e) => {
-                    let at = match self.plan.segments.get(self.next_seg - 1) {
-                        Some(Segment::Range { at, .. }) => {
-                            format!(" in bytes {}..{}", at.start, at.end)
-                        }
-                        _ => String::new(),
-                    };
                     self.reader = None;
+                    let at = self.segment_bytes();
                     self.note_cut(&mut ctx.stats, format!("{e}{at}"));
                     continue;
                 }
@@ -564,15 +559,7 @@ impl FileStream {
                 // libpcap has no code for this filter on this file's link type (`vlan` on
                 // raw IP): this file is not answered, and says so; the others are.
                 Err(QueryError::Filter(why)) => {
-                    let path = self.plan.path.display().to_string();
-                    ctx.stats.files_refused += 1;
-                    ctx.stats.notes.push(format!(
-                        "{path}: the filter does not apply to its link type {lt}: {why}; this \
-                         file is not answered"
-                    ));
-                    ctx.refused.get_or_insert(why);
-                    self.reader = None;
-                    self.next_seg = self.plan.segments.len();
+                    self.refuse(&mut ctx.stats, &mut ctx.refused, lt, why);
                     return Ok(false);
                 }
                 Err(e) => return Err(e),
@@ -602,6 +589,34 @@ impl FileStream {
             (h.queue, h.hash, h.dropcount) = (queue, hash, dropcount);
             return Ok(true);
         }
+    }
+
+    /// " in bytes A..B" of the segment being read, when it is a range of the file.
+    fn segment_bytes(&self) -> String {
+        match self.plan.segments.get(self.next_seg.wrapping_sub(1)) {
+            Some(Segment::Range { at, .. }) => format!(" in bytes {}..{}", at.start, at.end),
+            _ => String::new(),
+        }
+    }
+
+    /// This file is not answered: libpcap has no code for the filter on its link type `lt`
+    /// (`vlan` on raw IP). Says so, and ends the file; the others are answered.
+    fn refuse(
+        &mut self,
+        stats: &mut QueryStats,
+        refused: &mut Option<String>,
+        lt: u16,
+        why: String,
+    ) {
+        let path = self.plan.path.display().to_string();
+        stats.files_refused += 1;
+        stats.notes.push(format!(
+            "{path}: the filter does not apply to its link type {lt}: {why}; this file is \
+             not answered"
+        ));
+        refused.get_or_insert(why);
+        self.reader = None;
+        self.next_seg = self.plan.segments.len();
     }
 
     pub(crate) fn out_interface<W: Write>(
