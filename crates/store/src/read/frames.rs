@@ -142,7 +142,7 @@ impl Source {
     pub(crate) fn read_full_at(&mut self, buf: &mut [u8], at: u64) -> io::Result<(usize, u64)> {
         match self {
             Source::File(f) => {
-                let n = crate::sealed::read_full(&mut crate::read::stream::ReadAt(f, at), buf)?;
+                let n = crate::sealed::read_full(&mut crate::read::read_at::ReadAt(f, at), buf)?;
                 Ok((n, n as u64))
             }
             Source::Frames(r) => {
@@ -170,7 +170,7 @@ pub(crate) fn chunk_capture(plain: &[u8], compressed: bool, out: &mut Vec<u8>) -
 /// first chunk's plaintext begins as a zstd frame. False when that chunk cannot be opened
 /// (reading the file then says why).
 pub(crate) fn sealed_is_compressed(file: &File, o: &crate::sealed::ChunkOpener) -> bool {
-    let mut r = super::stream::ReadAt(file, o.header_len);
+    let mut r = super::read_at::ReadAt(file, o.header_len);
     let mut buf = Vec::new();
     match crate::sealed::read_chunk(&mut r, &mut buf) {
         Ok(crate::sealed::NextChunk::Read) => {}

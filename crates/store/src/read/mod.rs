@@ -13,6 +13,7 @@ pub mod outcome;
 pub mod plan;
 pub mod query;
 pub mod reach;
+pub(crate) mod read_at;
 pub mod session_match;
 pub mod sniff;
 pub mod stream;

@@ -246,18 +246,6 @@ impl Window<'_> {
     }
 }
 
-/// Reads a file from an offset on, by `pread`.
-pub(crate) struct ReadAt<'a>(pub(crate) &'a File, pub(crate) u64);
-
-impl Read for ReadAt<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let n = self.0.read_at(buf, self.1)?;
-        self.1 += n as u64;
-        Ok(n)
-    }
-}
-
 /// Decrypts the whole chunks of `buf` (read at `offset`) into plaintext; the bool is false
 /// when the bytes end inside a chunk.
 pub(crate) fn open_chunks(
