@@ -301,6 +301,48 @@ fn issue38_compress_refuses_what_it_cannot_do() {
     assert!(!o.status.success() && err.contains("need -w FILE"), "{err}");
 }
 
+/// 200 packets a second of 4 UDP flows from the lab's generator, for at most 60 s.
+fn slow_traffic(lab: &Lab) -> std::process::Child {
+    Command::new(util::bin())
+        .args([
+            "gen",
+            "--netns",
+            &lab.netns,
+            "-i",
+            "gen0",
+            "--duration",
+            "60",
+        ])
+        .args(["--rate", "200", "--flows", "4", "--size", "256"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the generator")
+}
+
+/// The time now, in Unix seconds.
+fn now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A recovered capture (decompressed into `d`) holds every packet older than the flush
+/// interval before the kill at `killed` (1 s, one more for a loaded machine).
+fn assert_holds_up_to_the_flush(d: &Path, killed: f64) {
+    let last = tcpdump_lines(d, "")
+        .lines()
+        .filter(|l| !l.starts_with('\t'))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    assert!(
+        last >= killed - 2.0,
+        "the last packet recovered is {:.3} s before the kill",
+        killed - last
+    );
+}
+
 #[test]
 #[ignore = "needs root"]
 fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() {
@@ -318,21 +360,7 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
         "-b",
         "filesize:100000",
     ];
-    let mut gen = Command::new(util::bin())
-        .args([
-            "gen",
-            "--netns",
-            &lab.netns,
-            "-i",
-            "gen0",
-            "--duration",
-            "60",
-        ])
-        .args(["--rate", "200", "--flows", "4", "--size", "256"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the generator");
+    let mut gen = slow_traffic(&lab);
     let cap = lab.capture_to(&rec, &args);
     std::thread::sleep(Duration::from_millis(3500));
     // The file being written answers queries and lists its connections: its frames up to
@@ -344,10 +372,7 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
     let o = util::corecap(&["flows", s(&sc.0), "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).lines().count() >= 4);
-    let killed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
+    let killed = now_s();
     cap.kill();
     let _ = gen.kill();
     let _ = gen.wait();
@@ -379,18 +404,7 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
     );
     let d = sc.path("recovered.pcapng");
     std::fs::write(&d, zstd_dc(r)).expect("write");
-    let lines = tcpdump_lines(&d, "");
-    let last = lines
-        .lines()
-        .filter(|l| !l.starts_with('\t'))
-        .filter_map(|l| l.split_whitespace().next()?.parse::<f64>().ok())
-        .fold(0.0, f64::max);
-    // Every packet older than the flush interval (1 s, one more for a loaded machine).
-    assert!(
-        last >= killed - 2.0,
-        "the last packet recovered is {:.3} s before the kill",
-        killed - last
-    );
+    assert_holds_up_to_the_flush(&d, killed);
     // It is indexed, and a query reads it through its frames as tcpdump reads it.
     assert!(sc
         .path(&format!("{}.idx", r.file_name().unwrap().to_string_lossy()))
@@ -700,21 +714,7 @@ fn issue38_a_killed_compressed_and_sealed_recorder_leaves_a_part_the_next_start_
         "-b",
         "filesize:100000",
     ];
-    let mut gen = Command::new(util::bin())
-        .args([
-            "gen",
-            "--netns",
-            &lab.netns,
-            "-i",
-            "gen0",
-            "--duration",
-            "60",
-        ])
-        .args(["--rate", "200", "--flows", "4", "--size", "256"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the generator");
+    let mut gen = slow_traffic(&lab);
     let cap = lab.capture_to(&rec, &args);
     std::thread::sleep(Duration::from_millis(3500));
     // The file being written answers queries: its sealed chunks up to the last flush,
@@ -723,10 +723,7 @@ fn issue38_a_killed_compressed_and_sealed_recorder_leaves_a_part_the_next_start_
     let v = query(&live, &["--key-file", &key, "-r", s(&sc.0), "udp"]);
     assert_eq!(u(&v, "files_live"), 1, "{v}");
     assert!(u(&v, "packets") > 50, "{v}");
-    let killed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
+    let killed = now_s();
     cap.kill();
     let _ = gen.kill();
     let _ = gen.wait();
@@ -757,18 +754,7 @@ fn issue38_a_killed_compressed_and_sealed_recorder_leaves_a_part_the_next_start_
     );
     let d = sc.path("recovered.pcapng");
     std::fs::write(&d, zstd_dc(&zst)).expect("write");
-    let lines = tcpdump_lines(&d, "");
-    let last = lines
-        .lines()
-        .filter(|l| !l.starts_with('\t'))
-        .filter_map(|l| l.split_whitespace().next()?.parse::<f64>().ok())
-        .fold(0.0, f64::max);
-    // Every packet older than the flush interval (1 s, one more for a loaded machine).
-    assert!(
-        last >= killed - 2.0,
-        "the last packet recovered is {:.3} s before the kill",
-        killed - last
-    );
+    assert_holds_up_to_the_flush(&d, killed);
     // It is indexed, and a query reads it by its chunks as tcpdump reads it.
     assert!(sc
         .path(&format!("{}.idx", r.file_name().unwrap().to_string_lossy()))
