@@ -193,19 +193,7 @@ impl DiskWriter {
         };
         let mut table = Vec::with_capacity(fr.table.encoded_len());
         fr.table.encode(&mut table);
-        let mut copied = 0;
-        while copied < table.len() {
-            let Some((stage, len)) = self.cur.as_mut().and_then(|c| c.stage.as_mut()) else {
-                break;
-            };
-            let n = (stage.capacity() - *len).min(table.len() - copied);
-            stage.bytes_mut()[*len..*len + n].copy_from_slice(&table[copied..copied + n]);
-            *len += n;
-            copied += n;
-            if *len >= BUFFER_BYTES {
-                self.flush_stage(false);
-            }
-        }
+        self.stage_bytes(&table);
     }
 
     /// Writes the staging buffer's aligned part (all of it when `all`) and carries the rest
