@@ -18,7 +18,9 @@ over the recording: one connection (`host A and port P`, a needle) and one servi
 (`tcp port 443`, about a fifth of the packets): median time and the bytes they read.
 
 Usage: bench/compress_depth.py [--connections 20000] [--max-bytes 20M] [--alpha 1.1]
-                               [--rounds 3] [--level 1] [--corecap PATH] [--out FILE.md]
+                               [--rounds 3] [--level 1] [--sealed] [--corecap PATH]
+                               [--out FILE.md]
+--sealed also records sealed (`--encrypt aes`), plain and compressed.
 Needs a corecap release binary (cargo build --release).
 """
 
@@ -39,18 +41,23 @@ from report import publish
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def modes(level):
+def modes(level, key=None):
     z = ["--compress", f"zstd:{level}"]
-    return {"plain": [], "zstd": z, "cut 15k": ["--flow-cutoff", "15k"],
-            "cut 15k + zstd": ["--flow-cutoff", "15k", *z]}
+    m = {"plain": [], "zstd": z, "cut 15k": ["--flow-cutoff", "15k"],
+         "cut 15k + zstd": ["--flow-cutoff", "15k", *z]}
+    if key:
+        sealed = ["--encrypt", "aes", "--key-file", key]
+        m.update({"sealed": sealed, "sealed + zstd": [*sealed, *z]})
+    return m
 
 
 def record(a, src, out, extra):
     """Records src into folder out; (CPU s, summary)."""
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
+    name = "rec.pcapng.sealed" if "--encrypt" in extra else "rec.pcapng"
     return run_capture([a.corecap, "capture", "-r", src, "--workers", "1", "--json",
-                        "--stats-interval", "0", "-w", os.path.join(out, "rec.pcapng"),
+                        "--stats-interval", "0", "-w", os.path.join(out, name),
                         "-b", "filesize:256000", *extra])
 
 
@@ -58,7 +65,8 @@ def query(a, folder, work, flt):
     """(seconds, bytes read, packets) of a query over folder (files in the page cache)."""
     out = os.path.join(work, "q.pcapng")
     t = time.perf_counter()
-    r = sh(a.corecap, "query", "--force", "--json", "-w", out, "-r", folder, flt)
+    key = ["--key-file", a.key] if a.key else []
+    r = sh(a.corecap, "query", "--force", "--json", *key, "-w", out, "-r", folder, flt)
     took = time.perf_counter() - t
     v = json.loads(r.stdout.splitlines()[-1])
     return took, v["bytes_read"], v["packets"]
@@ -88,7 +96,7 @@ def randomise_payload(src, dst, seed=38):
 
 
 def mix_rounds(a, src, work, needle):
-    ms = modes(a.level)
+    ms = modes(a.level, a.key)
     res = {k: [] for k in ms}
     for r in range(a.rounds):
         for mode in (list(ms) if r % 2 == 0 else list(ms)[::-1]):
@@ -159,10 +167,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--level", type=int, default=1)
     ap.add_argument("--corecap", default=os.path.join(ROOT, "target", "release", "corecap"))
+    ap.add_argument("--sealed", action="store_true",
+                    help="also record sealed (--encrypt aes), plain and compressed")
     ap.add_argument("--out")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="compress-bench-", dir="/var/tmp")
+    a.key = None
     try:
+        if a.sealed:
+            a.key = os.path.join(work, "bench.key")
+            sh(a.corecap, "keygen", "-o", a.key)
         mix = os.path.join(work, "mix.pcap")
         m = json.loads(sh(a.corecap, "lab", "mix", "-w", mix, "--connections",
                           str(a.connections), "--max-bytes", a.max_bytes,

@@ -22,7 +22,7 @@ def folder_bytes(d):
     names = [f for f in os.listdir(d) if not f.startswith(".")]
     every = sum(os.path.getsize(os.path.join(d, f)) for f in names)
     caps = sum(os.path.getsize(os.path.join(d, f)) for f in names
-               if f.endswith(".pcapng") or f.endswith(".zst"))
+               if f.endswith((".pcapng", ".zst", ".sealed")))
     return every, caps
 
 
