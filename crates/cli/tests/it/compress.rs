@@ -13,33 +13,34 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::cutoff::write_mix;
 use crate::util::{self, u, Lab, Scratch};
 
 /// The seekable format's footer magic, the last four bytes of a whole compressed file.
 const SEEKABLE_FOOTER: [u8; 4] = [0xb1, 0xea, 0x92, 0x8f];
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf8")
+/// A TCP connection of more than 20 packets that `flows` lists in `folder`: its Community
+/// ID and its two ports.
+fn long_tcp_flow(folder: &Path) -> (String, u64, u64) {
+    let o = util::corecap(&["flows", s(folder), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let flow: Value = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
+        .find(|v| v["network"]["transport"] == "tcp" && u(&v["network"], "packets") > 20)
+        .expect("a long TCP flow");
+    let cid = flow["network"]["community_id"]
+        .as_str()
+        .expect("community_id");
+    (
+        cid.to_owned(),
+        u(&flow["source"], "port"),
+        u(&flow["destination"], "port"),
+    )
 }
 
-/// A heavy-tailed mix of connections (`corecap lab mix`) as a pcap; its packet count.
-fn write_mix(sc: &Scratch, connections: u32) -> (PathBuf, u64) {
-    let mix = sc.path("mix.pcap");
-    let o = util::corecap(&[
-        "lab",
-        "mix",
-        "-w",
-        s(&mix),
-        "--connections",
-        &connections.to_string(),
-        "--max-bytes",
-        "1M",
-        "--seed",
-        "38",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).expect("lab mix prints JSON");
-    (mix, u(&r, "packets"))
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf8")
 }
 
 /// The capture files in `dir` (no index, sessions file or folder file), by name.
@@ -233,17 +234,8 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
     );
 
     // By Community ID: the flow's packets, from the compressed recording's sessions files.
-    let o = util::corecap(&["flows", s(&comp), "--json"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let flow: Value = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
-        .find(|v| v["network"]["transport"] == "tcp" && u(&v["network"], "packets") > 20)
-        .expect("a long TCP flow");
-    let cid = flow["network"]["community_id"]
-        .as_str()
-        .expect("community_id");
-    let (sport, dport) = (u(&flow["source"], "port"), u(&flow["destination"], "port"));
+    let (cid, sport, dport) = long_tcp_flow(&comp);
+    let cid = cid.as_str();
     let out = sc.path("q-cid.pcapng");
     query(&out, &["--community-id", cid, "-r", s(&comp)]);
     let all = sc.path("all.pcapng");
@@ -666,17 +658,8 @@ fn issue38_compress_then_seal_answers_as_the_plain_recording() {
     );
 
     // By Community ID: one long flow's packets.
-    let o = util::corecap(&["flows", s(&plain), "--json"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let flow: Value = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
-        .find(|v| v["network"]["transport"] == "tcp" && u(&v["network"], "packets") > 20)
-        .expect("a long TCP flow");
-    let cid = flow["network"]["community_id"]
-        .as_str()
-        .expect("community_id");
-    let (sport, dport) = (u(&flow["source"], "port"), u(&flow["destination"], "port"));
+    let (cid, sport, dport) = long_tcp_flow(&plain);
+    let cid = cid.as_str();
     let out = sc.path("q-cid.pcapng");
     query(
         &out,

@@ -183,7 +183,9 @@ fn assert_accounted(v: &Value, counted: u64, kept: u64) {
     assert_eq!(per_worker, counted - kept, "{v}");
 }
 
-fn write_mix(s: &Scratch, connections: u32) -> (std::path::PathBuf, u64) {
+/// A heavy-tailed mix of connections (`corecap lab mix`, seed 38) as a pcap; its packet
+/// count.
+pub(crate) fn write_mix(s: &Scratch, connections: u32) -> (std::path::PathBuf, u64) {
     let mix = s.path("mix.pcap");
     let o = util::corecap(&[
         "lab",
