@@ -558,8 +558,8 @@ fn open_sinks(
             Ok((vec![App::File(Box::new(sink))], None))
         }
         SinkPlan::Merged(path) => {
-            let sink = open(path, plan.ifaces.clone())?;
-            let (handles, rx, back) = merge::channels(n);
+            let mut sink = open(path, plan.ifaces.clone())?;
+            let (handles, rx, back) = merge::channels(n, sink.keeps_sessions());
             let apps = handles.into_iter().map(App::Merge).collect();
             let ctl = control.clone();
             // Files read with -r wait for the disk, as each worker's own file does; live

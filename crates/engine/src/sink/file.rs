@@ -551,6 +551,14 @@ impl FileSink {
         Ok(())
     }
 
+    /// Whether the file keeps its connections (a sessions file beside it): only then is a
+    /// packet the cutoff left out worth counting.
+    pub fn keeps_sessions(&mut self) -> bool {
+        self.writer
+            .as_mut()
+            .is_some_and(|w| w.out().keeps_sessions())
+    }
+
     /// Counts a packet the per-flow cutoff left out into its connection's record in the
     /// file being written (seen, not kept), when the file keeps its connections; `parsed`
     /// as in [`FileSink::write_parsed`]. Nothing is written and nothing can fail.

@@ -42,6 +42,8 @@ pub struct MergeHandle {
     /// reused, not allocated and grown afresh for every block.
     free: Receiver<Batch>,
     cur: Batch,
+    /// Whether the merged file keeps its connections: without, a cut packet is not sent.
+    counts_cut: bool,
 }
 
 /// How much older than a worker's last packet its next ones may be: a ring filled by
@@ -64,8 +66,12 @@ const FREE_BATCHES: usize = 8;
 
 /// The merge's channels for `workers` workers: each worker's handle, and what
 /// [`run`] takes (the batches coming in, and one way back per worker for the batches it
-/// has written).
-pub fn channels(workers: usize) -> (Vec<MergeHandle>, Receiver<Batch>, Vec<SyncSender<Batch>>) {
+/// has written). `counts_cut`: whether the merged file keeps its connections, so that
+/// packets the cutoff left out are worth sending to be counted.
+pub fn channels(
+    workers: usize,
+    counts_cut: bool,
+) -> (Vec<MergeHandle>, Receiver<Batch>, Vec<SyncSender<Batch>>) {
     let (tx, rx) = sync_channel(256);
     let mut handles = Vec::with_capacity(workers);
     let mut back = Vec::with_capacity(workers);
@@ -80,6 +86,7 @@ pub fn channels(workers: usize) -> (Vec<MergeHandle>, Receiver<Batch>, Vec<SyncS
                 worker: w,
                 ..Default::default()
             },
+            counts_cut,
         });
     }
     (handles, rx, back)
@@ -95,7 +102,9 @@ impl MergeHandle {
     /// the merge thread counts it into its connection's record (seen, not kept) in time
     /// order with the written ones, and writes nothing of it.
     pub fn push_cut(&mut self, p: &Packet<'_>) {
-        self.cur.packets.push(p, CUT, CUT_HEADERS);
+        if self.counts_cut {
+            self.cur.packets.push(p, CUT, CUT_HEADERS);
+        }
     }
 
     /// Sends the current batch with a watermark. Returns false if the merge thread is gone.
