@@ -7,6 +7,8 @@
 //! frames hold, and the seek table turns it into (frame, offset in the frame), as Arkime's
 //! `block << 16 | offset` does. So the index is built by the same code over the same
 //! blocks as a plain file's, and a query reads a packet by decompressing its frame alone.
+//! A stored frame ([`crate::format::stored`]: bytes that did not compress) is not
+//! decompressed: the bytes asked for are read from it as from a plain file.
 //! [`identity`] and [`content_len`] answer for either kind of file, so whoever checks an
 //! index against its file does it once for both.
 
@@ -16,6 +18,7 @@ use std::sync::Arc;
 
 use corecap_index::Identity;
 
+use crate::format::stored;
 use crate::seekable::{SeekTable, ZSTD_MAGIC};
 
 /// A compressed file read at offsets of its decompressed stream.
@@ -27,6 +30,8 @@ pub struct FrameReader {
     cur: Option<usize>,
     plain: Vec<u8>,
     raw: Vec<u8>,
+    /// The frame whose head was last read to see whether it is stored, and what it said.
+    checked: Option<(usize, bool)>,
     /// Bytes of frames read from the file so far.
     pub disk_bytes: u64,
 }
@@ -59,6 +64,7 @@ impl FrameReader {
             cur: None,
             plain: Vec::new(),
             raw: Vec::new(),
+            checked: None,
             disk_bytes: 0,
         })
     }
@@ -100,6 +106,27 @@ impl FrameReader {
         Ok(())
     }
 
+    /// Whether frame `i` is stored: its content is on disk as it is, after its head. The
+    /// head is read once a frame whose sizes say it may be (see [`stored::may_be`]).
+    fn is_stored(&mut self, i: usize) -> io::Result<bool> {
+        use std::os::unix::fs::FileExt;
+        let f = self.table.frames()[i];
+        if !stored::may_be(f.len, f.plain_len) {
+            return Ok(false);
+        }
+        if let Some((c, is)) = self.checked {
+            if c == i {
+                return Ok(is);
+            }
+        }
+        let mut head = [0u8; stored::HEAD];
+        self.file.read_exact_at(&mut head, f.at)?;
+        self.disk_bytes += stored::HEAD as u64;
+        let is = stored::is_head_of(&head, f.plain_len);
+        self.checked = Some((i, is));
+        Ok(is)
+    }
+
     /// Reads bytes of the decompressed stream from `at` into `buf`: as many as there are,
     /// fewer only at its end.
     pub fn read_full_at(&mut self, buf: &mut [u8], at: u64) -> io::Result<usize> {
@@ -109,11 +136,18 @@ impl FrameReader {
             let Some(i) = self.table.frame_at(off) else {
                 break;
             };
-            self.load(i)?;
             let f = self.table.frames()[i];
             let rel = (off - f.plain_at) as usize;
-            let k = (self.plain.len() - rel).min(buf.len() - n);
-            buf[n..n + k].copy_from_slice(&self.plain[rel..rel + k]);
+            let k = (f.plain_len as usize - rel).min(buf.len() - n);
+            if self.is_stored(i)? {
+                use std::os::unix::fs::FileExt;
+                let at = f.at + (stored::HEAD + rel) as u64;
+                self.file.read_exact_at(&mut buf[n..n + k], at)?;
+                self.disk_bytes += k as u64;
+            } else {
+                self.load(i)?;
+                buf[n..n + k].copy_from_slice(&self.plain[rel..rel + k]);
+            }
             n += k;
         }
         Ok(n)
@@ -287,6 +321,66 @@ mod tests {
         assert_eq!(id, Identity::of_file(&plain, all.len() as u64).unwrap());
         assert_eq!(content_len(&f).unwrap(), all.len() as u64);
         assert!(identity(&f, all.len() as u64 + 1).is_err());
+    }
+
+    #[test]
+    fn test_a_stored_frame_is_read_where_it_is_without_decompressing() {
+        let a: Vec<u8> = (0..20_000u32).map(|i| (i % 13) as u8).collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let b: Vec<u8> = (0..30_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let mut bytes = zstd::bulk::compress(&a, 1).unwrap();
+        let mut t = SeekTable::new();
+        t.push(bytes.len() as u32, a.len() as u32);
+        let at_b = bytes.len();
+        bytes.resize(at_b + b.len() + stored::HEAD, 0);
+        let n = stored::write(&b, &mut bytes[at_b..]).unwrap();
+        t.push(n as u32, b.len() as u32);
+        t.encode(&mut bytes);
+        let all = zstd::decode_all(&bytes[..]).unwrap();
+        assert_eq!(all, [&a[..], &b[..]].concat());
+        let mut r = FrameReader::open(temp("stored", &bytes)).unwrap().unwrap();
+        let mut buf = vec![0u8; 300];
+        assert_eq!(r.read_full_at(&mut buf, 25_000).unwrap(), 300);
+        assert_eq!(&buf[..], &all[25_000..25_300]);
+        assert_eq!(
+            r.disk_bytes,
+            (stored::HEAD + 300) as u64,
+            "its head and the bytes"
+        );
+        assert_eq!(r.read_full_at(&mut buf, 40_000).unwrap(), 300);
+        assert_eq!(&buf[..], &all[40_000..40_300]);
+        assert_eq!(
+            r.disk_bytes,
+            (stored::HEAD + 600) as u64,
+            "the head is read once"
+        );
+        // Across the two kinds of frame.
+        assert_eq!(r.read_full_at(&mut buf, 19_900).unwrap(), 300);
+        assert_eq!(&buf[..], &all[19_900..20_200]);
+        // A frame whose sizes look stored but whose head is not is decompressed.
+        let c = vec![5u8; 1000];
+        let z = zstd::bulk::compress(&c, 1).unwrap();
+        let mut padded = z.clone();
+        // Skippable frame after it, counted in the frame's length, so the sizes match.
+        let pad = 1000 + stored::HEAD - z.len() - 8;
+        padded.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+        padded.extend_from_slice(&(pad as u32).to_le_bytes());
+        padded.resize(padded.len() + pad, 0);
+        let mut t = SeekTable::new();
+        t.push(padded.len() as u32, 1000);
+        t.encode(&mut padded);
+        let mut r = FrameReader::open(temp("lookalike", &padded))
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.read_full_at(&mut buf, 100).unwrap(), 300);
+        assert_eq!(&buf[..], &c[100..400]);
     }
 
     #[test]

@@ -8,11 +8,25 @@
 //! file inside: a crashed file is recovered by dropping its torn last frame, and a query
 //! that wants one packet decompresses the one frame that holds it.
 //!
+//! A piece that does not compress by an eighth is written as a stored frame
+//! ([`crate::format::stored`]): its bytes as they are, in a zstd frame any decoder reads.
+//! Which pieces compress is first asked of a sample of [`PROBE_BYTES`] from its middle, so
+//! a piece of encrypted payload costs the compression of its sample and a copy, not the
+//! compression of all of it, and a query later reads its packets without decompressing.
+//! Pieces that follow a stored one are stored without a sample, one, then two, four and
+//! up to [`MAX_UNSAMPLED`] while the samples keep saying so (traffic that is encrypted now
+//! is encrypted in the next frames), and every piece is sampled again from the first that
+//! compresses. An eighth because that is where the CPU spent stops paying: Arkime reports about a
+//! fifth saved on most networks, and encrypted traffic, whose headers alone compress,
+//! saves about a tenth at level 1 for two and a half times the recorder's CPU
+//! (`docs/compress.md` has the figures).
+//!
 //! The context is made once per writer and used for every frame: no allocation per frame
 //! but the seek table's entry.
 
 use std::io;
 
+use crate::format::stored;
 use crate::read::stream::Framing;
 use crate::seekable::SeekTable;
 
@@ -21,6 +35,18 @@ use crate::seekable::SeekTable;
 /// compression, larger ones cost the bytes a query reads for one packet (see
 /// `docs/compress.md` for the figures).
 pub const FRAME_BYTES: usize = 32 << 10;
+
+/// Bytes of a piece compressed first, from its middle, to see whether the piece compresses
+/// (an eighth of a frame: the sample costs an eighth of the compression it may save).
+pub const PROBE_BYTES: usize = 4 << 10;
+
+/// The most pieces stored without a sample after a stored one.
+pub const MAX_UNSAMPLED: u32 = 16;
+
+/// Whether `compressed` bytes for `plain` save an eighth of them.
+fn saves_an_eighth(compressed: usize, plain: usize) -> bool {
+    compressed <= plain - plain / 8
+}
 
 /// The level `--compress zstd` takes without one.
 pub const DEFAULT_LEVEL: i32 = 1;
@@ -32,6 +58,13 @@ pub(crate) struct Framer {
     pub(crate) table: SeekTable,
     /// How the file's blocks are framed (from its header).
     pub(crate) framing: Framing,
+    /// Pieces still to store without a sample, and how many the next stored sample
+    /// skips.
+    unsampled: (u32, u32),
+    /// Frames written stored, since the writer began (every file).
+    pub(crate) stored: u64,
+    /// Frames written, since the writer began.
+    pub(crate) frames: u64,
 }
 
 impl std::fmt::Debug for Framer {
@@ -49,6 +82,9 @@ impl Framer {
             cctx: zstd::bulk::Compressor::new(level)?,
             table: SeekTable::new(),
             framing: Framing::Unknown,
+            unsampled: (0, 1),
+            stored: 0,
+            frames: 0,
         })
     }
 
@@ -71,12 +107,55 @@ impl Framer {
         at
     }
 
-    /// Compresses `piece` as one frame into `out` (which has room for
-    /// `zstd::zstd_safe::compress_bound(piece.len())` bytes); its compressed length.
+    /// Writes `piece` as one frame into `out` (which has room for
+    /// `zstd::zstd_safe::compress_bound(piece.len())` bytes), compressed or stored; its
+    /// length.
     pub(crate) fn frame(&mut self, piece: &[u8], out: &mut [u8]) -> io::Result<usize> {
-        let n = self.cctx.compress_to_buffer(piece, out)?;
+        let compressed = match self.worth_compressing(piece, out)? {
+            true => {
+                let n = self.cctx.compress_to_buffer(piece, out)?;
+                Some(n).filter(|&n| saves_an_eighth(n, piece.len()))
+            }
+            false => None,
+        };
+        let n = match compressed {
+            Some(n) => n,
+            None => match stored::write(piece, out) {
+                Some(n) => {
+                    self.stored += 1;
+                    n
+                }
+                None => self.cctx.compress_to_buffer(piece, out)?,
+            },
+        };
+        self.frames += 1;
         self.table.push(n as u32, piece.len() as u32);
         Ok(n)
+    }
+
+    /// Whether `piece` is worth compressing: its sample of [`PROBE_BYTES`] saves an eighth
+    /// (`out` is scratch). A piece too short to sample is, and one too long to be stored
+    /// must be.
+    /// Pieces that follow a stored one are not sampled (see the module's doc).
+    fn worth_compressing(&mut self, piece: &[u8], out: &mut [u8]) -> io::Result<bool> {
+        if piece.len() < 2 * PROBE_BYTES || piece.len() > stored::MAX_CONTENT {
+            return Ok(true);
+        }
+        let (left, next) = self.unsampled;
+        if left > 0 {
+            self.unsampled.0 -= 1;
+            return Ok(false);
+        }
+        let from = (piece.len() - PROBE_BYTES) / 2;
+        let n = self
+            .cctx
+            .compress_to_buffer(&piece[from..from + PROBE_BYTES], out)?;
+        let worth = saves_an_eighth(n, PROBE_BYTES);
+        self.unsampled = match worth {
+            true => (0, 1),
+            false => (next, (next * 2).min(MAX_UNSAMPLED)),
+        };
+        Ok(worth)
     }
 }
 
@@ -143,5 +222,53 @@ mod tests {
         let n = f.frame(&b[..end], &mut out).unwrap();
         assert_eq!(zstd::decode_all(&out[..n]).unwrap(), &b[..end]);
         assert_eq!(f.table.plain_len(), end as u64);
+        assert_eq!((f.stored, f.frames), (0, 1));
+    }
+
+    #[test]
+    fn test_a_piece_that_does_not_compress_is_stored() {
+        let mut f = Framer::new(1).unwrap();
+        let mut x = 88172645463325252u64;
+        let noise: Vec<u8> = (0..FRAME_BYTES)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let zeros = vec![0u8; FRAME_BYTES];
+        // Noise with a compressible middle: the sample says compress, the whole says
+        // store.
+        let mut mixed = noise.clone();
+        let from = (FRAME_BYTES - PROBE_BYTES) / 2;
+        mixed[from + 512..from + 3584].fill(0);
+        let mut out = vec![0u8; zstd::zstd_safe::compress_bound(FRAME_BYTES)];
+        // The piece after a stored one is stored unsampled; the next is sampled again.
+        let pieces = [
+            (&noise, true),
+            (&zeros, true),
+            (&zeros, false),
+            (&mixed, true),
+        ];
+        for (i, (piece, stored)) in pieces.into_iter().enumerate() {
+            let n = f.frame(piece, &mut out).unwrap();
+            assert_eq!(zstd::decode_all(&out[..n]).unwrap(), &piece[..]);
+            assert_eq!(n == FRAME_BYTES + stored::HEAD, stored, "piece {i}: {n}");
+        }
+        assert_eq!((f.stored, f.frames), (3, 4));
+        // Stored samples skip 1, 2, 4, ... and at most MAX_UNSAMPLED pieces.
+        let mut skipped = Vec::new();
+        for _ in 0..80 {
+            let before = f.unsampled.0;
+            f.frame(&noise, &mut out).unwrap();
+            if before == 0 {
+                skipped.push(f.unsampled.0);
+            }
+        }
+        assert_eq!(skipped[..6], [1, 2, 4, 8, 16, 16]);
+        // A short piece is compressed first, and stored when that saved too little.
+        let n = f.frame(&noise[..100], &mut out).unwrap();
+        assert_eq!(n, 100 + stored::HEAD);
     }
 }

@@ -452,10 +452,12 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
     }
     let (plain, frames, took) = w.compressed;
     if plain > 0 {
+        let (stored, all) = w.framer.as_ref().map_or((0, 0), |f| (f.stored, f.frames));
         w.report.notes.push(format!(
             "compressed {plain} bytes of capture into {frames} bytes of zstd frames ({:.1}%) \
-             in {:.2} s of the disk writer's time (packets it could not take in time are \
-             counted as `disk` drops)",
+             in {:.2} s of the disk writer's time; {stored} of {all} frames stored as they \
+             were, not compressing by an eighth (packets the writer could not take in time \
+             are counted as `disk` drops)",
             100.0 * frames as f64 / plain as f64,
             took.as_secs_f64()
         ));
