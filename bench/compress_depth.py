@@ -6,8 +6,8 @@ round.
 Traffic:
 - the heavy-tailed mix (`corecap lab mix`: Pareto-sized responses); its payload is the
   connection's number and zeros, far more compressible than real traffic;
-- the same mix with every payload byte random (as TLS, most of today's traffic, is to a
-  compressor): only the headers compress;
+- the same mix with every payload byte random (`lab mix --random-payload`; as TLS, most
+  of today's traffic, is to a compressor): only the headers compress;
 - the public captures the tests read (crates/cli/tests/data/real), each recorded alone
   (bytes only: they are too small to time).
 
@@ -27,10 +27,8 @@ Needs a corecap release binary (cargo build --release).
 import argparse
 import json
 import os
-import random
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -70,29 +68,6 @@ def query(a, folder, work, flt):
     took = time.perf_counter() - t
     v = json.loads(r.stdout.splitlines()[-1])
     return took, v["bytes_read"], v["packets"]
-
-
-def randomise_payload(src, dst, seed=38):
-    """A copy of the pcap src with every TCP/UDP payload byte random (Ethernet, IPv4)."""
-    rnd = random.Random(seed)
-    with open(src, "rb") as f:
-        data = bytearray(f.read())
-    at = 24
-    while at + 16 <= len(data):
-        caplen = struct.unpack_from("<I", data, at + 8)[0]
-        p = at + 16
-        frame = data[p:p + caplen]
-        if len(frame) >= 34 and frame[12:14] == b"\x08\x00":
-            ihl = (frame[14] & 0x0F) * 4
-            l4 = 14 + ihl
-            hdr = {6: lambda: (frame[l4 + 12] >> 4) * 4, 17: lambda: 8}.get(frame[23])
-            if hdr and len(frame) > l4 + 13:
-                start = l4 + hdr()
-                n = max(0, caplen - start)
-                data[p + start:p + caplen] = rnd.randbytes(n)
-        at = p + caplen
-    with open(dst, "wb") as f:
-        f.write(data)
 
 
 def mix_rounds(a, src, work, needle):
@@ -177,12 +152,11 @@ def main():
         if a.sealed:
             a.key = os.path.join(work, "bench.key")
             sh(a.corecap, "keygen", "-o", a.key)
-        mix = os.path.join(work, "mix.pcap")
-        m = json.loads(sh(a.corecap, "lab", "mix", "-w", mix, "--connections",
-                          str(a.connections), "--max-bytes", a.max_bytes,
-                          "--alpha", a.alpha).stdout)
-        rnd = os.path.join(work, "mix-random.pcap")
-        randomise_payload(mix, rnd)
+        mix, rnd = os.path.join(work, "mix.pcap"), os.path.join(work, "mix-random.pcap")
+        for path, more in ((mix, []), (rnd, ["--random-payload"])):
+            m = json.loads(sh(a.corecap, "lab", "mix", "-w", path, "--connections",
+                              str(a.connections), "--max-bytes", a.max_bytes,
+                              "--alpha", a.alpha, *more).stdout)
         # One connection of the middle of the mix: client 10.0.0.x port 20000 + i.
         i = a.connections // 2
         needle = f"host 10.0.{(i >> 8) & 255}.{i & 255} and port {20000 + i % 40000}"

@@ -152,6 +152,10 @@ pub(crate) struct LabMixArgs {
     /// the few largest connections.
     #[arg(long, default_value_t = 1.1)]
     pub(crate) alpha: f64,
+    /// Random payload bytes (as encrypted traffic is to a compressor), not the
+    /// connection's number and zeros.
+    #[arg(long)]
+    pub(crate) random_payload: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -105,7 +105,13 @@ fn query(out: &Path, args: &[&str]) -> Value {
 
 /// Records `mix` plain and compressed, rotated at 400 kB, into two folders.
 fn record_both(sc: &Scratch, mix: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
+    record_both_saying(sc, mix, extra).0
+}
+
+/// [`record_both`], and what the compressing recorder said on its standard error.
+fn record_both_saying(sc: &Scratch, mix: &Path, extra: &[&str]) -> ((PathBuf, PathBuf), String) {
     let (plain, comp) = (sc.path("plain"), sc.path("comp"));
+    let mut said = String::new();
     for (dir, more) in [(&plain, &[][..]), (&comp, &["--compress", "zstd"][..])] {
         std::fs::create_dir_all(dir).expect("mkdir");
         let rec = dir.join("rec.pcapng");
@@ -113,10 +119,11 @@ fn record_both(sc: &Scratch, mix: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
         a.extend_from_slice(more);
         a.extend_from_slice(extra);
         let (o, v) = util::replay(mix, &a);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        said = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{said}");
         assert_eq!(v["balanced"], true, "{v}");
     }
-    (plain, comp)
+    ((plain, comp), said)
 }
 
 #[test]
@@ -246,6 +253,92 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
         util::tcpdump_packets(&all, &f)
     );
     assert!(util::tcpdump_packets(&all, &f) > 20);
+}
+
+/// Payload that does not compress (random, as encrypted traffic is to a compressor) is
+/// kept in stored frames: each file still decompresses to the plain recording, with a few
+/// bytes a frame more than it, and a query reads its packets where they are, no more bytes
+/// than from the plain recording.
+#[test]
+fn issue38_payload_that_does_not_compress_is_stored_and_read_in_place() {
+    if !util::need("zstd") || !util::need("tcpdump") {
+        return;
+    }
+    let sc = Scratch::new("compress-stored");
+    let mix = sc.path("random.pcap");
+    let o = util::corecap(&[
+        "lab",
+        "mix",
+        "-w",
+        s(&mix),
+        "--connections",
+        "300",
+        "--max-bytes",
+        "1M",
+        "--seed",
+        "38",
+        "--random-payload",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ((plain, comp), said) = record_both_saying(&sc, &mix, &[]);
+    // The recorder says how many frames it stored: most of them.
+    let note = said
+        .lines()
+        .find(|l| l.contains("frames stored as they were"))
+        .unwrap_or_else(|| panic!("a note on the frames: {said}"));
+    let words: Vec<&str> = note.split_whitespace().collect();
+    let at = words.iter().rposition(|w| *w == "frames").expect("frames");
+    let (stored, all): (u64, u64) = (
+        words[at - 3].parse().expect("stored"),
+        words[at - 1].parse().expect("all"),
+    );
+    assert!(stored * 2 > all && all > 10, "{note}");
+    let (p, c) = (captures(&plain), captures(&comp));
+    assert_eq!(p.len(), c.len(), "{p:?} {c:?}");
+    let (mut plain_bytes, mut comp_bytes) = (0u64, 0u64);
+    for ((pn, pf), cf) in p.iter().zip(c.values()) {
+        let d = zstd_dc(cf);
+        assert!(d == std::fs::read(pf).expect("read"), "{pn}");
+        plain_bytes += std::fs::metadata(pf).unwrap().len();
+        comp_bytes += std::fs::metadata(cf).unwrap().len();
+    }
+    assert!(
+        comp_bytes * 100 <= plain_bytes * 101 && comp_bytes * 10 > plain_bytes * 8,
+        "compressed {comp_bytes} of plain {plain_bytes}"
+    );
+    // One connection, by its Community ID, and a filter: the same packets as from the
+    // plain recording, as tcpdump sees them, for no more bytes read.
+    let (cid, sport, dport) = long_tcp_flow(&comp);
+    let all = sc.path("all.pcapng");
+    query(&all, &["-r", s(&plain)]);
+    let by_tcpdump = util::tcpdump_packets(&all, &format!("tcp and port {sport} and port {dport}"));
+    for args in [
+        vec!["--community-id", cid.as_str()],
+        vec!["tcp port 8443 and tcp[tcpflags] & tcp-syn != 0"],
+    ] {
+        let mut answers = Vec::new();
+        for dir in [&plain, &comp] {
+            let out = sc.path("q.pcapng");
+            let mut a = args.clone();
+            a.extend(["-r", s(dir)]);
+            let v = query(&out, &a);
+            answers.push((util::packets(&out), u(&v, "bytes_read")));
+        }
+        assert!(!answers[0].0.is_empty(), "{args:?}");
+        assert!(
+            answers[1].0 == answers[0].0,
+            "{args:?}: as the plain recording"
+        );
+        assert!(
+            answers[1].1 <= answers[0].1 + answers[0].1 / 20,
+            "{args:?}: bytes read compressed {} against plain {}",
+            answers[1].1,
+            answers[0].1
+        );
+    }
+    let out = sc.path("q.pcapng");
+    query(&out, &["--community-id", cid.as_str(), "-r", s(&comp)]);
+    assert_eq!(util::packets(&out).len() as u64, by_tcpdump);
 }
 
 #[test]

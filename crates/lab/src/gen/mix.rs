@@ -8,7 +8,9 @@
 //! 1448 bytes with an ACK for every two, and an end: FIN from each side, or (one connection
 //! in five) a RST from the client. Up to 16 connections run at once, their packets
 //! interleaved. One connection in eight is a DNS query and answer over UDP port 53.
-//! Server ports go round 80, 443, 8443 and 22. Everything follows from the seed.
+//! Server ports go round 80, 443, 8443 and 22. A payload holds the connection's number and
+//! the packet's place, then zeros; or, with `random_payload`, random bytes, as encrypted
+//! traffic (most of today's) is to a compressor. Everything follows from the seed.
 
 use std::io::{self, Write};
 
@@ -23,6 +25,8 @@ pub struct MixSpec {
     pub seed: u64,
     /// The Pareto shape of the response sizes (above 0).
     pub alpha: f64,
+    /// Random payload bytes (from the seed), not the connection's number and zeros.
+    pub random_payload: bool,
 }
 
 /// What a mix holds.
@@ -102,6 +106,9 @@ pub fn write_mix(spec: &MixSpec, out: &mut impl Write) -> io::Result<MixReport> 
     let mut started = 0u32;
     let mut t_ns = 1_700_000_000u64 * 1_000_000_000;
     let mut frame = Vec::with_capacity(1600);
+    let mut payload_rng = spec
+        .random_payload
+        .then_some(spec.seed ^ 0x2545_f491_4f6c_dd1d);
     loop {
         while open.len() < OPEN && started < spec.connections {
             let size = pareto(&mut rng, spec.alpha, spec.max_bytes);
@@ -120,7 +127,7 @@ pub fn write_mix(spec: &MixSpec, out: &mut impl Write) -> io::Result<MixReport> 
         while k < open.len() {
             let c = &mut open[k];
             let step = c.steps[c.next];
-            build(c, step, &mut frame);
+            build(c, step, &mut frame, payload_rng.as_mut());
             c.next += 1;
             write_record(out, t_ns, &frame)?;
             report.packets += 1;
@@ -137,19 +144,23 @@ pub fn write_mix(spec: &MixSpec, out: &mut impl Write) -> io::Result<MixReport> 
     Ok(report)
 }
 
-/// A response size: Pareto with shape `alpha` from 1 KB, cut at `max`.
-fn pareto(rng: &mut u64, alpha: f64, max: u64) -> u64 {
-    // xorshift64*.
+/// The next number of a xorshift64* generator.
+fn next(rng: &mut u64) -> u64 {
     *rng ^= *rng >> 12;
     *rng ^= *rng << 25;
     *rng ^= *rng >> 27;
-    let x = rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// A response size: Pareto with shape `alpha` from 1 KB, cut at `max`.
+fn pareto(rng: &mut u64, alpha: f64, max: u64) -> u64 {
+    let x = next(rng);
     let u = ((x >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
     ((1024.0 / u.powf(1.0 / alpha.max(0.01))) as u64).clamp(1024, max.max(1024))
 }
 
 /// The frame of one step of connection `c`.
-fn build(c: &mut Open, (from_client, flags, len): Step, f: &mut Vec<u8>) {
+fn build(c: &mut Open, (from_client, flags, len): Step, f: &mut Vec<u8>, rng: Option<&mut u64>) {
     let i = c.i;
     let client = [10, 0, (i >> 8) as u8, i as u8];
     let server = [10, 9, 0, 1 + (i % 200) as u8];
@@ -188,10 +199,15 @@ fn build(c: &mut Open, (from_client, flags, len): Step, f: &mut Vec<u8>) {
         let used = u32::from(len) + u32::from(flags & (SYN | FIN) != 0);
         c.seq[me] = c.seq[me].wrapping_add(used);
     }
-    // The payload: the connection's number and the packet's place, then zeros.
+    // The payload: the connection's number and the packet's place, then zeros; or random.
     let start = f.len();
     f.resize(start + usize::from(len), 0);
-    if len >= 8 {
+    if let Some(rng) = rng {
+        for chunk in f[start..].chunks_mut(8) {
+            let x = next(rng).to_le_bytes();
+            chunk.copy_from_slice(&x[..chunk.len()]);
+        }
+    } else if len >= 8 {
         f[start..start + 4].copy_from_slice(&i.to_be_bytes());
         f[start + 4..start + 8].copy_from_slice(&(c.next as u32).to_be_bytes());
     }
@@ -228,6 +244,7 @@ mod tests {
             max_bytes: 4 << 20,
             seed: 1,
             alpha: 1.1,
+            random_payload: false,
         };
         let mut out = Vec::new();
         let r = write_mix(&spec, &mut out).unwrap();
@@ -247,6 +264,18 @@ mod tests {
         let mut again = Vec::new();
         write_mix(&spec, &mut again).unwrap();
         assert_eq!(out, again);
+        // Random payload: the same packets and sizes, with payload bytes that are not
+        // zeros (but those of the headers).
+        let mut random = Vec::new();
+        let spec = MixSpec {
+            random_payload: true,
+            ..spec
+        };
+        assert_eq!(write_mix(&spec, &mut random).unwrap(), r);
+        assert_eq!(random.len(), out.len());
+        let zeros = |b: &[u8]| b.iter().filter(|&&x| x == 0).count();
+        assert!(zeros(&out) > out.len() / 2);
+        assert!(zeros(&random) * 4 < zeros(&out), "{}", zeros(&random));
     }
 
     #[test]
