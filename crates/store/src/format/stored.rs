@@ -69,6 +69,19 @@ pub fn is_head_of(bytes: &[u8], plain_len: u32) -> bool {
     head(plain_len as usize).is_some_and(|h| bytes == h)
 }
 
+/// `len` bytes that do not compress (xorshift from `seed`), for tests.
+#[cfg(test)]
+pub(crate) fn noise(len: usize, mut seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

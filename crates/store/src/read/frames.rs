@@ -326,15 +326,7 @@ mod tests {
     #[test]
     fn test_a_stored_frame_is_read_where_it_is_without_decompressing() {
         let a: Vec<u8> = (0..20_000u32).map(|i| (i % 13) as u8).collect();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let b: Vec<u8> = (0..30_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let b = stored::noise(30_000, 0x9e37_79b9_7f4a_7c15);
         let mut bytes = zstd::bulk::compress(&a, 1).unwrap();
         let mut t = SeekTable::new();
         t.push(bytes.len() as u32, a.len() as u32);

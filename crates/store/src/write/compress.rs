@@ -228,15 +228,7 @@ mod tests {
     #[test]
     fn test_a_piece_that_does_not_compress_is_stored() {
         let mut f = Framer::new(1).unwrap();
-        let mut x = 88172645463325252u64;
-        let noise: Vec<u8> = (0..FRAME_BYTES)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let noise = stored::noise(FRAME_BYTES, 88172645463325252);
         let zeros = vec![0u8; FRAME_BYTES];
         // Noise with a compressible middle: the sample says compress, the whole says
         // store.
