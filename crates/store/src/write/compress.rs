@@ -31,9 +31,12 @@ use crate::read::stream::Framing;
 use crate::seekable::SeekTable;
 
 /// Decompressed bytes of a frame, about: a frame ends at the first block boundary past it
-/// (a larger block is a frame of its own). Arkime's blocks are 64 KiB; smaller frames cost
-/// compression, larger ones cost the bytes a query reads for one packet (see
-/// `docs/compress.md` for the figures).
+/// (a larger block is a frame of its own). Smaller frames cost compression (zstd builds
+/// its tables anew for each), larger ones the bytes a query reads for one packet from a
+/// frame that compresses only in part; Arkime's 64 KiB blocks stored 4.1% of plain where
+/// these store 4.9%, and a query for one connection read 2.6 times what it read of the
+/// plain recording where these read 1.2 times (`docs/compress.md`). A stored frame is
+/// read in place, whatever its size.
 pub const FRAME_BYTES: usize = 32 << 10;
 
 /// Bytes of a piece compressed first, from its middle, to see whether the piece compresses
