@@ -123,6 +123,18 @@ const EMPTY: Entry = Entry {
     name: NO_NAME,
 };
 
+/// A packet's connection found ahead of its update ([`SessionTable::prefetch`]): its table
+/// key, where its probe starts, and which end sent the packet. The probe itself is made by
+/// the update, so what the table did in between (a packet, a new segment) changes nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct Prefetched {
+    key: FlowKey,
+    /// The slot the probe starts at (the key's hash, masked).
+    home: usize,
+    one_way: bool,
+    sent_by_src: bool,
+}
+
 /// The connections of one file segment; see the module doc of [`crate::session`].
 #[derive(Debug)]
 pub struct SessionTable {
@@ -210,8 +222,35 @@ impl SessionTable {
     /// file holds it, with the ring's VLAN.
     #[inline]
     pub fn add_parsed(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
+        let at = self.locate(t);
+        self.add_prefetched(ts_ns, wire_len, link, t, &at);
+    }
+
+    /// Finds where the connection of `t` is kept and asks the processor for that slot,
+    /// without waiting for it: with thousands of connections a slot is rarely in cache, and
+    /// its load was most of what a packet cost here. A writer calls this as soon as it has
+    /// read a packet's transport layer, formats and indexes the packet, then gives the
+    /// packet to [`SessionTable::add_prefetched`], by when the slot has come.
+    #[inline]
+    pub fn prefetch(&self, t: &Transport<'_>) -> Prefetched {
+        let at = self.locate(t);
+        corecap_linux::memory::prefetch(&self.slots[at.home]);
+        at
+    }
+
+    /// [`SessionTable::add_parsed`] for a packet whose connection was found by
+    /// [`SessionTable::prefetch`] (`at`, of the same `t`).
+    #[inline]
+    pub fn add_prefetched(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        link: Link,
+        t: &Transport<'_>,
+        at: &Prefetched,
+    ) {
         self.stats.packets += 1;
-        let Some((i, sent_by_src)) = self.entry(ts_ns, link, t) else {
+        let Some((i, sent_by_src)) = self.entry(ts_ns, link, at) else {
             return;
         };
         let e = &mut self.slots[i];
@@ -227,7 +266,8 @@ impl SessionTable {
     #[inline]
     pub fn add_cut(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
         self.stats.packets += 1;
-        let Some((i, _)) = self.entry(ts_ns, link, t) else {
+        let at = self.locate(t);
+        let Some((i, _)) = self.entry(ts_ns, link, &at) else {
             return;
         };
         let e = &mut self.slots[i];
@@ -238,13 +278,30 @@ impl SessionTable {
         c[1] += u64::from(wire_len);
     }
 
-    /// The slot of `t`'s connection, taken for it if new (first seen at `ts_ns`), and
+    /// The table key of `t`'s connection and the slot its probe starts at.
+    #[inline(always)]
+    fn locate(&self, t: &Transport<'_>) -> Prefetched {
+        let (key, one_way, sent_by_src) = table_key(t);
+        Prefetched {
+            home: hash(&key) as usize & self.mask,
+            key,
+            one_way,
+            sent_by_src,
+        }
+    }
+
+    /// The slot of `at`'s connection, taken for it if new (first seen at `ts_ns`), and
     /// whether the packet was sent by its key's `src`; None when the table is full (the
     /// packet is counted in [`SessionStats::sessions_dropped`]).
     #[inline(always)]
-    fn entry(&mut self, ts_ns: u64, link: Link, t: &Transport<'_>) -> Option<(usize, bool)> {
-        let (key, one_way, sent_by_src) = table_key(t);
-        let Some(i) = self.slot(&key) else {
+    fn entry(&mut self, ts_ns: u64, link: Link, at: &Prefetched) -> Option<(usize, bool)> {
+        let Prefetched {
+            key,
+            home,
+            one_way,
+            sent_by_src,
+        } = *at;
+        let Some(i) = self.slot(&key, home) else {
             self.stats.sessions_dropped += 1;
             return None;
         };
@@ -265,10 +322,11 @@ impl SessionTable {
         Some((i, sent_by_src))
     }
 
-    /// The slot of `key`: its own, or the empty one it takes; None when the table is full.
+    /// The slot of `key`, whose probe starts at `home`: its own, or the empty one it takes;
+    /// None when the table is full.
     #[inline(always)]
-    fn slot(&self, key: &FlowKey) -> Option<usize> {
-        let mut i = hash(key) as usize & self.mask;
+    fn slot(&self, key: &FlowKey, home: usize) -> Option<usize> {
+        let mut i = home;
         loop {
             let e = &self.slots[i];
             if !e.used {
