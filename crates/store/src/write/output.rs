@@ -305,7 +305,7 @@ impl Output {
     /// Asks for the session table's slot of a packet's connection ahead of its update
     /// ([`SessionTable::prefetch`]): called before the packet is formatted and indexed, so
     /// that the slot has come by [`Output::add_session_parsed`]. None without sessions.
-    #[inline]
+    #[inline(always)]
     pub fn prefetch_session(&self, t: &Transport<'_>) -> Option<Prefetched> {
         self.sessions.as_ref().map(|table| table.prefetch(t))
     }
