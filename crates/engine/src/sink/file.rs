@@ -168,7 +168,7 @@ impl Told {
     /// know: a frame the writer kept as it came (no VLAN tag put back), cut to the snap
     /// length, at a time the file holds as it is. None: the index reads the block back (or,
     /// with no index, nothing reads it).
-    #[inline]
+    #[inline(always)]
     fn written<'a>(
         told: &[Told],
         p: &Packet<'a>,
