@@ -72,8 +72,8 @@ pub struct SessionStats {
 /// Laid out by hand: what every packet reads and writes (the key, the flags, the last time,
 /// the counts) in the first 104 bytes, and the slot aligned to 128, so a packet's update
 /// touches one aligned pair of cache lines, which the L2 prefetcher fetches together. With
-/// thousands of connections a slot is rarely in cache: the load of its first line is
-/// most of what a packet costs here.
+/// thousands of connections a slot is rarely in cache: the load of its first line was
+/// most of what a packet cost here, hence [`SessionTable::prefetch`] ahead of the update.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(128))]
 struct Entry {
