@@ -828,6 +828,7 @@ impl IndexBuilder {
         // query reads the head and only the lists it looks up.
         let head_end = out.len() as u64;
         let crc = crc32fast::hash(&out);
+        out.reserve_exact(area.len() + 7 + 8 + 4 + TRAILER.len());
         out.extend_from_slice(&area);
         out.resize(out.len() + (8 - area.len() % 8) % 8, 0);
         out.extend_from_slice(&head_end.to_le_bytes());

@@ -448,15 +448,26 @@ impl PostingsBuilder {
             store.close(l);
         }
         let packets = self.packets;
+        let dense = |l: &List| {
+            l.dense || u64::from(l.count) * DENSE_SHARE > packets.max(DENSE_MIN * DENSE_SHARE)
+        };
         let mut keys: Vec<(u64, u32)> = self.index.iter().map(|(k, i)| (*k, *i)).collect();
         keys.sort_unstable_by_key(|k| k.0);
+        // Both grow to their final length at once: many MiB copied as they doubled, and each
+        // copy faulted in new pages.
+        out.reserve(8 + keys.len() * 24 + 7 + 8);
+        area.reserve(
+            keys.iter()
+                .map(|(_, i)| &self.lists[*i as usize])
+                .filter(|l| !dense(l))
+                .map(|l| l.len as usize)
+                .sum(),
+        );
         out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
         for (key, i) in &keys {
             let l = &self.lists[*i as usize];
-            let dense =
-                l.dense || u64::from(l.count) * DENSE_SHARE > packets.max(DENSE_MIN * DENSE_SHARE);
             out.extend_from_slice(&key.to_le_bytes());
-            if dense {
+            if dense(l) {
                 out.extend_from_slice(&DENSE.to_le_bytes());
                 out.extend_from_slice(&[0; 8]);
             } else {

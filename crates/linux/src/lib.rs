@@ -12,7 +12,8 @@
 //! - [`ioprio`]: I/O priority of a thread (queries read at idle priority).
 //! - [`bpf`]: maps, XDP programs and live-frame runs for the generator.
 //! - [`direct`]: direct-I/O capture files: aligned buffers, `O_DIRECT`, fallocate, io_uring.
-//! - [`memory`]: the memory available, checked before a ring is asked for.
+//! - [`memory`]: the memory available, checked before a ring is asked for; huge pages and
+//!   prefetch hints for large tables.
 //! - [`privilege`]: dropping capabilities once the sockets are open.
 //! - [`abi`]: the kernel's constants and structures.
 #![deny(missing_docs)]

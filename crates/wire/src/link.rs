@@ -504,6 +504,24 @@ mod tests {
         }
     }
 
+    /// A frame's hash from its transport layer is the one read from its bytes, for every
+    /// link type, on every cut.
+    #[test]
+    fn test_transport_frame_hash_of_each_link_type() {
+        for (link, frame, ..) in cases() {
+            for cut in 0..=frame.len() {
+                let f = &frame[..cut];
+                if let Ok(t) = link.transport(f, Some(5)) {
+                    assert_eq!(
+                        t.frame_hash(),
+                        link.frame_hash(f, Some(5)),
+                        "{link:?} {cut}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn test_parse_null_either_byte_order_and_loop_network_order() {
         // The same packet written by a big-endian machine: AF_INET6 (Darwin, 30) big-endian.

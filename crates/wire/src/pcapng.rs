@@ -296,6 +296,7 @@ impl<W: Write> PcapngWriter<W> {
     /// snap length (non-zero) are cut, so the tag never pushes a packet past
     /// the snap length the IDB announced. Errors with `InvalidInput` for an
     /// interface id that has no IDB.
+    #[inline]
     pub fn write_epb(&mut self, e: &Epb<'_>) -> io::Result<()> {
         let snaplen = match self.snaplens.get(e.if_id as usize) {
             Some(&s) => s,

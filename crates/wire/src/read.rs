@@ -473,6 +473,7 @@ impl<R: Read> CaptureReader<R> {
     /// The next packet, `Ok(None)` at a clean end of file.
     ///
     /// After an error the reader is finished and returns `Ok(None)`.
+    #[inline]
     pub fn next_packet(&mut self) -> Result<Option<Record<'_>>, ReadError> {
         if self.done {
             return Ok(None);

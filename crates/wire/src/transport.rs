@@ -146,6 +146,15 @@ impl<'a> Transport<'a> {
         Some(Transport::of(ip, &l3))
     }
 
+    /// The symmetric steering hash of the frame this was read from, without reading the
+    /// frame again: [`Link::frame_hash`] of the same frame and link type gives it too (an IP
+    /// frame's hash is its flow key's, [`crate::flow_hash`], and a frame with a transport
+    /// layer has a flow key).
+    #[inline]
+    pub fn frame_hash(&self) -> u32 {
+        crate::hash::flow_hash(&self.key)
+    }
+
     /// Whether the capture cut the payload short.
     pub fn truncated(&self) -> bool {
         self.payload.len() < self.payload_len
@@ -282,6 +291,45 @@ mod tests {
             fast > checked / 4,
             "{fast} of {checked} read at fixed offsets"
         );
+    }
+
+    /// A frame's hash from its transport layer is the one read from its bytes, on every
+    /// cut and on random changes to its headers (fragments, other protocols, IPv4 options,
+    /// other EtherTypes), with and without the ring's VLAN.
+    #[test]
+    fn test_frame_hash_is_the_frames() {
+        let mut r = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        let mut read = 0;
+        for base in [SYN.to_vec(), udp_frame(36, b"12345678", 4)] {
+            for _ in 0..20_000 {
+                let mut f = base.clone();
+                for _ in 0..next() % 3 {
+                    let at = 12 + (next() as usize) % 30;
+                    f[at] = match next() % 4 {
+                        0 => 0,
+                        1 => 0xff,
+                        _ => next() as u8,
+                    };
+                }
+                f.truncate((next() as usize) % (f.len() + 1));
+                let vlan = (next() % 3 == 0).then(|| next() as u16);
+                if let Ok(t) = Transport::parse(Link::Ethernet, &f, vlan) {
+                    read += 1;
+                    assert_eq!(
+                        t.frame_hash(),
+                        Link::Ethernet.frame_hash(&f, vlan),
+                        "{f:02x?}"
+                    );
+                }
+            }
+        }
+        assert!(read > 10_000, "{read} read");
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl Told {
     /// know: a frame the writer kept as it came (no VLAN tag put back), cut to the snap
     /// length, at a time the file holds as it is. None: the index reads the block back (or,
     /// with no index, nothing reads it).
-    #[inline]
+    #[inline(always)]
     fn written<'a>(
         told: &[Told],
         p: &Packet<'a>,
@@ -218,7 +218,8 @@ impl Writer {
     /// Formats `p`'s block. Out of line: the block's writer is the longest code a packet
     /// runs, and kept apart it is compiled the same whatever its caller does around it.
     #[inline(never)]
-    fn format(&mut self, p: &Packet<'_>) -> io::Result<()> {
+    /// Formats `p`; `hash` is its [`Packet::hash`] when its caller has it already.
+    fn format(&mut self, p: &Packet<'_>, hash: Option<u32>) -> io::Result<()> {
         match self {
             Writer::Pcapng(w) => w.write_epb(&Epb {
                 if_id: p.iface,
@@ -227,7 +228,7 @@ impl Writer {
                 orig_len: p.wire_len,
                 vlan_tci: p.vlan,
                 queue: p.queue,
-                hash: Some(p.hash()),
+                hash: Some(hash.unwrap_or_else(|| p.hash())),
                 dropcount: None,
             }),
             Writer::Pcap(w) => w.write_packet(p.ts_ns, p.data, p.wire_len, p.vlan),
@@ -507,26 +508,38 @@ impl FileSink {
         let Some(w) = self.writer.as_mut() else {
             return Err(Refused::Failed);
         };
-        let r = w.format(p);
-        // A block the writer refused (an interface id without IDB) is rolled back too.
-        if r.is_err() {
-            let _ = w.out().end_block(false);
-            return Err(Refused::Disk);
-        }
         let told = self.told.get(p.iface as usize);
         let keep = told.map_or(usize::MAX, |t| t.keep);
+        let whole = p.data.len() <= keep;
         // The transport layer of the frame as the file holds it, read once for the session
-        // table and the index: the caller's when the file holds the frame whole, else read
-        // here when the file keeps its connections.
+        // table, the index and the block's hash: the caller's when the file holds the frame
+        // whole, else read here when the file keeps its connections.
         let own;
         let t = match parsed {
-            Some(t) if p.data.len() <= keep => Some(Ok(t)),
+            Some(t) if whole => Some(Ok(t)),
             _ if told.is_some() && w.out().keeps_sessions() => {
                 own = p.link.transport(&p.data[..p.data.len().min(keep)], p.vlan);
                 Some(own.as_ref().map_err(|e| *e))
             }
             _ => None,
         };
+        // The connection's slot is asked for now and used last, after the block is
+        // formatted and indexed: the wait for it overlaps that work.
+        let at = match t {
+            Some(Ok(t)) => w.out().prefetch_session(t),
+            _ => None,
+        };
+        // A frame read whole has its hash in its flow key (`Transport::frame_hash`).
+        let hash = match t {
+            Some(Ok(t)) if whole => Some(t.frame_hash()),
+            _ => None,
+        };
+        let r = w.format(p, hash);
+        // A block the writer refused (an interface id without IDB) is rolled back too.
+        if r.is_err() {
+            let _ = w.out().end_block(false);
+            return Err(Refused::Disk);
+        }
         match Told::written(&self.told, p, t.and_then(Result::ok)) {
             Some(written) => w.out().end_packet(&written)?,
             None => w.out().end_block(true)?,
@@ -537,7 +550,7 @@ impl FileSink {
             // The length on the wire as the file holds it: with the tag the ring stripped
             // put back, as the writer put it back.
             let wire = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
-            w.out().add_session_parsed(ts, wire, p.link, t);
+            w.out().add_session_parsed(ts, wire, p.link, t, at.as_ref());
         }
         if self.first_ts.is_none() && rot.duration.is_some() {
             // Once a file: the clock its duration is counted on.

@@ -42,7 +42,7 @@ pub mod format;
 mod tests;
 
 pub use scan::scan;
-pub use table::{SessionConfig, SessionStats, SessionTable};
+pub use table::{Prefetched, SessionConfig, SessionStats, SessionTable};
 
 use corecap_wire::name::{ClientHello, DnsQuestion, HttpRequest};
 use corecap_wire::{CommunityId, FlowKey, Link};

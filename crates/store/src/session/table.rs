@@ -72,13 +72,14 @@ pub struct SessionStats {
 /// Laid out by hand: what every packet reads and writes (the key, the flags, the last time,
 /// the counts) in the first 104 bytes, and the slot aligned to 128, so a packet's update
 /// touches one aligned pair of cache lines, which the L2 prefetcher fetches together. With
-/// thousands of connections a slot is rarely in cache: the load of its first line is
-/// most of what a packet costs here.
+/// thousands of connections a slot is rarely in cache: the load of its first line was
+/// most of what a packet cost here, hence [`SessionTable::prefetch`] ahead of the update.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(128))]
 struct Entry {
-    /// The table key: canonical, or as sent for a one-way ICMP connection.
-    key: FlowKey,
+    /// The table key ([`Words`]): both directions in one, or as sent for a one-way ICMP
+    /// connection.
+    key: Words,
     used: bool,
     /// Whether the originator is `key.src`.
     orig_is_src: bool,
@@ -101,15 +102,7 @@ const NO_NAME: u32 = u32::MAX;
 
 const EMPTY: Entry = Entry {
     used: false,
-    key: FlowKey {
-        vlan: 0,
-        proto: 0,
-        family: IpFamily::V4,
-        src: [0; 16],
-        dst: [0; 16],
-        sport: 0,
-        dport: 0,
-    },
+    key: [0; 5],
     orig_is_src: true,
     link: Link::Ethernet,
     flags: 0,
@@ -122,6 +115,18 @@ const EMPTY: Entry = Entry {
     data_seq: None,
     name: NO_NAME,
 };
+
+/// A packet's connection found ahead of its update ([`SessionTable::prefetch`]): its table
+/// key, where its probe starts, and which end sent the packet. The probe itself is made by
+/// the update, so what the table did in between (a packet, a new segment) changes nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct Prefetched {
+    key: Words,
+    /// The slot the probe starts at (the key's hash, masked).
+    home: usize,
+    one_way: bool,
+    sent_by_src: bool,
+}
 
 /// The connections of one file segment; see the module doc of [`crate::session`].
 #[derive(Debug)]
@@ -210,8 +215,35 @@ impl SessionTable {
     /// file holds it, with the ring's VLAN.
     #[inline]
     pub fn add_parsed(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
+        let at = self.locate(t);
+        self.add_prefetched(ts_ns, wire_len, link, t, &at);
+    }
+
+    /// Finds where the connection of `t` is kept and asks the processor for that slot,
+    /// without waiting for it: with thousands of connections a slot is rarely in cache, and
+    /// its load was most of what a packet cost here. A writer calls this as soon as it has
+    /// read a packet's transport layer, formats and indexes the packet, then gives the
+    /// packet to [`SessionTable::add_prefetched`], by when the slot has come.
+    #[inline(always)]
+    pub fn prefetch(&self, t: &Transport<'_>) -> Prefetched {
+        let at = self.locate(t);
+        corecap_linux::memory::prefetch(&self.slots[at.home]);
+        at
+    }
+
+    /// [`SessionTable::add_parsed`] for a packet whose connection was found by
+    /// [`SessionTable::prefetch`] (`at`, of the same `t`).
+    #[inline]
+    pub fn add_prefetched(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        link: Link,
+        t: &Transport<'_>,
+        at: &Prefetched,
+    ) {
         self.stats.packets += 1;
-        let Some((i, sent_by_src)) = self.entry(ts_ns, link, t) else {
+        let Some((i, sent_by_src)) = self.entry(ts_ns, link, at) else {
             return;
         };
         let e = &mut self.slots[i];
@@ -227,7 +259,8 @@ impl SessionTable {
     #[inline]
     pub fn add_cut(&mut self, ts_ns: u64, wire_len: u32, link: Link, t: &Transport<'_>) {
         self.stats.packets += 1;
-        let Some((i, _)) = self.entry(ts_ns, link, t) else {
+        let at = self.locate(t);
+        let Some((i, _)) = self.entry(ts_ns, link, &at) else {
             return;
         };
         let e = &mut self.slots[i];
@@ -238,13 +271,30 @@ impl SessionTable {
         c[1] += u64::from(wire_len);
     }
 
-    /// The slot of `t`'s connection, taken for it if new (first seen at `ts_ns`), and
+    /// The table key of `t`'s connection and the slot its probe starts at.
+    #[inline(always)]
+    fn locate(&self, t: &Transport<'_>) -> Prefetched {
+        let (key, one_way, sent_by_src) = table_words(t);
+        Prefetched {
+            home: hash(&key) as usize & self.mask,
+            key,
+            one_way,
+            sent_by_src,
+        }
+    }
+
+    /// The slot of `at`'s connection, taken for it if new (first seen at `ts_ns`), and
     /// whether the packet was sent by its key's `src`; None when the table is full (the
     /// packet is counted in [`SessionStats::sessions_dropped`]).
     #[inline(always)]
-    fn entry(&mut self, ts_ns: u64, link: Link, t: &Transport<'_>) -> Option<(usize, bool)> {
-        let (key, one_way, sent_by_src) = table_key(t);
-        let Some(i) = self.slot(&key) else {
+    fn entry(&mut self, ts_ns: u64, link: Link, at: &Prefetched) -> Option<(usize, bool)> {
+        let Prefetched {
+            key,
+            home,
+            one_way,
+            sent_by_src,
+        } = *at;
+        let Some(i) = self.slot(&key, home) else {
             self.stats.sessions_dropped += 1;
             return None;
         };
@@ -265,10 +315,11 @@ impl SessionTable {
         Some((i, sent_by_src))
     }
 
-    /// The slot of `key`: its own, or the empty one it takes; None when the table is full.
+    /// The slot of `key`, whose probe starts at `home`: its own, or the empty one it takes;
+    /// None when the table is full.
     #[inline(always)]
-    fn slot(&self, key: &FlowKey) -> Option<usize> {
-        let mut i = hash(key) as usize & self.mask;
+    fn slot(&self, key: &Words, home: usize) -> Option<usize> {
+        let mut i = home;
         loop {
             let e = &self.slots[i];
             if !e.used {
@@ -431,10 +482,11 @@ impl Entry {
     }
 
     fn session(&self, name: SessionName, seed: u16, cut: [u64; 2]) -> Session {
+        let key = key_of(&self.key);
         let key = if self.orig_is_src {
-            self.key
+            key
         } else {
-            self.key.reversed()
+            key.reversed()
         };
         Session {
             key,
@@ -471,6 +523,67 @@ pub(crate) fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     (if by_src { k } else { k.reversed() }, false, by_src)
 }
 
+/// The table key of a packet as the slots hold it ([`Words`]), whether it is a one-way ICMP
+/// message, and whether the packet was sent by the key's `src`: [`table_key`]'s connection,
+/// its two ends ordered as words rather than as bytes (the order only has to be the same
+/// for both directions; the records are keyed as their originator sent).
+#[inline(always)]
+fn table_words(t: &Transport<'_>) -> (Words, bool, bool) {
+    let k = &t.key;
+    let (mut sport, mut dport, mut one_way) = (k.sport, k.dport, false);
+    if let (IPPROTO_ICMP | IPPROTO_ICMPV6, Some((ty, code))) = (k.proto, t.icmp) {
+        (sport, dport, one_way) = icmp_ports(k.proto == IPPROTO_ICMPV6, ty, code);
+    }
+    let (s, d) = (halves(&k.src), halves(&k.dst));
+    // The packet's sender is the key's `src` when its own end is the lower one (ties, both
+    // ends equal, count as sent by `src`).
+    let by_src = one_way || (s, sport) <= (d, dport);
+    let tail = |sport: u16, dport: u16| {
+        u64::from(k.vlan)
+            | u64::from(k.proto) << 16
+            | u64::from(k.family == IpFamily::V6) << 24
+            | u64::from(sport) << 32
+            | u64::from(dport) << 48
+    };
+    let words = if by_src {
+        [s[0], s[1], d[0], d[1], tail(sport, dport)]
+    } else {
+        [d[0], d[1], s[0], s[1], tail(dport, sport)]
+    };
+    (words, one_way, by_src)
+}
+
+/// A 16-byte address as two little-endian words.
+#[inline(always)]
+fn halves(a: &[u8; 16]) -> [u64; 2] {
+    let w = |i: usize| u64::from_le_bytes(a[i..i + 8].try_into().expect("8 of 16 bytes"));
+    [w(0), w(8)]
+}
+
+/// The key that `words` holds (the inverse of [`words`]).
+fn key_of(w: &Words) -> FlowKey {
+    let addr = |a: u64, b: u64| {
+        let mut x = [0u8; 16];
+        x[..8].copy_from_slice(&a.to_le_bytes());
+        x[8..].copy_from_slice(&b.to_le_bytes());
+        x
+    };
+    let tail = w[4];
+    FlowKey {
+        vlan: tail as u16,
+        proto: (tail >> 16) as u8,
+        family: if tail >> 24 & 1 == 1 {
+            IpFamily::V6
+        } else {
+            IpFamily::V4
+        },
+        src: addr(w[0], w[1]),
+        dst: addr(w[2], w[3]),
+        sport: (tail >> 32) as u16,
+        dport: (tail >> 48) as u16,
+    }
+}
+
 /// `n` empty slots, on huge pages where the kernel gives them: a packet's slot is at a
 /// random place in many MiB, and with 4 KiB pages each lookup was a TLB miss too.
 fn huge_slots(n: usize) -> Vec<Entry> {
@@ -487,18 +600,23 @@ fn huge_slots(n: usize) -> Vec<Entry> {
 /// keys are not chosen by an attacker who sees the table (a long probe costs time, never a
 /// packet), and the table is at most half full.
 #[inline(always)]
-fn hash(k: &FlowKey) -> u64 {
+fn hash(w: &Words) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = 0u64;
-    for x in words(k) {
+    for &x in w {
         h = (h.rotate_left(23) ^ x).wrapping_mul(K);
     }
     h ^ (h >> 29)
 }
 
-/// A key as five words: the addresses' halves, then VLAN, protocol, family and ports.
-#[inline(always)]
-fn words(k: &FlowKey) -> [u64; 5] {
+/// A key as the slots hold it, in five words: the addresses' halves (little-endian), then
+/// VLAN, protocol, family and ports (`vlan | proto << 16 | v6 << 24 | sport << 32 |
+/// dport << 48`). A probe compares five words, and nothing is lost ([`key_of`]).
+type Words = [u64; 5];
+
+/// `k` as [`Words`].
+#[cfg(test)]
+fn words(k: &FlowKey) -> Words {
     let w =
         |b: &[u8; 16], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 of 16 bytes"));
     let tail = u64::from(k.vlan)
@@ -511,9 +629,8 @@ fn words(k: &FlowKey) -> [u64; 5] {
 
 /// `a == b`, word by word with no early exit (a probe's compare is most often equal).
 #[inline(always)]
-fn same_key(a: &FlowKey, b: &FlowKey) -> bool {
-    let (x, y) = (words(a), words(b));
-    x.iter().zip(&y).fold(0, |d, (p, q)| d | (p ^ q)) == 0
+fn same_key(a: &Words, b: &Words) -> bool {
+    a.iter().zip(b).fold(0, |d, (p, q)| d | (p ^ q)) == 0
 }
 
 #[cfg(test)]
@@ -562,6 +679,80 @@ mod tests {
             assert_eq!(k, c);
             assert!(!one_way);
             assert_eq!(by_src, c.src == key.src && c.sport == key.sport, "{key:?}");
+            // The slots' key: the same for both directions, the connection's key, and the
+            // packet's sender said as for the canonical key (its ends, as a table key has them).
+            let (w, one_way, by_src) = table_words(&t);
+            let back = Transport {
+                key: key.reversed(),
+                ..t
+            };
+            let (w2, _, by_src2) = table_words(&back);
+            assert_eq!(w, w2, "{key:?}");
+            assert!(!one_way);
+            let tie = key == key.reversed();
+            assert_eq!(by_src2, !by_src || tie, "{key:?}");
+            let kw = key_of(&w);
+            assert_eq!(if by_src { kw } else { kw.reversed() }, key, "{key:?}");
+            assert_eq!(kw.canonical(), c, "{key:?}");
         }
+    }
+
+    /// A key in words and back is the same key, for either family, any VLAN, protocol and
+    /// ports.
+    #[test]
+    fn test_words_keep_the_key() {
+        let mut r = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        for _ in 0..10_000 {
+            let mut k = FlowKey {
+                vlan: next() as u16 & 0x0fff,
+                proto: next() as u8,
+                family: if next() % 2 == 0 {
+                    IpFamily::V4
+                } else {
+                    IpFamily::V6
+                },
+                src: [0; 16],
+                dst: [0; 16],
+                sport: next() as u16,
+                dport: next() as u16,
+            };
+            k.src[..8].copy_from_slice(&next().to_le_bytes());
+            k.src[8..].copy_from_slice(&next().to_le_bytes());
+            k.dst[..8].copy_from_slice(&next().to_le_bytes());
+            k.dst[8..].copy_from_slice(&next().to_le_bytes());
+            assert_eq!(key_of(&words(&k)), k);
+        }
+    }
+
+    /// A one-way ICMP message keeps its key as sent, with its type and code for ports.
+    #[test]
+    fn test_one_way_icmp_is_kept_as_sent() {
+        let key = FlowKey {
+            vlan: 0,
+            proto: IPPROTO_ICMP,
+            family: IpFamily::V4,
+            src: [10, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            dst: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            sport: 0,
+            dport: 0,
+        };
+        // Destination unreachable: one way.
+        let t = Transport {
+            key,
+            fragment: Fragment::No,
+            tcp: None,
+            icmp: Some((3, 1)),
+            payload: &[],
+            payload_len: 0,
+        };
+        let (w, one_way, by_src) = table_words(&t);
+        assert!(one_way && by_src);
+        assert_eq!(key_of(&w), table_key(&t).0);
     }
 }

@@ -40,7 +40,7 @@ use crate::sealed::{CHUNK_HEAD, TAG};
 use corecap_index::IndexBuilder;
 use corecap_wire::{Link, ParseError, Transport};
 
-use crate::session::{Session, SessionConfig, SessionStats, SessionTable};
+use crate::session::{Prefetched, Session, SessionConfig, SessionStats, SessionTable};
 
 /// What a file sink's front end sends its disk writer.
 #[derive(Debug)]
@@ -282,7 +282,8 @@ impl Output {
     }
 
     /// [`Output::add_session`] for a packet whose transport layer was read already (see
-    /// [`SessionTable::add_parsed`]); `t` is that of `frame` as the file holds it.
+    /// [`SessionTable::add_parsed`]); `t` is that of `frame` as the file holds it, and `at`
+    /// what [`Output::prefetch_session`] gave for it, if it was asked.
     #[inline]
     pub fn add_session_parsed(
         &mut self,
@@ -290,13 +291,23 @@ impl Output {
         wire_len: u32,
         link: Link,
         t: Result<&Transport<'_>, ParseError>,
+        at: Option<&Prefetched>,
     ) {
         if let Some(table) = self.sessions.as_mut() {
-            match t {
-                Ok(t) => table.add_parsed(ts_ns, wire_len, link, t),
-                Err(why) => table.unparsed(why),
+            match (t, at) {
+                (Ok(t), Some(at)) => table.add_prefetched(ts_ns, wire_len, link, t, at),
+                (Ok(t), None) => table.add_parsed(ts_ns, wire_len, link, t),
+                (Err(why), _) => table.unparsed(why),
             }
         }
+    }
+
+    /// Asks for the session table's slot of a packet's connection ahead of its update
+    /// ([`SessionTable::prefetch`]): called before the packet is formatted and indexed, so
+    /// that the slot has come by [`Output::add_session_parsed`]. None without sessions.
+    #[inline(always)]
+    pub fn prefetch_session(&self, t: &Transport<'_>) -> Option<Prefetched> {
+        self.sessions.as_ref().map(|table| table.prefetch(t))
     }
 
     /// Counts a packet a per-flow cutoff left out of the file into its connection, as seen
