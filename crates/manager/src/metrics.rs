@@ -2,9 +2,9 @@
 //! their recording, responses and thread lag.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::fmt::{Display, Write};
 
-use crate::api::{CaptureView, State};
+use crate::api::{CaptureView, Drops, State};
 use crate::stats::{BaseStats, RecordingStats};
 
 /// Upper bounds (seconds) of the thread-lag histogram's buckets: 10 µs to 1 s.
@@ -90,39 +90,61 @@ fn scalar(o: &mut String, name: &str, kind: &str, help: &str, v: u64) {
     let _ = writeln!(o, "{name} {v}");
 }
 
+/// One metric, one line per value of one label: `name{label="V"} n`.
+fn by_label<V: Display>(
+    o: &mut String,
+    (name, kind): (&str, &str),
+    help: &str,
+    label: &str,
+    rows: impl IntoIterator<Item = (V, u64)>,
+) {
+    head(o, name, kind, help);
+    for (v, n) in rows {
+        let _ = writeln!(o, "{name}{{{label}=\"{v}\"}} {n}");
+    }
+}
+
+/// The drop counters by place, in the order and with the names of the `at` label.
+fn places(d: &Drops) -> [(&'static str, u64); 4] {
+    [
+        ("kernel", d.kernel),
+        ("stage_full", d.stage_full),
+        ("app", d.app),
+        ("disk", d.disk),
+    ]
+}
+
 /// Running captures, those of earlier runs and the files recovered at start, then each
 /// capture's counters.
 fn captures(o: &mut String, i: &Input<'_>) {
-    head(
+    by_label(
         o,
-        "corecap_captures_running",
-        "gauge",
+        ("corecap_captures_running", "gauge"),
         "Captures running now.",
+        "mode",
+        ["attach", "spawn"].map(|mode| {
+            let n = i
+                .captures
+                .iter()
+                .filter(|c| c.state == State::Running && c.mode.name() == mode)
+                .count();
+            (mode, n as u64)
+        }),
     );
-    for mode in ["attach", "spawn"] {
-        let n = i
-            .captures
-            .iter()
-            .filter(|c| c.state == State::Running && c.mode.name() == mode)
-            .count();
-        let _ = writeln!(o, "corecap_captures_running{{mode=\"{mode}\"}} {n}");
-    }
-    head(
+    by_label(
         o,
-        "corecap_captures_earlier",
-        "gauge",
+        ("corecap_captures_earlier", "gauge"),
         "Captures of earlier runs of the daemon listed from the spool's catalog, by state.",
+        "state",
+        i.earlier.iter().map(|(state, n)| (state, *n)),
     );
-    for (state, n) in i.earlier {
-        let _ = writeln!(o, "corecap_captures_earlier{{state=\"{state}\"}} {n}");
-    }
-    head(
+    scalar(
         o,
         "corecap_recovered_files",
         "gauge",
         "Files a crash left in the spool, recovered (cut to whole blocks, named, indexed) at this start.",
+        i.recovered_files,
     );
-    let _ = writeln!(o, "corecap_recovered_files {}", i.recovered_files);
     capture_counters(o, i);
 }
 
@@ -166,12 +188,7 @@ fn capture_counters(o: &mut String, i: &Input<'_>) {
         "Packets lost per capture, by place.",
     );
     for c in i.captures {
-        for (at, n) in [
-            ("kernel", c.drops.kernel),
-            ("stage_full", c.drops.stage_full),
-            ("app", c.drops.app),
-            ("disk", c.drops.disk),
-        ] {
+        for (at, n) in places(&c.drops) {
             let _ = writeln!(
                 o,
                 "corecap_capture_drops_total{{id=\"{}\",at=\"{at}\"}} {n}",
@@ -398,12 +415,7 @@ fn recording_drops(o: &mut String, rec: &[(&String, &RecordingStats)]) {
          the workers or the writer), disk (the disk writer was behind, or a write failed).",
     );
     for (iface, r) in rec {
-        for (at, n) in [
-            ("kernel", r.drops.kernel),
-            ("stage_full", r.drops.stage_full),
-            ("app", r.drops.app),
-            ("disk", r.drops.disk),
-        ] {
+        for (at, n) in places(&r.drops) {
             let _ = writeln!(
                 o,
                 "corecap_recording_drops_total{{interface=\"{}\",at=\"{at}\"}} {n}",
@@ -472,25 +484,19 @@ fn spool(o: &mut String, i: &Input<'_>) {
 
 /// API responses by status.
 fn responses(o: &mut String, i: &Input<'_>) {
-    head(
+    by_label(
         o,
-        "corecap_api_responses_total",
-        "counter",
+        ("corecap_api_responses_total", "counter"),
         "API responses by status code.",
+        "code",
+        i.responses.iter().map(|(code, n)| (code, *n)),
     );
-    for (code, n) in i.responses {
-        let _ = writeln!(o, "corecap_api_responses_total{{code=\"{code}\"}} {n}");
-    }
-    head(
+    scalar(
         o,
         "corecap_api_tls_handshakes_refused_total",
         "counter",
         "TLS connections closed in their handshake (no or a refused client certificate).",
-    );
-    let _ = writeln!(
-        o,
-        "corecap_api_tls_handshakes_refused_total {}",
-        i.handshakes_refused
+        i.handshakes_refused,
     );
 }
 
