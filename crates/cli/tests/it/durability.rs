@@ -310,23 +310,8 @@ struct Ext4(Scratch);
 impl Ext4 {
     fn new(mib: u32) -> Self {
         let s = Scratch::new("ext4");
-        let img = s.path("fs.img");
-        let f = std::fs::File::create(&img).expect("image");
-        f.set_len(u64::from(mib) << 20).expect("size");
-        let ok = Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&img)
-            .status()
-            .is_ok_and(|st| st.success());
-        assert!(ok, "mkfs.ext4");
         std::fs::create_dir(s.path("mnt")).expect("mnt");
-        let ok = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(s.path("mnt"))
-            .status()
-            .is_ok_and(|st| st.success());
-        assert!(ok, "mount -o loop");
+        util::mount_ext4(&s.path("fs.img"), &s.path("mnt"), u64::from(mib), &[]);
         Self(s)
     }
 }

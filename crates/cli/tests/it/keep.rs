@@ -510,46 +510,16 @@ struct LoopExt4 {
 
 impl LoopExt4 {
     fn new(image: std::path::PathBuf, at: std::path::PathBuf, mib: u64) -> Self {
-        let f = std::fs::File::create(&image).expect("image");
-        f.set_len(mib << 20).expect("size");
-        drop(f);
-        let run = |c: &mut std::process::Command| {
-            let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
-            assert!(
-                o.status.success(),
-                "{c:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        };
-        run(std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&image));
         std::fs::create_dir_all(&at).expect("mount point");
         // Made before the mount: dropped (and unmounted) from here on, a failure too.
         let disk = LoopExt4 { image, at };
-        run(std::process::Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&disk.image)
-            .arg(&disk.at));
+        util::mount_ext4(&disk.image, &disk.at, mib, &[]);
         disk
     }
 
     /// Bytes free (to a user) and the size, as `df` gives them.
     fn space(&self) -> (u64, u64) {
-        let o = std::process::Command::new("df")
-            .args(["-B1", "--output=avail,size"])
-            .arg(&self.at)
-            .output()
-            .expect("df");
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let n: Vec<u64> = text
-            .lines()
-            .nth(1)
-            .expect("df line")
-            .split_whitespace()
-            .map(|n| n.parse().expect("number"))
-            .collect();
-        (n[0], n[1])
+        util::fs_space(&self.at)
     }
 }
 

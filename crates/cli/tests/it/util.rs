@@ -569,26 +569,57 @@ pub struct LoopDisk {
 impl LoopDisk {
     pub fn ext4(mib: u64) -> Self {
         let image = Scratch::new("image");
-        let file = image.path("fs.img");
-        std::fs::File::create(&file)
-            .and_then(|f| f.set_len(mib << 20))
-            .expect("image file");
-        let st = Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-b", "1024", "-m", "0"])
-            .arg(&file)
-            .status()
-            .expect("run mkfs.ext4 (e2fsprogs)");
-        assert!(st.success(), "mkfs.ext4");
         let mnt = Scratch::new("ext4");
-        let st = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&file)
-            .arg(&mnt.0)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount -o loop");
+        mount_ext4(
+            &image.path("fs.img"),
+            &mnt.0,
+            mib,
+            &["-b", "1024", "-m", "0"],
+        );
         Self { mnt, _image: image }
     }
+}
+
+/// Makes an ext4 filesystem of `mib` MiB in the file `image` (`mkfs.ext4 -q -F`, then
+/// `mkfs`) and loop-mounts it on the directory `at`. The caller unmounts it.
+pub fn mount_ext4(image: &Path, at: &Path, mib: u64, mkfs: &[&str]) {
+    std::fs::File::create(image)
+        .and_then(|f| f.set_len(mib << 20))
+        .expect("image file");
+    let run = |c: &mut Command| {
+        let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        assert!(
+            o.status.success(),
+            "{c:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    run(Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .args(mkfs)
+        .arg(image));
+    run(Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(image)
+        .arg(at));
+}
+
+/// Free (to a user) and total bytes of the filesystem of `dir`, as `df` gives them.
+pub fn fs_space(dir: &Path) -> (u64, u64) {
+    let o = Command::new("df")
+        .args(["-B1", "--output=avail,size"])
+        .arg(dir)
+        .output()
+        .expect("df");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let nums: Vec<u64> = text
+        .lines()
+        .nth(1)
+        .expect("df line")
+        .split_whitespace()
+        .map(|n| n.parse().expect("number"))
+        .collect();
+    (nums[0], nums[1])
 }
 
 impl Drop for LoopDisk {
