@@ -181,45 +181,17 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
 
     // A query (filter and time window) over the compressed folder answers from the indexes
     // as tcpdump over the plain recording, reading no more than it reads of the plain one.
-    let times: Vec<u64> = util::packets(&mix).iter().map(|(t, _)| *t).collect();
-    let (lo, hi) = (times[times.len() / 4], times[3 * times.len() / 4]);
-    let window = [
-        "--from".to_owned(),
-        format!("{}.{:09}", lo / 1_000_000_000, lo % 1_000_000_000),
-        "--to".to_owned(),
-        format!("{}.{:09}", hi / 1_000_000_000, hi % 1_000_000_000),
-    ];
+    let (lo, hi, window) = middle_half(&mix);
     let filter = "tcp port 80 or udp port 53";
-    let mut answers = Vec::new();
-    for dir in [&plain, &comp] {
-        let out = sc.path(&format!(
-            "q-{}.pcapng",
-            dir.file_name().unwrap().to_string_lossy()
-        ));
-        let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
-        a.extend(["-r", s(dir), filter]);
-        let v = query(&out, &a);
-        // Each file is answered from its index, or left out by the catalog's times.
-        assert_eq!(u(&v, "files_scanned"), 0, "{v}");
-        assert!(u(&v, "files_indexed") > 0, "{v}");
-        assert_eq!(
-            u(&v, "files_indexed") + u(&v, "files_pruned"),
-            p.len() as u64,
-            "{v}"
-        );
-        answers.push((util::packets(&out), u(&v, "bytes_read")));
-    }
+    let answers: Vec<_> = [&plain, &comp]
+        .into_iter()
+        .map(|dir| indexed_query(&sc, dir, &window, &[], filter, p.len()))
+        .collect();
     let want: Vec<(u64, Vec<u8>)> = util::packets(&mix)
         .into_iter()
         .filter(|(t, _)| (lo..hi).contains(t))
         .collect();
-    let by_tcpdump = {
-        let all = sc.path("all-plain.pcapng");
-        let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
-        a.extend(["-r", s(&plain)]);
-        query(&all, &a);
-        util::tcpdump_packets(&all, filter)
-    };
+    let (_, by_tcpdump) = plain_by_tcpdump(&sc, &plain, &window, filter);
     assert!(!want.is_empty() && by_tcpdump > 0);
     assert_eq!(answers[0].0.len() as u64, by_tcpdump);
     assert!(
@@ -234,12 +206,78 @@ fn issue38_a_compressed_recording_is_the_plain_one_in_seekable_zstd_frames() {
     );
 
     // By Community ID: the flow's packets, from the compressed recording's sessions files.
-    let (cid, sport, dport) = long_tcp_flow(&comp);
-    let cid = cid.as_str();
+    assert_flow_answers(&sc, long_tcp_flow(&comp), &["-r", s(&comp)], &plain);
+}
+
+/// The middle half of the mix's packets in time: its bounds, and the `--from` and `--to`
+/// words that ask for it.
+fn middle_half(mix: &Path) -> (u64, u64, [String; 4]) {
+    let times: Vec<u64> = util::packets(mix).iter().map(|(t, _)| *t).collect();
+    let (lo, hi) = (times[times.len() / 4], times[3 * times.len() / 4]);
+    let window = [
+        "--from".to_owned(),
+        format!("{}.{:09}", lo / 1_000_000_000, lo % 1_000_000_000),
+        "--to".to_owned(),
+        format!("{}.{:09}", hi / 1_000_000_000, hi % 1_000_000_000),
+    ];
+    (lo, hi, window)
+}
+
+/// A query of `window` and `filter` over the recording in `dir` (with the words `more`
+/// before `-r`), every one of its `files` answered from its index or left out by the
+/// catalog's times, none read whole. Returns the packets and the bytes read.
+fn indexed_query(
+    sc: &Scratch,
+    dir: &Path,
+    window: &[String],
+    more: &[&str],
+    filter: &str,
+    files: usize,
+) -> (Vec<(u64, Vec<u8>)>, u64) {
+    let out = sc.path(&format!(
+        "q-{}.pcapng",
+        dir.file_name().unwrap().to_string_lossy()
+    ));
+    let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
+    a.extend(more);
+    a.extend(["-r", s(dir), filter]);
+    let v = query(&out, &a);
+    assert_eq!(u(&v, "files_scanned"), 0, "{v}");
+    assert!(u(&v, "files_indexed") > 0, "{v}");
+    assert_eq!(
+        u(&v, "files_indexed") + u(&v, "files_pruned"),
+        files as u64,
+        "{v}"
+    );
+    (util::packets(&out), u(&v, "bytes_read"))
+}
+
+/// The packets of `window` in the plain recording (`all-plain.pcapng`), and how many of
+/// them tcpdump's `filter` takes.
+fn plain_by_tcpdump(sc: &Scratch, plain: &Path, window: &[String], filter: &str) -> (PathBuf, u64) {
+    let all = sc.path("all-plain.pcapng");
+    let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
+    a.extend(["-r", s(plain)]);
+    query(&all, &a);
+    let n = util::tcpdump_packets(&all, filter);
+    (all, n)
+}
+
+/// A query by the Community ID of a long TCP connection (`long_tcp_flow`) with the words
+/// `args` answers its packets as tcpdump finds them, by its ports, in the plain recording:
+/// more than 20.
+fn assert_flow_answers(
+    sc: &Scratch,
+    (cid, sport, dport): (String, u64, u64),
+    args: &[&str],
+    plain: &Path,
+) {
     let out = sc.path("q-cid.pcapng");
-    query(&out, &["--community-id", cid, "-r", s(&comp)]);
+    let mut a = vec!["--community-id", cid.as_str()];
+    a.extend(args);
+    query(&out, &a);
     let all = sc.path("all.pcapng");
-    query(&all, &["-r", s(&plain)]);
+    query(&all, &["-r", s(plain)]);
     let f = format!("tcp and port {sport} and port {dport}");
     assert_eq!(
         util::packets(&out).len() as u64,
@@ -599,42 +637,15 @@ fn issue38_compress_then_seal_answers_as_the_plain_recording() {
 
     // A query (filter and window) answers from the indexes, decrypting and decompressing
     // the chunks it reads, as tcpdump over the plain recording.
-    let times: Vec<u64> = util::packets(&mix).iter().map(|(t, _)| *t).collect();
-    let (lo, hi) = (times[times.len() / 4], times[3 * times.len() / 4]);
-    let window = [
-        "--from".to_owned(),
-        format!("{}.{:09}", lo / 1_000_000_000, lo % 1_000_000_000),
-        "--to".to_owned(),
-        format!("{}.{:09}", hi / 1_000_000_000, hi % 1_000_000_000),
-    ];
+    let (_, _, window) = middle_half(&mix);
     let filter = "tcp port 80 or udp port 53";
-    let all = sc.path("all-plain.pcapng");
-    let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
-    a.extend(["-r", s(&plain)]);
-    query(&all, &a);
-    let by_tcpdump = util::tcpdump_packets(&all, filter);
+    let (all, by_tcpdump) = plain_by_tcpdump(&sc, &plain, &window, filter);
     assert!(by_tcpdump > 0);
-    let (mut answers, mut read) = (Vec::new(), Vec::new());
-    for dir in [&sealed, &both] {
-        let out = sc.path(&format!(
-            "q-{}.pcapng",
-            dir.file_name().unwrap().to_string_lossy()
-        ));
-        let mut a: Vec<&str> = window.iter().map(String::as_str).collect();
-        a.extend(["--key-file", &key, "-r", s(dir), filter]);
-        let v = query(&out, &a);
-        // Each file is answered from its index (chunks decrypted, then their frames
-        // decompressed), or left out by the catalog's times: no file is read whole.
-        assert_eq!(u(&v, "files_scanned"), 0, "{v}");
-        assert!(u(&v, "files_indexed") > 0, "{v}");
-        assert_eq!(
-            u(&v, "files_indexed") + u(&v, "files_pruned"),
-            bf.len() as u64,
-            "{v}"
-        );
-        answers.push(util::packets(&out));
-        read.push(u(&v, "bytes_read"));
-    }
+    // Each file's chunks are decrypted, then their frames decompressed.
+    let (answers, read): (Vec<_>, Vec<_>) = [&sealed, &both]
+        .into_iter()
+        .map(|dir| indexed_query(&sc, dir, &window, &["--key-file", &key], filter, bf.len()))
+        .unzip();
     assert!(
         read[1] * 2 < read[0],
         "bytes read: compressed and sealed {}, sealed {}",
@@ -658,21 +669,8 @@ fn issue38_compress_then_seal_answers_as_the_plain_recording() {
     );
 
     // By Community ID: one long flow's packets.
-    let (cid, sport, dport) = long_tcp_flow(&plain);
-    let cid = cid.as_str();
-    let out = sc.path("q-cid.pcapng");
-    query(
-        &out,
-        &["--community-id", cid, "--key-file", &key, "-r", s(&both)],
-    );
-    let whole = sc.path("all.pcapng");
-    query(&whole, &["-r", s(&plain)]);
-    let f = format!("tcp and port {sport} and port {dport}");
-    assert_eq!(
-        util::packets(&out).len() as u64,
-        util::tcpdump_packets(&whole, &f)
-    );
-    assert!(util::tcpdump_packets(&whole, &f) > 20);
+    let args = ["--key-file", &key, "-r", s(&both)];
+    assert_flow_answers(&sc, long_tcp_flow(&plain), &args, &plain);
 }
 
 #[test]
