@@ -333,21 +333,7 @@ fn issue38_compress_refuses_what_it_cannot_do() {
 
 /// 200 packets a second of 4 UDP flows from the lab's generator, for at most 60 s.
 fn slow_traffic(lab: &Lab) -> std::process::Child {
-    Command::new(util::bin())
-        .args([
-            "gen",
-            "--netns",
-            &lab.netns,
-            "-i",
-            "gen0",
-            "--duration",
-            "60",
-        ])
-        .args(["--rate", "200", "--flows", "4", "--size", "256"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the generator")
+    lab.gen_for("60", &["--rate", "200", "--flows", "4", "--size", "256"])
 }
 
 /// The time now, in Unix seconds.

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::util::{self, Lab, Scratch};
@@ -24,21 +24,7 @@ impl Drop for Gens {
 }
 
 fn gen(lab: &Lab, args: &[&str]) -> Child {
-    Command::new(util::bin())
-        .args([
-            "gen",
-            "--netns",
-            &lab.netns,
-            "-i",
-            "gen0",
-            "--duration",
-            "300",
-        ])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the generator")
+    lab.gen_for("300", args)
 }
 
 /// A small deterministic generator of kill moments (printed, so a failure can be replayed).

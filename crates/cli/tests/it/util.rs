@@ -139,6 +139,26 @@ impl Lab {
         v["sent"].as_u64().expect("sent")
     }
 
+    /// Starts the generator in the background for at most `secs` seconds with extra
+    /// arguments; its output is dropped.
+    pub fn gen_for(&self, secs: &str, extra: &[&str]) -> Child {
+        Command::new(bin())
+            .args([
+                "gen",
+                "--netns",
+                &self.netns,
+                "-i",
+                "gen0",
+                "--duration",
+                secs,
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the generator")
+    }
+
     /// Starts a capture on cap0 with `args`; returns once it is capturing.
     pub fn capture(&self, args: &[&str]) -> Capture {
         Capture::start(&["--netns", &self.netns, "-i", "cap0"], args)
