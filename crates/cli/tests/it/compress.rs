@@ -381,10 +381,7 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
     std::thread::sleep(Duration::from_millis(3500));
     // The file being written answers queries and lists its connections: its frames up to
     // the last flush.
-    let live = sc.path("live.pcapng");
-    let v = query(&live, &["-r", s(&sc.0), "udp"]);
-    assert_eq!(u(&v, "files_live"), 1, "{v}");
-    assert!(u(&v, "packets") > 50, "{v}");
+    assert_live_answers(&sc, &[]);
     let o = util::corecap(&["flows", s(&sc.0), "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).lines().count() >= 4);
@@ -422,17 +419,37 @@ fn issue38_a_killed_compressed_recorder_leaves_a_part_the_next_start_recovers() 
     std::fs::write(&d, zstd_dc(r)).expect("write");
     assert_holds_up_to_the_flush(&d, killed);
     // It is indexed, and a query reads it through its frames as tcpdump reads it.
+    assert_recovered_answers(&sc, r, &d, &[]);
+}
+
+/// The file being written in `sc` answers a query for UDP (with the words `more` before
+/// `-r`): more than 50 packets, up to the last flush.
+fn assert_live_answers(sc: &Scratch, more: &[&str]) {
+    let live = sc.path("live.pcapng");
+    let mut a = more.to_vec();
+    a.extend(["-r", s(&sc.0), "udp"]);
+    let v = query(&live, &a);
+    assert_eq!(u(&v, "files_live"), 1, "{v}");
+    assert!(u(&v, "packets") > 50, "{v}");
+}
+
+/// The recovered file `r` is indexed, and a query of it for UDP (with the words `more`
+/// before `-r`) answers what tcpdump reads of `d`, its capture decoded: more than 100
+/// packets.
+fn assert_recovered_answers(sc: &Scratch, r: &Path, d: &Path, more: &[&str]) {
     assert!(sc
         .path(&format!("{}.idx", r.file_name().unwrap().to_string_lossy()))
         .exists());
     let out = sc.path("q.pcapng");
-    let v = query(&out, &["-r", s(r), "udp"]);
+    let mut a = more.to_vec();
+    a.extend(["-r", s(r), "udp"]);
+    let v = query(&out, &a);
     assert_eq!(u(&v, "files_indexed"), 1, "{v}");
     assert_eq!(
         util::packets(&out).len() as u64,
-        util::tcpdump_packets(&d, "udp")
+        util::tcpdump_packets(d, "udp")
     );
-    assert!(util::tcpdump_packets(&d, "udp") > 100);
+    assert!(util::tcpdump_packets(d, "udp") > 100);
 }
 
 #[test]
@@ -686,10 +703,7 @@ fn issue38_a_killed_compressed_and_sealed_recorder_leaves_a_part_the_next_start_
     std::thread::sleep(Duration::from_millis(3500));
     // The file being written answers queries: its sealed chunks up to the last flush,
     // decrypted, then decompressed.
-    let live = sc.path("live.pcapng");
-    let v = query(&live, &["--key-file", &key, "-r", s(&sc.0), "udp"]);
-    assert_eq!(u(&v, "files_live"), 1, "{v}");
-    assert!(u(&v, "packets") > 50, "{v}");
+    assert_live_answers(&sc, &["--key-file", &key]);
     let killed = now_s();
     cap.kill();
     let _ = gen.kill();
@@ -723,17 +737,7 @@ fn issue38_a_killed_compressed_and_sealed_recorder_leaves_a_part_the_next_start_
     std::fs::write(&d, zstd_dc(&zst)).expect("write");
     assert_holds_up_to_the_flush(&d, killed);
     // It is indexed, and a query reads it by its chunks as tcpdump reads it.
-    assert!(sc
-        .path(&format!("{}.idx", r.file_name().unwrap().to_string_lossy()))
-        .exists());
-    let out = sc.path("q.pcapng");
-    let v = query(&out, &["--key-file", &key, "-r", s(r), "udp"]);
-    assert_eq!(u(&v, "files_indexed"), 1, "{v}");
-    assert_eq!(
-        util::packets(&out).len() as u64,
-        util::tcpdump_packets(&d, "udp")
-    );
-    assert!(util::tcpdump_packets(&d, "udp") > 100);
+    assert_recovered_answers(&sc, r, &d, &["--key-file", &key]);
 }
 
 #[test]
