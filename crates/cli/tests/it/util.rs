@@ -139,6 +139,24 @@ impl Lab {
         v["sent"].as_u64().expect("sent")
     }
 
+    /// Brings the namespace's loopback up, for a collector listening in it.
+    pub fn loopback_up(&self) {
+        let up = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.netns,
+                "ip",
+                "link",
+                "set",
+                "lo",
+                "up",
+            ])
+            .status()
+            .expect("ip");
+        assert!(up.success());
+    }
+
     /// Starts the generator in the background for at most `secs` seconds with extra
     /// arguments; its output is dropped.
     pub fn gen_for(&self, secs: &str, extra: &[&str]) -> Child {
@@ -827,9 +845,7 @@ pub fn udp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Ve
 /// 53, one at each time of `times_ns`: frame `i` comes from port `1000 + i % 1000` and
 /// carries `i` in its first payload bytes, so no two are alike.
 pub fn udp_pcapng(times_ns: impl IntoIterator<Item = u64>, len: usize) -> Vec<u8> {
-    let ifs = [corecap_wire::InterfaceDesc::ethernet("e", 262144)];
-    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
-    for (i, ts_ns) in times_ns.into_iter().enumerate() {
+    pcapng_of(times_ns.into_iter().enumerate().map(|(i, ts_ns)| {
         let mut frame = udp_frame(
             [10, 0, 0, 1],
             [10, 0, 0, 2],
@@ -838,6 +854,16 @@ pub fn udp_pcapng(times_ns: impl IntoIterator<Item = u64>, len: usize) -> Vec<u8
             len,
         );
         frame[42..46].copy_from_slice(&(i as u32).to_be_bytes());
+        (ts_ns, frame)
+    }))
+}
+
+/// A pcapng file (its bytes) of whole Ethernet frames on one interface, each at its time
+/// (ns since the epoch).
+pub fn pcapng_of(frames: impl IntoIterator<Item = (u64, Vec<u8>)>) -> Vec<u8> {
+    let ifs = [corecap_wire::InterfaceDesc::ethernet("e", 262144)];
+    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
+    for (ts_ns, frame) in frames {
         w.write_epb(&corecap_wire::Epb {
             if_id: 0,
             ts_ns,
