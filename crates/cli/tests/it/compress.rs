@@ -528,32 +528,42 @@ fn issue38_a_full_disk_ends_a_compressed_file_on_a_whole_frame() {
     let disk = util::SmallDisk::new("3m");
     let rec = disk.0.path("rec.pcapng");
     // The least compression zstd has: the disk fills well before the mix ends.
-    let (o, v) = util::replay(&mix, &["-w", s(&rec), "--compress", "zstd:-131072"]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("No space left on device"),
-        "{err}"
-    );
+    let v = replay_to_a_full_disk(&mix, &["-w", s(&rec), "--compress", "zstd:-131072"]);
     let f = disk.0.path("rec.pcapng.zst");
     let bytes = std::fs::read(&f).expect("the file is named");
     // Cut back to its last whole frame on disk: a zstd stream that decompresses whole, and
     // holds exactly the packets the summary says were written.
-    let d = sc.path("dc.pcapng");
-    std::fs::write(&d, zstd_dc(&f)).expect("write");
-    let kept = util::tcpdump_packets(&d, "");
-    assert!(kept > 0 && kept < n, "{kept} of {n}");
-    assert_eq!(u(&v, "packets"), kept, "{v}");
-    assert_eq!(
-        u(&v, "kernel_packets"),
-        kept + u(&v["drops"], "disk"),
-        "{v}"
-    );
+    let kept = assert_keeps_what_was_written(&sc, &f, &v, n);
     if bytes.ends_with(&SEEKABLE_FOOTER) {
         // With its seek table, it is read by frames.
         let out = sc.path("q.pcapng");
         let q = query(&out, &["-r", s(&f)]);
         assert_eq!(u(&q, "packets"), kept, "{q}");
     }
+}
+
+/// Replays `mix` with `args` onto a disk too small for it: the capture fails as the disk
+/// is full. Returns its summary.
+fn replay_to_a_full_disk(mix: &Path, args: &[&str]) -> Value {
+    let (o, v) = util::replay(mix, args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("No space left on device"),
+        "{err}"
+    );
+    v
+}
+
+/// The zstd stream `zst` decompresses whole and holds exactly the packets the summary `v`
+/// says were written: some of the `n` sent, and no more. Returns how many.
+fn assert_keeps_what_was_written(sc: &Scratch, zst: &Path, v: &Value, n: u64) -> u64 {
+    let d = sc.path("dc.pcapng");
+    std::fs::write(&d, zstd_dc(zst)).expect("write");
+    let kept = util::tcpdump_packets(&d, "");
+    assert!(kept > 0 && kept < n, "{kept} of {n}");
+    assert_eq!(u(v, "packets"), kept, "{v}");
+    assert_eq!(u(v, "kernel_packets"), kept + u(&v["drops"], "disk"), "{v}");
+    kept
 }
 
 /// The capture files in `dir` whose names end in `ext`, by name (no parts).
@@ -751,7 +761,7 @@ fn issue38_a_full_disk_ends_a_compressed_and_sealed_file_on_a_whole_chunk() {
     let key = util::keygen(&sc, "k.key");
     let disk = util::SmallDisk::new("3m");
     let rec = disk.0.path("rec.pcapng.sealed");
-    let (o, v) = util::replay(
+    let v = replay_to_a_full_disk(
         &mix,
         &[
             "-w",
@@ -764,11 +774,6 @@ fn issue38_a_full_disk_ends_a_compressed_and_sealed_file_on_a_whole_chunk() {
             &key,
         ],
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("No space left on device"),
-        "{err}"
-    );
     let f = disk.0.path("rec.pcapng.zst.sealed");
     assert!(f.exists(), "the file is named");
     // Cut back to its last whole chunk: it unseals (without a final chunk) to whole zstd
@@ -780,16 +785,7 @@ fn issue38_a_full_disk_ends_a_compressed_and_sealed_file_on_a_whole_chunk() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let d = sc.path("dc.pcapng");
-    std::fs::write(&d, zstd_dc(&zst)).expect("write");
-    let kept = util::tcpdump_packets(&d, "");
-    assert!(kept > 0 && kept < n, "{kept} of {n}");
-    assert_eq!(u(&v, "packets"), kept, "{v}");
-    assert_eq!(
-        u(&v, "kernel_packets"),
-        kept + u(&v["drops"], "disk"),
-        "{v}"
-    );
+    let kept = assert_keeps_what_was_written(&sc, &zst, &v, n);
     // A query reads it whole, decrypted and decompressed.
     let out = sc.path("q.pcapng");
     let q = query(&out, &["--key-file", &key, "-r", s(&f)]);
