@@ -52,16 +52,12 @@ def sh(*args, check=True):
     return subprocess.run(list(args), check=check, capture_output=True, text=True)
 
 
-def api(sock_path, method, path, body=None):
-    """One HTTP request on the daemon's Unix socket; returns (status, JSON)."""
+def exchange(sock_path, request):
+    """Sends one HTTP request on the daemon's Unix socket; returns (head, body) of the answer."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(30)
     s.connect(sock_path)
-    data = json.dumps(body).encode() if body is not None else b""
-    head = f"{method} {path} HTTP/1.1\r\nHost: corecap\r\nConnection: close\r\n"
-    if body is not None:
-        head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-    s.sendall(head.encode() + b"\r\n" + data)
+    s.sendall(request)
     out = b""
     while True:
         chunk = s.recv(65536)
@@ -70,24 +66,24 @@ def api(sock_path, method, path, body=None):
         out += chunk
     s.close()
     head, _, payload = out.partition(b"\r\n\r\n")
+    return head, payload
+
+
+def api(sock_path, method, path, body=None):
+    """One HTTP request on the daemon's Unix socket; returns (status, JSON)."""
+    data = json.dumps(body).encode() if body is not None else b""
+    head = f"{method} {path} HTTP/1.1\r\nHost: corecap\r\nConnection: close\r\n"
+    if body is not None:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+    head, payload = exchange(sock_path, head.encode() + b"\r\n" + data)
     status = int(head.split()[1])
     return status, json.loads(payload) if payload else None
 
 
 def metrics(sock_path):
     """GET /metrics on the daemon's Unix socket: the Prometheus text."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(30)
-    s.connect(sock_path)
-    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: corecap\r\nConnection: close\r\n\r\n")
-    out = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        out += chunk
-    s.close()
-    return out.partition(b"\r\n\r\n")[2].decode()
+    request = b"GET /metrics HTTP/1.1\r\nHost: corecap\r\nConnection: close\r\n\r\n"
+    return exchange(sock_path, request)[1].decode()
 
 
 def first_pcap_ts(path):

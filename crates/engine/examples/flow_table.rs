@@ -34,15 +34,7 @@ fn run(flows: u32) -> (f64, u64) {
     let t0 = Instant::now();
     for i in 0..n {
         let len = spec.fill(i, &mut buf);
-        t.packet(&Packet {
-            ts_ns: 1_000_000_000 + i,
-            data: &buf[..len],
-            wire_len: len as u32,
-            iface: 0,
-            queue: None,
-            vlan: None,
-            link: corecap_wire::Link::Ethernet,
-        });
+        t.packet(&Packet::ethernet(1_000_000_000 + i, &buf[..len]));
     }
     let ns = t0.elapsed().as_nanos() as f64 / n as f64;
     let evicted = t.stats.evicted;

@@ -121,15 +121,10 @@ fn stage(addr: &str, flows: u32) -> (Rate, Rate, u64) {
     let (t0, c0) = (Instant::now(), cpu_secs());
     for i in 0..u64::from(flows) {
         let len = spec.fill(i, &mut buf);
-        t.packet(&Packet {
-            ts_ns: 1_795_000_000_000_000_000 + i,
-            data: &buf[..len],
-            wire_len: len as u32,
-            iface: 0,
-            queue: None,
-            vlan: None,
-            link: corecap_wire::Link::Ethernet,
-        });
+        t.packet(&Packet::ethernet(
+            1_795_000_000_000_000_000 + i,
+            &buf[..len],
+        ));
     }
     let (t1, c1) = (Instant::now(), cpu_secs());
     let st = t.finish().expect("finish");

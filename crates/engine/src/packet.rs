@@ -23,9 +23,9 @@ pub struct Packet<'a> {
 }
 
 impl<'a> Packet<'a> {
-    /// An Ethernet frame captured whole at `ts_ns` on interface 0: the packet of tests.
-    #[cfg(test)]
-    pub(crate) fn ethernet(ts_ns: u64, data: &'a [u8]) -> Packet<'a> {
+    /// An Ethernet frame captured whole at `ts_ns` on interface 0: the packet of tests and
+    /// of generated traffic.
+    pub fn ethernet(ts_ns: u64, data: &'a [u8]) -> Packet<'a> {
         Packet {
             ts_ns,
             data,

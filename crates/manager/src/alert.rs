@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use corecap_store::keep::alert::Alert;
-use corecap_store::query::{expand_paths, QuerySpec};
+use corecap_store::query::QuerySpec;
 use corecap_store::read::flow_match::Selectors;
 
 use crate::http::Response;
@@ -99,9 +99,6 @@ fn count(m: &Manager, a: &Alert) -> Option<u64> {
 /// The query of an alert's flow: its packets from the flow's start (as the hold takes it)
 /// to the hold's end, by Community ID or 5-tuple.
 pub fn spec(m: &Manager, a: &Alert) -> Result<QuerySpec, Response> {
-    let mut folders = vec![m.spool().dir().to_owned()];
-    folders.extend(m.record().map(|d| d.to_owned()));
-    let (files, _) = expand_paths(&folders).map_err(|e| Response::error(500, e.to_string()))?;
     let held = a
         .hold
         .as_deref()
@@ -110,22 +107,12 @@ pub fn spec(m: &Manager, a: &Alert) -> Result<QuerySpec, Response> {
         (a.flow_start_ns.saturating_sub(1_000_000_000), u64::MAX),
         |h| (h.spec.from_ns, h.spec.to_ns),
     );
-    let spec = QuerySpec {
-        files,
-        from,
-        to,
-        filter: if a.flow.community_id.is_some() {
-            None
-        } else {
-            a.flow.filter()
-        },
-        kek: m.key().cloned(),
-        scan: false,
-        once: true,
-        sessions: None,
-        folders,
-        reach: true,
+    let filter = if a.flow.community_id.is_some() {
+        None
+    } else {
+        a.flow.filter()
     };
+    let spec = crate::query::over_spool(m, from, to, filter)?;
     let Some(c) = &a.flow.community_id else {
         return Ok(spec);
     };

@@ -2,9 +2,9 @@
 //! their recording, responses and thread lag.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::fmt::{Display, Write};
 
-use crate::api::{CaptureView, State};
+use crate::api::{CaptureView, Drops, State};
 use crate::stats::{BaseStats, RecordingStats};
 
 /// Upper bounds (seconds) of the thread-lag histogram's buckets: 10 µs to 1 s.
@@ -90,132 +90,135 @@ fn scalar(o: &mut String, name: &str, kind: &str, help: &str, v: u64) {
     let _ = writeln!(o, "{name} {v}");
 }
 
+/// One metric, one line per row: `name{LABELS} value`, where a row is the labels as
+/// they are written (`id="c1",mode="spawn"`) and the value.
+fn family<V: Display>(
+    o: &mut String,
+    (name, kind): (&str, &str),
+    help: &str,
+    rows: impl IntoIterator<Item = (String, V)>,
+) {
+    head(o, name, kind, help);
+    for (labels, v) in rows {
+        let _ = writeln!(o, "{name}{{{labels}}} {v}");
+    }
+}
+
+/// One metric, one line per value of one label: `name{label="V"} n`.
+fn by_label<V: Display>(
+    o: &mut String,
+    metric: (&str, &str),
+    help: &str,
+    label: &str,
+    rows: impl IntoIterator<Item = (V, u64)>,
+) {
+    let rows = rows
+        .into_iter()
+        .map(|(v, n)| (format!("{label}=\"{v}\""), n));
+    family(o, metric, help, rows);
+}
+
+/// The drop counters by place, in the order and with the names of the `at` label.
+fn places(d: &Drops) -> [(&'static str, u64); 4] {
+    [
+        ("kernel", d.kernel),
+        ("stage_full", d.stage_full),
+        ("app", d.app),
+        ("disk", d.disk),
+    ]
+}
+
 /// Running captures, those of earlier runs and the files recovered at start, then each
 /// capture's counters.
 fn captures(o: &mut String, i: &Input<'_>) {
-    head(
+    by_label(
         o,
-        "corecap_captures_running",
-        "gauge",
+        ("corecap_captures_running", "gauge"),
         "Captures running now.",
+        "mode",
+        ["attach", "spawn"].map(|mode| {
+            let n = i
+                .captures
+                .iter()
+                .filter(|c| c.state == State::Running && c.mode.name() == mode)
+                .count();
+            (mode, n as u64)
+        }),
     );
-    for mode in ["attach", "spawn"] {
-        let n = i
-            .captures
-            .iter()
-            .filter(|c| c.state == State::Running && c.mode.name() == mode)
-            .count();
-        let _ = writeln!(o, "corecap_captures_running{{mode=\"{mode}\"}} {n}");
-    }
-    head(
+    by_label(
         o,
-        "corecap_captures_earlier",
-        "gauge",
+        ("corecap_captures_earlier", "gauge"),
         "Captures of earlier runs of the daemon listed from the spool's catalog, by state.",
+        "state",
+        i.earlier.iter().map(|(state, n)| (state, *n)),
     );
-    for (state, n) in i.earlier {
-        let _ = writeln!(o, "corecap_captures_earlier{{state=\"{state}\"}} {n}");
-    }
-    head(
+    scalar(
         o,
         "corecap_recovered_files",
         "gauge",
         "Files a crash left in the spool, recovered (cut to whole blocks, named, indexed) at this start.",
+        i.recovered_files,
     );
-    let _ = writeln!(o, "corecap_recovered_files {}", i.recovered_files);
     capture_counters(o, i);
 }
 
 /// Per capture: packets, bytes and drops by place.
 fn capture_counters(o: &mut String, i: &Input<'_>) {
-    head(
+    family(
         o,
-        "corecap_capture_packets_total",
-        "counter",
+        ("corecap_capture_packets_total", "counter"),
         "Packets captured per capture.",
-    );
-    for c in i.captures {
-        let _ = writeln!(
-            o,
-            "corecap_capture_packets_total{{id=\"{}\",mode=\"{}\",interface=\"{}\",state=\"{}\"}} {}",
-            esc(&c.id),
-            c.mode.name(),
-            esc(&c.interface),
-            c.state.name(),
-            c.packets
-        );
-    }
-    head(
-        o,
-        "corecap_capture_bytes_total",
-        "counter",
-        "Wire bytes captured per capture.",
-    );
-    for c in i.captures {
-        let _ = writeln!(
-            o,
-            "corecap_capture_bytes_total{{id=\"{}\"}} {}",
-            esc(&c.id),
-            c.bytes
-        );
-    }
-    head(
-        o,
-        "corecap_capture_drops_total",
-        "counter",
-        "Packets lost per capture, by place.",
-    );
-    for c in i.captures {
-        for (at, n) in [
-            ("kernel", c.drops.kernel),
-            ("stage_full", c.drops.stage_full),
-            ("app", c.drops.app),
-            ("disk", c.drops.disk),
-        ] {
-            let _ = writeln!(
-                o,
-                "corecap_capture_drops_total{{id=\"{}\",at=\"{at}\"}} {n}",
-                esc(&c.id)
+        i.captures.iter().map(|c| {
+            let labels = format!(
+                "id=\"{}\",mode=\"{}\",interface=\"{}\",state=\"{}\"",
+                esc(&c.id),
+                c.mode.name(),
+                esc(&c.interface),
+                c.state.name()
             );
-        }
-    }
+            (labels, c.packets)
+        }),
+    );
+    family(
+        o,
+        ("corecap_capture_bytes_total", "counter"),
+        "Wire bytes captured per capture.",
+        i.captures
+            .iter()
+            .map(|c| (format!("id=\"{}\"", esc(&c.id)), c.bytes)),
+    );
+    family(
+        o,
+        ("corecap_capture_drops_total", "counter"),
+        "Packets lost per capture, by place.",
+        i.captures.iter().flat_map(|c| {
+            places(&c.drops).map(|(at, n)| (format!("id=\"{}\",at=\"{at}\"", esc(&c.id)), n))
+        }),
+    );
+}
+
+/// The labels of a capture's start: its id and mode.
+fn id_mode(c: &CaptureView) -> String {
+    format!("id=\"{}\",mode=\"{}\"", esc(&c.id), c.mode.name())
 }
 
 /// A capture's start: per capture its setup and its time to the first packet, and the
 /// histogram of the latter by mode.
 fn lag(o: &mut String, i: &Input<'_>) {
-    head(
+    family(
         o,
-        "corecap_capture_setup_seconds",
-        "gauge",
+        ("corecap_capture_setup_seconds", "gauge"),
         "Setup: from the request to the capture being armed (in place to take packets).",
+        i.captures.iter().map(|c| (id_mode(c), c.setup_us / 1e6)),
     );
-    for c in i.captures {
-        let _ = writeln!(
-            o,
-            "corecap_capture_setup_seconds{{id=\"{}\",mode=\"{}\"}} {}",
-            esc(&c.id),
-            c.mode.name(),
-            c.setup_us / 1e6
-        );
-    }
-    head(
+    family(
         o,
-        "corecap_capture_lag_seconds",
-        "gauge",
+        ("corecap_capture_lag_seconds", "gauge"),
         "Time from the request to the first captured packet: the setup, then the time armed waiting for traffic.",
+        i.captures
+            .iter()
+            .filter_map(|c| Some((id_mode(c), c.lag_us? / 1e6))),
     );
-    for c in i.captures {
-        if let Some(l) = c.lag_us {
-            let _ = writeln!(
-                o,
-                "corecap_capture_lag_seconds{{id=\"{}\",mode=\"{}\"}} {}",
-                esc(&c.id),
-                c.mode.name(),
-                l / 1e6
-            );
-        }
-    }
     head(
         o,
         "corecap_thread_lag_seconds",
@@ -356,17 +359,10 @@ fn recording(o: &mut String, i: &Input<'_>) {
     recording_drops(o, &rec);
     recording_counters(o, &rec, &CUT_AND_FILES);
     for (name, help, pick) in REACH {
-        head(o, name, "gauge", help);
-        for (iface, r) in &rec {
-            if let Some(ns) = pick(r) {
-                let _ = writeln!(
-                    o,
-                    "{name}{{interface=\"{}\"}} {}",
-                    esc(iface),
-                    ns as f64 / 1e9
-                );
-            }
-        }
+        let rows = rec
+            .iter()
+            .filter_map(|(iface, r)| Some((interface(iface), pick(r)? as f64 / 1e9)));
+        family(o, (name, "gauge"), help, rows);
     }
 }
 
@@ -389,42 +385,33 @@ fn recording_counters(
 
 /// The packets that never reached the recording, by place, one line per recording and place.
 fn recording_drops(o: &mut String, rec: &[(&String, &RecordingStats)]) {
-    head(
+    family(
         o,
-        "corecap_recording_drops_total",
-        "counter",
+        ("corecap_recording_drops_total", "counter"),
         "Packets that never reached the recording, by place: kernel (the ring was full), \
          stage_full (the pipe to the recording's stage thread was full), app (not taken by \
          the workers or the writer), disk (the disk writer was behind, or a write failed).",
+        rec.iter().flat_map(|(iface, r)| {
+            places(&r.drops).map(|(at, n)| (format!("{},at=\"{at}\"", interface(iface)), n))
+        }),
     );
-    for (iface, r) in rec {
-        for (at, n) in [
-            ("kernel", r.drops.kernel),
-            ("stage_full", r.drops.stage_full),
-            ("app", r.drops.app),
-            ("disk", r.drops.disk),
-        ] {
-            let _ = writeln!(
-                o,
-                "corecap_recording_drops_total{{interface=\"{}\",at=\"{at}\"}} {n}",
-                esc(iface)
-            );
-        }
-    }
+}
+
+/// The label of an interface: `interface="IF"`.
+fn interface(iface: &str) -> String {
+    format!("interface=\"{}\"", esc(iface))
 }
 
 /// One metric, one line per interface: `name{interface="IF"<labels>} value`.
 fn per_interface<'a>(
     o: &mut String,
-    (name, kind): (&str, &str),
+    metric: (&str, &str),
     help: &str,
     labels: &str,
     rows: impl Iterator<Item = (&'a String, u64)>,
 ) {
-    head(o, name, kind, help);
-    for (iface, v) in rows {
-        let _ = writeln!(o, "{name}{{interface=\"{}\"{labels}}} {v}", esc(iface));
-    }
+    let rows = rows.map(|(iface, v)| (format!("{}{labels}", interface(iface)), v));
+    family(o, metric, help, rows);
 }
 
 /// The spool, its quota and what --retain deleted.
@@ -472,25 +459,19 @@ fn spool(o: &mut String, i: &Input<'_>) {
 
 /// API responses by status.
 fn responses(o: &mut String, i: &Input<'_>) {
-    head(
+    by_label(
         o,
-        "corecap_api_responses_total",
-        "counter",
+        ("corecap_api_responses_total", "counter"),
         "API responses by status code.",
+        "code",
+        i.responses.iter().map(|(code, n)| (code, *n)),
     );
-    for (code, n) in i.responses {
-        let _ = writeln!(o, "corecap_api_responses_total{{code=\"{code}\"}} {n}");
-    }
-    head(
+    scalar(
         o,
         "corecap_api_tls_handshakes_refused_total",
         "counter",
         "TLS connections closed in their handshake (no or a refused client certificate).",
-    );
-    let _ = writeln!(
-        o,
-        "corecap_api_tls_handshakes_refused_total {}",
-        i.handshakes_refused
+        i.handshakes_refused,
     );
 }
 

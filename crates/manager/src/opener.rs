@@ -91,14 +91,11 @@ impl Opener {
         let Some(jobs) = &self.jobs else {
             return Spare::open(ifindex, ring);
         };
-        let (reply, answer) = sync_channel(1);
-        jobs.send(Job::Spare {
+        ask(jobs, |reply| Job::Spare {
             ifindex,
             ring,
             reply,
         })
-        .map_err(|_| gone())?;
-        answer.recv().map_err(|_| gone())?
     }
 
     /// Gives thread `tid` of this process SCHED_FIFO at `priority` (CAP_SYS_NICE, which
@@ -107,14 +104,11 @@ impl Opener {
         let Some(jobs) = &self.jobs else {
             return corecap_linux::affinity::set_fifo(tid, priority);
         };
-        let (reply, answer) = sync_channel(1);
-        jobs.send(Job::Fifo {
+        ask(jobs, |reply| Job::Fifo {
             tid,
             priority,
             reply,
         })
-        .map_err(|_| gone())?;
-        answer.recv().map_err(|_| gone())?
     }
 
     /// An activated libpcap handle on `iface`, to compile a filter on.
@@ -122,15 +116,23 @@ impl Opener {
         let Some(jobs) = &self.jobs else {
             return LiveHandle::open(iface, snaplen);
         };
-        let (reply, answer) = sync_channel(1);
-        jobs.send(Job::Live {
+        ask(jobs, |reply| Job::Live {
             iface: iface.to_owned(),
             snaplen,
             reply,
         })
-        .map_err(|_| gone())?;
-        answer.recv().map_err(|_| gone())?
     }
+}
+
+/// Sends the opener thread the job that `job` makes of a reply channel, and waits for
+/// its answer.
+fn ask<T>(
+    jobs: &Sender<Job>,
+    job: impl FnOnce(SyncSender<corecap_linux::Result<T>>) -> Job,
+) -> corecap_linux::Result<T> {
+    let (reply, answer) = sync_channel(1);
+    jobs.send(job(reply)).map_err(|_| gone())?;
+    answer.recv().map_err(|_| gone())?
 }
 
 /// Runs one job in the opener thread. A caller that stopped waiting is no error.

@@ -67,21 +67,7 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
             Response::error(400, format!("filter: {e}"))
         })?;
     }
-    let mut folders = vec![m.spool().dir().to_owned()];
-    folders.extend(m.record().map(|d| d.to_owned()));
-    let (files, _) = expand_paths(&folders).map_err(|e| Response::error(500, e.to_string()))?;
-    let spec = QuerySpec {
-        files,
-        from,
-        to,
-        filter,
-        kek: m.key().cloned(),
-        scan: false,
-        once: true,
-        sessions: None,
-        folders,
-        reach: true,
-    };
+    let spec = over_spool(m, from, to, filter)?;
     let select = corecap_store::read::flow_match::Selectors {
         community_id: q.community_id,
         sni: q.sni,
@@ -97,6 +83,31 @@ pub fn spec(m: &Manager, body: &[u8]) -> Result<QuerySpec, Response> {
     let (narrowed, _) = corecap_store::read::narrow::narrow(&spec, &select)
         .map_err(|e| Response::error(400, e.to_string()))?;
     Ok(narrowed)
+}
+
+/// A query of the packets from `from` to `to` (matching `filter`) in the spool and the
+/// recording: a packet both hold is given once, and the answer states its reach.
+pub fn over_spool(
+    m: &Manager,
+    from: u64,
+    to: u64,
+    filter: Option<String>,
+) -> Result<QuerySpec, Response> {
+    let mut folders = vec![m.spool().dir().to_owned()];
+    folders.extend(m.record().map(|d| d.to_owned()));
+    let (files, _) = expand_paths(&folders).map_err(|e| Response::error(500, e.to_string()))?;
+    Ok(QuerySpec {
+        files,
+        from,
+        to,
+        filter,
+        kek: m.key().cloned(),
+        scan: false,
+        once: true,
+        sessions: None,
+        folders,
+        reach: true,
+    })
 }
 
 /// Moves the calling thread off the capture CPUs and to the idle I/O class. Returns the

@@ -642,51 +642,73 @@ impl Conn {
         spec: corecap_store::query::QuerySpec,
         name: Option<String>,
     ) -> hyper::Response<ApiBody> {
-        let (tx, rx) = mpsc::channel(QUERY_CHUNKS);
         let m = self.m.clone();
-        let spawned = std::thread::Builder::new()
-            .name("corecap-query".into())
-            .spawn(move || {
-                api_thread_start();
-                let mut w = ChannelWriter(tx);
-                match crate::query::stream(&m, &spec, &mut w) {
-                    // What the query says of its answer (files cut short, refused, notes)
-                    // follows it as a trailer, so a client tells whole from partial.
-                    Ok(stats) => {
-                        let _ =
-                            w.0.blocking_send(Ok(Frame::trailers(query_trailer(&stats))));
-                    }
-                    Err(e) => {
-                        eprintln!("corecap: query stream ended: {e}");
-                        // The body ends in an error: hyper drops the connection unfinished.
-                        let _ = w.0.blocking_send(Err(e));
-                    }
-                }
-            });
-        if let Err(e) = spawned {
-            return self.reply(Response::error(503, format!("cannot start the query: {e}")));
-        }
-        self.m.count_response(200);
-        let mut h = hyper::Response::new(ApiBody::Stream(rx));
-        h.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/x-pcapng"),
-        );
-        h.headers_mut().insert(
+        let mut headers = vec![(
             hyper::header::TRAILER,
             HeaderValue::from_static(http::QUERY_TRAILER),
-        );
+        )];
         // The name is the daemon's id (cN): nothing a header cannot carry.
         let disposition =
             name.and_then(|n| HeaderValue::from_str(&format!("attachment; filename=\"{n}\"")).ok());
-        if let Some(d) = disposition {
-            h.headers_mut()
-                .insert(hyper::header::CONTENT_DISPOSITION, d);
+        headers.extend(disposition.map(|d| (hyper::header::CONTENT_DISPOSITION, d)));
+        let spawn = Spawn {
+            thread: "corecap-query",
+            ended: "query stream",
+            refused: "cannot start the query",
+        };
+        self.stream(spawn, "application/x-pcapng", headers, move |w| {
+            // What the query says of its answer (files cut short, refused, notes) follows
+            // it as a trailer, so a client tells whole from partial.
+            let stats = crate::query::stream(&m, &spec, w)?;
+            let _ =
+                w.0.blocking_send(Ok(Frame::trailers(query_trailer(&stats))));
+            Ok(())
+        })
+    }
+
+    /// A chunked answer of `content_type` that `write` makes on a thread of its own
+    /// (`spawn`), through a bounded channel; `headers` go with it. An error of `write` ends
+    /// the body in an error, so hyper drops the connection unfinished: an HTTP client sees
+    /// a cut answer as an error, never as a whole one.
+    fn stream(
+        &self,
+        spawn: Spawn,
+        content_type: &'static str,
+        headers: Vec<(hyper::header::HeaderName, HeaderValue)>,
+        write: impl FnOnce(&mut ChannelWriter) -> io::Result<()> + Send + 'static,
+    ) -> hyper::Response<ApiBody> {
+        let (tx, rx) = mpsc::channel(QUERY_CHUNKS);
+        let spawned = std::thread::Builder::new()
+            .name(spawn.thread.into())
+            .spawn(move || {
+                api_thread_start();
+                let mut w = ChannelWriter(tx);
+                if let Err(e) = write(&mut w) {
+                    eprintln!("corecap: {} ended: {e}", spawn.ended);
+                    let _ = w.0.blocking_send(Err(e));
+                }
+            });
+        if let Err(e) = spawned {
+            return self.reply(Response::error(503, format!("{}: {e}", spawn.refused)));
         }
-        h.headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
+        self.m.count_response(200);
+        let mut h = hyper::Response::new(ApiBody::Stream(rx));
+        let map = h.headers_mut();
+        map.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        for (k, v) in headers {
+            map.insert(k, v);
+        }
+        map.insert(CONNECTION, HeaderValue::from_static("close"));
         h
     }
+}
+
+/// The thread of a streamed answer: its name, what its error says ended, and what the
+/// 503 says when it cannot start.
+struct Spawn {
+    thread: &'static str,
+    ended: &'static str,
+    refused: &'static str,
 }
 
 impl Conn {
@@ -697,35 +719,17 @@ impl Conn {
         write: crate::web::Download,
         name: String,
     ) -> hyper::Response<ApiBody> {
-        let (tx, rx) = mpsc::channel(QUERY_CHUNKS);
-        let spawned = std::thread::Builder::new()
-            .name("corecap-relay".into())
-            .spawn(move || {
-                api_thread_start();
-                let mut w = ChannelWriter(tx);
-                if let Err(e) = write(&mut w) {
-                    eprintln!("corecap: download ended: {e}");
-                    let _ = w.0.blocking_send(Err(e));
-                }
-            });
-        if let Err(e) = spawned {
-            return self.reply(Response::error(
-                503,
-                format!("cannot start the download: {e}"),
-            ));
-        }
-        self.m.count_response(200);
-        let mut h = hyper::Response::new(ApiBody::Stream(rx));
-        let headers = h.headers_mut();
-        headers.insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/x-pcapng"),
-        );
-        if let Ok(d) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
-            headers.insert(hyper::header::CONTENT_DISPOSITION, d);
-        }
-        headers.insert(CONNECTION, HeaderValue::from_static("close"));
-        h
+        let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{name}\""));
+        let headers = disposition
+            .map(|d| (hyper::header::CONTENT_DISPOSITION, d))
+            .into_iter()
+            .collect();
+        let spawn = Spawn {
+            thread: "corecap-relay",
+            ended: "download",
+            refused: "cannot start the download",
+        };
+        self.stream(spawn, "application/x-pcapng", headers, move |w| write(w))
     }
 
     /// `GET /flows`: checks the parameters, then lists the connections from a thread of
@@ -738,30 +742,15 @@ impl Conn {
             Ok(Err(r)) => return self.reply(r),
             Err(_) => return self.reply(Response::error(500, "the request failed")),
         };
-        let (tx, rx) = mpsc::channel(QUERY_CHUNKS);
         let m = self.m.clone();
-        let spawned = std::thread::Builder::new()
-            .name("corecap-flows".into())
-            .spawn(move || {
-                api_thread_start();
-                let mut w = ChannelWriter(tx);
-                if let Err(e) = crate::flows::stream(&m, &spec, &mut w) {
-                    eprintln!("corecap: flows stream ended: {e}");
-                    let _ = w.0.blocking_send(Err(e));
-                }
-            });
-        if let Err(e) = spawned {
-            return self.reply(Response::error(503, format!("cannot list the flows: {e}")));
-        }
-        self.m.count_response(200);
-        let mut h = hyper::Response::new(ApiBody::Stream(rx));
-        h.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/x-ndjson"),
-        );
-        h.headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-        h
+        let spawn = Spawn {
+            thread: "corecap-flows",
+            ended: "flows stream",
+            refused: "cannot list the flows",
+        };
+        self.stream(spawn, "application/x-ndjson", Vec::new(), move |w| {
+            crate::flows::stream(&m, &spec, w)
+        })
     }
 }
 

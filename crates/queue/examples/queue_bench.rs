@@ -37,6 +37,55 @@ fn header(seq: u64) -> SlotHeader {
     }
 }
 
+/// The records from `first` on as the slots of a corecap queue's batch.
+fn slots(records: &[Record], first: u64) -> impl Iterator<Item = (SlotHeader, &[u8])> + Clone {
+    (first..).zip(records).map(|(seq, r)| (header(seq), &r[..]))
+}
+
+/// A corecap queue's producer: pushes `items` records in batches of `batch`, spinning
+/// and pushing again what `push_batch` did not take. `push_batch(records, first)` pushes
+/// `records`, numbered from `first`, and says how many it took.
+fn push_batches(items: u64, batch: usize, mut push_batch: impl FnMut(&[Record], u64) -> usize) {
+    let mut bufs = vec![record(0); batch];
+    let mut seq = 0;
+    while seq < items {
+        let k = batch.min((items - seq) as usize);
+        for (i, b) in bufs[..k].iter_mut().enumerate() {
+            *b = record(seq + i as u64);
+        }
+        let mut done = 0;
+        while done < k {
+            let n = push_batch(&bufs[done..k], seq + done as u64);
+            if n == 0 {
+                spin_loop();
+            }
+            done += n;
+        }
+        seq += k as u64;
+    }
+}
+
+/// What a corecap queue's consumer adds to its sum for one slot.
+fn add_slot(sum: u64, h: &SlotHeader, d: &[u8]) -> u64 {
+    sum.wrapping_add(h.ts_ns ^ d[8] as u64)
+}
+
+/// A corecap queue's consumer: drains until `items` arrived, spinning while the queue is
+/// empty. `drain(sum)` drains once, adds each slot to `sum` and says how many it took; the
+/// sum is kept so that the reads are not optimised away.
+fn drain_all(items: u64, mut drain: impl FnMut(&mut u64) -> usize) {
+    let mut got = 0u64;
+    let mut sum = 0u64;
+    while got < items {
+        let n = drain(&mut sum);
+        if n == 0 {
+            spin_loop();
+        }
+        got += n as u64;
+    }
+    black_box(sum);
+}
+
 /// Runs `produce` and `consume` on two threads; returns the wall time.
 fn two_threads(produce: impl FnOnce() + Send, consume: impl FnOnce() + Send) -> Duration {
     let start = Instant::now();
@@ -52,47 +101,18 @@ fn run_mpsc(items: u64, batch: usize) -> (Duration, u64) {
     let (p, mut c) = mpsc::queue(QUEUE_BYTES);
     let t = two_threads(
         move || {
-            let mut bufs = vec![record(0); batch];
-            let mut seq = 0;
-            while seq < items {
-                let k = batch.min((items - seq) as usize);
-                if batch == 1 {
+            if batch == 1 {
+                for seq in 0..items {
                     let r = record(seq);
                     while p.push(&header(seq), &r).is_err() {
                         spin_loop();
                     }
-                } else {
-                    for (i, b) in bufs[..k].iter_mut().enumerate() {
-                        *b = record(seq + i as u64);
-                    }
-                    let mut done = 0;
-                    while done < k {
-                        let items = bufs[done..k]
-                            .iter()
-                            .enumerate()
-                            .map(|(i, b)| (header(seq + (done + i) as u64), &b[..]));
-                        let n = p.push_batch(items);
-                        if n == 0 {
-                            spin_loop();
-                        }
-                        done += n;
-                    }
                 }
-                seq += k as u64;
+            } else {
+                push_batches(items, batch, |rest, first| p.push_batch(slots(rest, first)));
             }
         },
-        || {
-            let mut got = 0u64;
-            let mut sum = 0u64;
-            while got < items {
-                let n = c.drain(|h, d| sum = sum.wrapping_add(h.ts_ns ^ d[8] as u64));
-                if n == 0 {
-                    spin_loop();
-                }
-                got += n as u64;
-            }
-            black_box(sum);
-        },
+        || drain_all(items, |sum| c.drain(|h, d| *sum = add_slot(*sum, h, d))),
     );
     // The consumer was moved into the scope only by reference; read its stats here.
     (t, c.stats().full_drops)
@@ -102,40 +122,9 @@ fn run_spsc(items: u64, batch: usize) -> Duration {
     let (mut p, mut c) = spsc::ring(QUEUE_BYTES);
     two_threads(
         move || {
-            let mut bufs = vec![record(0); batch];
-            let mut seq = 0;
-            while seq < items {
-                let k = batch.min((items - seq) as usize);
-                for (i, b) in bufs[..k].iter_mut().enumerate() {
-                    *b = record(seq + i as u64);
-                }
-                let mut done = 0;
-                while done < k {
-                    let items = bufs[done..k]
-                        .iter()
-                        .enumerate()
-                        .map(|(i, b)| (header(seq + (done + i) as u64), &b[..]));
-                    let n = p.push_batch(items);
-                    if n == 0 {
-                        spin_loop();
-                    }
-                    done += n;
-                }
-                seq += k as u64;
-            }
+            push_batches(items, batch, |rest, first| p.push_batch(slots(rest, first)));
         },
-        move || {
-            let mut got = 0u64;
-            let mut sum = 0u64;
-            while got < items {
-                let n = c.drain(|h, d| sum = sum.wrapping_add(h.ts_ns ^ d[8] as u64));
-                if n == 0 {
-                    spin_loop();
-                }
-                got += n as u64;
-            }
-            black_box(sum);
-        },
+        move || drain_all(items, |sum| c.drain(|h, d| *sum = add_slot(*sum, h, d))),
     )
 }
 

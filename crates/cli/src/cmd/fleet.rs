@@ -379,23 +379,35 @@ fn answer(
         .filter(|r| r.error.is_some())
         .map(|r| r.sensor.as_str())
         .collect();
-    if failed.is_empty() || (partial && failed.len() < reports.len()) {
-        if let (false, Some(out)) = (to_stdout, out) {
-            let packets: u64 = reports.iter().map(|r| r.packets).sum();
-            eprintln!("wrote {packets} packets of pcapng to {}", out.display());
-        }
-        return Ok(0);
+    let hint = if partial {
+        ""
+    } else {
+        " (--partial accepts the others' answers)"
+    };
+    enough_answered(&failed, reports.len(), partial, hint)?;
+    if let (false, Some(out)) = (to_stdout, out) {
+        let packets: u64 = reports.iter().map(|r| r.packets).sum();
+        eprintln!("wrote {packets} packets of pcapng to {}", out.display());
+    }
+    Ok(0)
+}
+
+/// Whether a fleet's answer stands: every sensor answered, or (`--partial`) at least one
+/// did. Otherwise an error that names the sensors that failed, followed by `hint`.
+pub(crate) fn enough_answered<S: std::borrow::Borrow<str>>(
+    failed: &[S],
+    sensors: usize,
+    partial: bool,
+    hint: &str,
+) -> Result<()> {
+    if failed.is_empty() || (partial && failed.len() < sensors) {
+        return Ok(());
     }
     bail!(
-        "{} of {} sensors failed: {}{}",
+        "{} of {} sensors failed: {}{hint}",
         failed.len(),
-        reports.len(),
-        failed.join(", "),
-        if partial {
-            ""
-        } else {
-            " (--partial accepts the others' answers)"
-        }
+        sensors,
+        failed.join(", ")
     )
 }
 
@@ -600,15 +612,8 @@ pub(crate) fn get(
     if json {
         println!("{}", serde_json::to_string_pretty(&all)?);
     }
-    if failed.is_empty() || (partial && failed.len() < sensors.len()) {
-        return Ok(0);
-    }
-    bail!(
-        "{} of {} sensors failed: {}",
-        failed.len(),
-        sensors.len(),
-        failed.join(", ")
-    )
+    enough_answered(&failed, sensors.len(), partial, "")?;
+    Ok(0)
 }
 
 /// A sensor's captures (a list, or one), one line each under the sensor's name.

@@ -83,13 +83,6 @@ pub(crate) fn fleet(sensors: &[Sensor], path: &str, partial: bool, t: Duration) 
     for f in &all {
         println!("{f}");
     }
-    if failed.is_empty() || (partial && failed.len() < sensors.len()) {
-        return Ok(0);
-    }
-    bail!(
-        "{} of {} sensors failed: {}",
-        failed.len(),
-        sensors.len(),
-        failed.join(", ")
-    )
+    super::fleet::enough_answered(&failed, sensors.len(), partial, "")?;
+    Ok(0)
 }

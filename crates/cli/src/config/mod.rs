@@ -32,26 +32,7 @@ pub(crate) use serve::*;
 pub(crate) fn rotation(specs: &[String]) -> Result<Rotation> {
     let mut r = Rotation::default();
     for spec in specs.iter().flat_map(|s| s.split(',')) {
-        let (k, v) = spec
-            .split_once(':')
-            .with_context(|| format!("bad -b option '{spec}' (expected KEY:VALUE)"))?;
-        // filesize in kB (1000 bytes) as dumpcap counts it, or with a suffix (K, M, G, T:
-        // powers of 1024, as -B and --retain take them).
-        let n: u64 = if k == "filesize" && v.ends_with(|c: char| c.is_ascii_alphabetic()) {
-            corecap_engine::limits::size(v, "-b filesize")?
-        } else {
-            let n: u64 = v
-                .parse()
-                .with_context(|| format!("bad number in -b option '{spec}'"))?;
-            if k == "filesize" {
-                n.checked_mul(1000).context("-b filesize is too large")?
-            } else {
-                n
-            }
-        };
-        if n == 0 {
-            bail!("-b {k} must be greater than 0");
-        }
+        let (k, n) = dumpcap_option("-b", spec)?;
         match k {
             "filesize" => r.filesize = Some(n),
             "duration" => r.duration = Some(Duration::from_secs(n)),
@@ -122,24 +103,7 @@ pub(crate) struct AutoStop {
 pub(crate) fn autostop(specs: &[String]) -> Result<AutoStop> {
     let mut s = AutoStop::default();
     for spec in specs.iter().flat_map(|s| s.split(',')) {
-        let (k, v) = spec
-            .split_once(':')
-            .with_context(|| format!("bad -a option '{spec}' (expected KEY:VALUE)"))?;
-        let n: u64 = if k == "filesize" && v.ends_with(|c: char| c.is_ascii_alphabetic()) {
-            corecap_engine::limits::size(v, "-a filesize")?
-        } else {
-            let n: u64 = v
-                .parse()
-                .with_context(|| format!("bad number in -a option '{spec}'"))?;
-            if k == "filesize" {
-                n.checked_mul(1000).context("-a filesize is too large")?
-            } else {
-                n
-            }
-        };
-        if n == 0 {
-            bail!("-a {k} must be greater than 0");
-        }
+        let (k, n) = dumpcap_option("-a", spec)?;
         match k {
             "duration" => s.duration = Some(Duration::from_secs(n)),
             "filesize" => s.filesize = Some(n),
@@ -151,6 +115,32 @@ pub(crate) fn autostop(specs: &[String]) -> Result<AutoStop> {
         }
     }
     Ok(s)
+}
+
+/// One `KEY:VALUE` of dumpcap's `-b` or `-a` (`flag`): the key, and the value, a whole
+/// number above 0. A `filesize` counts kB (1000 bytes) as dumpcap does, or is a size with
+/// a suffix (K, M, G, T: powers of 1024, as -B and --retain take them).
+fn dumpcap_option<'a>(flag: &str, spec: &'a str) -> Result<(&'a str, u64)> {
+    let (k, v) = spec
+        .split_once(':')
+        .with_context(|| format!("bad {flag} option '{spec}' (expected KEY:VALUE)"))?;
+    let n: u64 = if k == "filesize" && v.ends_with(|c: char| c.is_ascii_alphabetic()) {
+        corecap_engine::limits::size(v, &format!("{flag} filesize"))?
+    } else {
+        let n: u64 = v
+            .parse()
+            .with_context(|| format!("bad number in {flag} option '{spec}'"))?;
+        if k == "filesize" {
+            n.checked_mul(1000)
+                .with_context(|| format!("{flag} filesize is too large"))?
+        } else {
+            n
+        }
+    };
+    if n == 0 {
+        bail!("{flag} {k} must be greater than 0");
+    }
+    Ok((k, n))
 }
 
 /// The smaller of two optional limits.

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::util::{self, Lab, Scratch};
@@ -24,21 +24,7 @@ impl Drop for Gens {
 }
 
 fn gen(lab: &Lab, args: &[&str]) -> Child {
-    Command::new(util::bin())
-        .args([
-            "gen",
-            "--netns",
-            &lab.netns,
-            "-i",
-            "gen0",
-            "--duration",
-            "300",
-        ])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the generator")
+    lab.gen_for("300", args)
 }
 
 /// A small deterministic generator of kill moments (printed, so a failure can be replayed).
@@ -310,23 +296,8 @@ struct Ext4(Scratch);
 impl Ext4 {
     fn new(mib: u32) -> Self {
         let s = Scratch::new("ext4");
-        let img = s.path("fs.img");
-        let f = std::fs::File::create(&img).expect("image");
-        f.set_len(u64::from(mib) << 20).expect("size");
-        let ok = Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&img)
-            .status()
-            .is_ok_and(|st| st.success());
-        assert!(ok, "mkfs.ext4");
         std::fs::create_dir(s.path("mnt")).expect("mnt");
-        let ok = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(s.path("mnt"))
-            .status()
-            .is_ok_and(|st| st.success());
-        assert!(ok, "mount -o loop");
+        util::mount_ext4(&s.path("fs.img"), &s.path("mnt"), u64::from(mib), &[]);
         Self(s)
     }
 }

@@ -182,11 +182,7 @@ fn issue17_nfcapd_stores_the_flows_of_the_json_records_and_tshark_decodes_every_
     }
     let lab = Lab::new(1);
     let ns = lab.netns.as_str();
-    let st = Command::new("ip")
-        .args(["netns", "exec", ns, "ip", "link", "set", "lo", "up"])
-        .status()
-        .expect("ip");
-    assert!(st.success());
+    lab.loopback_up();
     let tmp = Scratch::new("ipfix");
     let nf_dir = tmp.path("nfcapd");
     std::fs::create_dir_all(&nf_dir).expect("dir");
@@ -376,11 +372,7 @@ impl Drop for DeafCollector {
 fn issue24_a_collector_that_never_reads_costs_export_drops_not_a_stage_backlog() {
     let lab = Lab::new(1);
     let ns = lab.netns.as_str();
-    let st = Command::new("ip")
-        .args(["netns", "exec", ns, "ip", "link", "set", "lo", "up"])
-        .status()
-        .expect("ip");
-    assert!(st.success());
+    lab.loopback_up();
     let collector = DeafCollector::start(ns);
     let cap = lab.capture(&[
         "--flows",

@@ -2,7 +2,7 @@
 //! each file it deletes (`.corecap-deleted`), and `query`, `flows`, `POST /queries` and
 //! `GET /status` state which part of a window is on record and why the rest is not.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -15,6 +15,31 @@ fn now_s() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs()
+}
+
+/// Makes `dir` the daemon's alone (mode 0700), as a spool must be.
+fn private(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("mode");
+}
+
+/// The daemon's spool in `s`, made and private.
+fn private_spool(s: &Scratch) -> PathBuf {
+    let spool = s.path("spool");
+    std::fs::create_dir(&spool).expect("spool");
+    private(&spool);
+    spool
+}
+
+/// A private spool in `s` of two indexed files (`indexed_file`) of 100 packets:
+/// `old.pcapng` from three days before `now` and `recent.pcapng` from an hour before.
+/// Returns the spool and the two files' starts (Unix seconds).
+fn old_and_recent(s: &Scratch, now: u64) -> (PathBuf, u64, u64) {
+    let spool = private_spool(s);
+    let (old, recent) = (now - 3 * 86_400, now - 3600);
+    indexed_file(&spool.join("old.pcapng"), old, 100);
+    indexed_file(&spool.join("recent.pcapng"), recent, 100);
+    (spool, old, recent)
 }
 
 /// A file of `n` UDP packets 1 ms apart from `t0_s`, indexed as a recording's file is.
@@ -181,16 +206,9 @@ fn issue37_a_query_says_which_part_of_its_window_retention_took() {
 #[test]
 #[ignore = "needs root"]
 fn issue37_serve_status_gives_the_reach_and_what_retention_deleted() {
-    use std::os::unix::fs::PermissionsExt;
     let lab = Lab::new(1);
     let s = Scratch::new("serve-status");
-    let spool = s.path("spool");
-    std::fs::create_dir(&spool).expect("spool");
-    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
-    let now = now_s();
-    let (old, recent) = (now - 3 * 86_400, now - 3600);
-    indexed_file(&spool.join("old.pcapng"), old, 100);
-    indexed_file(&spool.join("recent.pcapng"), recent, 100);
+    let (_, old, recent) = old_and_recent(&s, now_s());
     let d = util::Daemon::start(&lab, &s, &["--retain-age", "2d"]);
     let o = d.request_ok(&["status"]);
     let st: Value = serde_json::from_slice(&o.stdout).expect("status JSON");
@@ -239,17 +257,10 @@ fn holds_of(d: &util::Daemon) -> Value {
 #[test]
 #[ignore = "needs root"]
 fn issue37_held_packets_outlive_retention_and_are_answered_once() {
-    use std::os::unix::fs::PermissionsExt;
     let lab = Lab::new(1);
     let s = Scratch::new("holds");
-    let spool = s.path("spool");
-    std::fs::create_dir(&spool).expect("spool");
-    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
-    let now = now_s();
-    let (old, recent) = (now - 3 * 86_400, now - 3600);
     // 100 packets from source ports 1000..1099.
-    indexed_file(&spool.join("old.pcapng"), old, 100);
-    indexed_file(&spool.join("recent.pcapng"), recent, 100);
+    let (spool, old, _) = old_and_recent(&s, now_s());
     let (from, to) = ((old - 10).to_string(), (old + 60).to_string());
     let d = util::Daemon::start(&lab, &s, &[]);
     for (name, ports) in [("case-a", "1000-1009"), ("case-b", "1005-1019")] {
@@ -430,17 +441,11 @@ fn community_id(file: &Path, sport: u16) -> String {
 #[test]
 #[ignore = "needs root"]
 fn issue37_alerts_pin_their_flows_through_rotation_and_retention() {
-    use std::os::unix::fs::PermissionsExt;
     let lab = Lab::new(1);
     let s = Scratch::new("alerts");
-    let spool = s.path("spool");
-    std::fs::create_dir(&spool).expect("spool");
-    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
-    let now = now_s();
-    let (old, recent) = (now - 3 * 86_400, now - 3600);
     // UDP packets 1 ms apart from source ports 1000.. to port 53.
-    indexed_file(&spool.join("old.pcapng"), old, 100);
-    indexed_file(&spool.join("recent.pcapng"), recent, 100);
+    let now = now_s();
+    let (spool, old, _) = old_and_recent(&s, now);
     let cid = community_id(&spool.join("old.pcapng"), 1010);
     let at = |ms: u64| old * S + ms * 1_000_000;
     let eve = s.path("eve.json");
@@ -510,46 +515,16 @@ struct LoopExt4 {
 
 impl LoopExt4 {
     fn new(image: std::path::PathBuf, at: std::path::PathBuf, mib: u64) -> Self {
-        let f = std::fs::File::create(&image).expect("image");
-        f.set_len(mib << 20).expect("size");
-        drop(f);
-        let run = |c: &mut std::process::Command| {
-            let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
-            assert!(
-                o.status.success(),
-                "{c:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        };
-        run(std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&image));
         std::fs::create_dir_all(&at).expect("mount point");
         // Made before the mount: dropped (and unmounted) from here on, a failure too.
         let disk = LoopExt4 { image, at };
-        run(std::process::Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&disk.image)
-            .arg(&disk.at));
+        util::mount_ext4(&disk.image, &disk.at, mib, &[]);
         disk
     }
 
     /// Bytes free (to a user) and the size, as `df` gives them.
     fn space(&self) -> (u64, u64) {
-        let o = std::process::Command::new("df")
-            .args(["-B1", "--output=avail,size"])
-            .arg(&self.at)
-            .output()
-            .expect("df");
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let n: Vec<u64> = text
-            .lines()
-            .nth(1)
-            .expect("df line")
-            .split_whitespace()
-            .map(|n| n.parse().expect("number"))
-            .collect();
-        (n[0], n[1])
+        util::fs_space(&self.at)
     }
 }
 
@@ -585,7 +560,6 @@ fn deletions(dir: &Path) -> Vec<(String, u64, String)> {
 #[test]
 #[ignore = "needs root"]
 fn issue37_retention_on_a_small_ext4_keeps_what_holds_and_alerts_name() {
-    use std::os::unix::fs::PermissionsExt;
     if !util::need("mkfs.ext4") || !util::need("tcpdump") {
         return;
     }
@@ -593,7 +567,7 @@ fn issue37_retention_on_a_small_ext4_keeps_what_holds_and_alerts_name() {
     let s = Scratch::new("ext4");
     let spool = s.path("spool");
     let disk = LoopExt4::new(s.path("disk.img"), spool.clone(), 16);
-    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    private(&spool);
     std::fs::write(spool.join("notes.txt"), "the user's own\n").expect("notes");
     let now = now_s();
     // Eight files of 4000 packets (ports 1000..1999 four times each), oldest first: two
@@ -943,12 +917,9 @@ fn issue37_a_live_recording_under_retain_keeps_held_and_alerted_connections() {
 #[ignore = "needs root"]
 fn issue37_alerts_come_over_a_unix_stream_socket() {
     use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
     let lab = Lab::new(1);
     let s = Scratch::new("eve-socket");
-    let spool = s.path("spool");
-    std::fs::create_dir(&spool).expect("spool");
-    std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    let spool = private_spool(&s);
     let now = now_s();
     indexed_file(&spool.join("rec.pcapng"), now - 600, 100);
     let sock = s.path("eve.sock");

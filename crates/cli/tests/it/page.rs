@@ -160,13 +160,20 @@ struct Tools {
     tshark: bool,
 }
 
+impl Tools {
+    /// The tools this machine has.
+    fn found() -> Tools {
+        Tools {
+            tcpdump: need("tcpdump"),
+            tshark: need("tshark"),
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs root"]
 fn issue36_page_in_a_real_browser() {
-    let tools = Tools {
-        tcpdump: need("tcpdump"),
-        tshark: need("tshark"),
-    };
+    let tools = Tools::found();
     let lab = Lab::new(1);
     let s = Scratch::new("page");
     let (d, token) = daemon_with_recording(&lab, &s, &[]);
@@ -585,10 +592,7 @@ fn issue36_certificate_login_refuses_a_cross_site_change() {
 #[test]
 #[ignore = "needs root"]
 fn issue36_the_page_searches_every_sensor() {
-    let tools = Tools {
-        tcpdump: need("tcpdump"),
-        tshark: need("tshark"),
-    };
+    let tools = Tools::found();
     let lab = Lab::new(1);
     let pki_dir = Scratch::new("page-pki");
     let pki = pki_dir.path("pki");

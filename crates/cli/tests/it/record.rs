@@ -1161,7 +1161,7 @@ fn issue37_retain_age_and_min_free_delete_the_oldest_files() {
     assert!(success, "the recording went on: {err}: {v}");
     assert_eq!(v["balanced"], true, "{v}");
     let files = capture_files(&disk.0 .0);
-    let (free, size) = fs_space(&disk.0 .0);
+    let (free, size) = util::fs_space(&disk.0 .0);
     // Half free, less what one file being written may take before the next close.
     assert!(
         free + (1 << 20) >= size / 2,
@@ -1174,24 +1174,6 @@ fn issue37_retain_age_and_min_free_delete_the_oldest_files() {
         !files.contains(&"m_00001.pcapng".to_owned()),
         "the oldest went first: {files:?}"
     );
-}
-
-/// Free and total bytes of the filesystem of `dir`, as `df` gives them.
-fn fs_space(dir: &Path) -> (u64, u64) {
-    let o = Command::new("df")
-        .args(["-B1", "--output=avail,size"])
-        .arg(dir)
-        .output()
-        .expect("df");
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    let nums: Vec<u64> = text
-        .lines()
-        .nth(1)
-        .expect("df line")
-        .split_whitespace()
-        .map(|n| n.parse().expect("number"))
-        .collect();
-    (nums[0], nums[1])
 }
 
 /// Issue 37: a rotating recording that retention can never trim says so at start: no rule

@@ -501,11 +501,7 @@ fn issue17_serve_exports_flows_only_to_an_allowed_collector() {
     );
     let lab = Lab::new(1);
     let ns = lab.netns.as_str();
-    let up = Command::new("ip")
-        .args(["netns", "exec", ns, "ip", "link", "set", "lo", "up"])
-        .status()
-        .expect("ip");
-    assert!(up.success());
+    lab.loopback_up();
     let dir = Scratch::new("serve-ipfix");
     let nf_dir = dir.path("nfcapd");
     std::fs::create_dir_all(&nf_dir).expect("dir");

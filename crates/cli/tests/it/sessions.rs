@@ -687,10 +687,8 @@ fn issue35_daemon_lists_flows_and_queries_by_community_id() {
 #[test]
 fn issue35_too_many_connections_for_one_query_are_refused() {
     // 200 DNS questions for one name, each from a port of its own: 200 connections.
-    let ifs = [corecap_wire::InterfaceDesc::ethernet("e", 262144)];
-    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
     let question = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01a\x07example\x03com\x00\x00\x01\x00\x01";
-    for i in 0..200u16 {
+    let file = pcapng_of((0..200u16).map(|i| {
         let mut frame = udp_frame(
             [10, 0, 0, 1],
             [10, 0, 0, 2],
@@ -699,19 +697,11 @@ fn issue35_too_many_connections_for_one_query_are_refused() {
             42 + question.len(),
         );
         frame[42..].copy_from_slice(question);
-        let ts_ns = 1_700_000_000_000_000_000 + u64::from(i) * 1000;
-        w.write_epb(&corecap_wire::Epb {
-            if_id: 0,
-            ts_ns,
-            data: &frame,
-            orig_len: frame.len() as u32,
-            ..corecap_wire::Epb::default()
-        })
-        .expect("epb");
-    }
+        (1_700_000_000_000_000_000 + u64::from(i) * 1000, frame)
+    }));
     let s = Scratch::new("flows-many");
     let src = s.path("dns.pcapng");
-    std::fs::write(&src, w.into_inner()).unwrap();
+    std::fs::write(&src, file).unwrap();
     let rec = record(&src, &s, "rec");
     let r = rec.to_str().unwrap();
     assert_eq!(flows_json(&[r, "--dns", "A.Example.com"]).len(), 200);

@@ -139,6 +139,44 @@ impl Lab {
         v["sent"].as_u64().expect("sent")
     }
 
+    /// Brings the namespace's loopback up, for a collector listening in it.
+    pub fn loopback_up(&self) {
+        let up = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.netns,
+                "ip",
+                "link",
+                "set",
+                "lo",
+                "up",
+            ])
+            .status()
+            .expect("ip");
+        assert!(up.success());
+    }
+
+    /// Starts the generator in the background for at most `secs` seconds with extra
+    /// arguments; its output is dropped.
+    pub fn gen_for(&self, secs: &str, extra: &[&str]) -> Child {
+        Command::new(bin())
+            .args([
+                "gen",
+                "--netns",
+                &self.netns,
+                "-i",
+                "gen0",
+                "--duration",
+                secs,
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the generator")
+    }
+
     /// Starts a capture on cap0 with `args`; returns once it is capturing.
     pub fn capture(&self, args: &[&str]) -> Capture {
         Capture::start(&["--netns", &self.netns, "-i", "cap0"], args)
@@ -569,26 +607,57 @@ pub struct LoopDisk {
 impl LoopDisk {
     pub fn ext4(mib: u64) -> Self {
         let image = Scratch::new("image");
-        let file = image.path("fs.img");
-        std::fs::File::create(&file)
-            .and_then(|f| f.set_len(mib << 20))
-            .expect("image file");
-        let st = Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-b", "1024", "-m", "0"])
-            .arg(&file)
-            .status()
-            .expect("run mkfs.ext4 (e2fsprogs)");
-        assert!(st.success(), "mkfs.ext4");
         let mnt = Scratch::new("ext4");
-        let st = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&file)
-            .arg(&mnt.0)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount -o loop");
+        mount_ext4(
+            &image.path("fs.img"),
+            &mnt.0,
+            mib,
+            &["-b", "1024", "-m", "0"],
+        );
         Self { mnt, _image: image }
     }
+}
+
+/// Makes an ext4 filesystem of `mib` MiB in the file `image` (`mkfs.ext4 -q -F`, then
+/// `mkfs`) and loop-mounts it on the directory `at`. The caller unmounts it.
+pub fn mount_ext4(image: &Path, at: &Path, mib: u64, mkfs: &[&str]) {
+    std::fs::File::create(image)
+        .and_then(|f| f.set_len(mib << 20))
+        .expect("image file");
+    let run = |c: &mut Command| {
+        let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        assert!(
+            o.status.success(),
+            "{c:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    run(Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .args(mkfs)
+        .arg(image));
+    run(Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(image)
+        .arg(at));
+}
+
+/// Free (to a user) and total bytes of the filesystem of `dir`, as `df` gives them.
+pub fn fs_space(dir: &Path) -> (u64, u64) {
+    let o = Command::new("df")
+        .args(["-B1", "--output=avail,size"])
+        .arg(dir)
+        .output()
+        .expect("df");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let nums: Vec<u64> = text
+        .lines()
+        .nth(1)
+        .expect("df line")
+        .split_whitespace()
+        .map(|n| n.parse().expect("number"))
+        .collect();
+    (nums[0], nums[1])
 }
 
 impl Drop for LoopDisk {
@@ -776,9 +845,7 @@ pub fn udp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Ve
 /// 53, one at each time of `times_ns`: frame `i` comes from port `1000 + i % 1000` and
 /// carries `i` in its first payload bytes, so no two are alike.
 pub fn udp_pcapng(times_ns: impl IntoIterator<Item = u64>, len: usize) -> Vec<u8> {
-    let ifs = [corecap_wire::InterfaceDesc::ethernet("e", 262144)];
-    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
-    for (i, ts_ns) in times_ns.into_iter().enumerate() {
+    pcapng_of(times_ns.into_iter().enumerate().map(|(i, ts_ns)| {
         let mut frame = udp_frame(
             [10, 0, 0, 1],
             [10, 0, 0, 2],
@@ -787,6 +854,16 @@ pub fn udp_pcapng(times_ns: impl IntoIterator<Item = u64>, len: usize) -> Vec<u8
             len,
         );
         frame[42..46].copy_from_slice(&(i as u32).to_be_bytes());
+        (ts_ns, frame)
+    }))
+}
+
+/// A pcapng file (its bytes) of whole Ethernet frames on one interface, each at its time
+/// (ns since the epoch).
+pub fn pcapng_of(frames: impl IntoIterator<Item = (u64, Vec<u8>)>) -> Vec<u8> {
+    let ifs = [corecap_wire::InterfaceDesc::ethernet("e", 262144)];
+    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
+    for (ts_ns, frame) in frames {
         w.write_epb(&corecap_wire::Epb {
             if_id: 0,
             ts_ns,

@@ -457,6 +457,19 @@ mod tests {
     use super::*;
     use corecap_lab::gen::frame::{FrameSpec, Proto};
 
+    /// `flows` flows of 64-byte frames, one packet of each in turn.
+    fn spec(flows: u32, proto: Proto, bidir: bool) -> FrameSpec {
+        FrameSpec {
+            size: 64,
+            flows,
+            proto,
+            vlan: None,
+            bidir,
+            base: 0,
+            burst: 1,
+        }
+    }
+
     fn frames(spec: FrameSpec, n: u64) -> Vec<Vec<u8>> {
         (0..n)
             .map(|i| {
@@ -487,47 +500,12 @@ mod tests {
             capacity: 3,
         };
         let mut t = FlowTable::create(&path, "g0m0", cfg).expect("create");
-        let spec = FrameSpec {
-            size: 64,
-            flows: 2,
-            proto: Proto::Tcp,
-            vlan: None,
-            bidir: true,
-            base: 0,
-            burst: 1,
-        };
-        for (i, f) in frames(spec, 40).iter().enumerate() {
-            let p = Packet {
-                ts_ns: 1_000 + i as u64,
-                data: f,
-                wire_len: f.len() as u32,
-                iface: 0,
-                queue: None,
-                vlan: None,
-                link: corecap_wire::Link::Ethernet,
-            };
-            t.packet(&p);
+        for (i, f) in frames(spec(2, Proto::Tcp, true), 40).iter().enumerate() {
+            t.packet(&Packet::ethernet(1_000 + i as u64, f));
         }
         // A third flow 10 s later: the first two go idle.
-        let late = FrameSpec {
-            size: 64,
-            flows: 3,
-            proto: Proto::Udp,
-            vlan: None,
-            bidir: false,
-            base: 0,
-            burst: 1,
-        };
-        let f = &frames(late, 3)[2];
-        t.packet(&Packet {
-            ts_ns: 10_000_000_000,
-            data: f,
-            wire_len: 60,
-            iface: 0,
-            queue: None,
-            vlan: None,
-            link: corecap_wire::Link::Ethernet,
-        });
+        let f = &frames(spec(3, Proto::Udp, false), 3)[2];
+        t.packet(&Packet::ethernet(10_000_000_000, f));
         let stats = t.finish().expect("finish");
         let recs = read(&path);
         let _ = std::fs::remove_dir_all(&dir);
@@ -601,16 +579,7 @@ mod tests {
 
     #[test]
     fn test_full_table_evicts_the_least_recently_seen() {
-        let spec = FrameSpec {
-            size: 64,
-            flows: 3,
-            proto: Proto::Udp,
-            vlan: None,
-            bidir: false,
-            base: 0,
-            burst: 1,
-        };
-        let fs = frames(spec, 3);
+        let fs = frames(spec(3, Proto::Udp, false), 3);
         let dir = std::env::temp_dir().join(format!("corecap-evict-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("f.jsonl");
@@ -623,15 +592,7 @@ mod tests {
         // Flows 0, 1, 0 again, then 2: the table is full and flow 1 is the least recently
         // seen, though flow 0 started first.
         for (i, f) in [0usize, 1, 0, 2].into_iter().enumerate() {
-            t.packet(&Packet {
-                ts_ns: 1_000 + i as u64,
-                data: &fs[f],
-                wire_len: 60,
-                iface: 0,
-                queue: None,
-                vlan: None,
-                link: corecap_wire::Link::Ethernet,
-            });
+            t.packet(&Packet::ethernet(1_000 + i as u64, &fs[f]));
         }
         assert_eq!(t.stats.evicted, 1);
         let stats = t.finish().expect("finish");
@@ -675,15 +636,7 @@ mod tests {
             .iter()
             .enumerate()
         {
-            table.packet(&Packet {
-                ts_ns: 1_000_000_000 + i as u64 * 1_000_000,
-                data: f,
-                wire_len: f.len() as u32,
-                iface: 0,
-                queue: None,
-                vlan: None,
-                link: corecap_wire::Link::Ethernet,
-            });
+            table.packet(&Packet::ethernet(1_000_000_000 + i as u64 * 1_000_000, f));
         }
         let st = table.finish().expect("finish");
         assert_eq!(st.ipfix.expect("stats").records, 2);

@@ -596,6 +596,41 @@ mod tests {
         (Manager::new(cfg, vec![]), dir)
     }
 
+    /// An empty spool folder of test `name`'s own.
+    fn empty_spool(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("corecap-manager-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("spool");
+        dir
+    }
+
+    /// The catalog's record of capture `id` of an earlier run, in `state`, that wrote `file`.
+    fn earlier_record(id: &str, state: State, file: &str) -> crate::catalog::Record {
+        crate::catalog::Record {
+            id: id.into(),
+            name: None,
+            interface: "eth0".into(),
+            mode: Mode::Attach,
+            filter: None,
+            output: OutputKind::Pcapng,
+            count: None,
+            duration: None,
+            requested_at: 1_700_000_000.0,
+            ended_at: None,
+            state,
+            reason: None,
+            files: vec![file.into()],
+            packets: 5,
+            bytes: 500,
+            drops: Drops::default(),
+            lag_us: None,
+            setup_us: 10.0,
+            cores: vec![],
+            earlier_run: false,
+        }
+    }
+
     #[test]
     fn test_collector_must_be_allowed() {
         let (m, dir) = manager();
@@ -730,40 +765,15 @@ mod tests {
 
     #[test]
     fn test_earlier_captures_are_listed_and_ids_continue() {
-        use crate::catalog::{Catalog, Record};
-        let dir =
-            std::env::temp_dir().join(format!("corecap-manager-earlier-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("spool");
-        let record = |id: &str, state: State, file: &str| Record {
-            id: id.into(),
-            name: None,
-            interface: "eth0".into(),
-            mode: Mode::Attach,
-            filter: None,
-            output: OutputKind::Pcapng,
-            count: None,
-            duration: None,
-            requested_at: 1_700_000_000.0,
-            ended_at: None,
-            state,
-            reason: None,
-            files: vec![file.into()],
-            packets: 5,
-            bytes: 500,
-            drops: Drops::default(),
-            lag_us: None,
-            setup_us: 10.0,
-            cores: vec![],
-            earlier_run: false,
-        };
+        use crate::catalog::Catalog;
+        let dir = empty_spool("earlier");
         let earlier = Catalog {
             version: catalog::VERSION,
             next_id: 4,
             captures: vec![
-                record("c1", State::Done, "c1.pcapng"),
-                record("c2", State::Running, "c2.pcapng"),
-                record("c3", State::Running, "c3.pcapng"),
+                earlier_record("c1", State::Done, "c1.pcapng"),
+                earlier_record("c2", State::Running, "c2.pcapng"),
+                earlier_record("c3", State::Running, "c3.pcapng"),
             ],
         };
         catalog::write(&dir, &earlier).expect("catalog");
@@ -878,32 +888,12 @@ mod tests {
     #[test]
     fn issue40_ids_are_never_exhausted_nor_given_twice() {
         use crate::catalog::{Catalog, Record};
-        let dir =
-            std::env::temp_dir().join(format!("corecap-manager-issue40-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("spool");
+        let dir = empty_spool("issue40");
         let req = |body: &str| -> StartRequest { serde_json::from_str(body).expect("request") };
         let record = |id: &str| Record {
-            id: id.into(),
             name: Some(format!("{id}-named.pcapng")),
-            interface: "eth0".into(),
-            mode: Mode::Attach,
-            filter: None,
-            output: OutputKind::Pcapng,
-            count: None,
-            duration: None,
-            requested_at: 1_700_000_000.0,
             ended_at: Some(1_700_000_001.0),
-            state: State::Done,
-            reason: None,
-            files: vec![format!("{id}-named.pcapng")],
-            packets: 5,
-            bytes: 500,
-            drops: Drops::default(),
-            lag_us: None,
-            setup_us: 10.0,
-            cores: vec![],
-            earlier_run: false,
+            ..earlier_record(id, State::Done, &format!("{id}-named.pcapng"))
         };
         let earlier = Catalog {
             version: catalog::VERSION,

@@ -64,6 +64,32 @@ fn check(tracks: &mut [Track], h: &SlotHeader, d: &[u8]) {
     t.received += 1;
 }
 
+/// The payloads of records `seq..seq + batch` of producer `id`.
+fn payloads(id: u32, seq: u64, batch: u64) -> Vec<Vec<u8>> {
+    (seq..seq + batch).map(|s| payload(id, s)).collect()
+}
+
+/// Those payloads stamped, as the batch to push.
+fn stamped(
+    id: u32,
+    seq: u64,
+    data: &[Vec<u8>],
+) -> impl Iterator<Item = (SlotHeader, &[u8])> + Clone {
+    data.iter()
+        .zip(seq..)
+        .map(move |(d, s)| (stamp(id, s, d), d.as_slice()))
+}
+
+/// How many of a batch of `batch` the queue refused when it took `pushed`; when it
+/// refused any, the producer lets the consumer catch up (the drops stay counted).
+fn refused(batch: u64, pushed: usize) -> u64 {
+    let refused = batch - pushed as u64;
+    if refused > 0 {
+        thread::yield_now();
+    }
+    refused
+}
+
 /// Producer `id` sends ITEMS records, singly and in batches of up to 8;
 /// returns how many were refused (full).
 fn produce_mpsc(p: mpsc::Producer, id: u32) -> u64 {
@@ -79,16 +105,8 @@ fn produce_mpsc(p: mpsc::Producer, id: u32) -> u64 {
             }
             seq += 1;
         } else {
-            let data: Vec<Vec<u8>> = (seq..seq + batch).map(|s| payload(id, s)).collect();
-            let items = data
-                .iter()
-                .zip(seq..)
-                .map(|(d, s)| (stamp(id, s, d), d.as_slice()));
-            let pushed = p.push_batch(items) as u64;
-            if pushed < batch {
-                full += batch - pushed;
-                thread::yield_now();
-            }
+            let data = payloads(id, seq, batch);
+            full += refused(batch, p.push_batch(stamped(id, seq, &data)));
             seq += batch;
         }
     }
@@ -148,16 +166,8 @@ fn stress_spsc() {
         let mut seq = 0;
         while seq < ITEMS {
             let batch = (seq % 5 + 1).min(ITEMS - seq);
-            let data: Vec<Vec<u8>> = (seq..seq + batch).map(|s| payload(0, s)).collect();
-            let items = data
-                .iter()
-                .zip(seq..)
-                .map(|(d, s)| (stamp(0, s, d), d.as_slice()));
-            let pushed = p.push_batch(items) as u64;
-            if pushed < batch {
-                full += batch - pushed;
-                thread::yield_now();
-            }
+            let data = payloads(0, seq, batch);
+            full += refused(batch, p.push_batch(stamped(0, seq, &data)));
             seq += batch;
         }
         full
