@@ -10,13 +10,14 @@
 //!
 //! A piece that does not compress by an eighth is written as a stored frame
 //! ([`crate::format::stored`]): its bytes as they are, in a zstd frame any decoder reads.
-//! Which pieces compress is first asked of a sample of [`PROBE_BYTES`] from its middle, so
-//! a piece of encrypted payload costs the compression of its sample and a copy, not the
-//! compression of all of it, and a query later reads its packets without decompressing.
-//! Pieces that follow a stored one are stored without a sample, one, then two, four and
-//! up to [`MAX_UNSAMPLED`] while the samples keep saying so (traffic that is encrypted now
-//! is encrypted in the next frames), and every piece is sampled again from the first that
-//! compresses. An eighth because that is where the CPU spent stops paying: Arkime reports about a
+//! The last piece says whether the next compresses (traffic that is encrypted now is
+//! encrypted in the next frames, and so is traffic that compresses): a piece after one that
+//! compressed is compressed whole, and stored when that saved too little. After a stored
+//! piece, whether pieces compress is asked of a sample of [`PROBE_BYTES`] from a piece's
+//! middle, so a piece of encrypted payload costs the compression of its sample and a copy,
+//! not the compression of all of it, and a query later reads its packets without
+//! decompressing; pieces are stored without a sample, one, then two, four and up to
+//! [`MAX_UNSAMPLED`] while the samples keep saying so. An eighth because that is where the CPU spent stops paying: Arkime reports about a
 //! fifth saved on most networks, and encrypted traffic, whose headers alone compress,
 //! saves about a tenth at level 1 for two and a half times the recorder's CPU
 //! (`docs/compress.md` has the figures).
@@ -27,7 +28,6 @@
 use std::io;
 
 use crate::format::stored;
-use crate::read::stream::Framing;
 use crate::seekable::SeekTable;
 
 /// Decompressed bytes of a frame, about: a frame ends at the first block boundary past it
@@ -51,6 +51,61 @@ fn saves_an_eighth(compressed: usize, plain: usize) -> bool {
     compressed <= plain - plain / 8
 }
 
+/// The most cuts a buffer holds: one per [`FRAME_BYTES`] of the largest buffer.
+const MAX_CUTS: usize = crate::write::output::BUFFER_CAPACITY / FRAME_BYTES + 1;
+
+/// Where a buffer of whole blocks is cut into pieces, one frame each: at the first block
+/// boundary at or past [`FRAME_BYTES`] from the last cut (a larger block is a piece of its
+/// own). The front end notes them as it ends each block, while the block is in its cache:
+/// walking the blocks again on the disk writer's thread missed the cache once a block.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cuts {
+    /// Offsets in the buffer, rising.
+    at: [u32; MAX_CUTS],
+    n: usize,
+}
+
+impl Default for Cuts {
+    fn default() -> Self {
+        Self {
+            at: [0; MAX_CUTS],
+            n: 0,
+        }
+    }
+}
+
+impl Cuts {
+    /// Notes a block that ends at `end` in a buffer whose blocks begin at `start`.
+    pub(crate) fn block_ends(&mut self, start: usize, end: usize) {
+        let from = match self.n {
+            0 => start,
+            n => self.at[n - 1] as usize,
+        };
+        if end - from >= FRAME_BYTES && self.n < MAX_CUTS {
+            self.at[self.n] = end as u32;
+            self.n += 1;
+        }
+    }
+
+    /// The pieces of the buffer's `blocks`, as ranges of the buffer.
+    pub(crate) fn pieces(
+        &self,
+        blocks: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let inner = self.at[..self.n]
+            .iter()
+            .map(|&c| c as usize)
+            .filter(move |&c| c > blocks.start && c < blocks.end);
+        let ends = inner.chain(std::iter::once(blocks.end));
+        ends.scan(blocks.start, |from, end| {
+            let piece = *from..end;
+            *from = end;
+            Some(piece)
+        })
+        .filter(|p| !p.is_empty())
+    }
+}
+
 /// The level `--compress zstd` takes without one.
 pub const DEFAULT_LEVEL: i32 = 1;
 
@@ -59,11 +114,11 @@ pub(crate) struct Framer {
     cctx: zstd::bulk::Compressor<'static>,
     /// The frames of the file being written.
     pub(crate) table: SeekTable,
-    /// How the file's blocks are framed (from its header).
-    pub(crate) framing: Framing,
     /// Pieces still to store without a sample, and how many the next stored sample
     /// skips.
     unsampled: (u32, u32),
+    /// The last piece compressed: the next is compressed whole, without a sample.
+    compressing: bool,
     /// Frames written stored, since the writer began (every file).
     pub(crate) stored: u64,
     /// Frames written, since the writer began.
@@ -84,8 +139,8 @@ impl Framer {
         Ok(Self {
             cctx: zstd::bulk::Compressor::new(level)?,
             table: SeekTable::new(),
-            framing: Framing::Unknown,
             unsampled: (0, 1),
+            compressing: false,
             stored: 0,
             frames: 0,
         })
@@ -94,20 +149,6 @@ impl Framer {
     /// Starts a new file: no frame yet.
     pub(crate) fn reset(&mut self) {
         self.table = SeekTable::new();
-        self.framing = Framing::Unknown;
-    }
-
-    /// The end of the next piece of `blocks` from `start`: the first block boundary at or
-    /// past [`FRAME_BYTES`], or the end (blocks of unknown framing: the whole buffer).
-    pub(crate) fn piece_end(&self, blocks: &[u8], start: usize) -> usize {
-        let mut at = start;
-        while at < blocks.len() && at - start < FRAME_BYTES {
-            match self.framing.block_len(&blocks[at..]) {
-                Some(l) if at + l <= blocks.len() => at += l,
-                _ => return blocks.len(),
-            }
-        }
-        at
     }
 
     /// Writes `piece` as one frame into `out` (which has room for
@@ -117,7 +158,11 @@ impl Framer {
         let compressed = match self.worth_compressing(piece, out)? {
             true => {
                 let n = self.cctx.compress_to_buffer(piece, out)?;
-                Some(n).filter(|&n| saves_an_eighth(n, piece.len()))
+                let saved = saves_an_eighth(n, piece.len());
+                if sampled(piece) {
+                    self.learn(saved);
+                }
+                Some(n).filter(|_| saved)
             }
             false => None,
         };
@@ -136,16 +181,15 @@ impl Framer {
         Ok(n)
     }
 
-    /// Whether `piece` is worth compressing: its sample of [`PROBE_BYTES`] saves an eighth
-    /// (`out` is scratch). A piece too short to sample is, and one too long to be stored
-    /// must be.
-    /// Pieces that follow a stored one are not sampled (see the module's doc).
+    /// Whether `piece` is worth compressing: the last piece compressed, or its sample of
+    /// [`PROBE_BYTES`] saves an eighth (`out` is scratch). A piece too short to sample is,
+    /// and one too long to be stored must be. Pieces that follow a stored one are not
+    /// sampled (see the module's doc).
     fn worth_compressing(&mut self, piece: &[u8], out: &mut [u8]) -> io::Result<bool> {
-        if piece.len() < 2 * PROBE_BYTES || piece.len() > stored::MAX_CONTENT {
+        if !sampled(piece) || self.compressing {
             return Ok(true);
         }
-        let (left, next) = self.unsampled;
-        if left > 0 {
+        if self.unsampled.0 > 0 {
             self.unsampled.0 -= 1;
             return Ok(false);
         }
@@ -154,12 +198,28 @@ impl Framer {
             .cctx
             .compress_to_buffer(&piece[from..from + PROBE_BYTES], out)?;
         let worth = saves_an_eighth(n, PROBE_BYTES);
-        self.unsampled = match worth {
+        if !worth {
+            self.learn(false);
+        }
+        Ok(worth)
+    }
+
+    /// Takes what a piece, or a sample, said: it compressed (the next piece is compressed
+    /// whole), or not (the next pieces are stored unsampled, twice as many as last time).
+    fn learn(&mut self, compressed: bool) {
+        self.compressing = compressed;
+        let next = self.unsampled.1;
+        self.unsampled = match compressed {
             true => (0, 1),
             false => (next, (next * 2).min(MAX_UNSAMPLED)),
         };
-        Ok(worth)
     }
+}
+
+/// Whether `piece` is one that [`Framer::frame`] samples and learns from: long enough for a
+/// sample, short enough to be stored.
+fn sampled(piece: &[u8]) -> bool {
+    (2 * PROBE_BYTES..=stored::MAX_CONTENT).contains(&piece.len())
 }
 
 /// Parses `zstd[:LEVEL]` (the `--compress` value and config key): the level.
@@ -204,27 +264,33 @@ mod tests {
 
     #[test]
     fn test_pieces_end_at_block_boundaries() {
-        let mut f = Framer::new(1).unwrap();
-        f.framing = Framing::Pcapng { be: false };
-        // Blocks of 1000 bytes (an EPB's length at offset 4).
-        let mut b = Vec::new();
-        for _ in 0..100 {
-            let mut blk = vec![0u8; 1000];
-            blk[..4].copy_from_slice(&6u32.to_le_bytes());
-            blk[4..8].copy_from_slice(&1000u32.to_le_bytes());
-            b.extend_from_slice(&blk);
+        // Blocks of 1000 bytes from offset 64, then one larger than a frame.
+        let mut cuts = Cuts::default();
+        let mut ends: Vec<usize> = (1..=100).map(|i| 64 + 1000 * i).collect();
+        ends.push(100_064 + FRAME_BYTES + 5);
+        ends.push(100_064 + FRAME_BYTES + 1005);
+        for &e in &ends {
+            cuts.block_ends(64, e);
         }
-        let end = f.piece_end(&b, 0);
-        assert_eq!(end % 1000, 0);
-        assert!((FRAME_BYTES..FRAME_BYTES + 1000).contains(&end));
-        assert_eq!(f.piece_end(&b, 90_000), 100_000);
-        // A block length past the buffer: the rest is one piece.
-        b[end + 4..end + 8].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(f.piece_end(&b, end), b.len());
-        let mut out = vec![0u8; zstd::zstd_safe::compress_bound(end)];
-        let n = f.frame(&b[..end], &mut out).unwrap();
-        assert_eq!(zstd::decode_all(&out[..n]).unwrap(), &b[..end]);
-        assert_eq!(f.table.plain_len(), end as u64);
+        let pieces: Vec<_> = cuts.pieces(64..*ends.last().unwrap()).collect();
+        assert_eq!(pieces[0].start, 64);
+        for w in pieces.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+        }
+        for p in &pieces[..pieces.len() - 1] {
+            assert!(ends.contains(&p.end), "{p:?} ends inside a block");
+            assert!((FRAME_BYTES..FRAME_BYTES + 1000).contains(&p.len()) || p.len() > FRAME_BYTES);
+        }
+        assert_eq!(pieces.last().unwrap().end, *ends.last().unwrap());
+        // A flushed buffer's blocks end before its later cuts: no empty or outside piece.
+        let few: Vec<_> = cuts.pieces(64..5064).collect();
+        assert_eq!(few, [64..5064]);
+        let mut f = Framer::new(1).unwrap();
+        let b: Vec<u8> = (0..pieces[0].end).map(|i| (i % 251) as u8).collect();
+        let mut out = vec![0u8; zstd::zstd_safe::compress_bound(b.len())];
+        let n = f.frame(&b[pieces[0].clone()], &mut out).unwrap();
+        assert_eq!(zstd::decode_all(&out[..n]).unwrap(), &b[pieces[0].clone()]);
+        assert_eq!(f.table.plain_len(), pieces[0].len() as u64);
         assert_eq!((f.stored, f.frames), (0, 1));
     }
 
@@ -239,7 +305,9 @@ mod tests {
         let from = (FRAME_BYTES - PROBE_BYTES) / 2;
         mixed[from + 512..from + 3584].fill(0);
         let mut out = vec![0u8; zstd::zstd_safe::compress_bound(FRAME_BYTES)];
-        // The piece after a stored one is stored unsampled; the next is sampled again.
+        // The piece after a stored one is stored unsampled; the next is sampled again, and
+        // the one after a piece that compressed is compressed whole: the mixed piece, stored
+        // when that saved too little.
         let pieces = [
             (&noise, true),
             (&zeros, true),
@@ -252,7 +320,8 @@ mod tests {
             assert_eq!(n == FRAME_BYTES + stored::HEAD, stored, "piece {i}: {n}");
         }
         assert_eq!((f.stored, f.frames), (3, 4));
-        // Stored samples skip 1, 2, 4, ... and at most MAX_UNSAMPLED pieces.
+        assert_eq!((f.unsampled, f.compressing), ((1, 2), false));
+        // Stored pieces skip 1, 2, 4, ... and at most MAX_UNSAMPLED pieces.
         let mut skipped = Vec::new();
         for _ in 0..80 {
             let before = f.unsampled.0;
@@ -261,7 +330,7 @@ mod tests {
                 skipped.push(f.unsampled.0);
             }
         }
-        assert_eq!(skipped[..6], [1, 2, 4, 8, 16, 16]);
+        assert_eq!(skipped[..6], [2, 4, 8, 16, 16, 16]);
         // A short piece is compressed first, and stored when that saved too little.
         let n = f.frame(&noise[..100], &mut out).unwrap();
         assert_eq!(n, 100 + stored::HEAD);

@@ -171,6 +171,8 @@ pub(crate) struct Filled {
     /// of `blocks` (padded to the alignment), and the next buffer, which starts with the
     /// unaligned tail again, rewrites that last aligned unit.
     pub(crate) flush: bool,
+    /// Where a compressed file's buffer is cut into frames.
+    pub(crate) cuts: super::compress::Cuts,
 }
 
 /// The formatting side of a capture file.
@@ -219,6 +221,8 @@ pub struct Output {
     grown: usize,
     /// The current file's connections (see [`Output::keep_sessions`]).
     sessions: Option<Box<SessionTable>>,
+    /// Where the buffer is cut into frames, when it goes whole (compressed files use them).
+    cuts: super::compress::Cuts,
 }
 
 impl Output {
@@ -255,6 +259,7 @@ impl Output {
             backlog: Backlog::new(0),
             grown: 0,
             sessions: None,
+            cuts: Default::default(),
         }
     }
 
@@ -362,6 +367,9 @@ impl Output {
         }
         self.bytes += (self.len - self.mark) as u64;
         self.mark = self.len;
+        if self.whole {
+            self.cuts.block_ends(self.start, self.len);
+        }
     }
 
     /// Whether some whole block has not been handed to the disk writer yet.
@@ -545,6 +553,7 @@ impl Output {
             packets: self.packets,
             header: std::mem::take(&mut self.header),
             flush: self.flushing,
+            cuts: std::mem::take(&mut self.cuts),
         };
         let tail = self.len - write_len;
         // A full buffer's aligned part goes out; its tail is still only here (a sealed

@@ -76,11 +76,12 @@ pub struct DiskConfig {
 }
 
 impl DiskConfig {
-    /// Whether files are opened for direct I/O: asked for, and not a sealed or compressed
-    /// file that is flushed on a timer (its chunks or frames end anywhere, so its writes go
-    /// through the page cache).
+    /// Whether files are opened for direct I/O: asked for, and not a sealed file that is
+    /// flushed on a timer (its chunks end anywhere, so its writes go through the page
+    /// cache). A compressed file's timer flush writes its staged frames padded to the
+    /// alignment and writes the padded unit again with the frames that follow.
     pub fn direct_io(&self) -> bool {
-        self.direct && !((self.seal.is_some() || self.compress.is_some()) && self.flush)
+        self.direct && !(self.seal.is_some() && self.flush)
     }
 }
 
@@ -158,6 +159,10 @@ struct Current {
     /// Sealed and compressed files: the staging buffer that chunks or frames are copied
     /// into, and its length.
     stage: Option<(AlignedBuf, usize)>,
+    /// Bytes at the head of the staging buffer already written (a flush of a direct file
+    /// writes its unaligned tail padded, and the tail is written again, whole, with what
+    /// follows it): the buffer begins at `end - carried` in the file.
+    carried: usize,
     /// The sidecar index, one region per buffer (files only): built here for a sealed file,
     /// by the front end for a plain one (it comes with the file's last buffer).
     index: Option<Box<corecap_index::IndexBuilder>>,
@@ -226,6 +231,7 @@ impl DiskWriter {
             sealer: None,
             framer: self.framer.take(),
             stage: None,
+            carried: 0,
             index: None,
             sessions: None,
             failed: false,

@@ -6,10 +6,17 @@ use std::io;
 
 use corecap_linux::direct::AlignedBuf;
 
-use super::{DiskWriter, TAG_STAGE};
-use crate::read::stream::Framing;
+use super::{Current, DiskWriter, Target, TAG_STAGE};
 use crate::sealed::CHUNK_HEAD;
 use crate::write::output::{Filled, BUFFER_BYTES, BUFFER_CAPACITY};
+
+impl Current {
+    /// Where the staged bytes end in the file: the offset of the next frame or chunk.
+    fn stage_end(&self) -> u64 {
+        let staged = self.stage.as_ref().map_or(0, |s| s.1);
+        self.end - self.carried as u64 + staged as u64
+    }
+}
 
 impl DiskWriter {
     /// Seals a plaintext buffer as one chunk, copies it into the staging buffer and writes
@@ -18,20 +25,18 @@ impl DiskWriter {
         let Some(cur) = self.cur.as_mut() else { return };
         let data = f.blocks.end - CHUNK_HEAD;
         // Indexed by the chunk's place in the file.
-        let start = cur.end + cur.stage.as_ref().map_or(0, |s| s.1) as u64;
+        let start = cur.stage_end();
         let compressed = cur.framer.is_some();
         if compressed {
             // Compress, then seal: the chunk holds the buffer's frames. The file's last
             // chunk is its seek table's (see [`Self::seal_seek_table`]).
             let began = std::time::Instant::now();
-            let sealed = self
-                .frames_of(&f.buf.bytes()[CHUNK_HEAD..f.blocks.end], f.header)
-                .map(|mut chunk| {
-                    if let Some(sealer) = self.cur.as_mut().and_then(|c| c.sealer.as_mut()) {
-                        sealer.seal(&mut chunk, false);
-                    }
-                    chunk
-                });
+            let sealed = self.frames_of(&f).map(|mut chunk| {
+                if let Some(sealer) = self.cur.as_mut().and_then(|c| c.sealer.as_mut()) {
+                    sealer.seal(&mut chunk, false);
+                }
+                chunk
+            });
             self.compressed.2 += began.elapsed();
             match sealed {
                 Ok(chunk) => {
@@ -50,14 +55,9 @@ impl DiskWriter {
             let chunk = sealer.seal_in(f.buf.bytes_mut(), data, last);
             self.stage_bytes(&f.buf.bytes()[..chunk]);
         }
-        let stage_len = self
-            .cur
-            .as_ref()
-            .and_then(|c| c.stage.as_ref())
-            .map_or(0, |s| s.1);
         let cur = self.cur.as_mut().expect("file open");
         let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
-        let boundary = cur.end + stage_len as u64;
+        let boundary = cur.stage_end();
         cur.bounds.push_back((boundary, prev + f.packets));
         let _ = self.free.send(f.buf);
         // A compressed file's table chunk follows its last buffer's (at close).
@@ -97,24 +97,19 @@ impl DiskWriter {
 
     /// The frames of a buffer of whole blocks (see [`super::compress`]) after room for a
     /// chunk head: the plaintext of a compressed and sealed file's chunk.
-    pub(super) fn frames_of(&mut self, blocks: &[u8], header: usize) -> io::Result<Vec<u8>> {
+    pub(super) fn frames_of(&mut self, f: &Filled) -> io::Result<Vec<u8>> {
         let Some(fr) = self.cur.as_mut().and_then(|c| c.framer.as_mut()) else {
             return Ok(vec![0; CHUNK_HEAD]);
         };
-        if header > 0 {
-            fr.framing = Framing::of(&blocks[..header.min(blocks.len())]);
-        }
         let mut out = vec![0u8; CHUNK_HEAD];
-        let mut start = 0;
-        while start < blocks.len() {
-            let end = fr.piece_end(blocks, start);
+        for piece in f.cuts.pieces(f.blocks.clone()) {
+            let len = piece.len();
             let at = out.len();
-            out.resize(at + zstd::zstd_safe::compress_bound(end - start), 0);
-            let n = fr.frame(&blocks[start..end], &mut out[at..])?;
+            out.resize(at + zstd::zstd_safe::compress_bound(len), 0);
+            let n = fr.frame(&f.buf.bytes()[piece], &mut out[at..])?;
             out.truncate(at + n);
-            self.compressed.0 += (end - start) as u64;
+            self.compressed.0 += len as u64;
             self.compressed.1 += n as u64;
-            start = end;
         }
         Ok(out)
     }
@@ -136,21 +131,30 @@ impl DiskWriter {
     /// staging buffer, which goes out each time it holds a whole buffer's worth.
     pub(super) fn compress_and_stage(&mut self, f: Filled) {
         let began = std::time::Instant::now();
-        let Some(cur) = self.cur.as_mut() else { return };
-        let blocks = &f.buf.bytes()[f.blocks.clone()];
-        if let Some(fr) = cur.framer.as_mut() {
-            if f.header > 0 {
-                fr.framing = Framing::of(&blocks[..f.header]);
+        for piece in f.cuts.pieces(f.blocks.clone()) {
+            if !self.frame_into_stage(&f.buf.bytes()[piece]) {
+                break;
             }
         }
-        let mut start = 0;
-        while start < blocks.len() {
-            let Some(cur) = self.cur.as_mut() else { return };
-            let (Some(fr), Some((stage, len))) = (cur.framer.as_mut(), cur.stage.as_mut()) else {
-                return;
+        let Some(cur) = self.cur.as_mut() else { return };
+        let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
+        let boundary = cur.stage_end();
+        cur.bounds.push_back((boundary, prev + f.packets));
+        let _ = self.free.send(f.buf);
+        self.compressed.2 += began.elapsed();
+    }
+
+    /// Compresses one piece of whole blocks as a frame into the staging buffer, writing the
+    /// buffer first when the frame may not fit; false when the file failed or is gone.
+    fn frame_into_stage(&mut self, piece: &[u8]) -> bool {
+        let bound = zstd::zstd_safe::compress_bound(piece.len());
+        loop {
+            let Some(cur) = self.cur.as_mut() else {
+                return false;
             };
-            let end = fr.piece_end(blocks, start);
-            let bound = zstd::zstd_safe::compress_bound(end - start);
+            let (Some(fr), Some((stage, len))) = (cur.framer.as_mut(), cur.stage.as_mut()) else {
+                return false;
+            };
             if stage.capacity() - *len < bound && *len > 0 {
                 self.flush_stage(false);
                 continue;
@@ -159,29 +163,22 @@ impl DiskWriter {
             // never from corecap's front end) is an error that ends the file.
             let room = stage.capacity() - *len;
             let out = &mut stage.bytes_mut()[*len..*len + room.min(bound)];
-            match fr.frame(&blocks[start..end], out) {
+            match fr.frame(piece, out) {
                 Ok(n) => {
                     *len += n;
-                    self.compressed.0 += (end - start) as u64;
+                    self.compressed.0 += piece.len() as u64;
                     self.compressed.1 += n as u64;
                 }
                 Err(e) => {
                     self.fail(e);
-                    break;
+                    return false;
                 }
             }
-            start = end;
             if *len >= BUFFER_BYTES {
                 self.flush_stage(false);
             }
+            return true;
         }
-        let Some(cur) = self.cur.as_mut() else { return };
-        let stage_len = cur.stage.as_ref().map_or(0, |s| s.1);
-        let prev = cur.bounds.back().map_or(cur.safe.1, |b| b.1);
-        let boundary = cur.end + stage_len as u64;
-        cur.bounds.push_back((boundary, prev + f.packets));
-        let _ = self.free.send(f.buf);
-        self.compressed.2 += began.elapsed();
     }
 
     /// Puts the seek table of a compressed file's frames (see [`crate::seekable`]) in the
@@ -196,17 +193,22 @@ impl DiskWriter {
         self.stage_bytes(&table);
     }
 
-    /// Writes the staging buffer's aligned part (all of it when `all`) and carries the rest
-    /// into a fresh one. Returns the new staging length.
+    /// Writes the staging buffer's aligned part and carries the rest into a fresh one; with
+    /// `all` (a flush, the file's end), the rest too: through the page cache as it is, or
+    /// padded to the alignment on a direct file, whose unaligned tail is then carried and
+    /// written again, whole, with what follows it. Returns the new staging length.
     pub(super) fn flush_stage(&mut self, all: bool) -> usize {
         let align = self.align;
         let Some(cur) = self.cur.as_mut() else {
             return 0;
         };
+        let direct = matches!(&cur.target, Target::File { file, .. } if file.is_direct());
         let Some((stage, len)) = cur.stage.take() else {
             return 0;
         };
-        let cut = if all { len } else { len / align * align };
+        let aligned = len / align * align;
+        let cut = if all && !direct { len } else { aligned };
+        let write_len = if all { len } else { aligned };
         let mut fresh = self
             .spare
             .pop()
@@ -214,11 +216,14 @@ impl DiskWriter {
         let tail = len - cut;
         fresh.bytes_mut()[..tail].copy_from_slice(&stage.bytes()[cut..len]);
         cur.stage = Some((fresh, tail));
-        let off = cur.end;
-        if cut > 0 {
-            self.write(stage, cut, off, TAG_STAGE);
+        let off = cur.end - cur.carried as u64;
+        if write_len > 0 {
+            self.write(stage, write_len, off, TAG_STAGE);
         } else {
             self.spare.push(stage);
+        }
+        if let Some(cur) = self.cur.as_mut() {
+            cur.carried = (cur.end - (off + cut as u64)) as usize;
         }
         tail
     }
