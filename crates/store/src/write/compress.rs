@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(pieces.last().unwrap().end, *ends.last().unwrap());
         // A flushed buffer's blocks end before its later cuts: no empty or outside piece.
         let few: Vec<_> = cuts.pieces(64..5064).collect();
-        assert_eq!(few, [64..5064]);
+        assert_eq!((few.len(), &few[0]), (1, &(64..5064)));
         let mut f = Framer::new(1).unwrap();
         let b: Vec<u8> = (0..pieces[0].end).map(|i| (i % 251) as u8).collect();
         let mut out = vec![0u8; zstd::zstd_safe::compress_bound(b.len())];
