@@ -294,7 +294,10 @@ fn announce(cfg: &CaptureConfig, cap: &Capture, printing: bool) {
             "corecap: {}",
             writing(o, &cap.files, !cfg.groups.is_empty())
         );
-        eprintln!("corecap: {}", backlog_text(o.backlog.bytes(), &cfg.inputs));
+        eprintln!(
+            "corecap: {}",
+            backlog_text(o.file.backlog.bytes(), &cfg.inputs)
+        );
         if let Some(w) = reach_warning(o, &cfg.inputs) {
             eprintln!("corecap: warning: {w}");
         }
@@ -328,7 +331,7 @@ fn reach_warning(
     o: &corecap_engine::capture::OutputConfig,
     inputs: &[corecap_engine::capture::Input],
 ) -> Option<String> {
-    if !o.rotation.active() || o.path.as_os_str() == "-" {
+    if !o.file.rotation.active() || o.path.as_os_str() == "-" {
         return None;
     }
     let dir = corecap_store::names::dir_of(&o.path);
@@ -344,7 +347,7 @@ fn reach_warning(
             format!(", in {n:.1} {unit} at the full {mbps} Mbit/s of the link")
         })
         .unwrap_or_default();
-    match &o.retention {
+    match &o.file.retention {
         None => Some(format!(
             "no retention (--retain, --retain-age, --min-free): the files fill {} ({} free){fill}, \
              and the recording then stops",
@@ -398,43 +401,43 @@ fn backlog_text(bytes: u64, inputs: &[corecap_engine::capture::Input]) -> String
 /// `--no-index`), so that a user knows what the folder will hold.
 fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups: bool) -> String {
     use corecap_engine::sink::file::Format;
-    let mut how = vec![match o.format {
+    let mut how = vec![match o.file.format {
         Format::Pcapng => "pcapng".to_owned(),
         Format::Pcap => "pcap (nanoseconds)".to_owned(),
         Format::PcapMicros => "pcap (microseconds)".to_owned(),
     }];
     // tcpdump writes classic pcap, whatever the name; corecap writes pcapng, as dumpcap
     // does, unless asked: a name ending in .pcap gets the hint.
-    if o.format == Format::Pcapng && o.path.extension().is_some_and(|e| e == "pcap") {
+    if o.file.format == Format::Pcapng && o.path.extension().is_some_and(|e| e == "pcap") {
         how[0] = "pcapng, though the name says .pcap (-P writes classic pcap)".into();
     }
     if o.merge {
         how.push("one file in time order".into());
     }
-    if let Some(b) = o.rotation.filesize {
+    if let Some(b) = o.file.rotation.filesize {
         how.push(format!("a new file every {}", size_text(b)));
     }
-    if let Some(d) = o.rotation.duration {
+    if let Some(d) = o.file.rotation.duration {
         how.push(format!("a new file every {} s", d.as_secs_f64()));
     }
-    if let Some(n) = o.rotation.files {
+    if let Some(n) = o.file.rotation.files {
         how.push(format!("the newest {n} files kept"));
     }
-    if o.seal.is_some() {
+    if o.file.seal.is_some() {
         how.push("sealed".into());
     }
     let stdout = o.path.as_os_str() == "-";
     if stdout {
         return format!("writing to standard output: {}", how.join(", "));
     }
-    how.push(if o.index {
+    how.push(if o.file.index {
         "an index beside each file (.idx, what `corecap query` reads; --no-index for none)".into()
     } else {
         "no index (--no-index)".into()
     });
     // The engine's names, numbered _NNNNN as they rotate.
     let name = |p: &Path| {
-        if o.rotation.active() {
+        if o.file.rotation.active() {
             corecap_store::names::rotated_pattern(p)
                 .display()
                 .to_string()

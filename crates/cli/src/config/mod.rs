@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
-use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::sink::file::{FileOptions, Format, Rotation};
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_store::session::SessionConfig;
@@ -449,7 +449,7 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
     let (given_ring, block_size, block_timeout_ms) = ring_geometry(&a.ring)?;
     let mut output = output(a)?;
     if let Some(o) = output.as_mut() {
-        o.backlog = Backlog::new(disk_backlog(a.disk.disk_backlog.as_deref(), &inputs)?);
+        o.file.backlog = Backlog::new(disk_backlog(a.disk.disk_backlog.as_deref(), &inputs)?);
     }
     let stop = capture_autostop(a)?;
     let flows = flow_output(&a.flows, a.ipfix_biflow)?;
@@ -611,44 +611,30 @@ pub(crate) fn check_print_flags(p: &PrintArgs, printing: bool, instead: &str) ->
 pub(crate) fn print_output(path: PathBuf) -> OutputConfig {
     OutputConfig {
         path,
-        format: Format::Pcapng,
         merge: true,
-        rotation: Rotation::default(),
-        seal: None,
-        direct: false,
-        retention: None,
-        index: false,
-        sessions: None,
-        sessions_log: None,
-        compress: None,
+        file: FileOptions {
+            format: Format::Pcapng,
+            rotation: Rotation::default(),
+            seal: None,
+            direct: false,
+            retention: None,
+            index: false,
+            sessions: None,
+            sessions_log: None,
+            compress: None,
+            owner: None,
+            flush: Some(Duration::ZERO),
+            // A pipe to the printer, which reads as fast as it prints: the least backlog.
+            backlog: Default::default(),
+        },
         cutoff: None,
-        owner: None,
-        flush: Some(Duration::ZERO),
-        // A pipe to the printer, which reads as fast as it prints: the least backlog.
-        backlog: Default::default(),
     }
 }
 
 /// The output files of `-w`, or none; the output options refused without `-w`.
 fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
     let Some(path) = &a.write else {
-        if a.merge
-            || a.per_worker
-            || a.pcap
-            || a.time_stamp_precision.is_some()
-            || !a.rotate.is_empty()
-            || a.file_size_mb.is_some()
-            || a.rotate_seconds.is_some()
-            || a.encrypt.is_some()
-            || a.disk.retain.is_some()
-            || a.disk.disk_backlog.is_some()
-            || a.disk.compress.is_some()
-        {
-            bail!("--merge, --per-worker, -P, --time-stamp-precision, -b, -C, -G, --retain, --disk-backlog, --compress and --encrypt need -w FILE");
-        }
-        if cutoff_given(&a.cutoff) {
-            bail!("--flow-cutoff and --cutoff need -w FILE (they cut what is recorded)");
-        }
+        refuse_output_flags(a)?;
         return Ok(None);
     };
     let (mut rotation, _) = capture_rotation(a)?;
@@ -660,43 +646,49 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         (true, None | Some(TsPrecision::Micro)) => Format::PcapMicros,
         (true, Some(TsPrecision::Nano)) => Format::Pcap,
     };
+    let seal = seal(a)?;
+    let sessions_log = sessions_log(&a.disk)?;
+    let compress = compress(&a.disk)?;
+    let cutoff = cutoff(&a.cutoff)?;
     let o = OutputConfig {
         path: path.clone(),
-        format,
         // One file in time order, as dumpcap writes, unless --per-worker (groups write a
         // file per member: see `capture`).
         merge: a.merge || !a.per_worker,
-        rotation,
-        seal: seal(a)?,
-        direct: !a.disk.no_direct,
-        index: !a.disk.no_index,
-        sessions: sessions(&a.disk, SessionConfig::default()),
-        sessions_log: sessions_log(&a.disk)?,
-        compress: compress(&a.disk)?,
-        cutoff: cutoff(&a.cutoff)?,
-        flush: flush_interval(&a.disk)?,
-        owner: a
-            .user
-            .as_deref()
-            .map(corecap_linux::privilege::lookup_user)
-            .transpose()?,
-        retention: {
-            let r = retention(&a.disk)?;
-            if r.is_some() && !rotating {
-                bail!(
-                    "--retain, --retain-age and --min-free need rotation (-b filesize:kB or -b duration:S)"
-                );
-            }
-            r
+        file: FileOptions {
+            format,
+            rotation,
+            seal,
+            direct: !a.disk.no_direct,
+            index: !a.disk.no_index,
+            sessions: sessions(&a.disk, SessionConfig::default()),
+            sessions_log,
+            compress,
+            flush: flush_interval(&a.disk)?,
+            owner: a
+                .user
+                .as_deref()
+                .map(corecap_linux::privilege::lookup_user)
+                .transpose()?,
+            retention: {
+                let r = retention(&a.disk)?;
+                if r.is_some() && !rotating {
+                    bail!(
+                        "--retain, --retain-age and --min-free need rotation (-b filesize:kB or -b duration:S)"
+                    );
+                }
+                r
+            },
+            // Set from the inputs' line rate by `capture`.
+            backlog: Default::default(),
         },
-        // Set from the inputs' line rate by `capture`.
-        backlog: Default::default(),
+        cutoff,
     };
     if o.path.as_os_str() == "-" && rotating {
         bail!("-b cannot rotate standard output");
     }
     let mut o = o;
-    if o.compress.is_some() && !corecap_store::write::disk::is_fifo(&o.path) {
+    if o.file.compress.is_some() && !corecap_store::write::disk::is_fifo(&o.path) {
         o.path = corecap_store::names::compressed_path(&o.path);
     }
     if !corecap_store::write::disk::is_fifo(&o.path) && o.path.as_os_str() != "-" {
@@ -705,6 +697,28 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         }
     }
     Ok(Some(o))
+}
+
+/// Refuses the output options given without `-w`: they shape files that are not written.
+fn refuse_output_flags(a: &CaptureArgs) -> Result<()> {
+    if a.merge
+        || a.per_worker
+        || a.pcap
+        || a.time_stamp_precision.is_some()
+        || !a.rotate.is_empty()
+        || a.file_size_mb.is_some()
+        || a.rotate_seconds.is_some()
+        || a.encrypt.is_some()
+        || a.disk.retain.is_some()
+        || a.disk.disk_backlog.is_some()
+        || a.disk.compress.is_some()
+    {
+        bail!("--merge, --per-worker, -P, --time-stamp-precision, -b, -C, -G, --retain, --disk-backlog, --compress and --encrypt need -w FILE");
+    }
+    if cutoff_given(&a.cutoff) {
+        bail!("--flow-cutoff and --cutoff need -w FILE (they cut what is recorded)");
+    }
+    Ok(())
 }
 
 /// The consumer groups: `--groups`, or in pipeline mode one balance group of a member per
@@ -916,7 +930,7 @@ mod tests {
         let fmt = |args: &[&str]| {
             output(&capture_args(args))
                 .expect("valid")
-                .map(|o| o.format)
+                .map(|o| o.file.format)
         };
         assert_eq!(fmt(&["-w", "x.pcap", "-P"]), Some(Format::PcapMicros));
         assert_eq!(fmt(&["-w", "x.pcap", "--pcap"]), Some(Format::PcapMicros));

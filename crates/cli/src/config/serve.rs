@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use corecap_engine::capture::{CaptureConfig, Input, OutputConfig};
-use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::sink::file::{FileOptions, Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
 use corecap_manager::manager::Config as ManagerConfig;
@@ -238,22 +238,26 @@ pub(super) fn recording(
     if let Some(why) = corecap_index::capture_name_error(&path) {
         bail!("--record: {why}");
     }
+    let sessions_log = sessions_log(&a.disk)?;
+    let cutoff = cutoff(&a.cutoff)?;
     Ok(OutputConfig {
         path,
-        format: Format::Pcapng,
         merge: false,
-        rotation,
-        seal: None,
-        direct: !a.disk.no_direct,
-        index: !a.disk.no_index,
-        sessions: sessions(&a.disk, SessionConfig::default()),
-        sessions_log: sessions_log(&a.disk)?,
-        compress,
-        cutoff: cutoff(&a.cutoff)?,
-        flush: flush_interval(&a.disk)?,
-        owner: run_as.clone(),
-        retention: retention.clone(),
-        backlog: Backlog::new(disk_backlog(a.disk.disk_backlog.as_deref(), &base.inputs)?),
+        file: FileOptions {
+            format: Format::Pcapng,
+            rotation,
+            seal: None,
+            direct: !a.disk.no_direct,
+            index: !a.disk.no_index,
+            sessions: sessions(&a.disk, SessionConfig::default()),
+            sessions_log,
+            compress,
+            flush: flush_interval(&a.disk)?,
+            owner: run_as.clone(),
+            retention: retention.clone(),
+            backlog: Backlog::new(disk_backlog(a.disk.disk_backlog.as_deref(), &base.inputs)?),
+        },
+        cutoff,
     })
 }
 

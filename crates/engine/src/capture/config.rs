@@ -3,14 +3,13 @@
 //! it.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use corecap_linux::{FanoutMode, RingConfig};
 use corecap_wire::pcapng::InterfaceDesc;
 use serde::Serialize;
 
-use crate::sink::file::{FileConfig, FileSink, Format, Rotation};
+use crate::sink::file::{FileConfig, FileOptions, FileSink};
 use crate::stage::pipe;
 use crate::steer::group::GroupSpec;
 
@@ -98,34 +97,10 @@ impl Input {
 pub struct OutputConfig {
     /// `-w` path; `-` is standard output.
     pub path: PathBuf,
-    /// pcapng or pcap.
-    pub format: Format,
     /// One file in timestamp order instead of one file per worker.
     pub merge: bool,
-    /// Rotation.
-    pub rotation: Rotation,
-    /// Encryption at rest (sealed files), if asked for.
-    pub seal: Option<corecap_store::sealed::SealConfig>,
-    /// Write with direct I/O where the filesystem allows it (`--no-direct`: false).
-    pub direct: bool,
-    /// Keep the newest whole files under a byte budget (`--retain`).
-    pub retention: Option<Arc<corecap_store::retention::Retention>>,
-    /// Write each file's index beside it (`--no-index`: false).
-    pub index: bool,
-    /// The user the files are given to (`-Z`): the process runs as them once started.
-    pub owner: Option<corecap_linux::privilege::RunAs>,
-    /// Flush interval (`--flush-interval`): packets older than this are on disk.
-    pub flush: Option<Duration>,
-    /// Bytes of packets each file sink may hold while its disk is behind
-    /// (`--disk-backlog`).
-    pub backlog: corecap_store::write::output::Backlog,
-    /// Sessions kept beside each file, and their table's size (`--no-sessions`: None).
-    pub sessions: Option<corecap_store::session::SessionConfig>,
-    /// Every file's connections appended to this log too (`--sessions-log`).
-    pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
-    /// Compress each file as zstd frames at this level (`--compress zstd[:LEVEL]`); the
-    /// path then ends in `.zst`.
-    pub compress: Option<i32>,
+    /// How each file is written: format, rotation, sealing, index and the rest.
+    pub file: FileOptions,
     /// Leave the tail of long flows out (`--flow-cutoff`, `--cutoff`): see
     /// [`crate::cutoff`].
     pub cutoff: Option<crate::cutoff::CutoffConfig>,
@@ -140,22 +115,16 @@ impl OutputConfig {
         interfaces: Vec<InterfaceDesc>,
         snaplen: u32,
     ) -> Result<FileSink, CaptureError> {
+        let mut file = self.file.clone();
+        // Sessions are kept beside an index only.
+        if !file.index {
+            file.sessions = None;
+        }
         FileSink::create(FileConfig {
             path,
-            format: self.format,
-            rotation: self.rotation,
             interfaces,
             snaplen,
-            seal: self.seal.clone(),
-            direct: self.direct,
-            retention: self.retention.clone(),
-            index: self.index,
-            owner: self.owner.clone(),
-            flush: self.flush,
-            backlog: self.backlog.clone(),
-            sessions: self.sessions.filter(|_| self.index),
-            sessions_log: self.sessions_log.clone(),
-            compress: self.compress,
+            file,
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

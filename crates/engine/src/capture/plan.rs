@@ -644,7 +644,7 @@ impl Plan {
 mod tests {
     use super::*;
     use crate::capture::OutputConfig;
-    use crate::sink::file::{Format, Rotation};
+    use crate::sink::file::{FileOptions, Format, Rotation};
     use crate::stage::flows::FlowOutput;
     use crate::steer::group::GroupKind;
 
@@ -703,19 +703,21 @@ mod tests {
     fn output(path: &str, merge: bool) -> Option<OutputConfig> {
         Some(OutputConfig {
             path: PathBuf::from(path),
-            format: Format::Pcapng,
             merge,
-            rotation: Rotation::default(),
-            seal: None,
-            direct: true,
-            retention: None,
-            index: true,
-            owner: None,
-            flush: None,
-            backlog: Default::default(),
-            sessions: None,
-            sessions_log: None,
-            compress: None,
+            file: FileOptions {
+                format: Format::Pcapng,
+                rotation: Rotation::default(),
+                seal: None,
+                direct: true,
+                retention: None,
+                index: true,
+                owner: None,
+                flush: None,
+                backlog: Default::default(),
+                sessions: None,
+                sessions_log: None,
+                compress: None,
+            },
             cutoff: None,
         })
     }

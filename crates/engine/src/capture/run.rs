@@ -120,7 +120,7 @@ pub(crate) fn run(plan: Plan) -> Result<Capture, CaptureError> {
         epoch: 0,
         next_index: outputs.next_index,
         xdp,
-        retention: set.output.as_ref().and_then(|o| o.retention.clone()),
+        retention: set.output.as_ref().and_then(|o| o.file.retention.clone()),
         recovered,
         new_catalog,
         claim,
@@ -213,7 +213,7 @@ fn prepare_output(
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
-    let kek = o.seal.as_ref().map(|s| s.kek.clone());
+    let kek = o.file.seal.as_ref().map(|s| s.kek.clone());
     let r = corecap_store::recover::recover_dir(&dir, kek.as_ref()).map_err(|e| {
         CaptureError::Output(format!("recovering the files in {}: {e}", dir.display()))
     })?;
@@ -227,7 +227,7 @@ fn prepare_output(
 /// oldest over it. One note for what it deleted, and one for each file whose name begins as
 /// the capture's but that retention leaves alone, with why.
 fn trim_earlier_runs(o: &OutputConfig) -> Vec<String> {
-    let Some(ret) = &o.retention else {
+    let Some(ret) = &o.file.retention else {
         return Vec::new();
     };
     if o.path.as_os_str() == "-" || corecap_store::write::disk::is_fifo(&o.path) {
@@ -596,13 +596,14 @@ fn open_sinks(
 /// (under the byte budget too, when there is one) instead of each keeping its own N.
 fn files_in_all(o: &OutputConfig) -> OutputConfig {
     let mut o = o.clone();
-    if let Some(n) = o.rotation.files.take() {
+    if let Some(n) = o.file.rotation.files.take() {
         let r = o
+            .file
             .retention
             .clone()
             .unwrap_or_else(|| corecap_store::retention::Retention::new(u64::MAX));
         r.limit_files(n);
-        o.retention = Some(r);
+        o.file.retention = Some(r);
     }
     o
 }

@@ -59,44 +59,57 @@ impl Rotation {
     }
 }
 
+/// How each file of a recording is written: its format, rotation, sealing and index, who
+/// owns it, when it reaches the disk, and what is kept beside it. A capture's output holds
+/// one for all its files; each of its file sinks gets a copy in its [`FileConfig`].
+#[derive(Clone, Debug)]
+pub struct FileOptions {
+    /// File format: pcapng or pcap.
+    pub format: Format,
+    /// Rotation rules (`-b`).
+    pub rotation: Rotation,
+    /// Encryption at rest (sealed files), if asked for.
+    pub seal: Option<corecap_store::sealed::SealConfig>,
+    /// Write with direct I/O where the filesystem allows it (`--no-direct`: false).
+    pub direct: bool,
+    /// Keep the newest whole files under a byte budget (`--retain`): the capture's, shared
+    /// by its sinks.
+    pub retention: Option<Arc<Retention>>,
+    /// Write each file's index beside it (`--no-index`: false).
+    pub index: bool,
+    /// The user the files are given to (`-Z`): the process runs as them once started, and
+    /// the files made before it switches user are given to them.
+    pub owner: Option<corecap_linux::privilege::RunAs>,
+    /// Hand whole blocks to the disk within about this long of their packet's arrival
+    /// (`--flush-interval`; zero: at every batch), so that packets older than this are on
+    /// disk; None: only as buffers fill.
+    pub flush: Option<Duration>,
+    /// What each file sink, with the capture's other sinks, may hold while its disk is
+    /// behind (`--disk-backlog`): buffers beyond the first few are made only when the disk
+    /// falls behind.
+    pub backlog: corecap_store::write::output::Backlog,
+    /// Keep one record per connection of each file beside it (`.sessions`), in a table of
+    /// this size; None: no sessions file (`--no-sessions`). A capture's output keeps them
+    /// only with `index`.
+    pub sessions: Option<corecap_store::session::SessionConfig>,
+    /// Each file's connections appended to this log too (`--sessions-log`).
+    pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
+    /// Compress each file as independent zstd frames at this level, on the disk writer's
+    /// thread (`--compress zstd[:LEVEL]`); an output's path then ends in `.zst`.
+    pub compress: Option<i32>,
+}
+
 /// What a file sink writes and where.
 #[derive(Clone, Debug)]
 pub struct FileConfig {
     /// Output path (`-` is standard output).
     pub path: PathBuf,
-    /// File format.
-    pub format: Format,
-    /// Rotation rules.
-    pub rotation: Rotation,
     /// Interfaces described in the file; packet `iface` indexes this list.
     pub interfaces: Vec<InterfaceDesc>,
     /// Snap length recorded in the file header.
     pub snaplen: u32,
-    /// Encryption at rest, if asked for.
-    pub seal: Option<corecap_store::sealed::SealConfig>,
-    /// Write with direct I/O where the filesystem allows it.
-    pub direct: bool,
-    /// The capture's byte budget, shared by its sinks.
-    pub retention: Option<Arc<Retention>>,
-    /// Write each file's index beside it.
-    pub index: bool,
-    /// Give the files made before the process switches user to this user (`-Z`).
-    pub owner: Option<corecap_linux::privilege::RunAs>,
-    /// Hand whole blocks to the disk within about this long of their packet's arrival
-    /// (`--flush-interval`; zero: at every batch); None: only as buffers fill.
-    pub flush: Option<Duration>,
-    /// What this sink, with the capture's other sinks, may hold while its disk is behind
-    /// (`--disk-backlog`): buffers beyond the first few are made only when the disk falls
-    /// behind.
-    pub backlog: corecap_store::write::output::Backlog,
-    /// Keep one record per connection of each file beside it (`.sessions`), in a table of
-    /// this size; None: no sessions file.
-    pub sessions: Option<corecap_store::session::SessionConfig>,
-    /// Each file's connections appended to this log too (`--sessions-log`).
-    pub sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
-    /// Compress each file as independent zstd frames at this level, on the disk writer's
-    /// thread (`--compress zstd[:LEVEL]`).
-    pub compress: Option<i32>,
+    /// How each of its files is written.
+    pub file: FileOptions,
 }
 
 /// What the index is told of a packet written for one interface, worked out once (see
@@ -135,7 +148,7 @@ impl Told {
                 snaplen as usize
             }
         };
-        match cfg.format {
+        match cfg.file.format {
             Format::Pcapng => cfg
                 .interfaces
                 .iter()
@@ -153,7 +166,7 @@ impl Told {
                     linktype,
                     keep: keep(cfg.snaplen),
                     ts_limit: corecap_wire::pcap::TS_LIMIT_NS,
-                    tick: if cfg.format == Format::PcapMicros {
+                    tick: if cfg.file.format == Format::PcapMicros {
                         1000
                     } else {
                         1
@@ -244,7 +257,7 @@ impl Writer {
 
     /// Starts a file on `out`: its header (pcap header, or SHB and IDBs).
     fn start(cfg: &FileConfig, out: Output) -> io::Result<Self> {
-        let mut w = match cfg.format {
+        let mut w = match cfg.file.format {
             Format::Pcapng => Writer::Pcapng(PcapngWriter::new(out, "corecap", &cfg.interfaces)?),
             Format::Pcap | Format::PcapMicros => {
                 let lt = cfg.interfaces.first().map(|i| i.linktype).unwrap_or(1);
@@ -252,7 +265,7 @@ impl Writer {
                     out,
                     u32::from(lt),
                     cfg.snaplen,
-                    cfg.format == Format::Pcap,
+                    cfg.file.format == Format::Pcap,
                 )?)
             }
         };
@@ -304,12 +317,12 @@ impl FileSink {
     /// Creates the first file (under its hidden name) and starts the disk writer.
     pub fn create(cfg: FileConfig) -> io::Result<Self> {
         let stream = cfg.path == Path::new("-") || corecap_store::write::disk::is_fifo(&cfg.path);
-        let seq = if cfg.rotation.active() && !stream {
+        let seq = if cfg.file.rotation.active() && !stream {
             next_rotation(&cfg.path)?
         } else {
             1
         };
-        let path = if cfg.rotation.active() {
+        let path = if cfg.file.rotation.active() {
             rotated_path(&cfg.path, seq)
         } else {
             cfg.path.clone()
@@ -317,7 +330,7 @@ impl FileSink {
         check_first(&cfg, &path, stream)?;
         let (disk, writer) = start_disk(&cfg, path, stream)?;
         let n = cfg.interfaces.len();
-        let told = Told::for_config(&cfg, cfg.index && !stream);
+        let told = Told::for_config(&cfg, cfg.file.index && !stream);
         Ok(Self {
             cfg,
             told,
@@ -358,7 +371,7 @@ fn check_first(cfg: &FileConfig, path: &Path, stream: bool) -> io::Result<()> {
             ),
         ));
     }
-    if stream && (cfg.rotation.active() || cfg.seal.is_some()) {
+    if stream && (cfg.file.rotation.active() || cfg.file.seal.is_some()) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
@@ -376,14 +389,14 @@ fn start_disk(cfg: &FileConfig, path: PathBuf, stream: bool) -> io::Result<(Disk
     // A stream's buffers are written whole (alignment 1), so a buffer handed over
     // early carries nothing back.
     let disk_cfg = DiskConfig {
-        direct: cfg.direct,
-        seal: cfg.seal.clone(),
-        files: cfg.rotation.files,
-        retention: cfg.retention.clone(),
-        index: cfg.index,
-        flush: cfg.flush.is_some(),
-        sessions_log: cfg.sessions_log.clone(),
-        compress: cfg.compress,
+        direct: cfg.file.direct,
+        seal: cfg.file.seal.clone(),
+        files: cfg.file.rotation.files,
+        retention: cfg.file.retention.clone(),
+        index: cfg.file.index,
+        flush: cfg.file.flush.is_some(),
+        sessions_log: cfg.file.sessions_log.clone(),
+        compress: cfg.file.compress,
     };
     let (first, align) = if path == Path::new("-") {
         (Err(Stream::stdout()), 1)
@@ -391,7 +404,7 @@ fn start_disk(cfg: &FileConfig, path: PathBuf, stream: bool) -> io::Result<(Disk
         (Err(Stream::fifo(&path)?), 1)
     } else {
         let f = corecap_store::write::disk::open_part(&path, disk_cfg.direct_io())?;
-        if let Some(who) = &cfg.owner {
+        if let Some(who) = &cfg.file.owner {
             corecap_linux::privilege::chown_fd(f.file(), who).map_err(|e| {
                 io::Error::other(format!(
                     "{}: {}",
@@ -408,11 +421,11 @@ fn start_disk(cfg: &FileConfig, path: PathBuf, stream: bool) -> io::Result<(Disk
         first,
         align,
         corecap_store::write::disk::BUFFERS_AT_START,
-        cfg.seal.is_some(),
-        cfg.index && !stream,
+        cfg.file.seal.is_some(),
+        cfg.file.index && !stream,
     )?;
-    out.may_grow(cfg.backlog.clone());
-    if let (Some(s), false) = (cfg.sessions, stream) {
+    out.may_grow(cfg.file.backlog.clone());
+    if let (Some(s), false) = (cfg.file.sessions, stream) {
         out.keep_sessions(s);
     }
     Writer::start(cfg, out).map(|w| (disk, w))
@@ -433,7 +446,7 @@ impl FileSink {
     /// as the file is read, `duration:60` gives fewer files than the packets' times span
     /// (`editcap -i` splits a file by packet time).
     pub fn hand_over(&mut self) {
-        if let (Some(d), Some(t)) = (self.cfg.rotation.duration, self.first_at) {
+        if let (Some(d), Some(t)) = (self.cfg.file.rotation.duration, self.first_at) {
             self.time_due |= t.elapsed() >= d;
         }
         let Some(w) = self.writer.as_mut() else {
@@ -443,7 +456,9 @@ impl FileSink {
             w.out().hand_over();
             return;
         }
-        let Some(iv) = self.cfg.flush else { return };
+        let Some(iv) = self.cfg.file.flush else {
+            return;
+        };
         if !w.out().unflushed() {
             self.dirty_at = None;
             return;
@@ -491,7 +506,7 @@ impl FileSink {
             return Err(Refused::Failed);
         }
         w.out().ready()?;
-        let rot = self.cfg.rotation;
+        let rot = self.cfg.file.rotation;
         if rot.stop_at_bytes.is_some_and(|b| w.out().len() >= b) {
             return Err(Refused::Limit);
         }
@@ -678,7 +693,7 @@ impl FileSink {
                  (--disk-backlog) to hold packets for it",
                 self.cfg.path.display(),
                 took >> 20,
-                self.cfg.backlog.bytes() >> 20
+                self.cfg.file.backlog.bytes() >> 20
             ));
         }
         if let Some(s) = sessions.filter(|s| s.sessions_dropped > 0) {
@@ -687,7 +702,7 @@ impl FileSink {
                  (sessions_dropped); the packets are all written",
                 self.cfg.path.display(),
                 s.sessions_dropped,
-                self.cfg.sessions.map_or(0, |c| c.capacity)
+                self.cfg.file.sessions.map_or(0, |c| c.capacity)
             ));
         }
         Finished {
@@ -704,15 +719,11 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
-    /// A pcapng (or pcap) file at `path` of one Ethernet interface: no rotation, direct I/O,
-    /// indexed, no flush timer.
-    fn config(path: PathBuf, format: Format) -> FileConfig {
-        FileConfig {
-            path,
+    /// Files in `format`: no rotation, direct I/O, indexed, no flush timer.
+    fn options(format: Format) -> FileOptions {
+        FileOptions {
             format,
             rotation: Rotation::default(),
-            interfaces: vec![InterfaceDesc::ethernet("eth0", 262144)],
-            snaplen: 262144,
             seal: None,
             direct: true,
             retention: None,
@@ -723,6 +734,17 @@ mod tests {
             sessions: Some(corecap_store::session::SessionConfig::on_demand()),
             sessions_log: None,
             compress: None,
+        }
+    }
+
+    /// A pcapng (or pcap) file at `path` of one Ethernet interface, written as `options`
+    /// says.
+    fn config(path: PathBuf, format: Format) -> FileConfig {
+        FileConfig {
+            path,
+            interfaces: vec![InterfaceDesc::ethernet("eth0", 262144)],
+            snaplen: 262144,
+            file: options(format),
         }
     }
 
@@ -760,12 +782,15 @@ mod tests {
                 Format::PcapMicros => "recus.pcap",
             });
             let mut sink = FileSink::create(FileConfig {
-                rotation: Rotation {
-                    filesize: Some(3 << 20),
-                    ..Rotation::default()
+                file: FileOptions {
+                    rotation: Rotation {
+                        filesize: Some(3 << 20),
+                        ..Rotation::default()
+                    },
+                    direct: false,
+                    flush: Some(Duration::ZERO),
+                    ..options(format)
                 },
-                direct: false,
-                flush: Some(Duration::ZERO),
                 interfaces: vec![
                     InterfaceDesc::ethernet("eth0", 262144),
                     InterfaceDesc::ethernet("eth1", 36),
@@ -975,11 +1000,14 @@ mod tests {
         };
         let every = |d: Duration, name: &str| {
             FileSink::create(FileConfig {
-                rotation: Rotation {
-                    duration: Some(d),
-                    ..Rotation::default()
+                file: FileOptions {
+                    rotation: Rotation {
+                        duration: Some(d),
+                        ..Rotation::default()
+                    },
+                    direct: false,
+                    ..options(Format::Pcapng)
                 },
-                direct: false,
                 ..config(dir.join(name), Format::Pcapng)
             })
             .expect("create the file")
@@ -1025,11 +1053,14 @@ mod tests {
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(made.is_ok_and(|s| s.success()), "mkfifo");
         let e = FileSink::create(FileConfig {
-            rotation: Rotation {
-                filesize: Some(1_000_000),
-                ..Rotation::default()
+            file: FileOptions {
+                rotation: Rotation {
+                    filesize: Some(1_000_000),
+                    ..Rotation::default()
+                },
+                index: false,
+                ..options(Format::Pcapng)
             },
-            index: false,
             ..config(fifo.clone(), Format::Pcapng)
         })
         .expect_err("a stream cannot rotate");

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use corecap_engine::capture::{Capture, CaptureConfig, Input, OutputConfig};
 use corecap_engine::control::AttachSpec;
-use corecap_engine::sink::file::{Format, Rotation};
+use corecap_engine::sink::file::{FileOptions, Format, Rotation};
 use corecap_engine::sink::ipfix::IpfixTarget;
 use corecap_engine::source::afpacket::Spare;
 use corecap_engine::stage::flows::FlowOutput;
@@ -656,28 +656,30 @@ impl Manager {
         let file = path.and_then(|p| match r.output {
             OutputKind::Pcapng | OutputKind::Pcap => Some(OutputConfig {
                 path: p.clone(),
-                format: if r.output == OutputKind::Pcap {
-                    Format::Pcap
-                } else {
-                    Format::Pcapng
-                },
                 merge: false,
-                rotation: Rotation::default(),
-                seal: v.seal.clone(),
-                direct: self.cfg.direct,
-                retention: self.cfg.retention.clone(),
-                index: self.cfg.index,
-                sessions: self.cfg.sessions,
-                sessions_log: None,
-                // On-demand captures are written plain: a file asked for one incident, to
-                // be downloaded and opened at once.
-                compress: None,
+                file: FileOptions {
+                    format: if r.output == OutputKind::Pcap {
+                        Format::Pcap
+                    } else {
+                        Format::Pcapng
+                    },
+                    rotation: Rotation::default(),
+                    seal: v.seal.clone(),
+                    direct: self.cfg.direct,
+                    retention: self.cfg.retention.clone(),
+                    index: self.cfg.index,
+                    sessions: self.cfg.sessions,
+                    sessions_log: None,
+                    // On-demand captures are written plain: a file asked for one incident,
+                    // to be downloaded and opened at once.
+                    compress: None,
+                    owner: None,
+                    flush: self.cfg.flush,
+                    // An on-demand capture is one of many: the least backlog of a sink.
+                    backlog: Default::default(),
+                },
                 // On-demand captures keep whole flows: they are asked for one incident.
                 cutoff: None,
-                owner: None,
-                flush: self.cfg.flush,
-                // An on-demand capture is one of many: the least backlog of a sink.
-                backlog: Default::default(),
             }),
             _ => None,
         });
