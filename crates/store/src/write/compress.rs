@@ -12,15 +12,16 @@
 //! ([`crate::format::stored`]): its bytes as they are, in a zstd frame any decoder reads.
 //! The last piece says whether the next compresses (traffic that is encrypted now is
 //! encrypted in the next frames, and so is traffic that compresses): a piece after one that
-//! compressed is compressed whole, and stored when that saved too little. After a stored
-//! piece, whether pieces compress is asked of a sample of [`PROBE_BYTES`] from a piece's
+//! saved a quarter is compressed whole, and stored when that saved too little. Otherwise
+//! whether a piece compresses is first asked of a sample of [`PROBE_BYTES`] from its
 //! middle, so a piece of encrypted payload costs the compression of its sample and a copy,
 //! not the compression of all of it, and a query later reads its packets without
-//! decompressing; pieces are stored without a sample, one, then two, four and up to
-//! [`MAX_UNSAMPLED`] while the samples keep saying so. An eighth because that is where the CPU spent stops paying: Arkime reports about a
-//! fifth saved on most networks, and encrypted traffic, whose headers alone compress,
-//! saves about a tenth at level 1 for two and a half times the recorder's CPU
-//! (`docs/compress.md` has the figures).
+//! decompressing. Pieces that follow a stored one are stored without a sample, one, then
+//! two, four and up to [`MAX_UNSAMPLED`] while the samples keep saying so. An eighth
+//! because that is where the CPU spent stops paying: Arkime reports about a fifth saved on
+//! most networks, and encrypted traffic, whose headers alone compress, saves about a tenth
+//! at level 1 for two and a half times the recorder's CPU (`docs/compress.md` has the
+//! figures).
 //!
 //! The context is made once per writer and used for every frame: no allocation per frame
 //! but the seek table's entry.
@@ -117,7 +118,7 @@ pub(crate) struct Framer {
     /// Pieces still to store without a sample, and how many the next stored sample
     /// skips.
     unsampled: (u32, u32),
-    /// The last piece compressed: the next is compressed whole, without a sample.
+    /// The last piece saved a quarter: the next is compressed whole, without a sample.
     compressing: bool,
     /// Frames written stored, since the writer began (every file).
     pub(crate) stored: u64,
@@ -158,11 +159,10 @@ impl Framer {
         let compressed = match self.worth_compressing(piece, out)? {
             true => {
                 let n = self.cctx.compress_to_buffer(piece, out)?;
-                let saved = saves_an_eighth(n, piece.len());
                 if sampled(piece) {
-                    self.learn(saved);
+                    self.learn(n, piece.len());
                 }
-                Some(n).filter(|_| saved)
+                Some(n).filter(|&n| saves_an_eighth(n, piece.len()))
             }
             false => None,
         };
@@ -181,7 +181,7 @@ impl Framer {
         Ok(n)
     }
 
-    /// Whether `piece` is worth compressing: the last piece compressed, or its sample of
+    /// Whether `piece` is worth compressing: the last piece saved a quarter, or its sample of
     /// [`PROBE_BYTES`] saves an eighth (`out` is scratch). A piece too short to sample is,
     /// and one too long to be stored must be. Pieces that follow a stored one are not
     /// sampled (see the module's doc).
@@ -199,17 +199,18 @@ impl Framer {
             .compress_to_buffer(&piece[from..from + PROBE_BYTES], out)?;
         let worth = saves_an_eighth(n, PROBE_BYTES);
         if !worth {
-            self.learn(false);
+            self.learn(n, PROBE_BYTES);
         }
         Ok(worth)
     }
 
-    /// Takes what a piece, or a sample, said: it compressed (the next piece is compressed
-    /// whole), or not (the next pieces are stored unsampled, twice as many as last time).
-    fn learn(&mut self, compressed: bool) {
-        self.compressing = compressed;
+    /// Takes what a piece, or a sample, of `plain` bytes said by compressing to `n`: it saved
+    /// a quarter (the next piece is compressed whole), an eighth (the next is sampled), or
+    /// less (the next are stored unsampled, twice as many as last time).
+    fn learn(&mut self, n: usize, plain: usize) {
+        self.compressing = n <= plain - plain / 4;
         let next = self.unsampled.1;
-        self.unsampled = match compressed {
+        self.unsampled = match saves_an_eighth(n, plain) {
             true => (0, 1),
             false => (next, (next * 2).min(MAX_UNSAMPLED)),
         };
