@@ -491,14 +491,10 @@ impl FileSink {
         self.write_parsed(p, None)
     }
 
-    /// [`FileSink::write`] for a packet whose transport layer its caller read already (the
-    /// cutoff did): the session table and the index read that one instead of the frame's
-    /// headers again, when the file holds the frame whole.
-    pub fn write_parsed(
-        &mut self,
-        p: &Packet<'_>,
-        parsed: Option<&Transport<'_>>,
-    ) -> Result<(), Refused> {
+    /// Whether the file takes a packet now: its disk writer has not failed, a buffer is
+    /// there, no limit is reached; starts the next file first when rotation is due.
+    #[inline]
+    fn ready_for_packet(&mut self) -> Result<(), Refused> {
         let Some(w) = self.writer.as_mut() else {
             return Err(Refused::Failed);
         };
@@ -520,6 +516,19 @@ impl FileSink {
                 self.rotate().map_err(|_| Refused::Failed)?;
             }
         }
+        Ok(())
+    }
+
+    /// [`FileSink::write`] for a packet whose transport layer its caller read already (the
+    /// cutoff did): the session table and the index read that one instead of the frame's
+    /// headers again, when the file holds the frame whole.
+    pub fn write_parsed(
+        &mut self,
+        p: &Packet<'_>,
+        parsed: Option<&Transport<'_>>,
+    ) -> Result<(), Refused> {
+        self.ready_for_packet()?;
+        let rot = self.cfg.file.rotation;
         let Some(w) = self.writer.as_mut() else {
             return Err(Refused::Failed);
         };
