@@ -57,6 +57,32 @@ pub(crate) fn size(s: &str) -> Result<u64> {
     Ok(corecap_engine::limits::size(s, "size")?)
 }
 
+/// What the disk flags say of each file of a recording in `format` and `rotation`: direct
+/// I/O, the index, its connections and their log, compression, the flush timer. No
+/// sealing, owner, retention or backlog: the caller adds those.
+pub(crate) fn file_options(
+    d: &crate::args::DiskArgs,
+    format: corecap_engine::sink::file::Format,
+    rotation: corecap_engine::sink::file::Rotation,
+    sessions_log: Option<Arc<corecap_store::write::sessions_log::SessionsLog>>,
+    compress: Option<i32>,
+) -> Result<corecap_engine::sink::file::FileOptions> {
+    Ok(corecap_engine::sink::file::FileOptions {
+        format,
+        rotation,
+        seal: None,
+        direct: !d.no_direct,
+        index: !d.no_index,
+        sessions: sessions(d, SessionConfig::default()),
+        sessions_log,
+        compress,
+        flush: flush_interval(d)?,
+        owner: None,
+        retention: None,
+        backlog: Default::default(),
+    })
+}
+
 /// `--flush-interval SECONDS`: 0 hands every batch to the disk as it comes.
 pub(crate) fn flush_interval(d: &crate::args::DiskArgs) -> Result<Option<std::time::Duration>> {
     if d.flush_interval == 0.0 {

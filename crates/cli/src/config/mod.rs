@@ -10,7 +10,6 @@ use corecap_engine::capture::{Balance, CaptureConfig, Input, OutputConfig};
 use corecap_engine::sink::file::{FileOptions, Format, Rotation};
 use corecap_engine::stage::pipe::Transport;
 use corecap_engine::steer::group::{GroupKind, GroupSpec};
-use corecap_store::session::SessionConfig;
 use corecap_store::write::output::Backlog;
 
 use crate::args::{
@@ -656,15 +655,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
         // file per member: see `capture`).
         merge: a.merge || !a.per_worker,
         file: FileOptions {
-            format,
-            rotation,
             seal,
-            direct: !a.disk.no_direct,
-            index: !a.disk.no_index,
-            sessions: sessions(&a.disk, SessionConfig::default()),
-            sessions_log,
-            compress,
-            flush: flush_interval(&a.disk)?,
             owner: a
                 .user
                 .as_deref()
@@ -681,6 +672,7 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
             },
             // Set from the inputs' line rate by `capture`.
             backlog: Default::default(),
+            ..file_options(&a.disk, format, rotation, sessions_log, compress)?
         },
         cutoff,
     };

@@ -18,7 +18,7 @@ use corecap_store::write::output::Backlog;
 
 use super::cutoff::{cutoff, cutoff_given};
 use super::disk::{
-    compress, disk_backlog, flush_interval, retention, sessions, sessions_log, size,
+    compress, disk_backlog, file_options, flush_interval, retention, sessions, sessions_log, size,
 };
 use super::{cpu_list, ring, rotation};
 use crate::args::ServeArgs;
@@ -244,18 +244,10 @@ pub(super) fn recording(
         path,
         merge: false,
         file: FileOptions {
-            format: Format::Pcapng,
-            rotation,
-            seal: None,
-            direct: !a.disk.no_direct,
-            index: !a.disk.no_index,
-            sessions: sessions(&a.disk, SessionConfig::default()),
-            sessions_log,
-            compress,
-            flush: flush_interval(&a.disk)?,
             owner: run_as.clone(),
             retention: retention.clone(),
             backlog: Backlog::new(disk_backlog(a.disk.disk_backlog.as_deref(), &base.inputs)?),
+            ..file_options(&a.disk, Format::Pcapng, rotation, sessions_log, compress)?
         },
         cutoff,
     })

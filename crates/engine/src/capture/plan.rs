@@ -644,7 +644,7 @@ impl Plan {
 mod tests {
     use super::*;
     use crate::capture::OutputConfig;
-    use crate::sink::file::{FileOptions, Format, Rotation};
+    use crate::sink::file::{FileOptions, Format};
     use crate::stage::flows::FlowOutput;
     use crate::steer::group::GroupKind;
 
@@ -704,20 +704,7 @@ mod tests {
         Some(OutputConfig {
             path: PathBuf::from(path),
             merge,
-            file: FileOptions {
-                format: Format::Pcapng,
-                rotation: Rotation::default(),
-                seal: None,
-                direct: true,
-                retention: None,
-                index: true,
-                owner: None,
-                flush: None,
-                backlog: Default::default(),
-                sessions: None,
-                sessions_log: None,
-                compress: None,
-            },
+            file: FileOptions::plain(Format::Pcapng),
             cutoff: None,
         })
     }

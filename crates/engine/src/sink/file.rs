@@ -99,6 +99,28 @@ pub struct FileOptions {
     pub compress: Option<i32>,
 }
 
+#[cfg(test)]
+impl FileOptions {
+    /// Files in `format`: no rotation, sealing, retention, sessions or compression; direct
+    /// I/O, indexed, no flush timer.
+    pub(crate) fn plain(format: Format) -> Self {
+        FileOptions {
+            format,
+            rotation: Rotation::default(),
+            seal: None,
+            direct: true,
+            retention: None,
+            index: true,
+            owner: None,
+            flush: None,
+            backlog: Default::default(),
+            sessions: None,
+            sessions_log: None,
+            compress: None,
+        }
+    }
+}
+
 /// What a file sink writes and where.
 #[derive(Clone, Debug)]
 pub struct FileConfig {
@@ -728,21 +750,11 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
-    /// Files in `format`: no rotation, direct I/O, indexed, no flush timer.
+    /// Files in `format` as [`FileOptions::plain`] has them, with their connections.
     fn options(format: Format) -> FileOptions {
         FileOptions {
-            format,
-            rotation: Rotation::default(),
-            seal: None,
-            direct: true,
-            retention: None,
-            index: true,
-            owner: None,
-            flush: None,
-            backlog: Default::default(),
             sessions: Some(corecap_store::session::SessionConfig::on_demand()),
-            sessions_log: None,
-            compress: None,
+            ..FileOptions::plain(format)
         }
     }
 

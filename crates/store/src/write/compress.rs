@@ -52,8 +52,9 @@ fn saves_an_eighth(compressed: usize, plain: usize) -> bool {
     compressed <= plain - plain / 8
 }
 
-/// The most cuts a buffer holds: one per [`FRAME_BYTES`] of the largest buffer.
-const MAX_CUTS: usize = crate::write::output::BUFFER_CAPACITY / FRAME_BYTES + 1;
+/// The most cuts a buffer holds: one per [`FRAME_BYTES`] of a buffer of up to 2 MiB (the
+/// front end's buffers are smaller: it checks so where it is built).
+pub(crate) const MAX_CUTS: usize = (2 << 20) / FRAME_BYTES + 1;
 
 /// Where a buffer of whole blocks is cut into pieces, one frame each: at the first block
 /// boundary at or past [`FRAME_BYTES`] from the last cut (a larger block is a piece of its
