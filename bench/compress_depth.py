@@ -8,6 +8,8 @@ Traffic:
   connection's number and zeros, far more compressible than real traffic;
 - the same mix with every payload byte random (`lab mix --random-payload`; as TLS, most
   of today's traffic, is to a compressor): only the headers compress;
+- with --shares, the same mix with that percent of each payload random and the rest zeros
+  (`lab mix --random-share`): traffic that compresses in part;
 - the public captures the tests read (crates/cli/tests/data/real), each recorded alone
   (bytes only: they are too small to time).
 
@@ -19,8 +21,10 @@ over the recording: one connection (`host A and port P`, a needle) and one servi
 (`tcp port 443`, about a fifth of the packets): median time and the bytes they read.
 
 Usage: bench/compress_depth.py [--connections 20000] [--max-bytes 20M] [--alpha 1.1]
-                               [--rounds 3] [--level 1] [--sealed] [--corecap PATH]
-                               [--out FILE.md]
+                               [--rounds 3] [--level 1] [--sealed] [--shares 70,85]
+                               [--corecap PATH] [--out FILE.md]
+--shares adds payloads that are that percent random and the rest zeros (`lab mix
+--random-share`): traffic that compresses in part, as most networks' does.
 --sealed also records sealed (`--encrypt aes`), plain and compressed.
 Needs a corecap release binary (cargo build --release).
 """
@@ -148,19 +152,28 @@ def main():
     ap.add_argument("--corecap", default=os.path.join(ROOT, "target", "release", "corecap"))
     ap.add_argument("--sealed", action="store_true",
                     help="also record sealed (--encrypt aes), plain and compressed")
+    ap.add_argument("--shares", default="",
+                    help="more payloads, each this percent random (70,85): comma-separated")
     ap.add_argument("--out")
     a = ap.parse_args()
+    a.shares = [int(p) for p in a.shares.split(",") if p]
     work = tempfile.mkdtemp(prefix="compress-bench-", dir="/var/tmp")
     a.key = None
     try:
         if a.sealed:
             a.key = os.path.join(work, "bench.key")
             sh(a.corecap, "keygen", "-o", a.key)
-        mix, rnd = os.path.join(work, "mix.pcap"), os.path.join(work, "mix-random.pcap")
-        for path, more in ((mix, []), (rnd, ["--random-payload"])):
+        payloads = [("Payload as `lab mix` writes it (zeros after a counter)", []),
+                    ("Payload random (as TLS is to a compressor)", ["--random-payload"])]
+        payloads += [(f"Payload {p}% random, the rest zeros (as traffic that compresses in "
+                      "part)", ["--random-share", str(p)]) for p in a.shares]
+        sources = []
+        for k, (title, more) in enumerate(payloads):
+            path = os.path.join(work, f"mix{k}.pcap")
             m = json.loads(sh(a.corecap, "lab", "mix", "-w", path, "--connections",
                               str(a.connections), "--max-bytes", a.max_bytes,
                               "--alpha", a.alpha, *more).stdout)
+            sources.append((title, path))
         # One connection of the middle of the mix: client 10.0.0.x port 20000 + i.
         i = a.connections // 2
         needle = f"host 10.0.{(i >> 8) & 255}.{i & 255} and port {20000 + i % 40000}"
@@ -170,8 +183,7 @@ def main():
                 f"{a.rounds} rounds, capture -r -w with 1 worker)", "",
                 f"Needle query: `{needle}`.", ""]
         raw = {}
-        for title, src in (("Payload as `lab mix` writes it (zeros after a counter)", mix),
-                           ("Payload random (as TLS is to a compressor)", rnd)):
+        for title, src in sources:
             res = mix_rounds(a, src, work, needle)
             text.append(mix_table(title, res))
             raw[title] = res

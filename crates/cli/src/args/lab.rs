@@ -153,9 +153,13 @@ pub(crate) struct LabMixArgs {
     #[arg(long, default_value_t = 1.1)]
     pub(crate) alpha: f64,
     /// Random payload bytes (as encrypted traffic is to a compressor), not the
-    /// connection's number and zeros.
-    #[arg(long)]
+    /// connection's number and zeros: --random-share 100.
+    #[arg(long, conflicts_with = "random_share")]
     pub(crate) random_payload: bool,
+    /// Percent of each payload's bytes that are random, the rest zeros (as traffic that
+    /// compresses in part is to a compressor).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub(crate) random_share: Option<u8>,
 }
 
 #[derive(Args, Debug, Clone)]

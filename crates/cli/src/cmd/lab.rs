@@ -47,7 +47,10 @@ fn mix(a: &crate::args::LabMixArgs) -> Result<()> {
         max_bytes: corecap_engine::limits::size(&a.max_bytes, "--max-bytes")?,
         seed: a.seed,
         alpha: a.alpha,
-        random_payload: a.random_payload,
+        random_share: match a.random_payload {
+            true => 100,
+            false => a.random_share.unwrap_or(0),
+        },
     };
     if !(a.alpha > 0.0 && a.alpha.is_finite()) {
         anyhow::bail!("--alpha must be a number above 0 (got {})", a.alpha);

@@ -9,8 +9,10 @@
 //! in five) a RST from the client. Up to 16 connections run at once, their packets
 //! interleaved. One connection in eight is a DNS query and answer over UDP port 53.
 //! Server ports go round 80, 443, 8443 and 22. A payload holds the connection's number and
-//! the packet's place, then zeros; or, with `random_payload`, random bytes, as encrypted
-//! traffic (most of today's) is to a compressor. Everything follows from the seed.
+//! the packet's place, then zeros; or, with `random_share` of 100, random bytes, as
+//! encrypted traffic (most of today's) is to a compressor; a share in between makes that
+//! share of each payload random and leaves the rest zeros, as traffic that compresses in
+//! part. Everything follows from the seed.
 
 use std::io::{self, Write};
 
@@ -25,8 +27,9 @@ pub struct MixSpec {
     pub seed: u64,
     /// The Pareto shape of the response sizes (above 0).
     pub alpha: f64,
-    /// Random payload bytes (from the seed), not the connection's number and zeros.
-    pub random_payload: bool,
+    /// Percent of each payload's bytes that are random (from the seed), the rest zeros; 0:
+    /// the connection's number, the packet's place, then zeros.
+    pub random_share: u8,
 }
 
 /// What a mix holds.
@@ -106,9 +109,8 @@ pub fn write_mix(spec: &MixSpec, out: &mut impl Write) -> io::Result<MixReport> 
     let mut started = 0u32;
     let mut t_ns = 1_700_000_000u64 * 1_000_000_000;
     let mut frame = Vec::with_capacity(1600);
-    let mut payload_rng = spec
-        .random_payload
-        .then_some(spec.seed ^ 0x2545_f491_4f6c_dd1d);
+    let mut payload_rng =
+        (spec.random_share > 0).then_some((spec.seed ^ 0x2545_f491_4f6c_dd1d, spec.random_share));
     loop {
         while open.len() < OPEN && started < spec.connections {
             let size = pareto(&mut rng, spec.alpha, spec.max_bytes);
@@ -160,7 +162,12 @@ fn pareto(rng: &mut u64, alpha: f64, max: u64) -> u64 {
 }
 
 /// The frame of one step of connection `c`.
-fn build(c: &mut Open, (from_client, flags, len): Step, f: &mut Vec<u8>, rng: Option<&mut u64>) {
+fn build(
+    c: &mut Open,
+    (from_client, flags, len): Step,
+    f: &mut Vec<u8>,
+    rng: Option<&mut (u64, u8)>,
+) {
     let i = c.i;
     let client = [10, 0, (i >> 8) as u8, i as u8];
     let server = [10, 9, 0, 1 + (i % 200) as u8];
@@ -199,11 +206,13 @@ fn build(c: &mut Open, (from_client, flags, len): Step, f: &mut Vec<u8>, rng: Op
         let used = u32::from(len) + u32::from(flags & (SYN | FIN) != 0);
         c.seq[me] = c.seq[me].wrapping_add(used);
     }
-    // The payload: the connection's number and the packet's place, then zeros; or random.
+    // The payload: the connection's number and the packet's place, then zeros; or its
+    // random share, then zeros.
     let start = f.len();
     f.resize(start + usize::from(len), 0);
-    if let Some(rng) = rng {
-        for chunk in f[start..].chunks_mut(8) {
+    if let Some((rng, share)) = rng {
+        let random = usize::from(len) * usize::from((*share).min(100)) / 100;
+        for chunk in f[start..start + random].chunks_mut(8) {
             let x = next(rng).to_le_bytes();
             chunk.copy_from_slice(&x[..chunk.len()]);
         }
@@ -244,7 +253,7 @@ mod tests {
             max_bytes: 4 << 20,
             seed: 1,
             alpha: 1.1,
-            random_payload: false,
+            random_share: 0,
         };
         let mut out = Vec::new();
         let r = write_mix(&spec, &mut out).unwrap();
@@ -267,15 +276,25 @@ mod tests {
         // Random payload: the same packets and sizes, with payload bytes that are not
         // zeros (but those of the headers).
         let mut random = Vec::new();
-        let spec = MixSpec {
-            random_payload: true,
+        let all = MixSpec {
+            random_share: 100,
             ..spec
         };
-        assert_eq!(write_mix(&spec, &mut random).unwrap(), r);
+        assert_eq!(write_mix(&all, &mut random).unwrap(), r);
         assert_eq!(random.len(), out.len());
         let zeros = |b: &[u8]| b.iter().filter(|&&x| x == 0).count();
         assert!(zeros(&out) > out.len() / 2);
         assert!(zeros(&random) * 4 < zeros(&out), "{}", zeros(&random));
+        // Half random: about half the zeros of the payloads are left.
+        let mut half = Vec::new();
+        let spec = MixSpec {
+            random_share: 50,
+            ..spec
+        };
+        assert_eq!(write_mix(&spec, &mut half).unwrap(), r);
+        let (z, zr, zh) = (zeros(&out), zeros(&random), zeros(&half));
+        assert!(zh > zr && zh < z, "{zr} < {zh} < {z}");
+        assert!((zh - zr) * 10 > (z - zr) * 4 && (zh - zr) * 10 < (z - zr) * 6);
     }
 
     #[test]
