@@ -23,6 +23,13 @@
 //! at level 1 for two and a half times the recorder's CPU (`docs/compress.md` has the
 //! figures).
 //!
+//! Literal compression (zstd's Huffman coding of the bytes no match covers) is turned off
+//! for the pieces after one whose literals zstd left raw: on traffic that compresses only
+//! in part (headers and runs between random payload), zstd builds and tries a Huffman
+//! table for literals that are random anyway, at half its speed, and writes the same
+//! bytes. It is asked again after 1, 2, 4 and up to [`MAX_UNSAMPLED`] pieces, and stays on
+//! while literals compress (text, counters). Negative levels never compress literals.
+//!
 //! The context is made once per writer and used for every frame: no allocation per frame
 //! but the seek table's entry.
 
@@ -121,6 +128,10 @@ pub(crate) struct Framer {
     unsampled: (u32, u32),
     /// The last piece saved a quarter: the next is compressed whole, without a sample.
     compressing: bool,
+    /// Literal compression: pieces still to compress without it, and how many the next
+    /// frame with raw literals turns it off for (see the module's doc); None at a level
+    /// that never compresses literals.
+    literals: Option<(u32, u32)>,
     /// Frames written stored, since the writer began (every file).
     pub(crate) stored: u64,
     /// Frames written, since the writer began.
@@ -143,6 +154,7 @@ impl Framer {
             table: SeekTable::new(),
             unsampled: (0, 1),
             compressing: false,
+            literals: (level > 0).then_some((0, 1)),
             stored: 0,
             frames: 0,
         })
@@ -162,6 +174,7 @@ impl Framer {
                 let n = self.cctx.compress_to_buffer(piece, out)?;
                 if sampled(piece) {
                     self.learn(n, piece.len());
+                    self.learn_literals(&out[..n])?;
                 }
                 Some(n).filter(|&n| saves_an_eighth(n, piece.len()))
             }
@@ -205,6 +218,37 @@ impl Framer {
         Ok(worth)
     }
 
+    /// Takes what a compressed `frame` says of its literals: left raw, literal compression
+    /// is turned off for the next pieces, twice as many as last time; compressed, it stays
+    /// on. While it is off, counts a piece, and turns it on again after the last.
+    fn learn_literals(&mut self, frame: &[u8]) -> io::Result<()> {
+        use zstd::zstd_safe::{CParameter, ParamSwitch};
+        let Some((left, next)) = self.literals else {
+            return Ok(());
+        };
+        let mode = if left > 0 {
+            self.literals = Some((left - 1, next));
+            (left == 1).then_some(ParamSwitch::Auto)
+        } else {
+            match literals_compressed(frame) {
+                Some(false) => {
+                    self.literals = Some((next, (next * 2).min(MAX_UNSAMPLED)));
+                    Some(ParamSwitch::Disable)
+                }
+                Some(true) => {
+                    self.literals = Some((0, 1));
+                    None
+                }
+                None => None,
+            }
+        };
+        if let Some(mode) = mode {
+            self.cctx
+                .set_parameter(CParameter::LiteralCompressionMode(mode))?;
+        }
+        Ok(())
+    }
+
     /// Takes what a piece, or a sample, of `plain` bytes said by compressing to `n`: it saved
     /// a quarter (the next piece is compressed whole), an eighth (the next is sampled), or
     /// less (the next are stored unsampled, twice as many as last time).
@@ -216,6 +260,28 @@ impl Framer {
             false => (next, (next * 2).min(MAX_UNSAMPLED)),
         };
     }
+}
+
+/// Whether the first block of a zstd `frame` holds Huffman-coded literals: Some(false) for
+/// raw or RLE literals (or a raw or RLE block), None where the frame does not parse (RFC
+/// 8878 §3.1.1: frame header, block header, then the literals section's first byte).
+fn literals_compressed(frame: &[u8]) -> Option<bool> {
+    let fhd = *frame.get(4)?;
+    let single = fhd & 0x20 != 0;
+    let fcs = match fhd >> 6 {
+        0 => usize::from(single),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let dict = [0, 1, 2, 4][usize::from(fhd & 3)];
+    let at = 5 + usize::from(!single) + dict + fcs;
+    let block = frame.get(at..at + 3)?;
+    if (block[0] >> 1) & 3 != 2 {
+        return Some(false);
+    }
+    let literals = *frame.get(at + 3)?;
+    Some(literals & 3 >= 2)
 }
 
 /// Whether `piece` is one that [`Framer::frame`] samples and learns from: long enough for a
@@ -336,5 +402,41 @@ mod tests {
         // A short piece is compressed first, and stored when that saved too little.
         let n = f.frame(&noise[..100], &mut out).unwrap();
         assert_eq!(n, 100 + stored::HEAD);
+    }
+
+    #[test]
+    fn test_literals_are_compressed_only_while_they_compress() {
+        // Text: its literals compress. Random runs between zeros: they do not.
+        let noise = stored::noise(FRAME_BYTES, 7);
+        // Letters at random: few matches, but each takes about 5 of its 8 bits.
+        let text: Vec<u8> = noise
+            .iter()
+            .map(|&b| b"etaoin shrdlu cmfwyp vbgkqj xz"[usize::from(b) % 30])
+            .collect();
+        let mut part = noise.clone();
+        for run in part.chunks_mut(1024) {
+            run[..400].fill(0);
+        }
+        let mut out = vec![0u8; zstd::zstd_safe::compress_bound(FRAME_BYTES)];
+        let mut f = Framer::new(1).unwrap();
+        let n = f.frame(&text, &mut out).unwrap();
+        assert_eq!(literals_compressed(&out[..n]), Some(true));
+        assert_eq!(f.literals, Some((0, 1)));
+        let n = f.frame(&part, &mut out).unwrap();
+        assert_eq!(literals_compressed(&out[..n]), Some(false));
+        assert_eq!(f.literals, Some((1, 2)), "off for the next piece");
+        // Off: the same bytes come back, and it is asked again after one piece.
+        let n = f.frame(&part, &mut out).unwrap();
+        assert_eq!(zstd::decode_all(&out[..n]).unwrap(), part);
+        assert_eq!(f.literals, Some((0, 2)));
+        let n = f.frame(&text, &mut out).unwrap();
+        assert_eq!(literals_compressed(&out[..n]), Some(true), "on again");
+        assert_eq!(f.literals, Some((0, 1)));
+        // A stored frame, and no frame at all.
+        let n = stored::write(&noise, &mut out).unwrap();
+        assert_eq!(literals_compressed(&out[..n]), Some(false));
+        assert_eq!(literals_compressed(&out[..6]), None);
+        // Negative levels never compress literals: nothing to learn.
+        assert_eq!(Framer::new(-5).unwrap().literals, None);
     }
 }
