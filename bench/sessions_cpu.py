@@ -8,7 +8,7 @@ pair's two runs see about the same machine.
 Inputs (both made here, with `corecap lab mix` and a small writer of its own):
 - the worst case: 64-byte UDP frames over 4,096 two-way flows sent round robin (every
   packet of another flow than the one before; the direction flips every 4,096 packets),
-  as `bench/sessions_instructions.sh` writes it, with --frames frames;
+  the pcap `bench/sessions_instructions.sh` reads too (`round_robin`), with --frames frames;
 - the heavy-tailed mix (`lab mix`, --connections connections, Pareto α 1.1 up to 20M;
   fewer than the 65,536 a file's table holds by default):
   many short connections with names (DNS, TLS, HTTP) and a few bulk transfers.
