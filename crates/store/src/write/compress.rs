@@ -203,8 +203,7 @@ impl Framer {
         if !sampled(piece) || self.compressing {
             return Ok(true);
         }
-        if self.unsampled.0 > 0 {
-            self.unsampled.0 -= 1;
+        if skip(&mut self.unsampled) {
             return Ok(false);
         }
         let from = (piece.len() - PROBE_BYTES) / 2;
@@ -223,20 +222,19 @@ impl Framer {
     /// on. While it is off, counts a piece, and turns it on again after the last.
     fn learn_literals(&mut self, frame: &[u8]) -> io::Result<()> {
         use zstd::zstd_safe::{CParameter, ParamSwitch};
-        let Some((left, next)) = self.literals else {
+        let Some(off) = self.literals.as_mut() else {
             return Ok(());
         };
-        let mode = if left > 0 {
-            self.literals = Some((left - 1, next));
-            (left == 1).then_some(ParamSwitch::Auto)
+        let mode = if skip(off) {
+            (off.0 == 0).then_some(ParamSwitch::Auto)
         } else {
             match literals_compressed(frame) {
                 Some(false) => {
-                    self.literals = Some((next, (next * 2).min(MAX_UNSAMPLED)));
+                    back_off(off);
                     Some(ParamSwitch::Disable)
                 }
                 Some(true) => {
-                    self.literals = Some((0, 1));
+                    *off = (0, 1);
                     None
                 }
                 None => None,
@@ -254,12 +252,24 @@ impl Framer {
     /// less (the next are stored unsampled, twice as many as last time).
     fn learn(&mut self, n: usize, plain: usize) {
         self.compressing = n <= plain - plain / 4;
-        let next = self.unsampled.1;
-        self.unsampled = match saves_an_eighth(n, plain) {
-            true => (0, 1),
-            false => (next, (next * 2).min(MAX_UNSAMPLED)),
-        };
+        match saves_an_eighth(n, plain) {
+            true => self.unsampled = (0, 1),
+            false => back_off(&mut self.unsampled),
+        }
     }
+}
+
+/// After a "no" (a piece stored, literals left raw), the next pieces go without asking
+/// again: `(left, next)` becomes `(next, twice next)`, at most [`MAX_UNSAMPLED`].
+fn back_off(b: &mut (u32, u32)) {
+    *b = (b.1, (b.1 * 2).min(MAX_UNSAMPLED));
+}
+
+/// Counts a piece that goes without asking (see [`back_off`]); false when this one asks.
+fn skip(b: &mut (u32, u32)) -> bool {
+    let go = b.0 > 0;
+    b.0 -= u32::from(go);
+    go
 }
 
 /// Whether the first block of a zstd `frame` holds Huffman-coded literals: Some(false) for
