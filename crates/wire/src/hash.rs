@@ -278,17 +278,9 @@ mod tests {
     #[test]
     fn test_table_matches_reference() {
         let table = ToeplitzTable::new(&MICROSOFT_RSS_KEY);
-        let mut x = 0x1234_5678_9abc_def0u64;
+        let mut next = crate::xorshift::xorshift64(0x1234_5678_9abc_def0);
         for len in 0..=44 {
-            let input: Vec<u8> = (0..len)
-                .map(|_| {
-                    // xorshift: deterministic inputs
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let input: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             assert_eq!(
                 table.hash(&input),
                 toeplitz(&MICROSOFT_RSS_KEY, &input),
@@ -326,13 +318,7 @@ mod tests {
     /// ports or without.
     #[test]
     fn test_flow_hash_is_toeplitz() {
-        let mut r = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            r
-        };
+        let mut next = crate::xorshift::xorshift64(0x2545_f491_4f6c_dd1d);
         for i in 0..5_000 {
             let v6 = i % 2 == 1;
             let mut k = FlowKey {

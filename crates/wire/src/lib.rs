@@ -118,6 +118,7 @@ pub mod pcapng;
 pub mod read;
 pub mod transport;
 pub mod vlan;
+pub mod xorshift;
 
 pub use community_id::{community_id, CommunityId};
 pub use compression::{Compression, Decompress};

@@ -259,13 +259,7 @@ mod tests {
     /// of their headers set to 0, 0xff or at random, cut anywhere, with and without the
     /// ring's VLAN (xorshift from `seed`, so a failure comes back).
     fn mutations(seed: u64, mut check: impl FnMut(&[u8], Option<u16>)) {
-        let mut r = seed;
-        let mut next = move || {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            r
-        };
+        let mut next = crate::xorshift::xorshift64(seed);
         for base in [SYN.to_vec(), udp_frame(36, b"12345678", 4)] {
             for _ in 0..20_000 {
                 let mut f = base.clone();
@@ -278,7 +272,7 @@ mod tests {
                     };
                 }
                 f.truncate((next() as usize) % (f.len() + 1));
-                let vlan = (next() % 3 == 0).then(|| next() as u16);
+                let vlan = next().is_multiple_of(3).then(|| next() as u16);
                 check(&f, vlan);
             }
         }

@@ -71,15 +71,9 @@ pub fn is_head_of(bytes: &[u8], plain_len: u32) -> bool {
 
 /// `len` bytes that do not compress (xorshift from `seed`), for tests.
 #[cfg(test)]
-pub(crate) fn noise(len: usize, mut seed: u64) -> Vec<u8> {
-    (0..len)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed as u8
-        })
-        .collect()
+pub(crate) fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut next = corecap_wire::xorshift::xorshift64(seed);
+    (0..len).map(|_| next() as u8).collect()
 }
 
 #[cfg(test)]

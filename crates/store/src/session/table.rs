@@ -649,13 +649,7 @@ mod tests {
     /// whose addresses differ in any byte and whose ports tie or not.
     #[test]
     fn test_table_key_is_the_canonical_key() {
-        let mut r = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            r
-        };
+        let mut next = corecap_wire::xorshift::xorshift64(0x2545_f491_4f6c_dd1d);
         for _ in 0..50_000 {
             let mut key = FlowKey {
                 vlan: 0,
@@ -709,18 +703,12 @@ mod tests {
     /// ports.
     #[test]
     fn test_words_keep_the_key() {
-        let mut r = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            r
-        };
+        let mut next = corecap_wire::xorshift::xorshift64(0x9e37_79b9_7f4a_7c15);
         for _ in 0..10_000 {
             let mut k = FlowKey {
                 vlan: next() as u16 & 0x0fff,
                 proto: next() as u8,
-                family: if next() % 2 == 0 {
+                family: if next().is_multiple_of(2) {
                     IpFamily::V4
                 } else {
                     IpFamily::V6
