@@ -122,39 +122,92 @@ pub fn encode(
     covered: u64,
     identity: Option<Identity>,
 ) -> Vec<u8> {
-    let mut names = Vec::new();
-    let mut records = Vec::with_capacity(sessions.len() * RECORD_LEN);
+    let mut e = Encoder::new(seed, sessions.len());
     for s in sessions {
-        encode_record(s, &mut records, &mut names);
+        e.push(s);
     }
-    let mut out = Vec::with_capacity(HEADER_LEN + records.len() + names.len() + TRAILER_LEN);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&(RECORD_LEN as u16).to_le_bytes());
-    let flags = if identity.is_some() {
-        FLAG_IDENTIFIED
-    } else {
-        0
-    };
-    out.extend_from_slice(&flags.to_le_bytes());
-    out.extend_from_slice(&seed.to_le_bytes());
-    let id = identity.unwrap_or(Identity { first: 0, last: 0 });
-    for v in [
-        sessions.len() as u64,
-        names.len() as u64,
-        covered,
-        id.first,
-        id.last,
-        0,
-    ] {
-        out.extend_from_slice(&v.to_le_bytes());
+    e.into_file(covered, identity)
+}
+
+/// A sessions file made one record at a time, in order of first packet: the records go
+/// straight into the file's bytes, so a segment's connections are never held as
+/// [`Session`]s (several hundred bytes each, for their names). The capture file's covered
+/// length and identity are known last, when it is closed ([`Encoder::into_file`]).
+#[derive(Debug)]
+pub struct Encoder {
+    /// The header (its counts set at the end), then the records.
+    out: Vec<u8>,
+    /// The names area.
+    names: Vec<u8>,
+    count: u64,
+}
+
+impl Encoder {
+    /// An encoder for about `capacity` records with Community IDs of `seed`.
+    pub fn new(seed: u16, capacity: usize) -> Encoder {
+        let mut out = Vec::with_capacity(HEADER_LEN + capacity * RECORD_LEN);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(RECORD_LEN as u16).to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&seed.to_le_bytes());
+        out.resize(HEADER_LEN, 0);
+        Encoder {
+            out,
+            names: Vec::new(),
+            count: 0,
+        }
     }
-    out.extend_from_slice(&records);
-    out.extend_from_slice(&names);
-    let sum = xxhash_rust::xxh3::xxh3_64(&out);
-    out.extend_from_slice(&sum.to_le_bytes());
-    out.extend_from_slice(END);
-    out
+
+    /// Adds the next record.
+    pub fn push(&mut self, s: &Session) {
+        encode_record(s, &mut self.out, &mut self.names);
+        self.count += 1;
+    }
+
+    /// Records so far.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether no record was added.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The records again, for a reader of them other than the file (the sessions log).
+    pub fn sessions(&self) -> Result<Vec<Session>, SessionsError> {
+        self.out[HEADER_LEN..]
+            .chunks_exact(RECORD_LEN)
+            .map(|r| decode_record(r, &self.names))
+            .collect()
+    }
+
+    /// The whole file, for the first `covered` bytes of a capture file of `identity`.
+    pub fn into_file(self, covered: u64, identity: Option<Identity>) -> Vec<u8> {
+        let Encoder {
+            mut out,
+            names,
+            count,
+        } = self;
+        let flags = if identity.is_some() {
+            FLAG_IDENTIFIED
+        } else {
+            0
+        };
+        out[12..14].copy_from_slice(&flags.to_le_bytes());
+        let id = identity.unwrap_or(Identity { first: 0, last: 0 });
+        let fields = [count, names.len() as u64, covered, id.first, id.last, 0];
+        for (n, v) in fields.into_iter().enumerate() {
+            out[16 + 8 * n..24 + 8 * n].copy_from_slice(&v.to_le_bytes());
+        }
+        out.reserve_exact(names.len() + TRAILER_LEN);
+        out.extend_from_slice(&names);
+        let sum = xxhash_rust::xxh3::xxh3_64(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out.extend_from_slice(END);
+        out
+    }
 }
 
 /// The names of a record: kind, flags, the two names, the method, the DNS type.

@@ -7,6 +7,7 @@ use corecap_wire::name::{Parse, Stream};
 use corecap_wire::transport::{TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 use corecap_wire::{FlowKey, Fragment, IpFamily, Link, ParseError, Transport};
 
+use super::format::Encoder;
 use super::naming::{probe_tcp, probe_udp, Naming, DNS_PORT, UDP_TRIES};
 use super::{Session, SessionName, BEGAN_SYN, ENDED_FIN_RST, ONE_WAY, SAW_SYN};
 
@@ -433,16 +434,43 @@ impl SessionTable {
     /// IDs; the table is empty after, ready for the next segment.
     pub fn finish(&mut self) -> Vec<Session> {
         let mut out = Vec::with_capacity(self.live.len());
+        self.drain(|s| out.push(*s));
+        out
+    }
+
+    /// The segment's connections as the records of its sessions file; the table is empty
+    /// after, as with [`SessionTable::finish`].
+    pub fn finish_encoded(&mut self) -> Encoder {
+        let mut e = Encoder::new(self.cfg.seed, self.live.len());
+        self.drain(|s| e.push(s));
+        e
+    }
+
+    /// Gives each connection to `f`, in order of first packet (then of last, then of
+    /// arrival), and empties the table. The order is settled on the slots' times first, so
+    /// no record is moved by a sort.
+    fn drain(&mut self, mut f: impl FnMut(&Session)) {
+        let mut order: Vec<(u64, u64, u32)> = Vec::with_capacity(self.live.len());
         for (k, &i) in self.live.iter().enumerate() {
             // The slots are read in the order their connections came, all over the table:
             // a few ahead are asked for while this one is read.
             if let Some(&ahead) = self.live.get(k + FINISH_AHEAD) {
                 corecap_linux::memory::prefetch(&self.slots[ahead as usize]);
             }
-            let e = &mut self.slots[i as usize];
+            let e = &self.slots[i as usize];
+            order.push((e.first_ns, e.last_ns, k as u32));
+        }
+        // Stable, and linear on what is sorted already (connections mostly come in order).
+        order.sort();
+        for (n, &(_, _, came)) in order.iter().enumerate() {
+            if let Some(&(_, _, ahead)) = order.get(n + FINISH_AHEAD) {
+                corecap_linux::memory::prefetch(&self.slots[self.live[ahead as usize] as usize]);
+            }
+            let i = self.live[came as usize] as usize;
+            let e = &mut self.slots[i];
             let name = self.names.get(e.name as usize).copied().unwrap_or_default();
-            let cut = std::mem::take(&mut self.cut[i as usize]);
-            out.push(e.session(name, self.cfg.seed, cut));
+            let cut = std::mem::take(&mut self.cut[i]);
+            f(&e.session(name, self.cfg.seed, cut));
             *e = EMPTY;
         }
         self.live.clear();
@@ -450,8 +478,6 @@ impl SessionTable {
         self.free_streams.clear();
         self.free_streams
             .extend((0..self.streams.len() as u16).rev());
-        out.sort_by_key(|s| (s.first_ns, s.last_ns));
-        out
     }
 }
 

@@ -521,3 +521,52 @@ fn test_cut_packets_are_seen_not_kept() {
         whole.iter().map(Session::packets_seen).sum::<u64>()
     );
 }
+
+/// A segment's sessions file made record by record as the table drains
+/// ([`SessionTable::finish_encoded`]) is byte for byte the file of its sessions made whole
+/// ([`super::format::encode`] of [`SessionTable::finish`]), on captures of several link
+/// types and names; the records read back from it are those sessions, in the same order.
+#[test]
+fn test_encoded_as_drained_is_the_file_of_the_finished_sessions() {
+    let id = corecap_index::Identity {
+        first: 0x1234,
+        last: 0x5678,
+    };
+    for name in [
+        "sessions-loopback.pcap",
+        "community-id-combined.pcap",
+        "dns_tcp.pcap",
+        "simple_http_sll2.pcap",
+        "LINKTYPE_IPV6.pcap",
+    ] {
+        let pkts = packets(name);
+        let cfg = SessionConfig {
+            seed: 7,
+            ..SessionConfig::default()
+        };
+        let (whole, _) = sessions_of(&pkts, cfg);
+        let mut t = SessionTable::new(cfg);
+        for (ts, len, frame, link) in &pkts {
+            t.add(*ts, *len, frame, *link, None);
+        }
+        let enc = t.finish_encoded();
+        assert!(!whole.is_empty(), "{name}: no sessions");
+        assert_eq!(enc.len(), whole.len() as u64, "{name}");
+        assert_eq!(
+            enc.sessions().unwrap(),
+            whole,
+            "{name}: the records read back"
+        );
+        let file = enc.into_file(4096, Some(id));
+        assert_eq!(
+            file,
+            super::format::encode(&whole, 7, 4096, Some(id)),
+            "{name}: the file"
+        );
+        let read = super::format::decode(&file).unwrap();
+        assert_eq!((read.seed, read.covered), (7, 4096), "{name}");
+        assert_eq!(read.identity, Some(id), "{name}");
+        assert_eq!(read.sessions, whole, "{name}");
+        assert!(t.is_empty(), "{name}: the table is empty after");
+    }
+}

@@ -40,7 +40,8 @@ use crate::sealed::{CHUNK_HEAD, TAG};
 use corecap_index::IndexBuilder;
 use corecap_wire::{Link, ParseError, Transport};
 
-use crate::session::{Prefetched, Session, SessionConfig, SessionStats, SessionTable};
+use crate::session::format::Encoder;
+use crate::session::{Prefetched, SessionConfig, SessionStats, SessionTable};
 
 /// What a file sink's front end sends its disk writer.
 #[derive(Debug)]
@@ -60,10 +61,8 @@ pub(crate) enum Msg {
 /// A file segment's connections, for the sessions file beside it.
 #[derive(Debug)]
 pub(crate) struct Sessions {
-    /// The connections, in order of first packet.
-    pub(crate) records: Vec<Session>,
-    /// Their Community ID seed.
-    pub(crate) seed: u16,
+    /// The connections, in order of first packet, as their sessions file's records.
+    pub(crate) records: Encoder,
 }
 
 /// Bytes formatted before a buffer is handed to the disk writer.
@@ -611,8 +610,7 @@ impl Output {
         // The table is emptied for the next file; its records go with this one.
         let sessions = self.sessions.as_mut().map(|t| {
             Box::new(Sessions {
-                seed: t.config().seed,
-                records: t.finish(),
+                records: t.finish_encoded(),
             })
         });
         let close = Msg::Close {

@@ -171,8 +171,8 @@ impl DiskWriter {
         let mut bytes = fs::metadata(&at).map_or(0, |m| m.len());
         // The sessions file too, tied to the same bytes as the index.
         if let Some(s) = sessions {
-            bytes += self.write_sessions(path, &s, covered, id);
             self.log_sessions(path, &s);
+            bytes += self.write_sessions(path, *s, covered, id);
         }
         (Some((covered, id)), bytes)
     }
@@ -182,11 +182,11 @@ impl DiskWriter {
     pub(super) fn write_sessions(
         &mut self,
         path: &Path,
-        s: &Sessions,
+        s: Sessions,
         covered: u64,
         id: Identity,
     ) -> u64 {
-        let bytes = crate::session::format::encode(&s.records, s.seed, covered, Some(id));
+        let bytes = s.records.into_file(covered, Some(id));
         match crate::session::format::write_sessions(path, &bytes, self.cfg.seal.as_ref()) {
             Ok(()) => fs::metadata(crate::names::sessions_path(path)).map_or(0, |m| m.len()),
             Err(e) => {
@@ -204,7 +204,9 @@ impl DiskWriter {
         let Some(log) = &self.cfg.sessions_log else {
             return;
         };
-        if let Err(e) = log.append(&s.records) {
+        // The log reads the records back from the file's bytes: only a log pays for them.
+        let records = s.records.sessions().map_err(io::Error::other);
+        if let Err(e) = records.and_then(|r| log.append(&r)) {
             self.report.notes.push(format!(
                 "the connections of {} are not in the sessions log: {e} (they are in its \
                  sessions file)",
