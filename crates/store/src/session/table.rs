@@ -464,7 +464,10 @@ impl SessionTable {
         order.sort();
         for (n, &(_, _, came)) in order.iter().enumerate() {
             if let Some(&(_, _, ahead)) = order.get(n + FINISH_AHEAD) {
-                corecap_linux::memory::prefetch(&self.slots[self.live[ahead as usize] as usize]);
+                let ahead = self.live[ahead as usize] as usize;
+                corecap_linux::memory::prefetch(&self.slots[ahead]);
+                // Its cut counts too: read and zeroed below, and as scattered as the slots.
+                corecap_linux::memory::prefetch(&self.cut[ahead]);
             }
             let i = self.live[came as usize] as usize;
             let e = &mut self.slots[i];
