@@ -442,6 +442,12 @@ pub(crate) struct DiskArgs {
     /// renamed to FILE.1 past 64 MiB.
     #[arg(long, value_name = "FILE")]
     pub(crate) sessions_log: Option<std::path::PathBuf>,
+    /// Connections each file keeps a record of, per worker writing it [default: 65536 for
+    /// recordings, 4096 for on-demand captures]: a packet of a connection past them is
+    /// written, and counted as sessions_dropped. Each costs about 430 bytes of memory,
+    /// allocated at start.
+    #[arg(long, value_name = "N")]
+    pub(crate) sessions_per_file: Option<usize>,
     /// The seed of the sessions' Community IDs, as Zeek's, Suricata's and Arkime's seed.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub(crate) community_id_seed: u16,

@@ -73,7 +73,7 @@ pub(crate) fn file_options(
         seal: None,
         direct: !d.no_direct,
         index: !d.no_index,
-        sessions: sessions(d, SessionConfig::default()),
+        sessions: sessions(d, SessionConfig::default())?,
         sessions_log,
         compress,
         flush: flush_interval(d)?,
@@ -151,14 +151,46 @@ pub(super) fn age(s: &str) -> Result<std::time::Duration> {
     Ok(std::time::Duration::from_secs_f64(n * secs))
 }
 
-/// The sessions kept beside each file, in a table of `size` (none with `--no-sessions`, or
-/// with `--no-index`: a sessions file is tied to the bytes the index covers).
-pub(super) fn sessions(d: &crate::args::DiskArgs, size: SessionConfig) -> Option<SessionConfig> {
-    (!d.no_sessions && !d.no_index).then_some(SessionConfig {
+/// The sessions kept beside each file, in a table of `size` unless `--sessions-per-file`
+/// says (none with `--no-sessions`, or with `--no-index`: a sessions file is tied to the
+/// bytes the index covers).
+pub(super) fn sessions(
+    d: &crate::args::DiskArgs,
+    size: SessionConfig,
+) -> Result<Option<SessionConfig>> {
+    if d.no_sessions || d.no_index {
+        if d.sessions_per_file.is_some() {
+            bail!("--sessions-per-file needs the sessions files (not --no-sessions or --no-index)");
+        }
+        return Ok(None);
+    }
+    let size = match d.sessions_per_file {
+        None => size,
+        Some(n) if n == 0 || n > MAX_SESSIONS_PER_FILE => {
+            bail!("--sessions-per-file must be from 1 to {MAX_SESSIONS_PER_FILE}, not {n}")
+        }
+        Some(n) => {
+            let c = SessionConfig::with_capacity(n);
+            let avail = corecap_linux::memory::available();
+            if let Some(a) = avail.filter(|&a| c.bytes() > a / 4) {
+                bail!(
+                    "--sessions-per-file {n} takes {} MiB for each worker's table, more than a \
+                     quarter of the {} MiB of memory available",
+                    c.bytes() >> 20,
+                    a >> 20
+                );
+            }
+            c
+        }
+    };
+    Ok(Some(SessionConfig {
         seed: d.community_id_seed,
         ..size
-    })
+    }))
 }
+
+/// The most connections `--sessions-per-file` takes (a table of about 28 GiB).
+const MAX_SESSIONS_PER_FILE: usize = 1 << 26;
 
 /// The log every closed file's connections are appended to (`--sessions-log`), opened
 /// once for all of a capture's files; its lines name this host as the observer.

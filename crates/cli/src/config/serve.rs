@@ -142,7 +142,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
-        sessions: sessions(&a.disk, SessionConfig::on_demand()),
+        sessions: sessions(&a.disk, SessionConfig::on_demand())?,
         flush: flush_interval(&a.disk)?,
         retention,
         ipfix_collectors: ipfix_collectors(&a.ipfix_collector, a.ipfix_biflow)?,

@@ -867,3 +867,76 @@ fn issue35_the_file_being_written_lists_its_connections() {
     assert_eq!(packets(&out).len() as u64, want);
     drop(d);
 }
+
+/// `--sessions-per-file N` sizes each file's table: a replay of 300 connections kept with
+/// room for 50 writes every packet, keeps 50 records, each counted as the whole table
+/// counts that connection, and says what it left out; the default keeps all 300. Bad
+/// sizes, and a size with no sessions kept, are refused before anything is written.
+#[test]
+fn issue35_sessions_per_file_sizes_the_table() {
+    let s = Scratch::new("sessions-per-file");
+    let (mix, n) = crate::cutoff::write_mix(&s, 300);
+    let whole = s.path("whole.pcapng");
+    let (o, v) = replay(&mix, &["-w", whole.to_str().unwrap(), "--workers", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(u(&v, "packets"), n, "{v}");
+    let all = flows_json(&[whole.to_str().unwrap()]);
+    assert_eq!(all.len(), 300);
+    let by_id: BTreeMap<String, &Value> = all
+        .iter()
+        .map(|f| (f["network"]["community_id"].as_str().unwrap().to_owned(), f))
+        .collect();
+    assert_eq!(by_id.len(), 300, "one record per Community ID");
+
+    let small = s.path("small.pcapng");
+    let args = ["-w", small.to_str().unwrap(), "--workers", "1"];
+    let (o, v) = replay(&mix, &[&args[..], &["--sessions-per-file", "50"]].concat());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(u(&v, "packets"), n, "every packet is written: {v}");
+    if let Some(c) = tshark_count(&small) {
+        assert_eq!(c as u64, n, "tshark reads every packet");
+    }
+    assert!(
+        err.contains("past the table's 50 (sessions_dropped; --sessions-per-file keeps more)"),
+        "{err}"
+    );
+    let kept = flows_json(&[small.to_str().unwrap()]);
+    assert_eq!(kept.len(), 50);
+    for f in &kept {
+        let id = f["network"]["community_id"].as_str().unwrap();
+        let w = by_id
+            .get(id)
+            .unwrap_or_else(|| panic!("{id} not in the whole table"));
+        for side in ["source", "destination"] {
+            for k in ["packets", "bytes"] {
+                assert_eq!(f[side][k], w[side][k], "{id} {side} {k}");
+            }
+        }
+    }
+
+    for bad in [
+        &["--sessions-per-file", "0"][..],
+        &["--sessions-per-file", "10", "--no-sessions"][..],
+        &["--sessions-per-file", "many"][..],
+    ] {
+        let out = s.path("refused.pcapng");
+        let o = corecap(
+            &[
+                &[
+                    "capture",
+                    "-r",
+                    mix.to_str().unwrap(),
+                    "-w",
+                    out.to_str().unwrap(),
+                ][..],
+                bad,
+            ]
+            .concat(),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{bad:?} was taken");
+        assert!(err.contains("--sessions-per-file"), "{bad:?}: {err}");
+        assert!(!out.exists(), "{bad:?} wrote a file");
+    }
+}

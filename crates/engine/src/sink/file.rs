@@ -730,7 +730,8 @@ impl FileSink {
         if let Some(s) = sessions.filter(|s| s.sessions_dropped > 0) {
             report.notes.push(format!(
                 "sessions of {}: {} packets belonged to connections past the table's {} \
-                 (sessions_dropped); the packets are all written",
+                 (sessions_dropped; --sessions-per-file keeps more); the packets are all \
+                 written",
                 self.cfg.path.display(),
                 s.sessions_dropped,
                 self.cfg.file.sessions.map_or(0, |c| c.capacity)

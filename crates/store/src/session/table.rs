@@ -38,6 +38,29 @@ impl Default for SessionConfig {
 }
 
 impl SessionConfig {
+    /// A table that keeps `capacity` connections per file segment (at least 1), a name
+    /// for a quarter of them, and the default's streams and seed.
+    pub fn with_capacity(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        SessionConfig {
+            capacity,
+            names: (capacity / 4).max(1),
+            ..SessionConfig::default()
+        }
+    }
+
+    /// Bytes a table of this configuration allocates, about: two slots of 128 bytes and
+    /// their cut counts per connection kept, its place in the order they came, the names
+    /// and the streams.
+    pub fn bytes(&self) -> u64 {
+        let slots = (self.capacity.max(1) * 2).next_power_of_two() as u64;
+        let name = std::mem::size_of::<SessionName>() as u64;
+        slots * (std::mem::size_of::<Entry>() as u64 + 16)
+            + self.capacity as u64 * 4
+            + self.names as u64 * name
+            + self.streams as u64 * (4 << 10)
+    }
+
     /// A small table, for one of many captures at once (an on-demand capture): 4,096
     /// connections, 1,024 names, 16 streams, about 1.5 MiB.
     pub fn on_demand() -> Self {
