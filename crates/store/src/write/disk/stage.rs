@@ -102,7 +102,8 @@ impl DiskWriter {
             return Ok(vec![0; CHUNK_HEAD]);
         };
         let mut out = vec![0u8; CHUNK_HEAD];
-        for piece in f.cuts.pieces(f.blocks.clone()) {
+        let mut pieces = f.cuts.pieces(f.blocks.clone()).peekable();
+        while let Some(piece) = fr.next_piece(&mut pieces) {
             let len = piece.len();
             let at = out.len();
             out.resize(at + zstd::zstd_safe::compress_bound(len), 0);
@@ -131,7 +132,12 @@ impl DiskWriter {
     /// staging buffer, which goes out each time it holds a whole buffer's worth.
     pub(super) fn compress_and_stage(&mut self, f: Filled) {
         let began = std::time::Instant::now();
-        for piece in f.cuts.pieces(f.blocks.clone()) {
+        let mut pieces = f.cuts.pieces(f.blocks.clone()).peekable();
+        loop {
+            let framer = self.cur.as_ref().and_then(|c| c.framer.as_ref());
+            let Some(piece) = framer.and_then(|fr| fr.next_piece(&mut pieces)) else {
+                break;
+            };
             if !self.frame_into_stage(&f.buf.bytes()[piece]) {
                 break;
             }
