@@ -158,7 +158,7 @@ pub(crate) fn summary_json(s: &Summary) -> String {
         "seconds": (s.seconds * 1000.0).round() / 1000.0, "files": s.files, "errors": s.errors,
         "workers": workers, "groups": s.groups,
         "retention": s.retention.map(|(f, b)| json!({"deleted_files": f, "deleted_bytes": b})),
-        "recovered_files": s.recovered.len(), "recovered": s.recovered,
+        "recovered_files": s.recovered.len(), "recovered": s.recovered, "notes": s.notes,
     })
     .to_string()
 }
