@@ -33,9 +33,9 @@
 //! Traffic that compresses very well (a piece to a sixteenth or less: zeros, repeated
 //! headers, idle links) goes two pieces a frame, with literal compression off: zstd builds
 //! its tables once for twice the bytes and codes no literals, which are a small share of
-//! such a frame, so it runs about half as fast again and stores less; a one-packet read of
-//! such a frame is still smaller than the plain file's 4 KiB. The first piece that saves
-//! less ends it.
+//! such a frame, so it runs about half as fast again and stores less; such a frame is on
+//! disk 4 to 6 KiB at most, about the 4 KiB a one-packet read takes of a plain file. The
+//! first piece that saves less ends it.
 //!
 //! Traffic that compresses in part (a piece keeps more than half its bytes, and its
 //! literals are left raw: encrypted payload between headers, most of today's traffic) goes
@@ -62,8 +62,8 @@ pub const FRAME_BYTES: usize = 32 << 10;
 
 /// A piece that compresses to at most one part in this many of its bytes is very
 /// compressible: the next two pieces become one frame, with literal compression off. Such
-/// a frame is on disk at most [`MERGED_BYTES`] / 16, less than the 4 KiB block a plain file
-/// gives a one-packet read, and zstd runs about half as fast again on it: on the `lab mix`
+/// a frame is on disk at most [`MERGED_BYTES`] / 16 (6 KiB), about the 4 KiB block a plain
+/// file gives a one-packet read, and zstd runs about half as fast again on it: on the `lab mix`
 /// recording, `zstd -b1` with 32 KiB frames stores 5.0% at 1,493 MB/s, with 64 KiB frames
 /// and no literal compression 4.6% at 2,383 MB/s (`docs/compress.md`).
 const VERY: usize = 16;
