@@ -41,9 +41,7 @@
 //! literals are left raw: encrypted payload between headers, most of today's traffic) goes
 //! at zstd's level -3 while it does, where the writer's level is 1 to 3: it stores about 1%
 //! more and runs half as fast again ([`PARTLY_LEVEL`]). A higher level keeps its level, and
-//! so does traffic whose literals compress (text), which a fast level would not code. Such
-//! frames are half as long ([`CUT_BYTES`]): a one-packet read takes half as much of it
-//! from the disk, for about 1% more bytes.
+//! so does traffic whose literals compress (text), which a fast level would not code.
 //!
 //! The context is made once per writer and used for every frame: no allocation per frame
 //! but the seek table's entry.
@@ -98,19 +96,13 @@ fn saves_an_eighth(compressed: usize, plain: usize) -> bool {
     compressed <= plain - plain / 8
 }
 
-/// Decompressed bytes of the parts a frame is made of, about: a frame is two (one of
-/// [`FRAME_BYTES`]), four while the traffic is very compressible, one while it compresses
-/// in part at [`PARTLY_LEVEL`] (a one-packet read then decompresses half as much, and reads
-/// half as much from the disk).
-pub const CUT_BYTES: usize = FRAME_BYTES / 2;
-
-/// The most cuts a buffer holds: one per [`CUT_BYTES`] of a buffer of up to 2 MiB (the
+/// The most cuts a buffer holds: one per [`FRAME_BYTES`] of a buffer of up to 2 MiB (the
 /// front end's buffers are smaller: it checks so where it is built).
-pub(crate) const MAX_CUTS: usize = (2 << 20) / CUT_BYTES + 1;
+pub(crate) const MAX_CUTS: usize = (2 << 20) / FRAME_BYTES + 1;
 
-/// Where a buffer of whole blocks is cut into parts, one or more a frame: at the first
-/// block boundary at or past [`CUT_BYTES`] from the last cut (a larger block is a part of
-/// its own). The front end notes them as it ends each block, while the block is in its cache:
+/// Where a buffer of whole blocks is cut into pieces, one frame each: at the first block
+/// boundary at or past [`FRAME_BYTES`] from the last cut (a larger block is a piece of its
+/// own). The front end notes them as it ends each block, while the block is in its cache:
 /// walking the blocks again on the disk writer's thread missed the cache once a block.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cuts {
@@ -135,7 +127,7 @@ impl Cuts {
             0 => start,
             n => self.at[n - 1] as usize,
         };
-        if end - from >= CUT_BYTES && self.n < MAX_CUTS {
+        if end - from >= FRAME_BYTES && self.n < MAX_CUTS {
             self.at[self.n] = end as u32;
             self.n += 1;
         }
@@ -235,7 +227,10 @@ impl Framer {
     pub(crate) fn frame(&mut self, piece: &[u8], out: &mut [u8]) -> io::Result<usize> {
         let compressed = match self.worth_compressing(piece, out)? {
             true => {
-                let (very, fast) = (self.very, self.fast());
+                let very = self.very;
+                // Only while literals go raw anyway: a fast level codes none, and text,
+                // whose literals compress, would lose what they save.
+                let fast = self.partly && !self.literals_on && PARTLY_LEVELS.contains(&self.level);
                 self.set_literals(self.literals_on && !very)?;
                 self.set_partly(fast)?;
                 let n = self.cctx.compress_to_buffer(piece, out)?;
@@ -346,33 +341,22 @@ impl Framer {
         Ok(())
     }
 
-    /// The next piece of `parts` (see [`Cuts`]) to write as one frame: two parts, four while
-    /// the parts save fifteen sixteenths, one while they go at [`PARTLY_LEVEL`]; a frame
-    /// holds at most [`MERGED_BYTES`] unless one part is larger.
+    /// The next piece of `pieces` to write as one frame: the next one, or while the pieces
+    /// save fifteen sixteenths, it and the one after it as one frame of up to
+    /// [`MERGED_BYTES`].
     pub(crate) fn next_piece(
         &self,
-        parts: &mut std::iter::Peekable<impl Iterator<Item = std::ops::Range<usize>>>,
+        pieces: &mut std::iter::Peekable<impl Iterator<Item = std::ops::Range<usize>>>,
     ) -> Option<std::ops::Range<usize>> {
-        let mut piece = parts.next()?;
-        let n = match (self.very, self.fast()) {
-            (true, _) => 4,
-            (false, true) => 1,
-            (false, false) => 2,
-        };
-        for _ in 1..n {
-            match parts.next_if(|p| p.start == piece.end && p.end - piece.start <= MERGED_BYTES) {
-                Some(next) => piece.end = next.end,
-                None => break,
-            }
+        let piece = pieces.next()?;
+        if !self.very {
+            return Some(piece);
         }
-        Some(piece)
-    }
-
-    /// Whether the next piece goes at [`PARTLY_LEVEL`]: the last kept more than half its
-    /// bytes, while literals go raw anyway (a fast level codes none, and text, whose
-    /// literals compress, would lose what they save), at one of [`PARTLY_LEVELS`].
-    fn fast(&self) -> bool {
-        self.partly && !self.literals_on && PARTLY_LEVELS.contains(&self.level)
+        let start = piece.start;
+        match pieces.next_if(|n| n.start == piece.end && n.end - start <= MERGED_BYTES) {
+            Some(next) => Some(start..next.end),
+            None => Some(piece),
+        }
     }
 
     /// Takes what a piece, or a sample, of `plain` bytes said by compressing to `n`: it saved
@@ -485,7 +469,7 @@ mod tests {
         }
         for p in &pieces[..pieces.len() - 1] {
             assert!(ends.contains(&p.end), "{p:?} ends inside a block");
-            assert!((CUT_BYTES..CUT_BYTES + 1000).contains(&p.len()) || p.len() > CUT_BYTES);
+            assert!((FRAME_BYTES..FRAME_BYTES + 1000).contains(&p.len()) || p.len() > FRAME_BYTES);
         }
         assert_eq!(pieces.last().unwrap().end, *ends.last().unwrap());
         // A flushed buffer's blocks end before its later cuts: no empty or outside piece.
@@ -583,9 +567,8 @@ mod tests {
             buf[..buf.len() / 1000 * 1000],
             "the frames hold the bytes"
         );
-        // Two parts of at least CUT_BYTES each (of blocks of 1000 bytes), or four.
-        let single = FRAME_BYTES..FRAME_BYTES + 2000;
-        let merged = 2 * FRAME_BYTES..2 * FRAME_BYTES + 4000;
+        let single = FRAME_BYTES..FRAME_BYTES + 1000;
+        let merged = 2 * FRAME_BYTES..2 * FRAME_BYTES + 2000;
         // The first piece is one frame with its literals coded; it was very compressible,
         // so the next ones go two a frame, literals raw.
         assert!(single.contains(&frames[0].1), "{frames:?}");
@@ -601,13 +584,18 @@ mod tests {
             assert!(merged.contains(&f.1), "{f:?}");
             assert_eq!((f.2, f.3), (true, Some(false)), "{f:?}");
         }
-        // Noise goes one or two parts a frame, stored.
+        // Noise goes one piece a frame, stored; the literal rule learned nothing from the
+        // frames it did not choose.
         let noisy: Vec<_> = frames
             .iter()
             .filter(|f| f.0 >= second + FRAME_BYTES && f.0 < second + 3 * FRAME_BYTES)
             .collect();
         assert!(!noisy.is_empty());
-        assert!(noisy.iter().all(|f| f.1 < single.end && !f.2), "{noisy:?}");
+        assert!(
+            noisy.iter().all(|f| single.contains(&f.1) && !f.2),
+            "{noisy:?}"
+        );
+        assert!(f.literals_on);
         // After the noise (and the pieces stored unsampled after it), one piece a frame
         // until one is very compressible again, then two a frame.
         let after: Vec<_> = frames
@@ -616,7 +604,10 @@ mod tests {
             .collect();
         let again = after.iter().position(|f| f.2).expect("two a frame again");
         assert!(again > 0, "{after:?}");
-        assert!(after[..again].iter().all(|f| f.1 < single.end), "{after:?}");
+        assert!(
+            after[..again].iter().all(|f| single.contains(&f.1)),
+            "{after:?}"
+        );
         assert!(merged.contains(&after[again].1), "{after:?}");
         assert_eq!(after[again].3, Some(false), "{after:?}");
     }
@@ -648,13 +639,6 @@ mod tests {
         // within 3% of what level 1 stores.
         let (f, fast) = run(1, &part);
         assert!(f.partly_set, "at the fast level");
-        // ... where a frame is one part, not two.
-        let parts = || {
-            (0..4)
-                .map(|i| i * CUT_BYTES..(i + 1) * CUT_BYTES)
-                .peekable()
-        };
-        assert_eq!(f.next_piece(&mut parts()), Some(0..CUT_BYTES));
         let whole_level_1: usize = part
             .chunks(FRAME_BYTES)
             .map(|p| zstd::bulk::compress(p, 1).unwrap().len())
@@ -671,7 +655,6 @@ mod tests {
         // Text, whose literals compress, keeps level 1; so does level 5 on any traffic.
         let (f, _) = run(1, &text);
         assert!(!f.partly_set);
-        assert_eq!(f.next_piece(&mut parts()), Some(0..2 * CUT_BYTES));
         let (f, _) = run(5, &part);
         assert!(!f.partly_set);
     }

@@ -74,7 +74,7 @@ pub const BUFFER_SLACK: usize = 512 << 10;
 pub const BUFFER_CAPACITY: usize = BUFFER_BYTES + BUFFER_SLACK;
 
 // A buffer's frame cuts fit their array.
-const _: () = assert!(BUFFER_CAPACITY / super::compress::CUT_BYTES < super::compress::MAX_CUTS);
+const _: () = assert!(BUFFER_CAPACITY / super::compress::FRAME_BYTES < super::compress::MAX_CUTS);
 /// The least backlog of a capture's file sinks together, in buffers (48 MiB).
 pub const BUFFERS_AT_LEAST: usize = 32;
 /// The backlog of a file sink that is given none: 48 MiB.
