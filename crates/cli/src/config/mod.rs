@@ -295,14 +295,7 @@ pub(crate) fn ring_bytes(
     inputs: &[Input],
     workers: usize,
 ) -> Result<u64> {
-    let per_input = |i: &Input| -> u64 {
-        match (i.queue, workers) {
-            (Some(_), _) => 1,
-            (None, 0) => u64::from(corecap_linux::netdev::rx_queues(&i.iface).unwrap_or(1)),
-            (None, w) => w as u64,
-        }
-    };
-    let rings: u64 = inputs.iter().map(per_input).sum::<u64>().max(1);
+    let rings = ring_count(inputs, workers);
     let speed = line_rate_mbps(inputs).unwrap_or(UNKNOWN_SPEED_MBPS);
     let per_worker = (rings / inputs.len().max(1) as u64).max(1);
     let line_bytes_per_s = speed * 1_000_000 / 8;
@@ -340,6 +333,40 @@ pub(crate) fn ring_bytes(
         );
     }
     Ok(bytes)
+}
+
+/// The rings a capture of `inputs` opens with `workers` (0: one per RX queue): one a worker
+/// per input, one for an input given with its queue; at least 1.
+fn ring_count(inputs: &[Input], workers: usize) -> u64 {
+    let per_input = |i: &Input| -> u64 {
+        match (i.queue, workers) {
+            (Some(_), _) => 1,
+            (None, 0) => u64::from(corecap_linux::netdev::rx_queues(&i.iface).unwrap_or(1)),
+            (None, w) => w as u64,
+        }
+    };
+    inputs.iter().map(per_input).sum::<u64>().max(1)
+}
+
+/// Refuses session tables that together take more than a quarter of the available memory:
+/// one per file being written (one for a merged file; a worker's or a group member's
+/// each), made at start (`--sessions-per-file`).
+fn check_session_tables(o: &OutputConfig, tables: u64) -> Result<()> {
+    let Some(s) = o.file.sessions else {
+        return Ok(());
+    };
+    let tables = if o.merge { 1 } else { tables.max(1) };
+    let need = s.bytes().saturating_mul(tables);
+    if let Some(a) = corecap_linux::memory::available().filter(|&a| need > a / 4) {
+        bail!(
+            "{tables} session tables of {} connections take {} MiB, more than a quarter of the \
+             {} MiB of memory available; lower --sessions-per-file",
+            s.capacity,
+            need >> 20,
+            a >> 20
+        );
+    }
+    Ok(())
 }
 
 /// Seconds of line rate that `--disk-backlog` holds by default.
@@ -472,6 +499,14 @@ pub(crate) fn capture(a: &CaptureArgs) -> Result<CaptureConfig> {
         bail!("--stage-cpus needs --mode pipeline or --groups");
     }
     let ring_bytes = ring_bytes(given_ring, block_size, &inputs, place.workers)?;
+    if let Some(o) = &output {
+        let members: u64 = groups.iter().map(|g| u64::from(g.members)).sum();
+        let writers = match a.read.is_empty() {
+            true => ring_count(&inputs, place.workers),
+            false => place.workers.max(1) as u64,
+        };
+        check_session_tables(o, writers.max(members))?;
+    }
     Ok(CaptureConfig {
         inputs,
         files: a.read.clone(),

@@ -923,6 +923,14 @@ fn issue35_sessions_per_file_sizes_the_table() {
         &["--sessions-per-file", "0"][..],
         &["--sessions-per-file", "10", "--no-sessions"][..],
         &["--sessions-per-file", "many"][..],
+        // A table a worker's file, 64 of about 440 MiB: more than a quarter of the memory.
+        &[
+            "--sessions-per-file",
+            "1000000",
+            "--workers",
+            "64",
+            "--per-worker",
+        ][..],
     ] {
         let out = s.path("refused.pcapng");
         let o = corecap(
