@@ -54,15 +54,10 @@ pub(crate) enum Msg {
         last: Filled,
         next: Option<std::path::PathBuf>,
         index: Option<Box<corecap_index::IndexBuilder>>,
-        sessions: Option<Box<Sessions>>,
+        /// The file's connections, in order of first packet, as its sessions file's
+        /// records.
+        sessions: Option<Box<Encoder>>,
     },
-}
-
-/// A file segment's connections, for the sessions file beside it.
-#[derive(Debug)]
-pub(crate) struct Sessions {
-    /// The connections, in order of first packet, as their sessions file's records.
-    pub(crate) records: Encoder,
 }
 
 /// Bytes formatted before a buffer is handed to the disk writer.
@@ -608,11 +603,7 @@ impl Output {
             self.index = Some(Box::new(IndexBuilder::new()));
         }
         // The table is emptied for the next file; its records go with this one.
-        let sessions = self.sessions.as_mut().map(|t| {
-            Box::new(Sessions {
-                records: t.finish_encoded(),
-            })
-        });
+        let sessions = self.sessions.as_mut().map(|t| Box::new(t.finish_encoded()));
         let close = Msg::Close {
             last,
             next,

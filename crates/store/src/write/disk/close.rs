@@ -10,7 +10,7 @@ use corecap_linux::direct::DirectFile;
 
 use super::{Current, DiskWriter, Target};
 use crate::names::{index_path, remove_with_index};
-use crate::write::output::Sessions;
+use crate::session::format::Encoder;
 
 impl DiskWriter {
     /// Ends the current file: waits for its writes, cuts it to length (or back to its last
@@ -144,7 +144,7 @@ impl DiskWriter {
         part: &Path,
         path: &Path,
         index: Option<Box<corecap_index::IndexBuilder>>,
-        sessions: Option<Box<Sessions>>,
+        sessions: Option<Box<Encoder>>,
         failed: bool,
     ) -> (Option<(u64, Identity)>, u64) {
         let (Some(mut ix), false) = (index, failed) else {
@@ -182,11 +182,11 @@ impl DiskWriter {
     pub(super) fn write_sessions(
         &mut self,
         path: &Path,
-        s: Sessions,
+        s: Encoder,
         covered: u64,
         id: Identity,
     ) -> u64 {
-        let bytes = s.records.into_file(covered, Some(id));
+        let bytes = s.into_file(covered, Some(id));
         match crate::session::format::write_sessions(path, &bytes, self.cfg.seal.as_ref()) {
             Ok(()) => fs::metadata(crate::names::sessions_path(path)).map_or(0, |m| m.len()),
             Err(e) => {
@@ -200,12 +200,12 @@ impl DiskWriter {
 
     /// Appends the file's connections to the sessions log, if there is one; a log that
     /// cannot be written costs a note, once.
-    pub(super) fn log_sessions(&mut self, path: &Path, s: &Sessions) {
+    pub(super) fn log_sessions(&mut self, path: &Path, s: &Encoder) {
         let Some(log) = &self.cfg.sessions_log else {
             return;
         };
         // The log reads the records back from the file's bytes: only a log pays for them.
-        let records = s.records.sessions().map_err(io::Error::other);
+        let records = s.sessions().map_err(io::Error::other);
         if let Err(e) = records.and_then(|r| log.append(&r)) {
             self.report.notes.push(format!(
                 "the connections of {} are not in the sessions log: {e} (they are in its \

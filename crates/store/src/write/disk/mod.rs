@@ -31,7 +31,7 @@ use std::sync::Arc;
 use corecap_linux::direct::{AlignedBuf, DirectFile, Done, WriteRing};
 
 use super::compress::Framer;
-use super::output::{Filled, Msg, Output, Sessions, BUFFER_CAPACITY};
+use super::output::{Filled, Msg, Output, BUFFER_CAPACITY};
 use crate::names::part_path;
 use crate::retention::Retention;
 use crate::sealed::{SealConfig, Sealer};
@@ -167,7 +167,7 @@ struct Current {
     /// by the front end for a plain one (it comes with the file's last buffer).
     index: Option<Box<corecap_index::IndexBuilder>>,
     /// The file's connections, from the front end with its last buffer.
-    sessions: Option<Box<Sessions>>,
+    sessions: Option<Box<crate::session::format::Encoder>>,
     failed: bool,
 }
 
