@@ -171,15 +171,7 @@ pub(super) fn sessions(
         }
         Some(n) => {
             let c = SessionConfig::with_capacity(n);
-            let avail = corecap_linux::memory::available();
-            if let Some(a) = avail.filter(|&a| c.bytes() > a / 4) {
-                bail!(
-                    "--sessions-per-file {n} takes {} MiB for each worker's table, more than a \
-                     quarter of the {} MiB of memory available",
-                    c.bytes() >> 20,
-                    a >> 20
-                );
-            }
+            session_tables_fit(&c, 1)?;
             c
         }
     };
@@ -187,6 +179,27 @@ pub(super) fn sessions(
         seed: d.community_id_seed,
         ..size
     }))
+}
+
+/// Refuses `tables` session tables of `s` (each made whole at start: one a file being
+/// written) that together take more than a quarter of the available memory.
+pub(super) fn session_tables_fit(s: &SessionConfig, tables: u64) -> Result<()> {
+    let need = s.bytes().saturating_mul(tables);
+    if let Some(a) = corecap_linux::memory::available().filter(|&a| need > a / 4) {
+        let (plural, verb) = if tables == 1 {
+            ("", "takes")
+        } else {
+            ("s", "take")
+        };
+        bail!(
+            "{tables} session table{plural} of {} connections {verb} {} MiB, more than a \
+             quarter of the {} MiB of memory available; lower --sessions-per-file",
+            s.capacity,
+            need >> 20,
+            a >> 20
+        );
+    }
+    Ok(())
 }
 
 /// The most connections `--sessions-per-file` takes (a table of about 28 GiB).

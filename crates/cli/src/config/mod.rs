@@ -356,17 +356,7 @@ fn check_session_tables(o: &OutputConfig, tables: u64) -> Result<()> {
         return Ok(());
     };
     let tables = if o.merge { 1 } else { tables.max(1) };
-    let need = s.bytes().saturating_mul(tables);
-    if let Some(a) = corecap_linux::memory::available().filter(|&a| need > a / 4) {
-        bail!(
-            "{tables} session tables of {} connections take {} MiB, more than a quarter of the \
-             {} MiB of memory available; lower --sessions-per-file",
-            s.capacity,
-            need >> 20,
-            a >> 20
-        );
-    }
-    Ok(())
+    disk::session_tables_fit(&s, tables)
 }
 
 /// Seconds of line rate that `--disk-backlog` holds by default.
