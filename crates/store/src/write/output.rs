@@ -218,7 +218,9 @@ pub struct Output {
     grown: usize,
     /// The current file's connections (see [`Output::keep_sessions`]).
     sessions: Option<Box<SessionTable>>,
-    /// Where the buffer is cut into frames, when it goes whole (compressed files use them).
+    /// A compressed file: where each buffer is cut into frames is noted in `cuts`.
+    compressed: bool,
+    /// Where the buffer is cut into frames (compressed files).
     cuts: super::compress::Cuts,
 }
 
@@ -256,6 +258,7 @@ impl Output {
             backlog: Backlog::new(0),
             grown: 0,
             sessions: None,
+            compressed,
             cuts: Default::default(),
         }
     }
@@ -364,7 +367,7 @@ impl Output {
         }
         self.bytes += (self.len - self.mark) as u64;
         self.mark = self.len;
-        if self.whole {
+        if self.compressed {
             self.cuts.block_ends(self.start, self.len);
         }
     }
