@@ -464,7 +464,9 @@ pub(crate) struct DiskArgs {
     /// Compress the recording: zstd or zstd:LEVEL (default 1; negative is faster). Each
     /// file is independent zstd frames ending in a seek table (the zstd seekable format),
     /// named `.zst`: `zstd -d` and `zstdcat | tshark -r -` read it, and queries decompress
-    /// only the frames that hold their packets.
+    /// only the frames that hold their packets. Frames that do not compress are stored;
+    /// at levels 1 to 3, traffic that compresses in part goes at level -3 and very
+    /// compressible traffic in double frames (docs/compress.md).
     #[arg(long, value_name = "zstd[:LEVEL]")]
     pub(crate) compress: Option<String>,
 }
