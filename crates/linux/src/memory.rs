@@ -1,6 +1,6 @@
 //! Memory the kernel can still give: rings are checked against it before they are asked
 //! for, since a ring larger than free memory sets off the global OOM killer. And large
-//! tables read at random (a session table) asked to sit on huge pages, and their slots
+//! tables read at random (a session table) asked to sit on huge pages, and their entries
 //! fetched ahead of use.
 
 /// Asks that the whole 2 MiB pages within `len` bytes at `addr` be huge pages
@@ -20,21 +20,29 @@ pub fn advise_huge(addr: usize, len: usize) {
 }
 
 /// Asks the processor to bring every cache line of `*r` into its caches, ahead of the
-/// load that needs it: a table slot looked up at random misses the caches, and the hint
+/// load that needs it: a table entry looked up at random misses the caches, and the hint
 /// lets other work run while its lines come. Only a hint: it reads nothing the program
 /// sees, cannot fault, and does nothing on an architecture it has no instruction for here.
 #[inline(always)]
 pub fn prefetch<T>(r: &T) {
+    prefetch_at(r as *const T);
+}
+
+/// [`prefetch`] of the `T` at `p`, which need not be valid: an entry a table will most
+/// likely look at, or the room just past its last one.
+#[inline(always)]
+pub fn prefetch_at<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     for at in (0..size_of::<T>()).step_by(64) {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let line = (r as *const T).cast::<i8>().wrapping_add(at);
-        // SAFETY: a prefetch never faults and changes no memory, whatever the address (this
-        // one is within `*r`); SSE, the instruction's feature, is in every x86-64 processor.
+        let line = p.cast::<i8>().wrapping_add(at);
+        // SAFETY: a prefetch never faults and changes no memory, whatever the address
+        // (nothing is read through `p`); SSE, the instruction's feature, is in every x86-64
+        // processor.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(line) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
+    let _ = p;
 }
 
 /// `MemAvailable` from /proc/meminfo, in bytes.

@@ -444,8 +444,8 @@ pub(crate) struct DiskArgs {
     pub(crate) sessions_log: Option<std::path::PathBuf>,
     /// Connections each file keeps a record of, per worker writing it [default: 65536 for
     /// recordings, 4096 for on-demand captures]: a packet of a connection past them is
-    /// written, and counted as sessions_dropped. Each costs about 430 bytes of memory,
-    /// allocated at start.
+    /// written, and counted as sessions_dropped. Each costs about 320 bytes of memory,
+    /// reserved at start and touched as connections come.
     #[arg(long, value_name = "N")]
     pub(crate) sessions_per_file: Option<usize>,
     /// The seed of the sessions' Community IDs, as Zeek's, Suricata's and Arkime's seed.

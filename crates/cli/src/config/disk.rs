@@ -202,7 +202,7 @@ pub(super) fn session_tables_fit(s: &SessionConfig, tables: u64) -> Result<()> {
     Ok(())
 }
 
-/// The most connections `--sessions-per-file` takes (a table of about 28 GiB).
+/// The most connections `--sessions-per-file` takes (a table of about 20 GiB).
 const MAX_SESSIONS_PER_FILE: usize = 1 << 26;
 
 /// The log every closed file's connections are appended to (`--sessions-log`), opened

@@ -1,4 +1,5 @@
-//! The session table: a fixed set of slots, open addressing with linear probing.
+//! The session table: the connections in the order they came, found through an index of
+//! positions (open addressing with linear probing).
 
 use corecap_wire::community_id::{community_id_of_tuple, icmp_ports};
 use corecap_wire::flow::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
@@ -26,7 +27,7 @@ pub struct SessionConfig {
 }
 
 impl Default for SessionConfig {
-    /// 65,536 connections, 16,384 names, 64 streams, seed 0: about 25 MiB.
+    /// 65,536 connections, 16,384 names, 64 streams, seed 0: about 20 MiB.
     fn default() -> Self {
         SessionConfig {
             capacity: 1 << 16,
@@ -49,20 +50,22 @@ impl SessionConfig {
         }
     }
 
-    /// Bytes a table of this configuration allocates, about: two slots of 128 bytes and
-    /// their cut counts per connection kept, its place in the order they came, the names
-    /// and the streams.
+    /// Bytes a table of this configuration allocates, about: per connection kept, its
+    /// entry of 128 bytes, its cut counts, two index positions of 8 bytes and its place
+    /// in the order of a file's end; then the names and the streams. The entries are
+    /// touched only as connections come.
     pub fn bytes(&self) -> u64 {
-        let slots = (self.capacity.max(1) * 2).next_power_of_two() as u64;
+        let capacity = self.capacity.max(1) as u64;
+        let positions = (self.capacity.max(1) * 2).next_power_of_two() as u64;
         let name = std::mem::size_of::<SessionName>() as u64;
-        slots * (std::mem::size_of::<Entry>() as u64 + 16)
-            + self.capacity as u64 * 4
+        positions * 8
+            + capacity * (std::mem::size_of::<Entry>() as u64 + 16 + 24)
             + self.names as u64 * name
             + self.streams as u64 * (4 << 10)
     }
 
     /// A small table, for one of many captures at once (an on-demand capture): 4,096
-    /// connections, 1,024 names, 16 streams, about 1.5 MiB.
+    /// connections, 1,024 names, 16 streams, about 1.3 MiB.
     pub fn on_demand() -> Self {
         SessionConfig {
             capacity: 1 << 12,
@@ -91,12 +94,12 @@ pub struct SessionStats {
     pub streams_busy: u64,
 }
 
-/// One slot: a connection while its segment is written.
+/// One entry: a connection while its segment is written.
 ///
 /// Laid out by hand: what every packet reads and writes (the key, the flags, the last time,
-/// the counts) in the first 104 bytes, and the slot aligned to 128, so a packet's update
+/// the counts) in the first 104 bytes, and the entry aligned to 128, so a packet's update
 /// touches one aligned pair of cache lines, which the L2 prefetcher fetches together. With
-/// thousands of connections a slot is rarely in cache: the load of its first line was
+/// thousands of connections an entry is rarely in cache: the load of its first line was
 /// most of what a packet cost here, hence [`SessionTable::prefetch`] ahead of the update.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(128))]
@@ -104,7 +107,6 @@ struct Entry {
     /// The table key ([`Words`]): both directions in one, or as sent for a one-way ICMP
     /// connection.
     key: Words,
-    used: bool,
     /// Whether the originator is `key.src`.
     orig_is_src: bool,
     link: Link,
@@ -120,15 +122,19 @@ struct Entry {
     first_ns: u64,
     /// The originator's first data sequence number, after its SYN's.
     data_seq: Option<u32>,
+    /// Its position in the table's index, emptied with it.
+    at: u32,
 }
 
 const NO_NAME: u32 = u32::MAX;
 
-/// How many slots ahead [`SessionTable::finish`] asks for while it reads one.
+/// How many entries ahead [`SessionTable::finish`] asks for while it reads one.
 const FINISH_AHEAD: usize = 8;
 
+/// An index position that holds no entry.
+const VACANT: u64 = 0;
+
 const EMPTY: Entry = Entry {
-    used: false,
     key: [0; 5],
     orig_is_src: true,
     link: Link::Ethernet,
@@ -141,16 +147,18 @@ const EMPTY: Entry = Entry {
     naming: Naming::Pending { tries: 0 },
     data_seq: None,
     name: NO_NAME,
+    at: 0,
 };
 
 /// A packet's connection found ahead of its update ([`SessionTable::prefetch`]): its table
-/// key, where its probe starts, and which end sent the packet. The probe itself is made by
-/// the update, so what the table did in between (a packet, a new segment) changes nothing.
+/// key and its hash, and which end sent the packet. The probe itself is made by the update,
+/// so what the table did in between (a packet, a new segment) changes nothing.
 #[derive(Clone, Copy, Debug)]
 pub struct Prefetched {
     key: Words,
-    /// The slot the probe starts at (the key's hash, masked).
-    home: usize,
+    /// The key's hash: its low bits the index position the probe starts at, its high 32 the
+    /// tag an index position holds beside its entry.
+    hash: u64,
     one_way: bool,
     sent_by_src: bool,
 }
@@ -159,13 +167,19 @@ pub struct Prefetched {
 #[derive(Debug)]
 pub struct SessionTable {
     cfg: SessionConfig,
-    slots: Vec<Entry>,
-    /// `slots.len() - 1` (a power of two less one).
+    /// Per position, at least two per connection kept: [`VACANT`], or an entry's index
+    /// plus one in the low 32 bits and its key hash's high 32 bits above, so a probe reads
+    /// an entry only when the hashes agree. Eight bytes a position, where the entries are
+    /// 128: the part of the table a probe walks stays small enough for the caches, and the
+    /// entries themselves lie in the order their connections came.
+    index: Vec<u64>,
+    /// `index.len() - 1` (a power of two less one).
     mask: usize,
-    /// The slots in use, in the order they were taken (`capacity` allocated at start).
-    live: Vec<u32>,
-    /// Per slot: packets and bytes a cutoff left out of the file. Apart from the slots, so
-    /// a kept packet's update stays within its slot's two cache lines.
+    /// The connections, in the order they came: `capacity` reserved when the table is
+    /// made, and touched only as connections come.
+    entries: Vec<Entry>,
+    /// Per entry: packets and bytes a cutoff left out of the file. Apart from the entries,
+    /// so a kept packet's update stays within its entry's two cache lines.
     cut: Vec<[u64; 2]>,
     names: Vec<SessionName>,
     streams: Vec<Stream>,
@@ -182,13 +196,13 @@ impl SessionTable {
             streams: cfg.streams.min(usize::from(u16::MAX)),
             ..cfg
         };
-        // At most half the slots are used, so a probe ends soon.
+        // At most half the positions are used, so a probe ends soon.
         let n = (cfg.capacity * 2).next_power_of_two();
         SessionTable {
-            slots: huge_slots(n),
+            index: vec![VACANT; n],
             mask: n - 1,
-            live: Vec::with_capacity(cfg.capacity),
-            cut: vec![[0; 2]; n],
+            entries: huge_entries(cfg.capacity),
+            cut: vec![[0; 2]; cfg.capacity],
             names: Vec::with_capacity(cfg.names),
             streams: (0..cfg.streams).map(|_| Stream::new()).collect(),
             free_streams: (0..cfg.streams as u16).rev().collect(),
@@ -204,12 +218,12 @@ impl SessionTable {
 
     /// Connections in the table now.
     pub fn len(&self) -> usize {
-        self.live.len()
+        self.entries.len()
     }
 
     /// Whether the table holds no connection.
     pub fn is_empty(&self) -> bool {
-        self.live.is_empty()
+        self.entries.is_empty()
     }
 
     /// The configuration it was made with (its seed is the records').
@@ -246,15 +260,23 @@ impl SessionTable {
         self.add_prefetched(ts_ns, wire_len, link, t, &at);
     }
 
-    /// Finds where the connection of `t` is kept and asks the processor for that slot,
-    /// without waiting for it: with thousands of connections a slot is rarely in cache, and
-    /// its load was most of what a packet cost here. A writer calls this as soon as it has
-    /// read a packet's transport layer, formats and indexes the packet, then gives the
-    /// packet to [`SessionTable::add_prefetched`], by when the slot has come.
+    /// Finds where the connection of `t` is kept and asks the processor for its entry,
+    /// without waiting for it: with thousands of connections an entry is rarely in cache,
+    /// and its load was most of what a packet cost here. A writer calls this as soon as it
+    /// has read a packet's transport layer, formats and indexes the packet, then gives the
+    /// packet to [`SessionTable::add_prefetched`], by when the entry has come.
+    ///
+    /// The entry asked for is the one at the probe's first position, or the next to be
+    /// taken when that position is vacant: where the probe most often ends.
     #[inline(always)]
     pub fn prefetch(&self, t: &Transport<'_>) -> Prefetched {
         let at = self.locate(t);
-        corecap_linux::memory::prefetch(&self.slots[at.home]);
+        let held = self.index[at.hash as usize & self.mask];
+        let likely = match held {
+            VACANT => self.entries.len(),
+            _ => entry_of(held),
+        };
+        corecap_linux::memory::prefetch_at(self.entries.as_ptr().wrapping_add(likely));
         at
     }
 
@@ -273,7 +295,7 @@ impl SessionTable {
         let Some((i, sent_by_src)) = self.entry(ts_ns, link, at) else {
             return;
         };
-        let e = &mut self.slots[i];
+        let e = &mut self.entries[i];
         let from_orig = e.update(ts_ns, wire_len, t, sent_by_src);
         if e.naming != Naming::Done {
             self.name_step(i, t, from_orig);
@@ -290,7 +312,7 @@ impl SessionTable {
         let Some((i, _)) = self.entry(ts_ns, link, &at) else {
             return;
         };
-        let e = &mut self.slots[i];
+        let e = &mut self.entries[i];
         e.first_ns = e.first_ns.min(ts_ns);
         e.last_ns = e.last_ns.max(ts_ns);
         let c = &mut self.cut[i];
@@ -298,64 +320,70 @@ impl SessionTable {
         c[1] += u64::from(wire_len);
     }
 
-    /// The table key of `t`'s connection and the slot its probe starts at.
+    /// The table key of `t`'s connection and its hash.
     #[inline(always)]
     fn locate(&self, t: &Transport<'_>) -> Prefetched {
         let (key, one_way, sent_by_src) = table_words(t);
         Prefetched {
-            home: hash(&key) as usize & self.mask,
+            hash: hash(&key),
             key,
             one_way,
             sent_by_src,
         }
     }
 
-    /// The slot of `at`'s connection, taken for it if new (first seen at `ts_ns`), and
+    /// The entry of `at`'s connection, taken for it if new (first seen at `ts_ns`), and
     /// whether the packet was sent by its key's `src`; None when the table is full (the
     /// packet is counted in [`SessionStats::sessions_dropped`]).
     #[inline(always)]
     fn entry(&mut self, ts_ns: u64, link: Link, at: &Prefetched) -> Option<(usize, bool)> {
         let Prefetched {
             key,
-            home,
+            hash,
             one_way,
             sent_by_src,
         } = *at;
-        let Some(i) = self.slot(&key, home) else {
+        let vacant = match self.find(&key, hash) {
+            Ok(i) => return Some((i, sent_by_src)),
+            Err(vacant) => vacant,
+        };
+        let i = self.entries.len();
+        if i >= self.cfg.capacity {
             self.stats.sessions_dropped += 1;
             return None;
-        };
-        let e = &mut self.slots[i];
-        if !e.used {
-            *e = Entry {
-                used: true,
-                key,
-                orig_is_src: sent_by_src,
-                link,
-                first_ns: ts_ns,
-                last_ns: ts_ns,
-                flags: if one_way { ONE_WAY } else { 0 },
-                ..EMPTY
-            };
-            self.live.push(i as u32);
         }
+        self.index[vacant] = hash & TAG | (i as u64 + 1);
+        // Within the capacity reserved when the table was made: no allocation.
+        self.entries.push(Entry {
+            key,
+            orig_is_src: sent_by_src,
+            link,
+            first_ns: ts_ns,
+            last_ns: ts_ns,
+            flags: if one_way { ONE_WAY } else { 0 },
+            at: vacant as u32,
+            ..EMPTY
+        });
         Some((i, sent_by_src))
     }
 
-    /// The slot of `key`, whose probe starts at `home`: its own, or the empty one it takes;
-    /// None when the table is full.
+    /// The entry of `key`, whose hash is `hash`, or the vacant index position where the
+    /// probe ended (there is always one: at most half the positions are held).
     #[inline(always)]
-    fn slot(&self, key: &Words, home: usize) -> Option<usize> {
-        let mut i = home;
+    fn find(&self, key: &Words, hash: u64) -> Result<usize, usize> {
+        let mut p = hash as usize & self.mask;
         loop {
-            let e = &self.slots[i];
-            if !e.used {
-                return (self.live.len() < self.cfg.capacity).then_some(i);
+            let held = self.index[p];
+            if held == VACANT {
+                return Err(p);
             }
-            if same_key(&e.key, key) {
-                return Some(i);
+            if held & TAG == hash & TAG {
+                let i = entry_of(held);
+                if same_key(&self.entries[i].key, key) {
+                    return Ok(i);
+                }
             }
-            i = (i + 1) & self.mask;
+            p = (p + 1) & self.mask;
         }
     }
 
@@ -363,7 +391,7 @@ impl SessionTable {
     /// line: a connection's first packets come here, the rest skip it.
     #[inline(never)]
     fn name_step(&mut self, i: usize, t: &Transport<'_>, from_orig: bool) {
-        let e = &self.slots[i];
+        let e = &self.entries[i];
         if e.naming == Naming::Done || t.fragment != Fragment::No {
             return;
         }
@@ -372,12 +400,12 @@ impl SessionTable {
             IPPROTO_UDP if dns_port => self.name_udp(i, t),
             IPPROTO_TCP if from_orig => self.name_tcp(i, t, dns_port),
             IPPROTO_TCP => {}
-            _ => self.slots[i].naming = Naming::Done,
+            _ => self.entries[i].naming = Naming::Done,
         }
     }
 
     fn name_udp(&mut self, i: usize, t: &Transport<'_>) {
-        let Naming::Pending { tries } = self.slots[i].naming else {
+        let Naming::Pending { tries } = self.entries[i].naming else {
             return;
         };
         let found = if t.truncated() {
@@ -387,8 +415,8 @@ impl SessionTable {
         };
         match found {
             Some(n) => self.found(i, n),
-            None if tries + 1 >= UDP_TRIES => self.slots[i].naming = Naming::Done,
-            None => self.slots[i].naming = Naming::Pending { tries: tries + 1 },
+            None if tries + 1 >= UDP_TRIES => self.entries[i].naming = Naming::Done,
+            None => self.entries[i].naming = Naming::Pending { tries: tries + 1 },
         }
     }
 
@@ -399,7 +427,7 @@ impl SessionTable {
         if t.payload.is_empty() && !t.truncated() {
             return;
         }
-        let e = self.slots[i];
+        let e = self.entries[i];
         let waiting = match e.naming {
             Naming::Waiting(s) => usize::from(s),
             _ => {
@@ -418,7 +446,7 @@ impl SessionTable {
                     return self.give_up(i);
                 };
                 self.streams[usize::from(s)].clear();
-                self.slots[i].naming = Naming::Waiting(s);
+                self.entries[i].naming = Naming::Waiting(s);
                 usize::from(s)
             }
         };
@@ -434,10 +462,10 @@ impl SessionTable {
         }
     }
 
-    /// Keeps name `n` for slot `i`, and ends its search.
+    /// Keeps name `n` for entry `i`, and ends its search.
     fn found(&mut self, i: usize, n: SessionName) {
         if self.names.len() < self.cfg.names {
-            self.slots[i].name = self.names.len() as u32;
+            self.entries[i].name = self.names.len() as u32;
             self.names.push(n);
         } else {
             self.stats.names_dropped += 1;
@@ -445,18 +473,18 @@ impl SessionTable {
         self.give_up(i);
     }
 
-    /// Ends slot `i`'s search for a name, giving its stream back.
+    /// Ends entry `i`'s search for a name, giving its stream back.
     fn give_up(&mut self, i: usize) {
-        if let Naming::Waiting(s) = self.slots[i].naming {
+        if let Naming::Waiting(s) = self.entries[i].naming {
             self.free_streams.push(s);
         }
-        self.slots[i].naming = Naming::Done;
+        self.entries[i].naming = Naming::Done;
     }
 
     /// The segment's connections, in order of their first packet, with their Community
     /// IDs; the table is empty after, ready for the next segment.
     pub fn finish(&mut self) -> Vec<Session> {
-        let mut out = Vec::with_capacity(self.live.len());
+        let mut out = Vec::with_capacity(self.entries.len());
         self.drain(|s| out.push(*s));
         out
     }
@@ -464,47 +492,64 @@ impl SessionTable {
     /// The segment's connections as the records of its sessions file; the table is empty
     /// after, as with [`SessionTable::finish`].
     pub fn finish_encoded(&mut self) -> Encoder {
-        let mut e = Encoder::new(self.cfg.seed, self.live.len());
+        let mut e = Encoder::new(self.cfg.seed, self.entries.len());
         self.drain(|s| e.push(s));
         e
     }
 
     /// Gives each connection to `f`, in order of first packet (then of last, then of
-    /// arrival), and empties the table. The order is settled on the slots' times first, so
-    /// no record is moved by a sort.
+    /// arrival), and empties the table. The order is settled on the entries' times first,
+    /// so no record is moved by a sort.
     fn drain(&mut self, mut f: impl FnMut(&Session)) {
-        let mut order: Vec<(u64, u64, u32)> = Vec::with_capacity(self.live.len());
-        for (k, &i) in self.live.iter().enumerate() {
-            // The slots are read in the order their connections came, all over the table:
-            // a few ahead are asked for while this one is read.
-            if let Some(&ahead) = self.live.get(k + FINISH_AHEAD) {
-                corecap_linux::memory::prefetch(&self.slots[ahead as usize]);
-            }
-            let e = &self.slots[i as usize];
-            order.push((e.first_ns, e.last_ns, k as u32));
-        }
+        let mut order: Vec<(u64, u64, u32)> = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(k, e)| (e.first_ns, e.last_ns, k as u32))
+            .collect();
         // Stable, and linear on what is sorted already (connections mostly come in order).
         order.sort();
-        for (n, &(_, _, came)) in order.iter().enumerate() {
+        for (n, &(_, _, k)) in order.iter().enumerate() {
             if let Some(&(_, _, ahead)) = order.get(n + FINISH_AHEAD) {
-                let ahead = self.live[ahead as usize] as usize;
-                corecap_linux::memory::prefetch(&self.slots[ahead]);
-                // Its cut counts too: read and zeroed below, and as scattered as the slots.
-                corecap_linux::memory::prefetch(&self.cut[ahead]);
+                // Out of the order they came, where connections overlap: asked for ahead.
+                corecap_linux::memory::prefetch(&self.entries[ahead as usize]);
+                corecap_linux::memory::prefetch(&self.cut[ahead as usize]);
             }
-            let i = self.live[came as usize] as usize;
-            let e = &mut self.slots[i];
+            let e = &self.entries[k as usize];
             let name = self.names.get(e.name as usize).copied().unwrap_or_default();
-            let cut = std::mem::take(&mut self.cut[i]);
+            let cut = std::mem::take(&mut self.cut[k as usize]);
             f(&e.session(name, self.cfg.seed, cut));
-            *e = EMPTY;
         }
-        self.live.clear();
+        self.empty_index();
+        self.entries.clear();
         self.names.clear();
         self.free_streams.clear();
         self.free_streams
             .extend((0..self.streams.len() as u16).rev());
     }
+}
+
+impl SessionTable {
+    /// Makes every index position vacant: those the entries hold, one by one, when they
+    /// are few; else the whole index at once, which is then the cheaper.
+    fn empty_index(&mut self) {
+        if self.entries.len() < self.index.len() / 16 {
+            for e in &self.entries {
+                self.index[e.at as usize] = VACANT;
+            }
+        } else {
+            self.index.fill(VACANT);
+        }
+    }
+}
+
+/// The high 32 bits of an index position: the tag, its entry's key hash's own.
+const TAG: u64 = !0 << 32;
+
+/// The entry an index position that is not [`VACANT`] holds.
+#[inline(always)]
+fn entry_of(held: u64) -> usize {
+    (held as u32 - 1) as usize
 }
 
 impl Entry {
@@ -583,7 +628,7 @@ pub(crate) fn table_key(t: &Transport<'_>) -> (FlowKey, bool, bool) {
     (if by_src { k } else { k.reversed() }, false, by_src)
 }
 
-/// The table key of a packet as the slots hold it ([`Words`]), whether it is a one-way ICMP
+/// The table key of a packet as the entries hold it ([`Words`]), whether it is a one-way ICMP
 /// message, and whether the packet was sent by the key's `src`: [`table_key`]'s connection,
 /// its two ends ordered as words rather than as bytes (the order only has to be the same
 /// for both directions; the records are keyed as their originator sent).
@@ -644,19 +689,18 @@ fn key_of(w: &Words) -> FlowKey {
     }
 }
 
-/// `n` empty slots, on huge pages where the kernel gives them: a packet's slot is at a
-/// random place in many MiB, and with 4 KiB pages each lookup was a TLB miss too.
-fn huge_slots(n: usize) -> Vec<Entry> {
-    let mut v: Vec<Entry> = Vec::with_capacity(n);
-    // Advised before the first write, which is what places the pages.
+/// Room for `n` entries, on huge pages where the kernel gives them: a packet's entry is at
+/// a random place in many MiB, and with 4 KiB pages each lookup was a TLB miss too. Nothing
+/// is written: a page is placed (and zeroed by the kernel) when its first entry is taken.
+fn huge_entries(n: usize) -> Vec<Entry> {
+    let v: Vec<Entry> = Vec::with_capacity(n);
     corecap_linux::memory::advise_huge(v.as_ptr() as usize, n * std::mem::size_of::<Entry>());
-    v.resize(n, EMPTY);
     v
 }
 
-/// A hash of a key for the slot it starts probing at: the key's five words, each folded in
-/// with a multiply (as FxHash does), then the high bits mixed down, since the slot is taken
-/// from the low ones. A third of xxh3's instructions here, where every packet pays it; the
+/// A hash of a key for the index position its probe starts at: the key's five words, each
+/// folded in with a multiply (as FxHash does), then the high bits mixed down, since the
+/// position is taken from the low ones (and the tag from the high 32). A third of xxh3's instructions here, where every packet pays it; the
 /// keys are not chosen by an attacker who sees the table (a long probe costs time, never a
 /// packet), and the table is at most half full.
 #[inline(always)]
@@ -669,7 +713,7 @@ fn hash(w: &Words) -> u64 {
     h ^ (h >> 29)
 }
 
-/// A key as the slots hold it, in five words: the addresses' halves (little-endian), then
+/// A key as the entries hold it, in five words: the addresses' halves (little-endian), then
 /// VLAN, protocol, family and ports (`vlan | proto << 16 | v6 << 24 | sport << 32 |
 /// dport << 48`). A probe compares five words, and nothing is lost ([`key_of`]).
 type Words = [u64; 5];
@@ -733,7 +777,7 @@ mod tests {
             assert_eq!(k, c);
             assert!(!one_way);
             assert_eq!(by_src, c.src == key.src && c.sport == key.sport, "{key:?}");
-            // The slots' key: the same for both directions, the connection's key, and the
+            // The entries' key: the same for both directions, the connection's key, and the
             // packet's sender said as for the canonical key (its ends, as a table key has them).
             let (w, one_way, by_src) = table_words(&t);
             let back = Transport {

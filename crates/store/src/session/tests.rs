@@ -392,6 +392,46 @@ fn test_full_table_counts_and_keeps_the_rest() {
     assert!(t.is_empty());
 }
 
+/// A table that goes on from segment to segment gives each segment's connections as a new
+/// table would, whether it emptied its index position by position (a large table, a few
+/// connections) or whole (a table nearly full): a position left held would find, or hide,
+/// a connection of the segment before.
+#[test]
+fn test_reused_table_is_a_new_one_each_segment() {
+    let mut pkts = Vec::new();
+    for f in [
+        "community-id-combined.pcap",
+        "sessions-loopback.pcap",
+        "dns_tcp.pcap",
+        "babel.pcap",
+        "simple_http_sll2.pcap",
+    ] {
+        pkts.extend(packets(f));
+    }
+    for capacity in [3, 8, 4096] {
+        let cfg = SessionConfig::with_capacity(capacity);
+        let mut reused = SessionTable::new(cfg);
+        let (mut at, mut len, mut segments, mut dropped) = (0, 1, 0, 0);
+        while at < pkts.len() {
+            let seg = &pkts[at..(at + len).min(pkts.len())];
+            for (ts, n, frame, link) in seg {
+                reused.add(*ts, *n, frame, *link, None);
+            }
+            let (want, fresh) = sessions_of(seg, cfg);
+            assert_eq!(reused.finish(), want, "capacity {capacity}, packets {at}..");
+            assert!(reused.is_empty());
+            dropped += fresh.stats().sessions_dropped;
+            (at, len, segments) = (at + len, len * 3 % 97 + 1, segments + 1);
+        }
+        assert!(segments > 5, "{segments}");
+        assert_eq!(
+            reused.stats().sessions_dropped,
+            dropped,
+            "capacity {capacity}"
+        );
+    }
+}
+
 #[test]
 fn test_ring_vlan_is_the_key_vlan() {
     // The ring's tag (the kernel stripped it from the frame) keys the connection, its id
