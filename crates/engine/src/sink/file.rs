@@ -569,8 +569,9 @@ impl FileSink {
             }
             _ => None,
         };
-        // The connection's slot is asked for now and used last, after the block is
-        // formatted and indexed: the wait for it overlaps that work.
+        // The connection's index position is asked for now, its entry after the block is
+        // formatted, and the entry is used last, after the block is indexed: the waits for
+        // them overlap that work.
         let at = match t {
             Some(Ok(t)) => w.out().prefetch_session(t),
             _ => None,
@@ -586,6 +587,9 @@ impl FileSink {
             let _ = w.out().end_block(false);
             return Err(Refused::Disk);
         }
+        // Its index position has come while the packet was formatted: now its entry, which
+        // comes while the packet is indexed.
+        w.out().prefetch_session_entry(at.as_ref());
         match Told::written(&self.told, p, t.and_then(Result::ok)) {
             Some(written) => w.out().end_packet(&written)?,
             None => w.out().end_block(true)?,

@@ -260,24 +260,30 @@ impl SessionTable {
         self.add_prefetched(ts_ns, wire_len, link, t, &at);
     }
 
-    /// Finds where the connection of `t` is kept and asks the processor for its entry,
-    /// without waiting for it: with thousands of connections an entry is rarely in cache,
-    /// and its load was most of what a packet cost here. A writer calls this as soon as it
-    /// has read a packet's transport layer, formats and indexes the packet, then gives the
-    /// packet to [`SessionTable::add_prefetched`], by when the entry has come.
-    ///
-    /// The entry asked for is the one at the probe's first position, or the next to be
-    /// taken when that position is vacant: where the probe most often ends.
+    /// Finds where the connection of `t` is kept and asks the processor for the index
+    /// position its probe starts at, without waiting for it: with thousands of connections
+    /// neither that position nor the entry it leads to is in cache, and their loads were
+    /// most of what a packet cost here. A writer calls this as soon as it has read a
+    /// packet's transport layer, then [`SessionTable::prefetch_entry`] once it has done some
+    /// other work (formatted the packet), then indexes the packet and gives it to
+    /// [`SessionTable::add_prefetched`], by when the entry has come.
     #[inline(always)]
     pub fn prefetch(&self, t: &Transport<'_>) -> Prefetched {
         let at = self.locate(t);
+        corecap_linux::memory::prefetch(&self.index[at.hash as usize & self.mask]);
+        at
+    }
+
+    /// Asks the processor for the entry `at`'s probe most likely ends at: the one its first
+    /// index position holds, or the next to be taken when that position is vacant.
+    #[inline(always)]
+    pub fn prefetch_entry(&self, at: &Prefetched) {
         let held = self.index[at.hash as usize & self.mask];
         let likely = match held {
             VACANT => self.entries.len(),
             _ => entry_of(held),
         };
         corecap_linux::memory::prefetch_at(self.entries.as_ptr().wrapping_add(likely));
-        at
     }
 
     /// [`SessionTable::add_parsed`] for a packet whose connection was found by

@@ -315,6 +315,15 @@ impl Output {
         self.sessions.as_ref().map(|table| table.prefetch(t))
     }
 
+    /// Asks for the entry of the connection `at` found ([`SessionTable::prefetch_entry`]):
+    /// called after the packet is formatted, before it is indexed.
+    #[inline(always)]
+    pub fn prefetch_session_entry(&self, at: Option<&Prefetched>) {
+        if let (Some(table), Some(at)) = (self.sessions.as_ref(), at) {
+            table.prefetch_entry(at);
+        }
+    }
+
     /// Counts a packet a per-flow cutoff left out of the file into its connection, as seen
     /// and not kept ([`SessionTable::add_cut`]); `t` is its transport layer.
     #[inline]
