@@ -292,9 +292,9 @@ const WRITTEN: [RecordingCounter; 2] = [
     ),
 ];
 
-/// The recording's counters of what the cutoff left out, what it wrote out of order, and
-/// of its files.
-const CUT_AND_FILES: [RecordingCounter; 5] = [
+/// The recording's counters of what the cutoff left out, what its session tables could
+/// not keep, what it wrote out of order, and of its files.
+const CUT_AND_FILES: [RecordingCounter; 6] = [
     (
         "corecap_recording_cut_packets_total",
         "Packets the per-flow cutoff left out of the recording (counted, not written), per interface.",
@@ -310,6 +310,12 @@ const CUT_AND_FILES: [RecordingCounter; 5] = [
         "Connections the per-flow cutoff's full table forgot before they were idle (each starts \
          again from zero, so more of it is kept), per interface.",
         |r| r.cut_evictions,
+    ),
+    (
+        "corecap_recording_sessions_dropped_total",
+        "Packets written to the recording of connections its full session tables kept no \
+         record of (--sessions-per-file keeps more), per interface.",
+        |r| r.sessions_dropped,
     ),
     (
         "corecap_recording_out_of_order_total",

@@ -68,6 +68,9 @@ pub struct RecordingStats {
     pub cut_bytes: u64,
     /// Flows the cutoff's full table forgot before they were idle (`--cutoff-flows`).
     pub cut_evictions: u64,
+    /// Packets written of connections no session table had room for
+    /// (`--sessions-per-file`): their files hold them, their sessions files no record.
+    pub sessions_dropped: u64,
     /// Packets written older than one written before them: the files' time order broken
     /// (a worker that broke its watermark, or one so far behind that the reorder's memory
     /// ran out). Checked as they are written; 0 when every file is in time order.
@@ -117,6 +120,7 @@ impl BaseCounters {
                 cut_packets: m.cut_packets,
                 cut_bytes: m.cut_bytes,
                 cut_evictions: m.cut_evictions,
+                sessions_dropped: m.sessions_dropped,
                 out_of_order: m.out_of_order,
                 files: m.files,
                 // Before a file is whole, the catalog has none of this run's: the oldest
@@ -146,6 +150,7 @@ struct MemberSums {
     cut_packets: u64,
     cut_bytes: u64,
     cut_evictions: u64,
+    sessions_dropped: u64,
     out_of_order: u64,
     files: u64,
     first_ts_ns: Option<u64>,
@@ -167,6 +172,7 @@ impl MemberSums {
             s.cut_packets += m.cut_packets.load(Relaxed);
             s.cut_bytes += m.cut_bytes.load(Relaxed);
             s.cut_evictions += m.cut_evictions.load(Relaxed);
+            s.sessions_dropped += m.sessions_dropped.load(Relaxed);
             s.out_of_order += m.out_of_order.load(Relaxed);
             s.files += m.files.load(Relaxed);
             let (first, last) = (m.first_ts_ns.load(Relaxed), m.last_ts_ns.load(Relaxed));

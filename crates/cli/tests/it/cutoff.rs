@@ -531,13 +531,7 @@ fn issue38_serve_record_cuts_each_connection_and_counts_the_cut_in_its_metrics()
     }
     assert_eq!((kept, all), (written, sent));
     // The rotated files, in order, hold each connection up to its cutoff.
-    let mut files: Vec<_> = std::fs::read_dir(&rec)
-        .expect("recording folder")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
-        .collect();
-    files.sort();
+    let files = util::whole_files(&rec);
     let frames = files
         .iter()
         .flat_map(|f| util::packets(f).into_iter().map(|(_, p)| p));

@@ -17,19 +17,6 @@ use crate::webdriver::Browser;
 /// Where the API listens, in the lab's namespace (a namespace of the test's own).
 const LISTEN: &str = "127.0.0.1:8080";
 
-/// The recording's whole files (not the one being written), in order.
-fn whole_files(rec: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(rec)
-        .expect("recording")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcapng"))
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    v.sort();
-    v
-}
-
 /// Every file of the recording: the whole ones and the one being written (which queries
 /// and the sessions listing read up to its last whole block).
 fn every_file(rec: &Path) -> Vec<PathBuf> {

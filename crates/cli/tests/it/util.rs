@@ -958,6 +958,19 @@ pub fn recording_daemon_args(rec: &Path, extra: &[&str]) -> Vec<String> {
     a
 }
 
+/// The recording's whole files (not the one being written), in order.
+pub fn whole_files(rec: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(rec)
+        .expect("recording")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcapng"))
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
 /// A `corecap serve --json` child in the lab's namespace, its socket `api.sock` and its
 /// spool `spool` in a scratch directory; stopped by SIGTERM (by its PID), on drop too.
 pub struct Daemon {

@@ -270,6 +270,13 @@ impl Writer {
         }
     }
 
+    fn out_ref(&self) -> &Output {
+        match self {
+            Writer::Pcapng(w) => w.get_ref(),
+            Writer::Pcap(w) => w.get_ref(),
+        }
+    }
+
     fn into_out(self) -> Output {
         match self {
             Writer::Pcapng(w) => w.into_inner(),
@@ -649,6 +656,15 @@ impl FileSink {
         // As a written packet's: the length with the tag the ring stripped put back.
         let wire = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
         w.out().cut_session(told.held_ts(p.ts_ns), wire, p.link, t);
+    }
+
+    /// Packets of connections the full session table could not keep a record of, over
+    /// every file so far (the packets themselves are written); 0 without sessions.
+    pub fn sessions_dropped(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .and_then(|w| w.out_ref().session_stats())
+            .map_or(0, |s| s.sessions_dropped)
     }
 
     /// Whether writing failed (the capture should stop).

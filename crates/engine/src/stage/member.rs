@@ -100,6 +100,9 @@ pub struct MemberLive {
     pub cut_bytes: AtomicU64,
     /// Flows the cutoff's full table forgot before they were idle.
     pub cut_evictions: AtomicU64,
+    /// Packets written to the file of connections its full session table could not keep
+    /// a record of.
+    pub sessions_dropped: AtomicU64,
     /// Packets written to the file older than one written before them.
     pub out_of_order: AtomicU64,
     /// Set when the member's file failed (a write error): the capture should end.
@@ -344,6 +347,8 @@ impl MemberOutcome {
             l.last_ts_ns.store(self.last_ts_ns, Ordering::Relaxed);
             if let Some(s) = sink {
                 l.files.store(s.files_begun(), Ordering::Relaxed);
+                l.sessions_dropped
+                    .store(s.sessions_dropped(), Ordering::Relaxed);
             }
             l.app_drops.store(self.app_drops, Ordering::Relaxed);
             l.disk_drops.store(self.disk_drops, Ordering::Relaxed);
