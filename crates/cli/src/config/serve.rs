@@ -18,7 +18,8 @@ use corecap_store::write::output::Backlog;
 
 use super::cutoff::{cutoff, cutoff_given};
 use super::disk::{
-    compress, disk_backlog, file_options, flush_interval, retention, sessions, sessions_log, size,
+    compress, disk_backlog, file_options, flush_interval, retention, session_tables_fit, sessions,
+    sessions_log, size,
 };
 use super::{cpu_list, ring, rotation};
 use crate::args::ServeArgs;
@@ -142,7 +143,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         spare_idle: corecap_engine::limits::seconds(a.spare_idle, "--spare-idle")?,
         direct: !a.disk.no_direct,
         index: !a.disk.no_index,
-        sessions: sessions(&a.disk, SessionConfig::on_demand())?,
+        sessions: on_demand_sessions(a)?,
         flush: flush_interval(&a.disk)?,
         retention,
         ipfix_collectors: ipfix_collectors(&a.ipfix_collector, a.ipfix_biflow)?,
@@ -159,6 +160,23 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<ServeConfig> {
         run_as,
         peers: peers(a)?,
     })
+}
+
+/// The sessions of on-demand captures: a table of 4,096 connections each unless
+/// `--sessions-per-file` says, refused when the tables of as many captures as
+/// `--max-captures` lets run at once (one table a capture: a spawned capture has one worker,
+/// an attached one one stage member) take more than a quarter of the memory available.
+fn on_demand_sessions(a: &ServeArgs) -> Result<Option<SessionConfig>> {
+    let s = sessions(&a.disk, SessionConfig::on_demand())?;
+    if let (Some(s), Some(_)) = (&s, a.disk.sessions_per_file) {
+        session_tables_fit(s, a.max_captures.max(1) as u64).with_context(|| {
+            format!(
+                "each on-demand capture has its own table, and --max-captures lets {} run at once",
+                a.max_captures
+            )
+        })?;
+    }
+    Ok(s)
 }
 
 /// `--record DIR`: opens the recording folder (not the spool), and has each base capture

@@ -934,7 +934,8 @@ fn issue35_serve_counts_what_its_session_tables_could_not_keep_in_its_metrics() 
 /// `--sessions-per-file N` sizes each file's table: a replay of 300 connections kept with
 /// room for 50 writes every packet, keeps 50 records, each counted as the whole table
 /// counts that connection, and says what it left out; the default keeps all 300. Bad
-/// sizes, and a size with no sessions kept, are refused before anything is written.
+/// sizes, and a size with no sessions kept, are refused before anything is written; by
+/// serve too, for its on-demand captures' tables together.
 #[test]
 fn issue35_sessions_per_file_sizes_the_table() {
     let s = Scratch::new("sessions-per-file");
@@ -1014,4 +1015,25 @@ fn issue35_sessions_per_file_sizes_the_table() {
         assert!(err.contains("--sessions-per-file"), "{bad:?}: {err}");
         assert!(!out.exists(), "{bad:?} wrote a file");
     }
+    // serve sizes its on-demand captures' tables the same, one a capture, as many at once
+    // as --max-captures lets run: 64 of about 310 MiB are refused before it listens.
+    let socket = s.path("api.sock");
+    let o = corecap(&[
+        "serve",
+        "-i",
+        "lo",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--spool",
+        s.path("spool").to_str().unwrap(),
+        "--sessions-per-file",
+        "1000000",
+        "--max-captures",
+        "64",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "serve took 64 tables: {err}");
+    assert!(err.contains("--max-captures lets 64 run at once"), "{err}");
+    assert!(err.contains("lower --sessions-per-file"), "{err}");
+    assert!(!socket.exists());
 }
