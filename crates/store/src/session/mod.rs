@@ -4,8 +4,10 @@
 //! [`SessionTable`] is fed each packet as it is written ([`SessionTable::add`]: time, wire
 //! length, the captured frame, its link type and the VLAN the ring reported). It reads the
 //! frame's transport layer once ([`corecap_wire::Transport`]) and updates the connection's
-//! record in a table allocated when it is made: open addressing over a fixed number of
-//! slots, no allocation per packet, and a full table counts what it could not keep
+//! record in a table reserved when it is made: the connections in the order they came,
+//! found through an index of 8-byte positions (open addressing, linear probing, a tag of
+//! the key's hash beside each entry's number), no allocation per packet, memory touched
+//! only as connections come, and a full table counts what it could not keep
 //! ([`SessionStats::sessions_dropped`]) and never fails a packet. When the file segment
 //! ends, [`SessionTable::finish`] gives the records (each with its Community ID, computed
 //! then, once per connection) and empties the table for the next segment.
