@@ -16,7 +16,11 @@ Inputs (both made here, with `corecap lab mix` and a small writer of its own):
 Each run is `corecap capture -r FILE -w DIR/rec.pcapng --workers 1` (the recorder waits for
 its disk, so every packet is taken); CPU is getrusage of the process, every thread.
 
+With --long N, a third input: a `lab mix` of N connections recorded in files of
+--long-files-mb million bytes (`-C`), so one table serves several files.
+
 Usage: bench/sessions_cpu.py [--frames 2000000] [--connections 50000] [--rounds 8]
+                             [--long 200000] [--long-files-mb 350]
                              [--corecap PATH] [--out FILE.md]
 Needs a corecap release binary (cargo build --release).
 """
@@ -60,7 +64,7 @@ def record(a, src, out, extra):
     return cpu, summary["packets"]
 
 
-def pairs(a, src, work):
+def pairs(a, src, work, args=()):
     """Per round: (CPU with, CPU without, packets)."""
     rounds = []
     for r in range(a.rounds):
@@ -69,7 +73,7 @@ def pairs(a, src, work):
             order.reverse()
         got = {}
         for extra in order:
-            got[bool(extra)] = record(a, src, os.path.join(work, "out"), extra)
+            got[bool(extra)] = record(a, src, os.path.join(work, "out"), [*args, *extra])
         (with_cpu, n), (without_cpu, _) = got[False], got[True]
         rounds.append((with_cpu, without_cpu, n))
     return rounds
@@ -88,6 +92,8 @@ def main():
     ap.add_argument("--frames", type=int, default=2_000_000)
     ap.add_argument("--connections", type=int, default=50_000)
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--long", type=int, default=0)
+    ap.add_argument("--long-files-mb", type=int, default=350)
     ap.add_argument("--corecap", default=os.path.join(ROOT, "target", "release", "corecap"))
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -102,9 +108,18 @@ def main():
                 "| input | packets | CPU s / M packets, sessions | without | ratio (min-max) |",
                 "|---|---|---|---|---|",
                 row(f"64 B frames, 4,096 flows round robin", pairs(a, rr, work)),
-                row(f"`lab mix`, {a.connections} connections", pairs(a, mix, work)),
-                "", f"Command: `bench/sessions_cpu.py --frames {a.frames} --connections "
-                f"{a.connections} --rounds {a.rounds}`", ""]
+                row(f"`lab mix`, {a.connections} connections", pairs(a, mix, work))]
+        command = (f"bench/sessions_cpu.py --frames {a.frames} --connections {a.connections} "
+                   f"--rounds {a.rounds}")
+        if a.long:
+            long_mix = os.path.join(work, "long.pcap")
+            sh(a.corecap, "lab", "mix", "-w", long_mix, "--connections", str(a.long),
+               "--max-bytes", "20M", "--alpha", "1.1")
+            files = ["-C", str(a.long_files_mb)]
+            text.append(row(f"`lab mix`, {a.long} connections, files of {a.long_files_mb} MB",
+                            pairs(a, long_mix, work, files)))
+            command += f" --long {a.long} --long-files-mb {a.long_files_mb}"
+        text += ["", f"Command: `{command}`", ""]
         publish("\n".join(text), a.out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
