@@ -192,7 +192,9 @@ impl SessionTable {
     /// A table for `cfg`, all of its memory allocated now.
     pub fn new(cfg: SessionConfig) -> SessionTable {
         let cfg = SessionConfig {
-            capacity: cfg.capacity.max(1),
+            // An index position holds an entry's number plus one in 32 bits, and an entry
+            // its position in 32.
+            capacity: cfg.capacity.clamp(1, 1 << 30),
             streams: cfg.streams.min(usize::from(u16::MAX)),
             ..cfg
         };
