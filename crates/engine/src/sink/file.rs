@@ -340,6 +340,9 @@ pub struct FileSink {
     time_due: bool,
     /// What the index is told of a packet, by interface (empty: no index).
     told: Vec<Told>,
+    /// The next packet's connection was asked for by [`FileSink::ahead`]: its index
+    /// position is in cache, and its entry can be asked for at once.
+    warmed: bool,
 }
 
 impl FileSink {
@@ -374,6 +377,7 @@ impl FileSink {
             dirty_at: None,
             first_at: None,
             time_due: false,
+            warmed: false,
         })
     }
 }
@@ -583,6 +587,11 @@ impl FileSink {
             Some(Ok(t)) => w.out().prefetch_session(t),
             _ => None,
         };
+        // Announced ahead, its index position has come: its entry at once.
+        let early = std::mem::take(&mut self.warmed);
+        if early {
+            w.out().prefetch_session_entry(at.as_ref());
+        }
         // A frame read whole has its hash in its flow key (`Transport::frame_hash`).
         let hash = match t {
             Some(Ok(t)) if whole => Some(t.frame_hash()),
@@ -596,7 +605,9 @@ impl FileSink {
         }
         // Its index position has come while the packet was formatted: now its entry, which
         // comes while the packet is indexed.
-        w.out().prefetch_session_entry(at.as_ref());
+        if !early {
+            w.out().prefetch_session_entry(at.as_ref());
+        }
         match Told::written(&self.told, p, t.and_then(Result::ok)) {
             Some(written) => w.out().end_packet(&written)?,
             None => w.out().end_block(true)?,
@@ -619,6 +630,30 @@ impl FileSink {
             *d += 1;
         }
         Ok(())
+    }
+
+    /// Says which packet comes next, while the one before it is written: its connection's
+    /// index position is asked for now (its transport layer read for it), so the next
+    /// [`FileSink::write_parsed`] asks for the entry at once, and the position's load
+    /// overlaps this packet's write. A writer that knows its next packet (the merge thread,
+    /// from its batches) calls it, once it has asked for that packet's headers a few
+    /// packets before. Nothing is written: a packet announced and not written changes only
+    /// which memory was asked for.
+    #[inline]
+    pub fn ahead(&mut self, p: &Packet<'_>) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        let Some(told) = self.told.get(p.iface as usize) else {
+            return;
+        };
+        if !w.out().keeps_sessions() {
+            return;
+        }
+        let frame = &p.data[..p.data.len().min(told.keep)];
+        if let Ok(t) = p.link.transport(frame, p.vlan) {
+            self.warmed = w.out().prefetch_session(&t).is_some();
+        }
     }
 
     /// Whether the file keeps its connections (a sessions file beside it): only then is a

@@ -64,6 +64,9 @@ const CUT_HEADERS: u32 = 256;
 /// How many written batches wait to be reused, per worker.
 const FREE_BATCHES: usize = 8;
 
+/// How many packets ahead in a batch the merge thread asks for a packet's headers.
+const HEADERS_AHEAD: usize = 8;
+
 /// The merge's channels for `workers` workers: each worker's handle, and what
 /// [`run`] takes (the batches coming in, and one way back per worker for the batches it
 /// has written). `counts_cut`: whether the merged file keeps its connections, so that
@@ -214,6 +217,64 @@ struct Pending {
 }
 
 impl Pending {
+    /// The next packet to write of batch `id`, if the batch is there.
+    fn next_of(&self, id: usize) -> Option<usize> {
+        self.batches.get(id)?.as_ref().map(|(_, i)| *i)
+    }
+
+    /// The packet written after packet `i` of batch `id` (just taken off the heap): the
+    /// older of that batch's next and the heap's top, if no newer than `safe`.
+    fn next_after(&self, id: usize, i: usize, safe: u64) -> Option<(usize, usize)> {
+        let own = self.batches.get(id)?.as_ref()?.0.packets.ts(i + 1);
+        let own = own.map(|ts| ((ts, id), i + 1));
+        let top = self
+            .heads
+            .peek()
+            .and_then(|&Reverse((ts, o))| Some(((ts, o), self.next_of(o)?)));
+        let ((ts, b), at) = match (own, top) {
+            (Some(a), Some(t)) => a.min(t),
+            (a, t) => a.or(t)?,
+        };
+        (ts <= safe).then_some((b, at))
+    }
+
+    /// Writes packet `i` of batch `id` (or counts it into its connection, when the cutoff
+    /// left it out), having announced `after` to the sink ([`FileSink::ahead`]); counts
+    /// what the sink refused in `lost`.
+    fn write_one(
+        &self,
+        (id, i): (usize, usize),
+        after: Option<(usize, usize)>,
+        sink: &mut FileSink,
+        wait: bool,
+        lost: &mut Unwritten,
+    ) {
+        let packet = |(id, i): (usize, usize)| {
+            let (b, _) = self.batches.get(id)?.as_ref()?;
+            b.packets.get(i)
+        };
+        match packet((id, i)) {
+            Some((p, CUT)) => sink.count_cut(&p, None),
+            Some((p, _)) => {
+                if let Some((next, WRITE)) = after.and_then(packet) {
+                    sink.ahead(&next);
+                }
+                if wait {
+                    // Not ended by a stop: what the workers handed over is written, as their
+                    // own files would have (the capture stops as the input ends, while this
+                    // thread may still be draining). Only a failed or gone writer ends it.
+                    sink.wait_for_disk(|| false);
+                }
+                match sink.write(&p) {
+                    Ok(()) => {}
+                    Err(Refused::Limit) => lost.stop += 1,
+                    Err(_) => lost.disk += 1,
+                }
+            }
+            None => {}
+        }
+    }
+
     /// Takes a batch in: sorted, and its oldest packet on the heap.
     fn add(&mut self, mut b: Batch) {
         if b.packets.is_empty() {
@@ -249,24 +310,18 @@ impl Pending {
                 break;
             }
             self.heads.pop();
+            let Some((b, i)) = self.batches.get(id).and_then(Option::as_ref) else {
+                continue;
+            };
+            // The headers of a packet a few ahead in the same batch, asked for now.
+            b.packets.prefetch(*i + HEADERS_AHEAD);
+            let i = *i;
+            // The packet written after this one, announced while this one is written.
+            let after = self.next_after(id, i, safe);
+            self.write_one((id, i), after, sink, wait, lost);
             let Some((b, i)) = self.batches.get_mut(id).and_then(Option::as_mut) else {
                 continue;
             };
-            if let Some((p, CUT)) = b.packets.get(*i) {
-                sink.count_cut(&p, None);
-            } else if let Some((p, _)) = b.packets.get(*i) {
-                if wait {
-                    // Not ended by a stop: what the workers handed over is written, as their
-                    // own files would have (the capture stops as the input ends, while this
-                    // thread may still be draining). Only a failed or gone writer ends it.
-                    sink.wait_for_disk(|| false);
-                }
-                match sink.write(&p) {
-                    Ok(()) => {}
-                    Err(Refused::Limit) => lost.stop += 1,
-                    Err(_) => lost.disk += 1,
-                }
-            }
             *i += 1;
             match b.packets.ts(*i) {
                 Some(next) => self.heads.push(Reverse((next, id))),

@@ -112,6 +112,15 @@ impl Batch {
         Some((p, r.hash))
     }
 
+    /// Asks the processor for the first bytes of packet `i` (its headers), ahead of the
+    /// read that needs them: a batch's bytes were written on another core.
+    #[inline]
+    pub fn prefetch(&self, i: usize) {
+        if let Some(r) = self.recs.get(i) {
+            corecap_linux::memory::prefetch_at(self.data.as_ptr().wrapping_add(r.off as usize));
+        }
+    }
+
     /// Calls `f` on every packet with its flow hash.
     pub fn for_each(&self, mut f: impl FnMut(&Packet<'_>, u32)) {
         for i in 0..self.recs.len() {
