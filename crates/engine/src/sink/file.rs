@@ -638,22 +638,28 @@ impl FileSink {
     /// overlaps this packet's write. A writer that knows its next packet (the merge thread,
     /// from its batches) calls it, once it has asked for that packet's headers a few
     /// packets before. Nothing is written: a packet announced and not written changes only
-    /// which memory was asked for.
+    /// which memory was asked for. The transport layer is read here and again when the
+    /// packet is written (a [`Transport`] borrows its packet, and is not kept): the second
+    /// read is of headers in cache, cheaper than the wait it saves (the merge thread spent
+    /// about 15% less, `bench/results/2026-11-28-vm/sessions-cpu.md`).
     #[inline]
     pub fn ahead(&mut self, p: &Packet<'_>) {
-        let Some(w) = self.writer.as_mut() else {
+        let Some((out, told)) = self.session_output(p.iface) else {
             return;
         };
-        let Some(told) = self.told.get(p.iface as usize) else {
-            return;
-        };
-        if !w.out().keeps_sessions() {
-            return;
-        }
         let frame = &p.data[..p.data.len().min(told.keep)];
         if let Ok(t) = p.link.transport(frame, p.vlan) {
-            self.warmed = w.out().prefetch_session(&t).is_some();
+            let warmed = out.prefetch_session(&t).is_some();
+            self.warmed = warmed;
         }
+    }
+
+    /// The output and what the index is told of interface `iface`, when the file keeps
+    /// its connections and indexes that interface.
+    fn session_output(&mut self, iface: u32) -> Option<(&mut Output, &Told)> {
+        let out = self.writer.as_mut()?.out();
+        let told = self.told.get(iface as usize)?;
+        out.keeps_sessions().then_some((out, told))
     }
 
     /// Whether the file keeps its connections (a sessions file beside it): only then is a
@@ -668,15 +674,9 @@ impl FileSink {
     /// file being written (seen, not kept), when the file keeps its connections; `parsed`
     /// as in [`FileSink::write_parsed`]. Nothing is written and nothing can fail.
     pub fn count_cut(&mut self, p: &Packet<'_>, parsed: Option<&Transport<'_>>) {
-        let Some(w) = self.writer.as_mut() else {
+        let Some((out, told)) = self.session_output(p.iface) else {
             return;
         };
-        let Some(told) = self.told.get(p.iface as usize) else {
-            return;
-        };
-        if !w.out().keeps_sessions() {
-            return;
-        }
         let own;
         let t = match parsed {
             Some(t) => t,
@@ -690,7 +690,7 @@ impl FileSink {
         };
         // As a written packet's: the length with the tag the ring stripped put back.
         let wire = corecap_wire::vlan::tagged_orig_len(p.data.len(), p.wire_len, p.vlan);
-        w.out().cut_session(told.held_ts(p.ts_ns), wire, p.link, t);
+        out.cut_session(told.held_ts(p.ts_ns), wire, p.link, t);
     }
 
     /// Packets of connections the full session table could not keep a record of, over
