@@ -158,6 +158,12 @@ impl Told {
         }
     }
 
+    /// The bytes of a captured frame the file holds (up to its snap length).
+    #[inline]
+    fn held<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        &frame[..frame.len().min(self.keep)]
+    }
+
     /// One for each interface of `cfg`, when each file gets an index; none else.
     fn for_config(cfg: &FileConfig, indexed: bool) -> Vec<Told> {
         if !indexed {
@@ -217,7 +223,7 @@ impl Told {
             // The time as the file holds it (cut to microseconds in microsecond pcap).
             ts_ns: t.held_ts(p.ts_ns),
             linktype: t.linktype,
-            frame: &p.data[..p.data.len().min(t.keep)],
+            frame: t.held(p.data),
             parsed,
         })
     }
@@ -572,10 +578,10 @@ impl FileSink {
         // table, the index and the block's hash: the caller's when the file holds the frame
         // whole, else read here when the file keeps its connections.
         let own;
-        let t = match parsed {
-            Some(t) if whole => Some(Ok(t)),
-            _ if told.is_some() && w.out().keeps_sessions() => {
-                own = p.link.transport(&p.data[..p.data.len().min(keep)], p.vlan);
+        let t = match (parsed, told) {
+            (Some(t), _) if whole => Some(Ok(t)),
+            (_, Some(told)) if w.out().keeps_sessions() => {
+                own = p.link.transport(told.held(p.data), p.vlan);
                 Some(own.as_ref().map_err(|e| *e))
             }
             _ => None,
@@ -647,8 +653,7 @@ impl FileSink {
         let Some((out, told)) = self.session_output(p.iface) else {
             return;
         };
-        let frame = &p.data[..p.data.len().min(told.keep)];
-        if let Ok(t) = p.link.transport(frame, p.vlan) {
+        if let Ok(t) = p.link.transport(told.held(p.data), p.vlan) {
             let warmed = out.prefetch_session(&t).is_some();
             self.warmed = warmed;
         }

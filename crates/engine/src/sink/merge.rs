@@ -239,8 +239,9 @@ impl Pending {
     }
 
     /// Writes packet `i` of batch `id` (or counts it into its connection, when the cutoff
-    /// left it out), having announced `after` to the sink ([`FileSink::ahead`]); counts
-    /// what the sink refused in `lost`.
+    /// left it out), having asked for the headers of the packet [`HEADERS_AHEAD`] in the
+    /// same batch and announced `after` to the sink ([`FileSink::ahead`]); counts what the
+    /// sink refused in `lost`.
     fn write_one(
         &self,
         (id, i): (usize, usize),
@@ -249,10 +250,11 @@ impl Pending {
         wait: bool,
         lost: &mut Unwritten,
     ) {
-        let packet = |(id, i): (usize, usize)| {
-            let (b, _) = self.batches.get(id)?.as_ref()?;
-            b.packets.get(i)
-        };
+        let batch = |id: usize| self.batches.get(id)?.as_ref().map(|(b, _)| &b.packets);
+        let packet = |(id, i): (usize, usize)| batch(id)?.get(i);
+        if let Some(b) = batch(id) {
+            b.prefetch(i + HEADERS_AHEAD);
+        }
         match packet((id, i)) {
             Some((p, CUT)) => sink.count_cut(&p, None),
             Some((p, _)) => {
@@ -310,12 +312,9 @@ impl Pending {
                 break;
             }
             self.heads.pop();
-            let Some((b, i)) = self.batches.get(id).and_then(Option::as_ref) else {
+            let Some(i) = self.next_of(id) else {
                 continue;
             };
-            // The headers of a packet a few ahead in the same batch, asked for now.
-            b.packets.prefetch(*i + HEADERS_AHEAD);
-            let i = *i;
             // The packet written after this one, announced while this one is written.
             let after = self.next_after(id, i, safe);
             self.write_one((id, i), after, sink, wait, lost);

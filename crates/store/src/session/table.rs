@@ -272,7 +272,7 @@ impl SessionTable {
     #[inline(always)]
     pub fn prefetch(&self, t: &Transport<'_>) -> Prefetched {
         let at = self.locate(t);
-        corecap_linux::memory::prefetch(&self.index[at.hash as usize & self.mask]);
+        corecap_linux::memory::prefetch(&self.index[self.home(at.hash)]);
         at
     }
 
@@ -280,7 +280,7 @@ impl SessionTable {
     /// index position holds, or the next to be taken when that position is vacant.
     #[inline(always)]
     pub fn prefetch_entry(&self, at: &Prefetched) {
-        let held = self.index[at.hash as usize & self.mask];
+        let held = self.index[self.home(at.hash)];
         let likely = match held {
             VACANT => self.entries.len(),
             _ => entry_of(held),
@@ -375,11 +375,17 @@ impl SessionTable {
         Some((i, sent_by_src))
     }
 
+    /// The index position a probe for a key of `hash` starts at.
+    #[inline(always)]
+    fn home(&self, hash: u64) -> usize {
+        hash as usize & self.mask
+    }
+
     /// The entry of `key`, whose hash is `hash`, or the vacant index position where the
     /// probe ended (there is always one: at most half the positions are held).
     #[inline(always)]
     fn find(&self, key: &Words, hash: u64) -> Result<usize, usize> {
-        let mut p = hash as usize & self.mask;
+        let mut p = self.home(hash);
         loop {
             let held = self.index[p];
             if held == VACANT {
