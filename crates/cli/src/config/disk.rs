@@ -153,7 +153,8 @@ pub(super) fn age(s: &str) -> Result<std::time::Duration> {
 
 /// The sessions kept beside each file, in a table of `size` unless `--sessions-per-file`
 /// says (none with `--no-sessions`, or with `--no-index`: a sessions file is tied to the
-/// bytes the index covers).
+/// bytes the index covers). Whether the tables fit in memory is asked where their number
+/// is known ([`session_tables_fit`]).
 pub(super) fn sessions(
     d: &crate::args::DiskArgs,
     size: SessionConfig,
@@ -169,11 +170,7 @@ pub(super) fn sessions(
         Some(n) if n == 0 || n > MAX_SESSIONS_PER_FILE => {
             bail!("--sessions-per-file must be from 1 to {MAX_SESSIONS_PER_FILE}, not {n}")
         }
-        Some(n) => {
-            let c = SessionConfig::with_capacity(n);
-            session_tables_fit(&c, 1)?;
-            c
-        }
+        Some(n) => SessionConfig::with_capacity(n),
     };
     Ok(Some(SessionConfig {
         seed: d.community_id_seed,

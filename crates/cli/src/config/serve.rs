@@ -218,6 +218,10 @@ fn record_into(
             snaplen: None,
         }];
     }
+    // One session table a base capture's recording (its one stage member writes it).
+    if let Some(s) = bases.first().and_then(|b| b.output.as_ref()?.file.sessions) {
+        session_tables_fit(&s, bases.len() as u64)?;
+    }
     Ok(dir)
 }
 
