@@ -1,5 +1,5 @@
-// The Recording screen: reach, disk against the budget, drops by place, and the timeline,
-// refreshed every few seconds while shown.
+// The Recording screen: reach, disk against the budget, drops by place and what the
+// recording left out, and the timeline, refreshed every few seconds while shown.
 
 import { call, query, el, localTime, count, bytes, duration } from './api.js';
 import { Timeline } from './timeline.js';
@@ -73,14 +73,36 @@ function facts(r) {
     fact('Files', count(r.files)),
   );
   if (!r.record) box.append(fact('Recording', 'off (serve --record DIR)'));
-  const rows = r.bases.map((b) => {
-    const d = (b.recording && b.recording.drops) || {};
-    const num = (v) => el('td', { class: 'num' }, count(v || 0));
-    return el('tr', {}, el('td', {}, b.interface), num(b.packets), num(d.kernel ?? b.kernel_drops), num(d.stage_full), num(d.app), num(d.disk));
-  });
-  document.querySelector('#drops tbody').replaceChildren(...rows);
+  drops(r.bases);
   const list = document.getElementById('interfaces');
   list.replaceChildren(...r.bases.map((b) => el('option', { value: b.interface })));
+}
+
+/** A count in a cell, `title` on hover. */
+function num(v, title) {
+  return el('td', { class: 'num', title }, count(v || 0));
+}
+
+/** The cut packets, their bytes and the cutoff's early evictions on hover. */
+function cut(rec) {
+  let title = `${bytes(rec.cut_bytes || 0)} cut`;
+  if (rec.cut_evictions) title += `; ${count(rec.cut_evictions)} connections forgotten before they were idle (--cutoff-flows)`;
+  return num(rec.cut_packets, title);
+}
+
+/** Each base's packets, its drops by place, what the cutoff and the session tables left
+ * out, and the packets out of time order (a column only when some base has any). */
+function drops(bases) {
+  const order = bases.some((b) => b.recording && b.recording.out_of_order);
+  document.getElementById('drops-order').hidden = !order;
+  const rows = bases.map((b) => {
+    const rec = b.recording || {};
+    const d = rec.drops || {};
+    const cells = [num(b.packets), num(d.kernel ?? b.kernel_drops), num(d.stage_full), num(d.app), num(d.disk), cut(rec), num(rec.sessions_dropped)];
+    if (order) cells.push(num(rec.out_of_order));
+    return el('tr', {}, el('td', {}, b.interface), ...cells);
+  });
+  document.querySelector('#drops tbody').replaceChildren(...rows);
 }
 
 let loading = false;
