@@ -85,8 +85,9 @@ pub struct SessionStats {
     pub not_ip: u64,
     /// IP packets too short or malformed for a flow key.
     pub unparsed: u64,
-    /// Packets of connections the full table could not keep (each packet counts, so one
-    /// connection may count several times).
+    /// Packets written of connections the full table could not keep (each packet counts,
+    /// so one connection may count several times). A packet a cutoff left out of the file
+    /// is not among them: it is counted as cut, and only there.
     pub sessions_dropped: u64,
     /// Names found when the segment's names were all taken.
     pub names_dropped: u64,
@@ -301,6 +302,7 @@ impl SessionTable {
     ) {
         self.stats.packets += 1;
         let Some((i, sent_by_src)) = self.entry(ts_ns, link, at) else {
+            self.stats.sessions_dropped += 1;
             return;
         };
         let e = &mut self.entries[i];
@@ -342,7 +344,7 @@ impl SessionTable {
 
     /// The entry of `at`'s connection, taken for it if new (first seen at `ts_ns`), and
     /// whether the packet was sent by its key's `src`; None when the table is full (the
-    /// packet is counted in [`SessionStats::sessions_dropped`]).
+    /// caller counts a written packet in [`SessionStats::sessions_dropped`]).
     #[inline(always)]
     fn entry(&mut self, ts_ns: u64, link: Link, at: &Prefetched) -> Option<(usize, bool)> {
         let Prefetched {
@@ -357,7 +359,6 @@ impl SessionTable {
         };
         let i = self.entries.len();
         if i >= self.cfg.capacity {
-            self.stats.sessions_dropped += 1;
             return None;
         }
         self.index[vacant] = hash & TAG | (i as u64 + 1);

@@ -515,6 +515,33 @@ fn test_rate_on_real_captures() {
     }
 }
 
+/// A full table counts the written packets of the connections it has no room for, and
+/// not those a cutoff left out: these are counted as cut, and only there.
+#[test]
+fn test_a_full_table_counts_written_packets_it_could_not_keep_not_cut_ones() {
+    let pkts = packets("sessions-loopback.pcap");
+    let mut t = SessionTable::new(SessionConfig::with_capacity(1));
+    let mut first = None;
+    let (mut written_past, mut cut) = (0, 0);
+    for (i, (ts, len, frame, link)) in pkts.iter().enumerate() {
+        let Ok(tr) = link.transport(frame, None) else {
+            continue;
+        };
+        let key = super::table::table_key(&tr).0;
+        let kept = *first.get_or_insert(key) == key;
+        if i % 2 == 0 {
+            t.add_cut(*ts, *len, *link, &tr);
+            cut += u64::from(!kept);
+        } else {
+            t.add_parsed(*ts, *len, *link, &tr);
+            written_past += u64::from(!kept);
+        }
+    }
+    assert!(written_past > 0 && cut > 0, "{written_past} {cut}");
+    assert_eq!(t.stats().sessions_dropped, written_past);
+    assert_eq!(t.finish().len(), 1);
+}
+
 /// Issue 38: packets a cutoff leaves out are counted into their connection as seen, not
 /// kept. A real capture fed whole, and fed again with every other packet past each
 /// connection's fourth given as cut: the same connections, each with the same originator,
