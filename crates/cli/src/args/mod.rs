@@ -430,7 +430,8 @@ pub(crate) struct DiskArgs {
     /// Write through the page cache instead of with direct I/O.
     #[arg(long)]
     pub(crate) no_direct: bool,
-    /// Write no index beside the files (queries then scan them, and no sessions are kept).
+    /// Write no index beside the files (queries then scan them; the sessions files are
+    /// still written, unless --no-sessions).
     #[arg(long)]
     pub(crate) no_index: bool,
     /// Keep no sessions file beside the files (one record per connection, with its

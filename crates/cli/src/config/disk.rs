@@ -152,16 +152,16 @@ pub(super) fn age(s: &str) -> Result<std::time::Duration> {
 }
 
 /// The sessions kept beside each file, in a table of `size` unless `--sessions-per-file`
-/// says (none with `--no-sessions`, or with `--no-index`: a sessions file is tied to the
-/// bytes the index covers). Whether the tables fit in memory is asked where their number
+/// says (none with `--no-sessions`; `--no-index` leaves them: a sessions file names the
+/// bytes it was made from itself). Whether the tables fit in memory is asked where their number
 /// is known ([`session_tables_fit`]).
 pub(super) fn sessions(
     d: &crate::args::DiskArgs,
     size: SessionConfig,
 ) -> Result<Option<SessionConfig>> {
-    if d.no_sessions || d.no_index {
+    if d.no_sessions {
         if d.sessions_per_file.is_some() {
-            bail!("--sessions-per-file needs the sessions files (not --no-sessions or --no-index)");
+            bail!("--sessions-per-file needs the sessions files (not --no-sessions)");
         }
         return Ok(None);
     }
@@ -210,8 +210,8 @@ pub(super) fn sessions_log(
     let Some(p) = &d.sessions_log else {
         return Ok(None);
     };
-    if d.no_sessions || d.no_index {
-        bail!("--sessions-log needs the sessions files (not --no-sessions or --no-index)");
+    if d.no_sessions {
+        bail!("--sessions-log needs the sessions files (not --no-sessions)");
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())

@@ -169,18 +169,33 @@ fn tshark_convs(f: &Path) -> BTreeMap<Conv, Counts> {
 
 /// Records `src` with `corecap capture -r SRC -w DIR/x.pcapng`; returns the recording.
 fn record(src: &Path, s: &Scratch, tag: &str) -> PathBuf {
+    record_with(src, s, tag, &[])
+}
+
+/// [`record`] with more of `capture`'s arguments.
+fn record_with(src: &Path, s: &Scratch, tag: &str, more: &[&str]) -> PathBuf {
     let dir = s.path(tag);
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("x.pcapng");
-    let o = corecap(&[
+    let args = [
         "capture",
         "-r",
         src.to_str().unwrap(),
         "-w",
         out.to_str().unwrap(),
-    ]);
+    ];
+    let o = corecap(&[&args[..], more].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out.with_extension("pcapng.sessions").exists());
+    // A compressed recording's name says so.
+    let out = match more.contains(&"--compress") {
+        true => dir.join("x.pcapng.zst"),
+        false => out,
+    };
+    assert!(
+        corecap_store::names::sessions_path(&out).exists(),
+        "{}",
+        out.display()
+    );
     out
 }
 
@@ -321,6 +336,66 @@ fn issue35_query_by_community_id_equals_tshark_conversation() {
             assert_eq!(n as u64, u(&f["network"], "packets"), "{name} {id}");
         }
     }
+}
+
+/// `--no-index` keeps the sessions files: a recording without an index, plain or
+/// compressed, lists the same connections as one with, a query by Community ID gives the
+/// packets tshark gives for the connection (the query scans, with no index to read), and
+/// a file replaced under the same name has its sessions no longer believed.
+#[test]
+fn issue35_sessions_without_an_index_equal_those_with_one() {
+    if !need("tshark") {
+        return;
+    }
+    let s = Scratch::new("flows-no-index");
+    for name in ["sessions-loopback.pcap", "nflog.pcap", "dns_tcp.pcap"] {
+        let src = real(name);
+        let with = flows_json(&[record(&src, &s, &format!("{name}-ix")).to_str().unwrap()]);
+        assert!(!with.is_empty(), "{name}");
+        for (tag, more) in [
+            ("plain", &["--no-index"][..]),
+            ("zstd", &["--no-index", "--compress", "zstd"]),
+        ] {
+            let rec = record_with(&src, &s, &format!("{name}-{tag}"), more);
+            assert!(
+                !corecap_index::sidecar_path(&rec).exists(),
+                "{name} {tag}: no index"
+            );
+            let without = flows_json(&[rec.to_str().unwrap()]);
+            assert_eq!(without, with, "{name} {tag}: the same connections");
+            // Read from the sessions file, which is believed, not from the packets.
+            let o = corecap(&["flows", rec.to_str().unwrap()]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!err.contains("had no sessions file"), "{name} {tag}: {err}");
+            for f in &without {
+                if !matches!(f["network"]["transport"].as_str(), Some("tcp" | "udp")) {
+                    continue;
+                }
+                let id = f["network"]["community_id"].as_str().unwrap();
+                let sel = ["--community-id", id];
+                let n = query_equals_tshark(&src, &rec, &sel, &display_filter(f), &s);
+                assert_eq!(n as u64, u(&f["network"], "packets"), "{name} {tag} {id}");
+            }
+        }
+    }
+    // Replaced under its name: its old connections are not given.
+    let rec = record_with(
+        &real("sessions-loopback.pcap"),
+        &s,
+        "replaced",
+        &["--no-index"],
+    );
+    std::fs::copy(real("community-id-combined.pcap"), &rec).unwrap();
+    let o = corecap(&["flows", rec.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("1 files had no sessions file that matches"),
+        "{err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("web.example.com"),
+        "not the old file's connections"
+    );
 }
 
 #[test]

@@ -115,16 +115,11 @@ impl OutputConfig {
         interfaces: Vec<InterfaceDesc>,
         snaplen: u32,
     ) -> Result<FileSink, CaptureError> {
-        let mut file = self.file.clone();
-        // Sessions are kept beside an index only.
-        if !file.index {
-            file.sessions = None;
-        }
         FileSink::create(FileConfig {
             path,
             interfaces,
             snaplen,
-            file,
+            file: self.file.clone(),
         })
         .map_err(|e| CaptureError::Output(e.to_string()))
     }

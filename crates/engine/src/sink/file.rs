@@ -164,7 +164,8 @@ impl Told {
         &frame[..frame.len().min(self.keep)]
     }
 
-    /// One for each interface of `cfg`, when each file gets an index; none else.
+    /// One for each interface of `cfg`, when each file gets an index or a sessions file;
+    /// none else.
     fn for_config(cfg: &FileConfig, indexed: bool) -> Vec<Told> {
         if !indexed {
             return Vec::new();
@@ -368,7 +369,11 @@ impl FileSink {
         check_first(&cfg, &path, stream)?;
         let (disk, writer) = start_disk(&cfg, path, stream)?;
         let n = cfg.interfaces.len();
-        let told = Told::for_config(&cfg, cfg.file.index && !stream);
+        // The index and the session table read the same of each packet: either needs it.
+        let told = Told::for_config(
+            &cfg,
+            (cfg.file.index || cfg.file.sessions.is_some()) && !stream,
+        );
         Ok(Self {
             cfg,
             told,

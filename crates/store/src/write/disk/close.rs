@@ -138,7 +138,7 @@ impl DiskWriter {
 
     /// Writes the index and the sessions file of the file at `part` (to be named `path`),
     /// before the file takes its name. A file cut back after a failed write gets neither (a
-    /// query scans it). Returns the identity they are tied to and their bytes.
+    /// query scans it). Returns the identity the index is tied to, and their bytes.
     pub(super) fn write_beside(
         &mut self,
         part: &Path,
@@ -147,8 +147,12 @@ impl DiskWriter {
         sessions: Option<Box<Encoder>>,
         failed: bool,
     ) -> (Option<(u64, Identity)>, u64) {
-        let (Some(mut ix), false) = (index, failed) else {
+        if failed {
             return (None, 0);
+        }
+        let Some(mut ix) = index else {
+            let bytes = sessions.map_or(0, |s| self.sessions_alone(part, path, *s));
+            return (None, bytes);
         };
         let at = index_path(path);
         // The identity of the bytes on disk, read back (the writer's descriptor may be a
@@ -175,6 +179,29 @@ impl DiskWriter {
             bytes += self.write_sessions(path, *s, covered, id);
         }
         (Some((covered, id)), bytes)
+    }
+
+    /// Writes the sessions file of a file with no index (`--no-index`), tied to all the
+    /// capture bytes the file at `part` holds (its whole length; a compressed file's
+    /// decompressed stream), which the writer cut it to; returns its bytes, 0 when it could
+    /// not be (a note says why).
+    fn sessions_alone(&mut self, part: &Path, path: &Path, s: Encoder) -> u64 {
+        let id = fs::File::open(part).and_then(|f| {
+            let covered = crate::read::frames::content_len(&f)?;
+            Ok((covered, crate::read::frames::identity(&f, covered)?))
+        });
+        match id {
+            Ok((covered, id)) => {
+                self.log_sessions(path, &s);
+                self.write_sessions(path, s, covered, id)
+            }
+            Err(e) => {
+                self.report
+                    .notes
+                    .push(format!("no sessions file for {}: {e}", path.display()));
+                0
+            }
+        }
     }
 
     /// Writes the sessions file of `path` (sealed as the file is); returns its bytes, 0
