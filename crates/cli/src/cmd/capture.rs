@@ -398,7 +398,8 @@ fn backlog_text(bytes: u64, inputs: &[corecap_engine::capture::Input]) -> String
 
 /// What `-w` writes, said at start: the files (one per worker or group member unless
 /// merged), the format, rotation, sealing, and whether each file gets an index (on unless
-/// `--no-index`), so that a user knows what the folder will hold.
+/// `--no-index`) and a sessions file (on unless `--no-sessions`), so that a user knows
+/// what the folder will hold.
 fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups: bool) -> String {
     use corecap_engine::sink::file::Format;
     let mut how = vec![match o.file.format {
@@ -435,6 +436,9 @@ fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups:
     } else {
         "no index (--no-index)".into()
     });
+    if o.file.sessions.is_some() {
+        how.push("a record of each connection beside each file (.sessions, what `corecap flows` reads; --no-sessions for none)".into());
+    }
     // The engine's names, numbered _NNNNN as they rotate.
     let name = |p: &Path| {
         if o.file.rotation.active() {
