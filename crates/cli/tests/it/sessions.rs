@@ -385,17 +385,7 @@ fn issue35_sessions_without_an_index_equal_those_with_one() {
         "replaced",
         &["--no-index"],
     );
-    std::fs::copy(real("community-id-combined.pcap"), &rec).unwrap();
-    let o = corecap(&["flows", rec.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("1 files had no sessions file that matches"),
-        "{err}"
-    );
-    assert!(
-        !String::from_utf8_lossy(&o.stdout).contains("web.example.com"),
-        "not the old file's connections"
-    );
+    replaced_is_not_believed(&rec);
 }
 
 #[test]
@@ -499,17 +489,7 @@ fn issue35_missing_sessions_are_noted_and_formats() {
     assert!(table.contains("GET web.example.com/index.html"), "{table}");
     // A stale sessions file (the capture replaced) is not believed: the capture's own
     // packets give its connections.
-    std::fs::copy(real("community-id-combined.pcap"), &rec).unwrap();
-    let o = corecap(&["flows", rec.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("1 files had no sessions file that matches"),
-        "{err}"
-    );
-    assert!(
-        !String::from_utf8_lossy(&o.stdout).contains("web.example.com"),
-        "not the old file's connections"
-    );
+    replaced_is_not_believed(&rec);
     // CSV: a header and one line per connection.
     let rec = record(&real("sessions-loopback.pcap"), &s, "b");
     let o = corecap(&["flows", rec.to_str().unwrap(), "--csv"]);
@@ -533,6 +513,23 @@ fn issue35_missing_sessions_are_noted_and_formats() {
     if have("tcpdump") {
         assert_eq!(tcpdump_packets(&out, ""), 0);
     }
+}
+
+/// Replaces the recording `rec` of `sessions-loopback.pcap` under its name with another
+/// capture: its sessions file is stale and not believed, and the capture's own packets
+/// give its connections, never the old file's.
+fn replaced_is_not_believed(rec: &Path) {
+    std::fs::copy(real("community-id-combined.pcap"), rec).unwrap();
+    let o = corecap(&["flows", rec.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("1 files had no sessions file that matches"),
+        "{err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("web.example.com"),
+        "not the old file's connections"
+    );
 }
 
 /// The whole capture files of a recording folder, in name order (not the hidden part
