@@ -180,6 +180,54 @@ impl<W: Write> std::fmt::Debug for PcapngWriter<W> {
     }
 }
 
+/// The `shb_userappl` of the Section Header Block that `head` (a file's first bytes)
+/// begins with: the application that wrote the section, as it said; None when `head` is
+/// not a whole SHB, or the SHB does not say. Every length is checked against `head`.
+pub fn shb_userappl(head: &[u8]) -> Option<&[u8]> {
+    let word = |at: usize| -> Option<[u8; 4]> { head.get(at..at + 4)?.try_into().ok() };
+    if u32::from_le_bytes(word(0)?) != BLOCK_SHB {
+        return None;
+    }
+    let magic = word(8)?;
+    let be = match magic {
+        m if u32::from_le_bytes(m) == BYTE_ORDER_MAGIC => false,
+        m if u32::from_be_bytes(m) == BYTE_ORDER_MAGIC => true,
+        _ => return None,
+    };
+    let u32_at = |at: usize| {
+        word(at).map(|w| {
+            if be {
+                u32::from_be_bytes(w)
+            } else {
+                u32::from_le_bytes(w)
+            }
+        })
+    };
+    let u16_at = |at: usize| -> Option<u16> {
+        let w: [u8; 2] = head.get(at..at + 2)?.try_into().ok()?;
+        Some(if be {
+            u16::from_be_bytes(w)
+        } else {
+            u16::from_le_bytes(w)
+        })
+    };
+    // Options run from after the fixed fields (24 bytes) to the trailing length.
+    let end = usize::try_from(u32_at(4)?).ok()?.checked_sub(4)?;
+    let mut at = 24;
+    while at + 4 <= end {
+        let (code, len) = (u16_at(at)?, usize::from(u16_at(at + 2)?));
+        if code == OPT_ENDOFOPT {
+            return None;
+        }
+        let value = head.get(at + 4..at + 4 + len)?;
+        if code == SHB_USERAPPL {
+            return Some(value);
+        }
+        at += 4 + len.next_multiple_of(4);
+    }
+    None
+}
+
 /// Appends a little-endian u16.
 #[inline]
 fn put16(b: &mut Vec<u8>, v: u16) {
@@ -444,6 +492,40 @@ mod tests {
 
     fn u32le(b: &[u8], at: usize) -> u32 {
         u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+
+    /// The application a writer names is read back from its SHB; a section that names
+    /// none, another tool's, a big-endian one and every cut of the block give what they
+    /// hold or None, never a panic.
+    #[test]
+    fn test_shb_userappl_read_back() {
+        let ours = PcapngWriter::new(Vec::new(), "corecap", &[])
+            .unwrap()
+            .into_inner();
+        assert_eq!(shb_userappl(&ours), Some(&b"corecap"[..]));
+        let none = PcapngWriter::new(Vec::new(), "", &[]).unwrap().into_inner();
+        assert_eq!(shb_userappl(&none), None);
+        let other = PcapngWriter::new(Vec::new(), "Editcap (Wireshark) 4.0", &[])
+            .unwrap()
+            .into_inner();
+        assert_eq!(shb_userappl(&other), Some(&b"Editcap (Wireshark) 4.0"[..]));
+        // The same SHB in big-endian order.
+        let mut be = Vec::new();
+        be.extend_from_slice(&BLOCK_SHB.to_be_bytes());
+        be.extend_from_slice(&40u32.to_be_bytes());
+        be.extend_from_slice(&BYTE_ORDER_MAGIC.to_be_bytes());
+        be.extend_from_slice(&[0, 1, 0, 0]);
+        be.extend_from_slice(&u64::MAX.to_be_bytes());
+        be.extend_from_slice(&SHB_USERAPPL.to_be_bytes());
+        be.extend_from_slice(&7u16.to_be_bytes());
+        be.extend_from_slice(b"corecap\0");
+        be.extend_from_slice(&40u32.to_be_bytes());
+        assert_eq!(shb_userappl(&be), Some(&b"corecap"[..]));
+        for n in 0..ours.len() {
+            let got = shb_userappl(&ours[..n]);
+            assert!(got.is_none() || got == Some(&b"corecap"[..]), "{n}");
+        }
+        assert_eq!(shb_userappl(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0]), None);
     }
 
     #[test]

@@ -42,10 +42,11 @@ fn old_and_recent(s: &Scratch, now: u64) -> (PathBuf, u64, u64) {
     (spool, old, recent)
 }
 
-/// A file of `n` UDP packets 1 ms apart from `t0_s`, indexed as a recording's file is.
+/// A file of `n` UDP packets 1 ms apart from `t0_s`, written and indexed as a recording's
+/// file is (its section names corecap).
 fn indexed_file(path: &Path, t0_s: u64, n: u64) {
     let times = (0..n).map(|i| t0_s * S + i * 1_000_000);
-    std::fs::write(path, util::udp_pcapng(times, 200)).expect("write");
+    std::fs::write(path, util::udp_pcapng_by("corecap", times, 200)).expect("write");
     let o = util::corecap(&["index", path.to_str().expect("utf8")]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }

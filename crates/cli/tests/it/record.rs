@@ -566,10 +566,11 @@ fn issue22_the_start_line_names_the_files_written() {
     }
 }
 
-/// A pcapng file of `n` frames of 1000 bytes, one a millisecond from `t0_ns`.
+/// A pcapng file of `n` frames of 1000 bytes, one a millisecond from `t0_ns`, as corecap
+/// writes it (its section names corecap).
 fn earlier_run_file(path: &Path, t0_ns: u64, n: u64) {
     let times = (0..n).map(|i| t0_ns + i * 1_000_000);
-    std::fs::write(path, util::udp_pcapng(times, 1000)).expect("write");
+    std::fs::write(path, util::udp_pcapng_by("corecap", times, 1000)).expect("write");
 }
 
 /// Sets a file's modification time to `secs` after the epoch.
@@ -666,6 +667,64 @@ fn issue40_retention_deletes_only_its_own_files_oldest_packets_first_after_a_goo
         err.contains("rec_00001.pcapng"),
         "the deletion is named: {err}"
     );
+}
+
+/// Retention deletes only what corecap can tell it wrote, and never a file the capture
+/// reads: of three files under the capture's names, the oldest written by another program
+/// (its section names another one) and the newest being read (`-r`) are left alone, each
+/// with a note saying why, and only corecap's own earlier file goes to fit the budget.
+#[test]
+fn issue40_retention_leaves_what_another_program_wrote_and_what_the_capture_reads() {
+    let s = Scratch::new("retain-foreign");
+    let rec = s.path("rec.pcapng");
+    let t0 = 1_780_000_000u64;
+    let times = |h: u64| (0..100).map(move |i| (t0 + 3600 * h) * 1_000_000_000 + i * 1_000_000);
+    std::fs::write(
+        s.path("rec_00001.pcapng"),
+        util::udp_pcapng_by("Editcap", times(0), 1000),
+    )
+    .expect("write");
+    earlier_run_file(
+        &s.path("rec_00002.pcapng"),
+        (t0 + 3600) * 1_000_000_000,
+        100,
+    );
+    let input = s.path("rec_00003.pcapng");
+    earlier_run_file(&input, (t0 + 7200) * 1_000_000_000, 100);
+    let args = [
+        "-w",
+        rec.to_str().expect("utf8"),
+        "-b",
+        "filesize:1000000",
+        "--retain",
+        "50K",
+        "--workers",
+        "1",
+    ];
+    let (o, v) = util::replay(&input, &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(u(&v, "packets"), 100, "{v}");
+    let after = names(&s.0);
+    for (kept, why) in [
+        ("rec_00001.pcapng", "another program wrote it"),
+        ("rec_00003.pcapng", "this capture reads it"),
+    ] {
+        assert!(
+            after.iter().any(|n| n == kept),
+            "{kept} gone: {after:?}\n{err}"
+        );
+        assert!(
+            err.lines()
+                .any(|l| l.contains(kept) && l.contains("alone") && l.contains(why)),
+            "{kept}: {err}"
+        );
+    }
+    assert!(
+        !after.iter().any(|n| n == "rec_00002.pcapng"),
+        "corecap's own earlier file goes: {after:?}\n{err}"
+    );
+    assert!(after.iter().any(|n| n == "rec_00004.pcapng"), "{after:?}");
 }
 
 /// Issue 40: a second writer on a name that a live writer holds is refused at start, with a

@@ -845,24 +845,38 @@ pub fn udp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, len: usize) -> Ve
 /// 53, one at each time of `times_ns`: frame `i` comes from port `1000 + i % 1000` and
 /// carries `i` in its first payload bytes, so no two are alike.
 pub fn udp_pcapng(times_ns: impl IntoIterator<Item = u64>, len: usize) -> Vec<u8> {
-    pcapng_of(times_ns.into_iter().enumerate().map(|(i, ts_ns)| {
-        let mut frame = udp_frame(
-            [10, 0, 0, 1],
-            [10, 0, 0, 2],
-            1000 + (i % 1000) as u16,
-            53,
-            len,
-        );
-        frame[42..46].copy_from_slice(&(i as u32).to_be_bytes());
-        (ts_ns, frame)
-    }))
+    udp_pcapng_by("t", times_ns, len)
+}
+
+/// [`udp_pcapng`] whose section names `app` as the program that wrote it (`corecap` for a
+/// file as a recording of an earlier run left it: retention counts only those).
+pub fn udp_pcapng_by(app: &str, times_ns: impl IntoIterator<Item = u64>, len: usize) -> Vec<u8> {
+    pcapng_by(
+        app,
+        times_ns.into_iter().enumerate().map(|(i, ts_ns)| {
+            let mut frame = udp_frame(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                1000 + (i % 1000) as u16,
+                53,
+                len,
+            );
+            frame[42..46].copy_from_slice(&(i as u32).to_be_bytes());
+            (ts_ns, frame)
+        }),
+    )
 }
 
 /// A pcapng file (its bytes) of whole Ethernet frames on one interface, each at its time
 /// (ns since the epoch).
 pub fn pcapng_of(frames: impl IntoIterator<Item = (u64, Vec<u8>)>) -> Vec<u8> {
+    pcapng_by("t", frames)
+}
+
+/// [`pcapng_of`] whose section names `app` as the program that wrote it.
+pub fn pcapng_by(app: &str, frames: impl IntoIterator<Item = (u64, Vec<u8>)>) -> Vec<u8> {
     let ifs = [corecap_wire::InterfaceDesc::ethernet("e", 262144)];
-    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), "t", &ifs).expect("writer");
+    let mut w = corecap_wire::PcapngWriter::new(Vec::new(), app, &ifs).expect("writer");
     for (ts_ns, frame) in frames {
         w.write_epb(&corecap_wire::Epb {
             if_id: 0,

@@ -3,7 +3,7 @@
 //! open. Everything the run opens, it takes from the plan; what it adds is what only the
 //! kernel and libpcap can give (filter programs, sockets, threads).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -58,6 +58,7 @@ impl Facts for Machine {
 /// unwritable path fails early.
 pub(crate) fn run(plan: Plan) -> Result<Capture, CaptureError> {
     let set = &plan.settings;
+    let inputs: Vec<PathBuf> = plan.files.iter().map(|f| f.path.clone()).collect();
     let mut xdp = Vec::new();
     let mut notes = Vec::new();
     // A folder without a catalog before this start: a failed start takes back the one it
@@ -129,7 +130,7 @@ pub(crate) fn run(plan: Plan) -> Result<Capture, CaptureError> {
     };
     let mut cap = cap.wait_ready(notes)?;
     if let Some(o) = &set.output {
-        cap.notes.extend(trim_earlier_runs(o));
+        cap.notes.extend(trim_earlier_runs(o, &inputs));
     }
     Ok(cap)
 }
@@ -222,24 +223,41 @@ fn prepare_output(
     Ok(r.files)
 }
 
+/// Whether `a` and `b` name the same file (the same device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 /// Once a start has succeeded (never before: a start that fails deletes nothing): counts
 /// the capture's files that earlier runs left against the byte budget and deletes the
 /// oldest over it. One note for what it deleted, and one for each file whose name begins as
-/// the capture's but that retention leaves alone, with why.
-fn trim_earlier_runs(o: &OutputConfig) -> Vec<String> {
+/// the capture's but that retention leaves alone, with why: among them the files this
+/// capture reads (`-r`), which are never deleted under it.
+fn trim_earlier_runs(o: &OutputConfig, inputs: &[PathBuf]) -> Vec<String> {
     let Some(ret) = &o.file.retention else {
         return Vec::new();
     };
     if o.path.as_os_str() == "-" || corecap_store::write::disk::is_fifo(&o.path) {
         return Vec::new();
     }
-    let found = corecap_store::retention::on_disk(&o.path);
+    let mut found = corecap_store::retention::on_disk(&o.path);
+    let read = |p: &Path| inputs.iter().any(|i| same_file(i, p));
+    let (files, being_read): (Vec<_>, Vec<_>) = found.files.into_iter().partition(|f| !read(&f.0));
+    found.left_alone.extend(
+        being_read
+            .into_iter()
+            .map(|f| (f.0, "this capture reads it (-r)")),
+    );
     let mut notes: Vec<String> = found
         .left_alone
         .iter()
         .map(|(p, why)| format!("--retain leaves {} alone: {why}", p.display()))
         .collect();
-    ret.adopt(found.files);
+    ret.adopt(files);
     let gone = ret.trim();
     if !gone.is_empty() {
         let _ = corecap_linux::direct::sync_parent(&o.path);

@@ -448,7 +448,7 @@ pub struct OnDisk {
 /// sealed file, whose key retention does not hold) takes its modification time.
 pub fn on_disk(base: &Path) -> OnDisk {
     let stem = capture_stem(base);
-    scan(dir_of(base), |name| {
+    scan(dir_of(base), Writer::MustSayCorecap, |name| {
         if !name.starts_with(&stem) {
             return Skip::Quietly;
         }
@@ -464,7 +464,17 @@ pub fn on_disk(base: &Path) -> OnDisk {
 /// (`serve` refuses a spool others can write into): every file that is not hidden and
 /// begins as a capture file, ordered as [`on_disk`] orders them.
 pub fn in_spool(dir: &Path) -> OnDisk {
-    scan(dir, |_| Skip::No)
+    scan(dir, Writer::KnownByFolder, |_| Skip::No)
+}
+
+/// How [`scan`] knows corecap wrote a file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    /// The file must say so ([`written_by_corecap`]): a recording's folder is the user's,
+    /// and other programs write there.
+    MustSayCorecap,
+    /// By its folder: a daemon's spool, which no one else can write into.
+    KnownByFolder,
 }
 
 /// What [`scan`] does with a name.
@@ -478,7 +488,7 @@ enum Skip {
 }
 
 /// The capture files of `dir` whose names `skip` lets through, oldest packets first.
-fn scan(dir: &Path, skip: impl Fn(&str) -> Skip) -> OnDisk {
+fn scan(dir: &Path, writer: Writer, skip: impl Fn(&str) -> Skip) -> OnDisk {
     use std::os::unix::fs::MetadataExt;
     let mut out = OnDisk::default();
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -514,6 +524,17 @@ fn scan(dir: &Path, skip: impl Fn(&str) -> Skip) -> OnDisk {
                 .push((path, "it does not begin as a capture file corecap writes"));
             continue;
         }
+        if writer == Writer::MustSayCorecap
+            && kind == crate::sniff::FileKind::Plain
+            && !written_by_corecap(&path)
+        {
+            out.left_alone.push((
+                path,
+                "another program wrote it (its header does not name corecap, and no index \
+                 or sessions file corecap made of it is beside it)",
+            ));
+            continue;
+        }
         let mtime_ns = u64::try_from(m.mtime()).unwrap_or(0) * 1_000_000_000
             + u64::try_from(m.mtime_nsec()).unwrap_or(0);
         let first = first_packet_ns(&path).unwrap_or(mtime_ns);
@@ -526,6 +547,37 @@ fn scan(dir: &Path, skip: impl Fn(&str) -> Skip) -> OnDisk {
     out.files = files.into_iter().map(|(t, p, b)| (p, b, t)).collect();
     out.left_alone.sort();
     out
+}
+
+/// Whether the plain capture file at `path` shows that corecap wrote it: a pcapng whose
+/// section names corecap as the application that wrote it, or a pcap (which names none)
+/// with an index or a sessions file that corecap made of these very bytes. A file another
+/// program wrote under a recording's name is left alone: nothing is deleted that corecap
+/// cannot tell it wrote.
+fn written_by_corecap(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4096);
+    let read = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut head));
+    if read.is_err() {
+        return false;
+    }
+    if head.starts_with(&corecap_wire::pcapng::BLOCK_SHB.to_le_bytes()) {
+        return corecap_wire::pcapng::shb_userappl(&head) == Some(&b"corecap"[..]);
+    }
+    let sessions = crate::session::format::read_sessions(path, None);
+    matches!(sessions, Ok(Some(_))) || index_describes(path)
+}
+
+/// Whether the index beside `path` was made of the bytes the file holds now.
+fn index_describes(path: &Path) -> bool {
+    let Ok(Some((index, _, _))) = crate::read::plan::load_index(path, None) else {
+        return false;
+    };
+    index.identity.is_some_and(|id| {
+        std::fs::File::open(path)
+            .and_then(|f| crate::read::frames::identity(&f, index.covered))
+            .is_ok_and(|now| now == id)
+    })
 }
 
 /// The time of a plain capture file's first packet.
