@@ -686,33 +686,34 @@ fn files_loop(run: &mut Run<'_>, files: &[FileSpec], me: usize, n: usize) -> Opt
     let stop = || ctl.stopped();
     let mut since = 0u32;
     for spec in files {
-        let (taken, filtered, err) = replay::replay(spec, me, n, &stop, |ts, data, orig, queue| {
-            let p = Packet {
-                ts_ns: ts,
-                data,
-                wire_len: orig,
-                iface: spec.if_id,
-                queue,
-                vlan: None,
-                link: spec.link,
-            };
-            run.s.kernel_packets += 1;
-            if since == 0 {
-                run.begin_batch();
-            }
-            if run.ctl.claim(1) == 0 {
-                run.s.stop_drops += 1;
-                return false;
-            }
-            run.wait_for_disk();
-            run.deliver(&p);
-            since += 1;
-            if since >= 256 {
-                since = 0;
-                run.end_batch(ts);
-            }
-            true
-        });
+        let (taken, filtered, err) =
+            replay::replay(spec, me, n, &stop, |ts, data, orig, queue, i| {
+                let p = Packet {
+                    ts_ns: ts,
+                    data,
+                    wire_len: orig,
+                    iface: i.if_id,
+                    queue,
+                    vlan: None,
+                    link: i.link,
+                };
+                run.s.kernel_packets += 1;
+                if since == 0 {
+                    run.begin_batch();
+                }
+                if run.ctl.claim(1) == 0 {
+                    run.s.stop_drops += 1;
+                    return false;
+                }
+                run.wait_for_disk();
+                run.deliver(&p);
+                since += 1;
+                if since >= 256 {
+                    since = 0;
+                    run.end_batch(ts);
+                }
+                true
+            });
         let _ = taken;
         run.s.filtered += filtered;
         if err.is_some() {

@@ -156,6 +156,9 @@ pub struct ReadInterface {
     pub tsresol: u8,
     /// `if_tsoffset`: seconds added to every timestamp.
     pub tsoffset: i64,
+    /// Whether its file (pcap) or section (pcapng) was written big-endian: a filter on a
+    /// BSD NULL capture tests the AF_ value in the writer's byte order.
+    pub big_endian: bool,
 }
 
 /// One packet read from a file; `data` borrows the reader's buffer.
@@ -432,6 +435,7 @@ impl<R: Read> CaptureReader<R> {
             snaplen: e.u32(&h, 12),
             tsresol: if this.pcap_nanos { 9 } else { 6 },
             tsoffset: 0,
+            big_endian: matches!(e, Endian::Big),
         });
         Ok(this)
     }
@@ -456,6 +460,49 @@ impl<R: Read> CaptureReader<R> {
     /// Interfaces defined so far (pcap: exactly one).
     pub fn interfaces(&self) -> &[ReadInterface] {
         &self.interfaces
+    }
+
+    /// Every interface of the file, read to its end: pcapng Interface Description Blocks
+    /// may come after packets, and in later sections, so the ones defined before the first
+    /// packet are not all of them. Packet and other blocks are skipped unparsed. Reading
+    /// stops at the first error, with the interfaces before it: the packets' reader reports
+    /// the error in its turn.
+    pub fn into_interfaces(mut self) -> Vec<ReadInterface> {
+        while self.format == Format::Pcapng && !self.done {
+            if !matches!(self.next_idb(), Ok(true)) {
+                self.done = true;
+            }
+        }
+        self.interfaces
+    }
+
+    /// Reads pcapng blocks up to the next Interface Description Block (true) or the end
+    /// of the file (false), skipping the bodies of all other blocks but section headers.
+    fn next_idb(&mut self) -> Result<bool, ReadError> {
+        loop {
+            let start = self.pos;
+            let mut h = [0u8; 8];
+            match self.read_some(&mut h)? {
+                0 => return Ok(false),
+                8 => {}
+                _ => return Err(ReadError::Truncated { offset: start }),
+            }
+            if h[..4] == BLOCK_SHB.to_le_bytes() {
+                self.section(start, [h[4], h[5], h[6], h[7]])?;
+                continue;
+            }
+            let e = self.endian;
+            let (btype, len) = (e.u32(&h, 0), e.u32(&h, 4));
+            if btype != BLOCK_IDB {
+                Self::check_len(len, 12, start)?;
+                self.skip_block(len, start)?;
+                continue;
+            }
+            Self::check_len(len, 20, start)?;
+            self.read_block_rest(len, len as usize - 8, start)?;
+            self.idb(start)?;
+            return Ok(true);
+        }
     }
 
     /// Statistics seen so far: for each interface that had an ISB, its
@@ -817,6 +864,7 @@ impl<R: Read> CaptureReader<R> {
             snaplen: e.u32(b, 4),
             tsresol: 6,
             tsoffset: 0,
+            big_endian: matches!(e, Endian::Big),
         };
         for_each_opt(e, &b[8..], |code, v| match code {
             IF_NAME => iface.name = Some(opt_string(v)),
@@ -961,6 +1009,49 @@ mod tests {
             "malformed record at byte offset 24: captured length above 256 KiB"
         );
         assert!(r.next_packet().unwrap().is_none());
+    }
+
+    /// The interfaces of a whole file: a second section, defined after the first one's
+    /// packets, is found without reading a packet; a file cut short gives those before
+    /// the cut.
+    #[test]
+    fn test_parse_interfaces_to_the_end() {
+        use crate::{Epb, InterfaceDesc, PcapngWriter};
+        let section = |linktype: u16, snaplen: u32| {
+            let iface = InterfaceDesc {
+                name: "x".into(),
+                description: None,
+                linktype,
+                snaplen,
+            };
+            let mut w = PcapngWriter::new(Vec::new(), "test", &[iface]).unwrap();
+            w.write_epb(&Epb {
+                data: &[0x45; 40],
+                orig_len: 40,
+                ..Epb::default()
+            })
+            .unwrap();
+            w.into_inner()
+        };
+        let mut f = section(113, 0);
+        let first = f.len();
+        f.extend(section(101, 1500));
+        let r = CaptureReader::new(&f[..]).unwrap();
+        assert!(r.interfaces().is_empty());
+        let all = r.into_interfaces();
+        let kinds: Vec<(u16, u32)> = all.iter().map(|i| (i.linktype, i.snaplen)).collect();
+        assert_eq!(kinds, [(113, 0), (101, 1500)]);
+        assert!(all.iter().all(|i| !i.big_endian));
+        let cut = CaptureReader::new(&f[..first + 40])
+            .unwrap()
+            .into_interfaces();
+        assert_eq!(cut.len(), 1);
+        // A pcap file has one, from its header.
+        let pcap = crate::PcapWriter::new(Vec::new(), 276, 9000)
+            .unwrap()
+            .into_inner();
+        let one = CaptureReader::new(&pcap[..]).unwrap().into_interfaces();
+        assert_eq!((one.len(), one[0].linktype, one[0].snaplen), (1, 276, 9000));
     }
 }
 

@@ -594,3 +594,176 @@ fn issue22_capture_from_a_real_file_filters_like_tcpdump() {
         assert_eq!(got, want, "{name}: '{filter}': {v}");
     }
 }
+
+/// `tcpdump -r FILE -nn -tt -xx`: what it says of the file (link type and snap length, after
+/// the file's name) and every packet it prints, bytes and all.
+fn tcpdump_dump(file: &Path) -> (String, String) {
+    let o = Command::new("tcpdump")
+        .args(["-nn", "-tt", "-xx", "-r"])
+        .arg(file)
+        .output()
+        .expect("run tcpdump");
+    assert!(
+        o.status.success(),
+        "tcpdump -r {file:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let head = err
+        .lines()
+        .find_map(|l| l.split_once(", link-type ").map(|(_, t)| t.to_owned()))
+        .unwrap_or_else(|| panic!("tcpdump -r {file:?} names no link type: {err}"));
+    (head, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// `tshark -r FILE`: each packet's interface, link type (Wireshark's encapsulation), time
+/// and lengths, one line a packet.
+fn tshark_frames(file: &Path) -> Vec<String> {
+    let o = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(file)
+        .args(["-T", "fields", "-e", "frame.interface_id", "-e"])
+        .args([
+            "frame.encap_type",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.len",
+        ])
+        .args(["-e", "frame.cap_len"])
+        .output()
+        .expect("run tshark");
+    assert!(
+        o.status.success(),
+        "tshark -r {file:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `capture -r FILE... -w OUT`, which must succeed.
+fn record(files: &[&Path], out: &Path) {
+    let _ = std::fs::remove_file(out);
+    let mut c = Command::new(crate::util::bin());
+    c.args(["capture", "--json", "--stats-interval", "0"]);
+    for f in files {
+        c.arg("-r").arg(f);
+    }
+    let o = c.arg("-w").arg(out).output().expect("run corecap capture");
+    assert!(
+        o.status.success(),
+        "capture -r {files:?} -w: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `capture -r FILE... --count-only FILTER`: the packets that passed.
+fn count_only(files: &[&Path], filter: &str) -> u64 {
+    let mut c = Command::new(crate::util::bin());
+    c.args(["capture", "--count-only", "--json", "--stats-interval", "0"]);
+    for f in files {
+        c.arg("-r").arg(f);
+    }
+    let o = c.arg(filter).output().expect("run corecap capture");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: Value = out
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "capture -r {files:?} '{filter}': {out} / {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+    u(&v, "packets")
+}
+
+/// A pcapng written by `capture -r` describes each interface of its input with the input's
+/// link type, keeps each packet on its interface, and filters each packet as tcpdump does for
+/// its interface's link type. Every pcapng came out as Ethernet (Linux cooked, BSD NULL and
+/// raw IP frames relabelled), its filters compiled for Ethernet, because the link type was
+/// taken before the reader had seen the file's first Interface Description Block.
+#[test]
+fn capture_r_of_a_pcapng_keeps_each_interfaces_link_type() {
+    if !crate::util::need("tcpdump") {
+        return;
+    }
+    let s = Scratch::new("parity-linktype");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real");
+    // A filter that matches some of each file's packets, as tcpdump counts them.
+    let mut files: Vec<(PathBuf, &str)> = vec![
+        (real.join("OSPFv2_Capture_FINAL.pcapng"), "ip proto 89"),
+        (real.join("bgp-role.pcapng"), "tcp port 179"),
+        (real.join("ospf2-seg-fault-1.pcapng"), "ip"),
+    ];
+    let listed: Vec<&PathBuf> = files.iter().map(|(p, _)| p).collect();
+    for p in real_files() {
+        if p.extension().is_some_and(|x| x == "pcapng") {
+            assert!(listed.contains(&&p), "{p:?}: give it a filter here");
+        }
+    }
+    let editcap = crate::util::have("editcap");
+    if editcap {
+        // Linux cooked v2, as a pcapng.
+        let any = s.path("sll2.pcapng");
+        let o = Command::new("editcap")
+            .args(["-F", "pcapng"])
+            .arg(real.join("simple_http_sll2.pcap"))
+            .arg(&any)
+            .output()
+            .expect("run editcap");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        files.push((any, "tcp port 8000"));
+    } else {
+        eprintln!("skipped: the Linux cooked v2 pcapng, as editcap is not installed");
+    }
+    let out = s.path("out.pcapng");
+    for (file, filter) in &files {
+        record(&[file], &out);
+        let (want_head, want) = tcpdump_dump(file);
+        let (got_head, got) = tcpdump_dump(&out);
+        assert_eq!(got_head, want_head, "{file:?}: link type and snap length");
+        assert_eq!(got, want, "{file:?}: packets");
+        let want = crate::util::tcpdump_packets(file, filter);
+        assert!(want > 0, "{file:?}: '{filter}' matches something");
+        assert_eq!(count_only(&[file], filter), want, "{file:?}: '{filter}'");
+    }
+    if !crate::util::need("tshark") || !editcap || !crate::util::need("mergecap") {
+        return;
+    }
+    // Interfaces of two link types: in one file, and in two files read in turn.
+    let sll = real.join("bgp-role.pcapng");
+    let eth = real.join("OSPFv2_Capture_FINAL.pcapng");
+    let both = s.path("both.pcapng");
+    let o = Command::new("mergecap")
+        .args(["-a", "-F", "pcapng", "-w"])
+        .arg(&both)
+        .arg(&sll)
+        .arg(&eth)
+        .output()
+        .expect("run mergecap");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = tshark_frames(&both);
+    assert!(want.iter().any(|l| l.starts_with("0\t25\t")), "{want:?}");
+    assert!(want.iter().any(|l| l.starts_with("1\t1\t")), "{want:?}");
+    record(&[&both], &out);
+    assert_eq!(tshark_frames(&out), want, "one file of two link types");
+    assert_eq!(crate::util::packets(&out), crate::util::packets(&both));
+    record(&[&sll, &eth], &out);
+    assert_eq!(tshark_frames(&out), want, "two files of two link types");
+    assert_eq!(crate::util::packets(&out), crate::util::packets(&both));
+    for filter in ["tcp port 179", "ip proto 89", "ip"] {
+        let want =
+            crate::util::tcpdump_packets(&sll, filter) + crate::util::tcpdump_packets(&eth, filter);
+        assert_eq!(count_only(&[&both], filter), want, "one file: '{filter}'");
+        assert_eq!(
+            count_only(&[&sll, &eth], filter),
+            want,
+            "two files: '{filter}'"
+        );
+    }
+}

@@ -10,8 +10,10 @@
 use std::path::{Path, PathBuf};
 
 use corecap_wire::pcapng::InterfaceDesc;
+use corecap_wire::ReadInterface;
 
 use super::config::{Balance, CaptureConfig, CaptureError, Input, OutputConfig, WorkerInfo};
+use crate::sink::file::Format;
 use crate::stage::pipe::Transport;
 use crate::steer::group::GroupSpec;
 use corecap_store::names::suffixed_path;
@@ -22,8 +24,9 @@ pub(crate) trait Facts {
     fn interface(&self, name: &str) -> Result<Interface, CaptureError>;
     /// The CPUs this process may run on, in order.
     fn allowed_cpus(&self) -> Vec<u32>;
-    /// The link type of a capture file (of its first interface; Ethernet if it has none).
-    fn file_linktype(&self, path: &Path) -> Result<u16, CaptureError>;
+    /// The interfaces of a capture file, all of them (a pcapng file may define some after
+    /// its first packets), in the file's order.
+    fn file_interfaces(&self, path: &Path) -> Result<Vec<ReadInterface>, CaptureError>;
 }
 
 /// An interface as the kernel reports it.
@@ -40,7 +43,7 @@ pub(crate) struct Interface {
 /// A capture, planned: what to open, start and write, in the order the run step does it.
 #[derive(Debug)]
 pub(crate) struct Plan {
-    /// The pcapng interface list: one per live input, then one per `-r` file.
+    /// The pcapng interface list: one per live input, then those of each `-r` file.
     pub(crate) ifaces: Vec<InterfaceDesc>,
     /// The live inputs, in the order given.
     pub(crate) inputs: Vec<LivePlan>,
@@ -146,10 +149,21 @@ pub(crate) enum Via {
 pub(crate) struct FilePlan {
     /// Its path.
     pub(crate) path: PathBuf,
-    /// Its interface in the capture.
+    /// Its interfaces, in the file's order: the interface a packet of the file names
+    /// indexes this list.
+    pub(crate) ifaces: Vec<FileIface>,
+}
+
+/// An interface of a `-r` file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileIface {
+    /// Its interface in the capture (index into [`Plan::ifaces`]).
     pub(crate) if_id: u32,
     /// Link type.
     pub(crate) linktype: u16,
+    /// Whether its file or section was written big-endian: a filter on BSD NULL frames
+    /// tests the AF_ value in the writer's byte order.
+    pub(crate) big_endian: bool,
 }
 
 /// A worker: its line in the summary and what it reads.
@@ -373,10 +387,61 @@ pub(crate) fn plan(cfg: &CaptureConfig, facts: &dyn Facts) -> Result<Plan, Captu
     } else {
         p.sink = p.sink_plan(cfg);
     }
+    p.check_linktypes(cfg)?;
     Ok(p)
 }
 
+/// The shorter of two snap lengths, 0 being no limit.
+fn shorter_snaplen(a: u32, b: u32) -> u32 {
+    match (a, b) {
+        (0, s) | (s, 0) => s,
+        (a, b) => a.min(b),
+    }
+}
+
 impl Plan {
+    /// Refuses what would treat a packet as framed by another interface's link type: a
+    /// pcap file (one link type in its header) holding interfaces of several, and consumer
+    /// group filters (compiled for one link type) over interfaces of several.
+    fn check_linktypes(&self, cfg: &CaptureConfig) -> Result<(), CaptureError> {
+        let mixed = |ids: &mut dyn Iterator<Item = u32>| {
+            let mut lts = ids.map(|i| self.ifaces[i as usize].linktype);
+            let first = lts.next()?;
+            lts.find(|&l| l != first).map(|other| (first, other))
+        };
+        let all = || 0..self.ifaces.len() as u32;
+        if cfg.groups.iter().any(|g| g.filter.is_some()) {
+            if let Some((a, b)) = mixed(&mut all()) {
+                return Err(CaptureError::Config(format!(
+                    "a group filter is compiled for one link type, and the inputs have \
+                     link types {a} and {b}: give the groups no filter, or inputs of one \
+                     link type"
+                )));
+            }
+        }
+        let Some(o) = cfg
+            .output
+            .as_ref()
+            .filter(|o| o.file.format != Format::Pcapng)
+        else {
+            return Ok(());
+        };
+        let files: Vec<Vec<u32>> = match &self.sink {
+            SinkPlan::PerWorker(files) => files.iter().map(|f| f.ifaces.clone()).collect(),
+            _ => vec![all().collect()],
+        };
+        for ids in files {
+            if let Some((a, b)) = mixed(&mut ids.into_iter()) {
+                return Err(CaptureError::Config(format!(
+                    "{}: a pcap file has one link type, and its inputs have link types \
+                     {a} and {b}: write pcapng (leave out -P)",
+                    o.path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn interface_desc(&mut self, input: &Input, linktype: u16, snaplen: u32) -> u32 {
         let if_id = self.ifaces.len() as u32;
         self.ifaces.push(InterfaceDesc {
@@ -519,9 +584,10 @@ impl Plan {
         n
     }
 
-    /// `-r FILE...`: each file is one interface of the output, and each of `--workers`
-    /// workers (at least one) reads every file and keeps its share of the flows. They are
-    /// pinned only with `--cpus`.
+    /// `-r FILE...`: each interface of each file is one interface of the output, with its
+    /// own link type and snap length (the file's, when shorter than `-s`), and each of
+    /// `--workers` workers (at least one) reads every file and keeps its share of the
+    /// flows. They are pinned only with `--cpus`.
     fn add_files(
         &mut self,
         cfg: &CaptureConfig,
@@ -529,18 +595,29 @@ impl Plan {
         cpus: &mut Cpus,
     ) -> Result<(), CaptureError> {
         for path in &cfg.files {
-            let linktype = facts.file_linktype(path)?;
-            let if_id = self.ifaces.len() as u32;
+            let found = facts.file_interfaces(path)?;
+            let mut ifaces = Vec::with_capacity(found.len());
+            for (i, f) in found.iter().enumerate() {
+                let if_id = self.ifaces.len() as u32;
+                ifaces.push(FileIface {
+                    if_id,
+                    linktype: f.linktype,
+                    big_endian: f.big_endian,
+                });
+                let name = match found.len() {
+                    1 => path.display().to_string(),
+                    _ => format!("{}#{i}", path.display()),
+                };
+                self.ifaces.push(InterfaceDesc {
+                    name,
+                    description: f.name.clone().or_else(|| f.description.clone()),
+                    linktype: f.linktype,
+                    snaplen: shorter_snaplen(f.snaplen, cfg.snaplen),
+                });
+            }
             self.files.push(FilePlan {
                 path: path.clone(),
-                if_id,
-                linktype,
-            });
-            self.ifaces.push(InterfaceDesc {
-                name: path.display().to_string(),
-                description: None,
-                linktype,
-                snaplen: cfg.snaplen,
+                ifaces,
             });
         }
         let n = cfg.workers.max(1);
@@ -652,7 +729,7 @@ mod tests {
     struct Lab {
         ifaces: Vec<(&'static str, Interface)>,
         cpus: Vec<u32>,
-        files: Vec<(&'static str, u16)>,
+        files: Vec<(&'static str, Vec<u16>)>,
     }
 
     impl Facts for Lab {
@@ -666,16 +743,29 @@ mod tests {
         fn allowed_cpus(&self) -> Vec<u32> {
             self.cpus.clone()
         }
-        fn file_linktype(&self, path: &Path) -> Result<u16, CaptureError> {
-            self.files
+        fn file_interfaces(&self, path: &Path) -> Result<Vec<ReadInterface>, CaptureError> {
+            let (_, lts) = self
+                .files
                 .iter()
                 .find(|(p, _)| Path::new(p) == path)
-                .map(|(_, lt)| *lt)
-                .ok_or_else(|| CaptureError::Config(format!("{}: no such file", path.display())))
+                .ok_or_else(|| CaptureError::Config(format!("{}: no such file", path.display())))?;
+            Ok(lts
+                .iter()
+                .map(|&linktype| ReadInterface {
+                    name: None,
+                    description: None,
+                    linktype,
+                    snaplen: 65535,
+                    tsresol: 6,
+                    tsoffset: 0,
+                    big_endian: false,
+                })
+                .collect())
         }
     }
 
-    /// eth0 (2 RX queues), eth1 (4), lo (1); CPUs 0..4; a.pcap (Ethernet), b.pcap (raw IP).
+    /// eth0 (2 RX queues), eth1 (4), lo (1); CPUs 0..4; a.pcap (Ethernet), b.pcap (raw IP),
+    /// c.pcapng (Linux cooked, then Ethernet); each file's snap length is 65535.
     fn lab() -> Lab {
         let iface = |ifindex, rx_queues| Interface {
             ifindex,
@@ -689,7 +779,11 @@ mod tests {
                 ("lo", iface(1, 1)),
             ],
             cpus: vec![0, 1, 2, 3],
-            files: vec![("a.pcap", 1), ("b.pcap", 101)],
+            files: vec![
+                ("a.pcap", vec![1]),
+                ("b.pcap", vec![101]),
+                ("c.pcapng", vec![113, 1]),
+            ],
         }
     }
 
@@ -850,24 +944,29 @@ mod tests {
             ..CaptureConfig::default()
         };
         let p = plan(&cfg, &lab()).unwrap();
+        let iface = |if_id, linktype| FileIface {
+            if_id,
+            linktype,
+            big_endian: false,
+        };
         assert_eq!(
             p.files,
             vec![
                 FilePlan {
                     path: "a.pcap".into(),
-                    if_id: 0,
-                    linktype: 1
+                    ifaces: vec![iface(0, 1)],
                 },
                 FilePlan {
                     path: "b.pcap".into(),
-                    if_id: 1,
-                    linktype: 101
+                    ifaces: vec![iface(1, 101)],
                 },
             ]
         );
         assert_eq!(p.ifaces[1].name, "b.pcap");
         assert_eq!(p.ifaces[1].description, None);
         assert_eq!(p.ifaces[1].linktype, 101);
+        // The file's snap length, shorter than -s.
+        assert_eq!(p.ifaces[1].snaplen, 65535);
         // Not pinned without --cpus.
         assert_eq!(
             infos(&p),
@@ -956,6 +1055,53 @@ mod tests {
                 file("/cap/r.w1.pcap", vec![0, 1]),
             ])
         );
+    }
+
+    /// Each interface of a file is one of the capture, with its own link type; what would
+    /// read one interface's packets with another's link type is refused.
+    #[test]
+    fn test_files_of_several_link_types() {
+        let cfg = CaptureConfig {
+            files: vec!["c.pcapng".into(), "a.pcap".into()],
+            output: output("/cap/r.pcapng", false),
+            ..CaptureConfig::default()
+        };
+        let p = plan(&cfg, &lab()).unwrap();
+        let ifaces: Vec<(u32, u16)> = p.files[0]
+            .ifaces
+            .iter()
+            .map(|i| (i.if_id, i.linktype))
+            .collect();
+        assert_eq!(ifaces, [(0, 113), (1, 1)]);
+        assert_eq!(p.files[1].ifaces[0].if_id, 2);
+        let names: Vec<&str> = p.ifaces.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["c.pcapng#0", "c.pcapng#1", "a.pcap"]);
+        assert_eq!(p.ifaces[0].linktype, 113);
+        // A pcap file holds one link type.
+        let mut pcap = cfg.clone();
+        if let Some(o) = &mut pcap.output {
+            o.file.format = Format::Pcap;
+        }
+        assert!(
+            err(&pcap, &lab()).contains("link types 113 and 1"),
+            "{}",
+            err(&pcap, &lab())
+        );
+        pcap.files = vec!["a.pcap".into()];
+        assert!(plan(&pcap, &lab()).is_ok());
+        // A group filter is compiled for one link type.
+        let mut filtered = groups();
+        filtered[1].filter = Some("tcp".into());
+        let grouped = CaptureConfig {
+            groups: filtered,
+            ..cfg.clone()
+        };
+        assert!(err(&grouped, &lab()).contains("group filter"));
+        let unfiltered = CaptureConfig {
+            groups: groups(),
+            ..cfg
+        };
+        assert!(plan(&unfiltered, &lab()).is_ok());
     }
 
     fn groups() -> Vec<GroupSpec> {

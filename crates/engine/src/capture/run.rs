@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use corecap_linux::abi::sock_filter;
 use corecap_linux::{filter, netdev};
+use corecap_wire::ReadInterface;
 
 use super::config::{CaptureError, Input, OutputConfig};
 use super::plan::{
@@ -23,7 +24,7 @@ use crate::sink::file::FileSink;
 use crate::sink::merge;
 use crate::source::afpacket::{FanoutGroup, LiveSpec};
 use crate::source::afxdp::XdpSetup;
-use crate::source::replay::FileSpec;
+use crate::source::replay::{FileIface, FileSpec};
 use crate::stats::ledger::WorkerCounters;
 use crate::steer::filter::{compile_filter, Program};
 use crate::steer::group::{Control as SteerControl, Group, GroupKind, Matrix, Steer};
@@ -47,10 +48,10 @@ impl Facts for Machine {
         corecap_linux::affinity::allowed_cpus()
     }
 
-    fn file_linktype(&self, path: &Path) -> Result<u16, CaptureError> {
+    fn file_interfaces(&self, path: &Path) -> Result<Vec<ReadInterface>, CaptureError> {
         let r = corecap_wire::read::CaptureReader::open(path)
             .map_err(|e| CaptureError::Config(format!("{}: {e}", path.display())))?;
-        Ok(r.interfaces().first().map_or(1, |i| i.linktype))
+        Ok(r.into_interfaces())
     }
 }
 
@@ -372,26 +373,37 @@ fn file_specs(set: &Settings, plan: &Plan) -> Result<Vec<FileSpec>, CaptureError
     plan.files
         .iter()
         .map(|f| {
-            let filter = match set.filter.as_deref() {
-                // As tcpdump compiles it for this file: its link type and byte order.
-                Some(e) => {
-                    let r = corecap_wire::read::CaptureReader::open(&f.path)
-                        .map_err(|e| CaptureError::Config(format!("{}: {e}", f.path.display())))?;
-                    let insns = corecap_linux::filter::compile_for_file(
-                        f.linktype,
-                        r.big_endian(),
-                        set.snaplen,
-                        e,
-                    )?;
-                    Some(Program::new(insns).map_err(|e| CaptureError::Config(e.to_string()))?)
-                }
-                None => None,
-            };
+            let ifaces = f
+                .ifaces
+                .iter()
+                .map(|i| {
+                    let filter = match set.filter.as_deref() {
+                        // As tcpdump compiles it for this interface: its link type and
+                        // the byte order of its section.
+                        Some(e) => {
+                            let insns = corecap_linux::filter::compile_for_file(
+                                i.linktype,
+                                i.big_endian,
+                                set.snaplen,
+                                e,
+                            )?;
+                            Some(
+                                Program::new(insns)
+                                    .map_err(|e| CaptureError::Config(e.to_string()))?,
+                            )
+                        }
+                        None => None,
+                    };
+                    Ok(FileIface {
+                        if_id: i.if_id,
+                        filter,
+                        link: corecap_wire::Link::of(i.linktype),
+                    })
+                })
+                .collect::<Result<_, CaptureError>>()?;
             Ok(FileSpec {
                 path: f.path.clone(),
-                if_id: f.if_id,
-                filter,
-                link: corecap_wire::Link::of(f.linktype),
+                ifaces,
             })
         })
         .collect()
