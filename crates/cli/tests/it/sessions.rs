@@ -1043,6 +1043,38 @@ fn issue35_sessions_per_file_sizes_the_table() {
     );
     let kept = flows_json(&[small.to_str().unwrap()]);
     assert_eq!(kept.len(), 50);
+    // The sessions file says how many of its file's packets have no record, and a listing
+    // or a query by a selector over it says its answer lacks their connections.
+    let recorded: u64 = kept.iter().map(|f| u(&f["network"], "packets")).sum();
+    let unrecorded = format!("1 files hold {} packets of connections", n - recorded);
+    let o = corecap(&["flows", small.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&unrecorded), "{err}");
+    let missing = all
+        .iter()
+        .find(|f| {
+            !kept
+                .iter()
+                .any(|k| k["network"]["community_id"] == f["network"]["community_id"])
+        })
+        .expect("a connection past the table");
+    let id = missing["network"]["community_id"].as_str().unwrap();
+    let out = s.path("missing.pcapng");
+    let o = corecap(&[
+        "query",
+        small.to_str().unwrap(),
+        "--community-id",
+        id,
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&unrecorded),
+        "the empty answer says why it may be: {err}"
+    );
+    let o = corecap(&["flows", whole.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("no record of"));
     for f in &kept {
         let id = f["network"]["community_id"].as_str().unwrap();
         let w = by_id

@@ -111,12 +111,20 @@ pub struct FlowStats {
     pub files_unreadable: u64,
     /// Session records read.
     pub records: u64,
+    /// Packets that files read hold of connections their sessions files have no record of
+    /// (the recorder's table had no room for them): those connections are not listed.
+    pub unrecorded_packets: u64,
+    /// Files read with such packets.
+    pub files_incomplete: u64,
     /// Connections that matched (before the limit).
     pub matched: u64,
     /// Whether the limit cut the answer.
     pub truncated: bool,
     /// One line per file whose connections are missing, and why; and the reach's.
     pub notes: Vec<String>,
+    /// The first of the files with connections not recorded, for the note.
+    #[serde(skip)]
+    incomplete_first: Option<String>,
     /// Which part of the window is on record, and why the rest is not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reach: Option<super::reach::Reach>,
@@ -199,6 +207,14 @@ fn read_all(spec: &FlowSpec, stats: &mut FlowStats) -> Vec<(usize, Session)> {
             e.0 += 1;
         }
     }
+    if let Some(first) = stats.incomplete_first.take() {
+        stats.notes.push(format!(
+            "{} files hold {} packets of connections their sessions files have no record of \
+             (the recorder's table was full; --sessions-per-file keeps more) (the first: \
+             {first}): those connections are not listed; a query by filter finds their packets",
+            stats.files_incomplete, stats.unrecorded_packets
+        ));
+    }
     let mut missing: Vec<_> = missing.into_iter().collect();
     missing.sort();
     for (why, (n, first)) in missing {
@@ -225,6 +241,13 @@ fn read_one(
         Ok(Some(file)) => {
             stats.files_read += 1;
             stats.records += file.sessions.len() as u64;
+            if file.unrecorded > 0 {
+                stats.files_incomplete += 1;
+                stats.unrecorded_packets += file.unrecorded;
+                stats
+                    .incomplete_first
+                    .get_or_insert_with(|| f.display().to_string());
+            }
             out.extend(file.sessions.into_iter().map(|s| (i, s)));
             None
         }

@@ -20,7 +20,7 @@
 //! | 8 | bytes of the names area |
 //! | 8 | covered bytes of the capture file |
 //! | 8 + 8 | identity: xxh3-64 of the first and of the last 4 KiB covered |
-//! | 8 | zero |
+//! | 8 | packets written of connections the table had no room for (no record here; 0 in files written before this was counted) |
 //! | count × 152 | records, in order of first packet (136 in version 1) |
 //! | names | each record's name bytes, where its record says |
 //! | 8 | xxh3-64 of every byte before it |
@@ -112,6 +112,10 @@ pub struct SessionsFile {
     pub identity: Option<Identity>,
     /// The connections, in order of first packet.
     pub sessions: Vec<Session>,
+    /// Packets the capture file holds of connections that have no record here: the
+    /// recorder's table had no room for them (`--sessions-per-file`). A listing that
+    /// reads this file is missing their connections.
+    pub unrecorded: u64,
 }
 
 /// The bytes of a sessions file for `sessions`, describing the first `covered` bytes of
@@ -140,6 +144,8 @@ pub struct Encoder {
     /// The names area.
     names: Vec<u8>,
     count: u64,
+    /// Packets of connections with no record ([`SessionsFile::unrecorded`]).
+    unrecorded: u64,
 }
 
 impl Encoder {
@@ -156,7 +162,13 @@ impl Encoder {
             out,
             names: Vec::new(),
             count: 0,
+            unrecorded: 0,
         }
+    }
+
+    /// Says how many packets the file holds of connections the table had no room for.
+    pub fn set_unrecorded(&mut self, packets: u64) {
+        self.unrecorded = packets;
     }
 
     /// Adds the next record.
@@ -189,6 +201,7 @@ impl Encoder {
             mut out,
             names,
             count,
+            unrecorded,
         } = self;
         let flags = if identity.is_some() {
             FLAG_IDENTIFIED
@@ -197,7 +210,14 @@ impl Encoder {
         };
         out[12..14].copy_from_slice(&flags.to_le_bytes());
         let id = identity.unwrap_or(Identity { first: 0, last: 0 });
-        let fields = [count, names.len() as u64, covered, id.first, id.last, 0];
+        let fields = [
+            count,
+            names.len() as u64,
+            covered,
+            id.first,
+            id.last,
+            unrecorded,
+        ];
         for (n, v) in fields.into_iter().enumerate() {
             out[16 + 8 * n..24 + 8 * n].copy_from_slice(&v.to_le_bytes());
         }
@@ -319,6 +339,7 @@ pub fn decode(b: &[u8]) -> Result<SessionsFile, SessionsError> {
             last: u64_at(b, 48),
         }),
         sessions,
+        unrecorded: u64_at(b, 56),
     })
 }
 

@@ -187,6 +187,9 @@ pub struct SessionTable {
     /// Indexes of the streams not lent.
     free_streams: Vec<u16>,
     stats: SessionStats,
+    /// `stats.sessions_dropped` when the segment began: what the segment's file says it
+    /// has no record of is the difference.
+    dropped_before: u64,
 }
 
 impl SessionTable {
@@ -210,6 +213,7 @@ impl SessionTable {
             streams: (0..cfg.streams).map(|_| Stream::new()).collect(),
             free_streams: (0..cfg.streams as u16).rev().collect(),
             stats: SessionStats::default(),
+            dropped_before: 0,
             cfg,
         }
     }
@@ -508,6 +512,7 @@ impl SessionTable {
     /// after, as with [`SessionTable::finish`].
     pub fn finish_encoded(&mut self) -> Encoder {
         let mut e = Encoder::new(self.cfg.seed, self.entries.len());
+        e.set_unrecorded(self.stats.sessions_dropped - self.dropped_before);
         self.drain(|s| e.push(s));
         e
     }
@@ -537,6 +542,7 @@ impl SessionTable {
         }
         self.empty_index();
         self.entries.clear();
+        self.dropped_before = self.stats.sessions_dropped;
         self.names.clear();
         self.free_streams.clear();
         self.free_streams
