@@ -669,6 +669,31 @@ fn issue40_retention_deletes_only_its_own_files_oldest_packets_first_after_a_goo
     );
 }
 
+/// `-r` of a pipe (a FIFO, or a shell's pipe as `/dev/stdin`) is refused at once with a
+/// message that says to save the stream to a file: the file is read twice (its interfaces,
+/// then its packets), and the reader used to take the pipe's head, find no capture in the
+/// rest, and wait for a second writer that never came. Nothing is written.
+#[test]
+fn issue40_capture_of_a_pipe_is_refused_and_writes_nothing() {
+    let s = Scratch::new("pipe-in");
+    let fifo = s.path("in.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let out = s.path("out.pcapng");
+    // Bounded: a reader that waits on the pipe is ended by timeout(1).
+    let o = Command::new("timeout")
+        .args(["20", util::bin(), "capture", "-r"])
+        .arg(&fifo)
+        .arg("-w")
+        .arg(&out)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("a pipe or a device, not a file"), "{err}");
+    assert_eq!(names(&s.0), ["in.fifo"], "nothing written: {err}");
+}
+
 /// Retention deletes only what corecap can tell it wrote, and never a file the capture
 /// reads: of three files under the capture's names, the oldest written by another program
 /// (its section names another one) and the newest being read (`-r`) are left alone, each

@@ -49,6 +49,19 @@ impl Facts for Machine {
     }
 
     fn file_interfaces(&self, path: &Path) -> Result<Vec<ReadInterface>, CaptureError> {
+        // A file is read twice (its interfaces first, then its packets by each worker): a
+        // pipe's bytes would be gone, and its reader would wait for another writer.
+        use std::os::unix::fs::FileTypeExt;
+        if std::fs::metadata(path).is_ok_and(|m| {
+            let t = m.file_type();
+            t.is_fifo() || t.is_char_device() || t.is_socket()
+        }) {
+            return Err(CaptureError::Config(format!(
+                "{}: a pipe or a device, not a file: -r reads a file (each worker reads it \
+                 through); save the stream to a file first (for a live capture, -i)",
+                path.display()
+            )));
+        }
         let r = corecap_wire::read::CaptureReader::open(path)
             .map_err(|e| CaptureError::Config(format!("{}: {e}", path.display())))?;
         Ok(r.into_interfaces())
