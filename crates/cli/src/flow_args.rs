@@ -42,9 +42,10 @@ pub(crate) enum SortArg {
     First,
     /// Last packet time, oldest first.
     Last,
-    /// Bytes both ways, most first.
+    /// Bytes both ways, most first: all the connection sent, with what a per-flow cutoff
+    /// left out of the files.
     Bytes,
-    /// Packets both ways, most first.
+    /// Packets both ways, most first (with those a cutoff left out, as bytes).
     Packets,
 }
 

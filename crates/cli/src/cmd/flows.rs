@@ -162,8 +162,16 @@ fn endpoint(ip: &str, port: Option<u16>) -> String {
 
 /// One line per connection: first time, duration, protocol, originator → responder,
 /// packets and bytes each way, TCP flags seen (and `+` for a SYN start, `.` for a FIN or
-/// RST end), the name. The address columns are as wide as their longest entry.
+/// RST end), the name. The address columns are as wide as their longest entry. When a
+/// per-flow cutoff left part of some connection out of the files, a CUT column says how
+/// many of its bytes (the packet and byte columns are what the files hold).
 fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
+    let cut = |d: &FlowDoc| {
+        d.corecap
+            .bytes_seen
+            .saturating_sub(d.source.bytes + d.destination.bytes)
+    };
+    let any_cut = docs.iter().any(|d| cut(d) > 0);
     let ends: Vec<(String, String)> = docs
         .iter()
         .map(|d| {
@@ -175,9 +183,17 @@ fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
         .collect();
     let wo = ends.iter().map(|e| e.0.len()).max().unwrap_or(0).max(10);
     let wr = ends.iter().map(|e| e.1.len()).max().unwrap_or(0).max(9);
+    // The cut column, before the name, only when something was cut.
+    let cut_col = |text: String| {
+        if any_cut {
+            format!("{text:>10} ")
+        } else {
+            String::new()
+        }
+    };
     writeln!(
         out,
-        "{:<30} {:>10} {:<9} {:>wo$}    {:<wr$} {:>8} {:>10} {:>8} {:>10} {:<10} NAME",
+        "{:<30} {:>10} {:<9} {:>wo$}    {:<wr$} {:>8} {:>10} {:>8} {:>10} {:<10} {}NAME",
         "FIRST (UTC)",
         "SECONDS",
         "PROTO",
@@ -187,7 +203,8 @@ fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
         "BYTES>",
         "<PKTS",
         "<BYTES",
-        "FLAGS"
+        "FLAGS",
+        cut_col("CUT BYTES".into())
     )?;
     for (d, (o, r)) in docs.iter().zip(&ends) {
         let mut flags = d.corecap.tcp_flags.clone();
@@ -199,7 +216,7 @@ fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
         }
         writeln!(
             out,
-            "{:<30} {:>10.3} {:<9} {o:>wo$} -> {r:<wr$} {:>8} {:>10} {:>8} {:>10} {:<10} {}",
+            "{:<30} {:>10.3} {:<9} {o:>wo$} -> {r:<wr$} {:>8} {:>10} {:>8} {:>10} {:<10} {}{}",
             d.event.start,
             d.event.duration as f64 / 1e9,
             d.network.transport,
@@ -208,6 +225,7 @@ fn write_table(out: &mut impl Write, docs: &[FlowDoc]) -> io::Result<()> {
             d.destination.packets,
             d.destination.bytes,
             flags,
+            cut_col(cut(d).to_string()),
             d.name_text()
         )?;
     }

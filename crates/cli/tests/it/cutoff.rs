@@ -310,6 +310,46 @@ fn issue38_sessions_of_a_cut_recording_count_bytes_seen_beside_bytes_kept() {
         }
         // The biggest transfer (up to 1 MiB) kept little more than its first 15 KiB.
         assert!(most_cut.0 > 10 * most_cut.1, "{workers}: {most_cut:?}");
+        // Sorted by bytes, the cut listing puts first the connections the whole one does:
+        // by what they sent, not by what the file kept of them.
+        let top = |f: &Path, json: bool| {
+            let path = f.to_str().expect("utf8");
+            let mut args = vec!["flows", path, "--sort", "bytes", "--limit", "5"];
+            args.extend(json.then_some("--json"));
+            String::from_utf8_lossy(&util::corecap(&args).stdout).into_owned()
+        };
+        let ids = |text: String| -> Vec<Value> {
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
+                .collect()
+        };
+        let (cut_top, whole_top) = (ids(top(&cut, true)), ids(top(&whole, true)));
+        let id = |v: &Vec<Value>| -> Vec<Value> {
+            v.iter()
+                .map(|f| f["network"]["community_id"].clone())
+                .collect()
+        };
+        assert_eq!(id(&cut_top), id(&whole_top), "{workers}: the largest first");
+        // The table says how many bytes were cut, beside what the file holds.
+        let first = &cut_top[0];
+        let cut_bytes = u(&first["corecap"], "bytes_seen") - u(&first["network"], "bytes");
+        assert!(cut_bytes > 0, "{first}");
+        let table = top(&cut, false);
+        let mut lines = table.lines();
+        assert!(
+            lines.next().is_some_and(|h| h.contains("CUT BYTES")),
+            "{table}"
+        );
+        let row = lines.next().expect("a row");
+        assert!(
+            row.split_whitespace().any(|w| w == cut_bytes.to_string()),
+            "{row}"
+        );
+        let o = util::corecap(&["flows", whole.to_str().expect("utf8"), "--limit", "1"]);
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("CUT BYTES"),
+            "nothing cut, no column"
+        );
     }
 }
 

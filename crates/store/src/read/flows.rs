@@ -155,15 +155,16 @@ pub fn list(spec: &FlowSpec) -> Result<(Vec<Flow>, FlowStats), QueryError> {
 }
 
 /// Orders `flows` by `by`; ties by first time, then key, so an answer is the same each time.
+/// Bytes and packets are those the connection sent, with what a per-flow cutoff left out of
+/// the files: the largest transfer comes first however little of it was kept.
 pub fn sort(flows: &mut [Flow], by: FlowSort) {
-    let total = |a: [u64; 2]| a[0] + a[1];
     flows.sort_by(|a, b| {
         let (x, y) = (&a.session, &b.session);
         let main = match by {
             FlowSort::First => x.first_ns.cmp(&y.first_ns),
             FlowSort::Last => x.last_ns.cmp(&y.last_ns),
-            FlowSort::Bytes => total(y.bytes).cmp(&total(x.bytes)),
-            FlowSort::Packets => total(y.packets).cmp(&total(x.packets)),
+            FlowSort::Bytes => y.bytes_seen().cmp(&x.bytes_seen()),
+            FlowSort::Packets => y.packets_seen().cmp(&x.packets_seen()),
         };
         main.then(x.first_ns.cmp(&y.first_ns))
             .then_with(|| key_order(x).cmp(&key_order(y)))
