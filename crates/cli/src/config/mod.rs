@@ -693,6 +693,19 @@ fn output(a: &CaptureArgs) -> Result<Option<OutputConfig>> {
                         "--retain, --retain-age and --min-free need rotation (-b filesize:kB or -b duration:S)"
                     );
                 }
+                // A budget under one file, given as a bare number (bytes), deletes every
+                // file as the next begins: most likely a size without its unit.
+                let given = a.disk.retain.as_deref().unwrap_or_default();
+                let bare = given.trim().ends_with(|c: char| c.is_ascii_digit());
+                let budget = r.as_ref().map_or(u64::MAX, |r| r.budget());
+                if let Some(size) = rotation.filesize.filter(|&f| bare && budget < f) {
+                    bail!(
+                        "--retain {} is {budget} bytes, less than one file ({size} bytes, by -C or \
+                         -b filesize): each file would be deleted as the next began; give the \
+                         budget with its unit (--retain 500M, 20G)",
+                        given
+                    );
+                }
                 r
             },
             // Set from the inputs' line rate by `capture`.

@@ -669,6 +669,38 @@ fn issue40_retention_deletes_only_its_own_files_oldest_packets_first_after_a_goo
     );
 }
 
+/// A `--retain` budget given as a bare number (bytes) that is less than one rotated file is
+/// refused before anything is written: `-C 2 --retain 500` meant 500 MB, and would have
+/// kept one file; with a unit, the same small budget is taken as meant.
+#[test]
+fn issue40_a_bare_retain_under_one_file_is_refused() {
+    let s = Scratch::new("retain-bare");
+    let input = s.path("in.pcapng");
+    earlier_run_file(&input, 1_780_000_000 * 1_000_000_000, 10);
+    let rec = s.path("rec.pcapng");
+    let run = |retain: &str| {
+        util::corecap(&[
+            "capture",
+            "-r",
+            input.to_str().expect("utf8"),
+            "-w",
+            rec.to_str().expect("utf8"),
+            "-C",
+            "2",
+            "--retain",
+            retain,
+        ])
+    };
+    let o = run("500");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("less than one file (2000000 bytes"), "{err}");
+    assert!(err.contains("with its unit"), "{err}");
+    assert_eq!(names(&s.0), ["in.pcapng"], "nothing written: {err}");
+    let o = run("500K");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// `-r` of a pipe (a FIFO, or a shell's pipe as `/dev/stdin`) is refused at once with a
 /// message that says to save the stream to a file: the file is read twice (its interfaces,
 /// then its packets), and the reader used to take the pipe's head, find no capture in the
