@@ -325,8 +325,9 @@ fn announce(cfg: &CaptureConfig, cap: &Capture, printing: bool) {
 }
 
 /// A rotating recording that retention can never trim (a budget over the filesystem's
-/// size), or that has no retention at all: it fills its filesystem and then stops. Says how
-/// long that takes at the fastest input's line rate, the most it can write.
+/// size), or that has no retention at all and no bound of files that fits (a ring of N
+/// files of a known size, or a stop after N files): it fills its filesystem and then
+/// stops. Says how long that takes at the fastest input's line rate, the most it can write.
 fn reach_warning(
     o: &corecap_engine::capture::OutputConfig,
     inputs: &[corecap_engine::capture::Input],
@@ -347,6 +348,14 @@ fn reach_warning(
             format!(", in {n:.1} {unit} at the full {mbps} Mbit/s of the link")
         })
         .unwrap_or_default();
+    // A ring of N files (-W, -b files:N) or a stop after N files bounds the recording: it
+    // fills nothing when N files of its size fit in what is free.
+    let rot = &o.file.rotation;
+    let files = rot.files.map(|n| n as u64).or(rot.stop_after_files);
+    let fits = |n: u64| rot.filesize.is_some_and(|f| n.saturating_mul(f) <= free);
+    if files.is_some_and(|n| fits(n) || rot.filesize.is_none() && rot.stop_after_files.is_some()) {
+        return None;
+    }
     match &o.file.retention {
         None => Some(format!(
             "no retention (--retain, --retain-age, --min-free): the files fill {} ({} free){fill}, \

@@ -1293,7 +1293,8 @@ fn issue37_retain_age_and_min_free_delete_the_oldest_files() {
 }
 
 /// Issue 37: a rotating recording that retention can never trim says so at start: no rule
-/// at all (it fills the disk, then stops), or a budget larger than the filesystem.
+/// at all (it fills the disk, then stops), or a budget larger than the filesystem; a ring
+/// of files that fits is not warned of.
 #[test]
 fn issue37_a_recording_that_would_fill_its_disk_is_warned_at_start() {
     let s = Scratch::new("reach");
@@ -1314,6 +1315,11 @@ fn issue37_a_recording_that_would_fill_its_disk_is_warned_at_start() {
     assert!(huge.contains("is more than the filesystem"), "{huge}");
     let fine = run("c.pcapng", &["--retain", "1G"]);
     assert!(!fine.contains("warning:"), "{fine}");
+    // A ring of files (-W, -b files:N) is bounded: no warning; unless its files cannot fit.
+    let ring = run("d.pcapng", &["-b", "files:3"]);
+    assert!(!ring.contains("warning:"), "{ring}");
+    let too_big = run("e.pcapng", &["-b", "files:1000000000"]);
+    assert!(too_big.contains("warning: no retention"), "{too_big}");
 }
 
 /// Issue 35: `--sessions-log` appends every closed file's connections as JSON lines with the
