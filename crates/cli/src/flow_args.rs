@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 #[derive(Args, Clone, Debug, Default)]
 pub(crate) struct SelectArgs {
     /// A connection's Community ID (v1, `1:` and 28 base64 characters), exactly.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = community_id)]
     pub(crate) community_id: Option<String>,
     /// The TLS server name (SNI) of the ClientHello: exact (any case), or with `*`
     /// wildcards (`*.example.com`).
@@ -22,6 +22,19 @@ pub(crate) struct SelectArgs {
     /// The Host of the HTTP/1.x request: exact (any case), or with `*` wildcards.
     #[arg(long, value_name = "PATTERN")]
     pub(crate) http_host: Option<String>,
+}
+
+/// A Community ID as `--community-id` takes it: one that is not well formed (a typo, a cut
+/// paste) is refused, where it would match nothing and give an empty answer.
+fn community_id(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    match corecap_wire::CommunityId::parse(text.as_bytes()) {
+        Some(_) => Ok(text.to_owned()),
+        None => Err(format!(
+            "not a Community ID: {text:?} (v1 is `1:` then 28 base64 characters, as \
+             Suricata's and Zeek's `community_id` fields give it)"
+        )),
+    }
 }
 
 impl SelectArgs {

@@ -79,7 +79,14 @@ pub fn spec(m: &Manager, query: &str) -> Result<FlowSpec, Response> {
         match k.as_str() {
             "from" => spec.from = time(&v)?,
             "to" => spec.to = time(&v)?,
-            "community_id" => s.community_id = Some(v),
+            "community_id" => match corecap_wire::CommunityId::parse(v.trim().as_bytes()) {
+                Some(_) => s.community_id = Some(v.trim().to_owned()),
+                None => {
+                    return Err(bad(format!(
+                    "community_id {v:?}: not a Community ID (v1 is `1:` then 28 base64 characters)"
+                )))
+                }
+            },
             "sni" => s.sni = Some(v),
             "dns" => s.dns = Some(v),
             "http_host" => s.http_host = Some(v),
@@ -95,6 +102,9 @@ pub fn spec(m: &Manager, query: &str) -> Result<FlowSpec, Response> {
             }
             _ => return Err(bad(format!("unknown parameter {k:?}"))),
         }
+    }
+    if spec.from > spec.to {
+        return Err(bad("from is after to: the window is empty".into()));
     }
     if let Some(f) = &spec.select.filter {
         corecap_store::read::flow_match::SessionFilter::new(Some(f))

@@ -496,6 +496,27 @@ fn issue35_missing_sessions_are_noted_and_formats() {
     let csv = String::from_utf8_lossy(&o.stdout);
     assert_eq!(csv.lines().count(), 5, "{csv}");
     assert!(csv.starts_with("event.start,"), "{csv}");
+    // A malformed Community ID (cut short by a paste) is refused, by flows and by query,
+    // before any file is made: it would match nothing and give an empty answer.
+    let cut_short = "1:AAAAAAAAAAAAAAAAAAAAAAAAA";
+    let out = s.path("malformed.pcapng");
+    for args in [
+        &["flows", rec.to_str().unwrap(), "--community-id", cut_short][..],
+        &[
+            "query",
+            rec.to_str().unwrap(),
+            "--community-id",
+            cut_short,
+            "-w",
+            out.to_str().unwrap(),
+        ],
+    ] {
+        let o = corecap(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("not a Community ID"), "{err}");
+        assert!(!out.exists(), "no file for a refused query");
+    }
     // A Community ID of no connection: an empty answer, not an error.
     let out = s.path("none.pcapng");
     let id = "1:AAAAAAAAAAAAAAAAAAAAAAAAAAA=";
@@ -687,21 +708,28 @@ fn issue35_daemon_lists_flows_and_queries_by_community_id() {
         assert_eq!(body.len(), 2, "{text}");
         assert!(body[1].contains("\"type\":\"end\""), "{text}");
         assert!(body[1].contains("\"truncated\":false"), "{text}");
-        // A bad parameter is refused before anything is read.
-        let o = Command::new("curl")
-            .args([
-                "-sS",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--unix-socket",
-            ])
-            .arg(&d.socket)
-            .arg("http://corecap/flows?port=x")
-            .output()
-            .expect("curl");
-        assert_eq!(String::from_utf8_lossy(&o.stdout), "400");
+        // A bad parameter (a port, a Community ID cut short, a window from after to) is
+        // refused before anything is read.
+        for q in [
+            "port=x",
+            "community_id=1:AAAA",
+            "from=1700000002&to=1700000001",
+        ] {
+            let o = Command::new("curl")
+                .args([
+                    "-sS",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--unix-socket",
+                ])
+                .arg(&d.socket)
+                .arg(format!("http://corecap/flows?{q}"))
+                .output()
+                .expect("curl");
+            assert_eq!(String::from_utf8_lossy(&o.stdout), "400", "{q}");
+        }
     }
     // The fan-out: the same daemon under two names, each line naming its sensor.
     let url = format!("http://{listen}");
