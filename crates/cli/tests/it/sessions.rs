@@ -407,6 +407,19 @@ fn issue35_names_select_connections_and_their_packets() {
     assert_eq!(ports(&["--sni", "*.EXAMPLE.net"]), [47836]);
     assert_eq!(ports(&["--sni", "example.org"]), Vec::<u64>::new());
     assert_eq!(ports(&["--http-host", "web.example.com"]), [58144]);
+    // A Host with a port is matched by its name alone, or whole.
+    let sll2 = real("simple_http_sll2.pcap");
+    for host in ["localhost", "localhost:8000", "local*"] {
+        let got = flows_json(&[sll2.to_str().unwrap(), "--http-host", host]);
+        assert!(!got.is_empty(), "{host}");
+        let url = &got[0]["url"];
+        assert_eq!(
+            (url["domain"].as_str(), url["port"].as_u64()),
+            (Some("localhost"), Some(8000)),
+            "{url}"
+        );
+    }
+    assert!(flows_json(&[sll2.to_str().unwrap(), "--http-host", "localhost:9"]).is_empty());
     assert_eq!(ports(&["--http-host", "*.example.com"]), [58144, 58150]);
     assert_eq!(
         ports(&["--http-host", "*", "--sort", "bytes", "--limit", "1"]),

@@ -11,7 +11,7 @@
 //! | `destination.*` | yes | the responder, the same |
 //! | `dns.question.name`, `dns.question.type` | yes | the first DNS question (type as `A`, `AAAA`, … or `TYPE65534`) |
 //! | `tls.client.server_name` | yes | the ClientHello's SNI |
-//! | `http.request.method`, `url.domain`, `url.path` | yes | the HTTP/1.x request's method, Host and path |
+//! | `http.request.method`, `url.domain`, `url.port`, `url.path`, `url.query`, `url.original` | yes | the HTTP/1.x request's method, its Host split into name and port, its target split into path and query (of an absolute URI, after its authority), and the target as sent |
 //! | `corecap.*` | no | `first_ns`, `last_ns`, `tcp_flags` (letters of the flags seen, `FSRPAUEC`), `began_syn`, `ended_fin_rst`, `one_way`, `segments` (files it was recorded in), `tls_alpn`, `packets_seen` and `bytes_seen` (both ways, with what a per-flow cutoff left out: `network.packets` and `network.bytes` are what the files hold) |
 //!
 //! Names are shown escaped ([`corecap_wire::name::Escaped`]): printable ASCII as it is, a
@@ -133,12 +133,68 @@ pub struct HttpRequestDoc {
     pub method: String,
 }
 
-/// `url.*`.
+/// `url.*`: the request's Host split into `domain` and `port` (as ECS has them), its
+/// target's path and query, and the target as sent (`original`: an absolute URI when the
+/// request went to a proxy).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub struct UrlDoc {
     pub domain: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    #[serde(default)]
+    pub original: String,
+}
+
+/// A Host header's name and port: `example.com:8080` is (`example.com`, 8080), an IPv6
+/// literal keeps its brackets (`[::1]:80` is (`[::1]`, 80)); a port that is not a number
+/// is left in the name.
+pub fn host_parts(host: &[u8]) -> (&[u8], Option<u16>) {
+    let after_literal = match host.first() {
+        Some(b'[') => host
+            .iter()
+            .position(|&b| b == b']')
+            .map_or(host.len(), |i| i + 1),
+        _ => 0,
+    };
+    match host[after_literal..].iter().rposition(|&b| b == b':') {
+        Some(i) => {
+            let at = after_literal + i;
+            let port = std::str::from_utf8(&host[at + 1..])
+                .ok()
+                .and_then(|p| p.parse().ok());
+            match port {
+                Some(p) => (&host[..at], Some(p)),
+                None => (host, None),
+            }
+        }
+        None => (host, None),
+    }
+}
+
+/// A request target's path and query: of an absolute URI (`http://host/p?q`, sent to a
+/// proxy) the part after its authority; the query is what follows the first `?`.
+fn target_parts(target: &[u8]) -> (&[u8], Option<&[u8]>) {
+    let lower: Vec<u8> = target.iter().take(8).map(u8::to_ascii_lowercase).collect();
+    let path = match [&b"http://"[..], b"https://"]
+        .iter()
+        .find(|s| lower.starts_with(s))
+    {
+        Some(scheme) => {
+            let rest = &target[scheme.len()..];
+            rest.iter()
+                .position(|&b| b == b'/')
+                .map_or(&b"/"[..], |i| &rest[i..])
+        }
+        None => target,
+    };
+    match path.iter().position(|&b| b == b'?') {
+        Some(i) => (&path[..i], Some(&path[i + 1..])),
+        None => (path, None),
+    }
 }
 
 /// `corecap.*`: what ECS has no field for.
@@ -244,9 +300,14 @@ impl FlowDoc {
                         method: text(r.method.as_bytes()),
                     },
                 });
+                let (domain, port) = host_parts(r.host.as_bytes());
+                let (path, query) = target_parts(r.path.as_bytes());
                 self.url = Some(UrlDoc {
-                    domain: text(r.host.as_bytes()),
-                    path: text(r.path.as_bytes()),
+                    domain: text(domain),
+                    port,
+                    path: text(path),
+                    query: query.map(text),
+                    original: text(r.path.as_bytes()),
                 });
             }
         }
@@ -261,7 +322,19 @@ impl FlowDoc {
             return format!("{} {}", d.question.kind, d.question.name);
         }
         match (&self.http, &self.url) {
-            (Some(h), Some(u)) => format!("{} {}{}", h.request.method, u.domain, u.path),
+            // A proxy's request names its whole URI already.
+            (Some(h), Some(u)) if u.original.contains("://") => {
+                format!("{} {}", h.request.method, u.original)
+            }
+            (Some(h), Some(u)) => {
+                let port = u.port.map(|p| format!(":{p}")).unwrap_or_default();
+                let query = u
+                    .query
+                    .as_ref()
+                    .map(|q| format!("?{q}"))
+                    .unwrap_or_default();
+                format!("{} {}{port}{}{query}", h.request.method, u.domain, u.path)
+            }
             _ => String::new(),
         }
     }
@@ -311,4 +384,57 @@ pub fn tcp_flag_letters(f: u8) -> String {
         .filter(|(i, _)| f & (1 << i) != 0)
         .map(|(_, &c)| c as char)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Host is split into its name and port as ECS's `url.domain` and `url.port` want;
+    /// what is not a port stays in the name.
+    #[test]
+    fn test_host_parts() {
+        let cases: [(&[u8], &[u8], Option<u16>); 7] = [
+            (b"example.com", b"example.com", None),
+            (b"localhost:8000", b"localhost", Some(8000)),
+            (b"[::1]:80", b"[::1]", Some(80)),
+            (b"[::1]", b"[::1]", None),
+            (b"host:", b"host:", None),
+            (b"host:99999", b"host:99999", None),
+            (b"", b"", None),
+        ];
+        for (host, name, port) in cases {
+            assert_eq!(
+                host_parts(host),
+                (name, port),
+                "{:?}",
+                String::from_utf8_lossy(host)
+            );
+        }
+    }
+
+    /// A request target's path and query, of an origin-form target and of the absolute
+    /// URI a proxy is sent.
+    #[test]
+    fn test_target_parts() {
+        let cases: [(&[u8], &[u8], Option<&[u8]>); 5] = [
+            (b"/", b"/", None),
+            (b"/search?q=a?b", b"/search", Some(b"q=a?b")),
+            (
+                b"http://h.example//a/b.asp?user=t",
+                b"//a/b.asp",
+                Some(b"user=t"),
+            ),
+            (b"HTTPS://h.example", b"/", None),
+            (b"*", b"*", None),
+        ];
+        for (target, path, query) in cases {
+            assert_eq!(
+                target_parts(target),
+                (path, query),
+                "{:?}",
+                String::from_utf8_lossy(target)
+            );
+        }
+    }
 }

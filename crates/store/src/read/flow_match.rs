@@ -9,6 +9,7 @@ use corecap_wire::flow::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP
 use corecap_wire::name::Name;
 use corecap_wire::{FlowKey, IpFamily};
 
+use super::flow_doc::host_parts;
 use super::outcome::QueryError;
 use crate::session::{Session, SessionName, ONE_WAY};
 
@@ -53,7 +54,8 @@ impl Selectors {
             .is_none_or(|c| c == s.community_id.as_str())
             && names(&self.sni, tls_name(&s.name))
             && names(&self.dns, dns_name(&s.name))
-            && names(&self.http_host, http_host(&s.name))
+            && (names(&self.http_host, http_host(&s.name))
+                || names(&self.http_host, http_host(&s.name).map(|h| host_parts(h).0)))
             && self.host.is_none_or(|h| k.src_ip() == h || k.dst_ip() == h)
             && self
                 .port
