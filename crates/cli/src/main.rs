@@ -101,10 +101,7 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             // A closed pipe on `-w -` is the reader's choice, not an error.
-            if e.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            }) {
+            if print::pipe::is_broken_pipe(&e) {
                 std::process::exit(0);
             }
             eprintln!("corecap: error: {e:#}");

@@ -90,8 +90,14 @@ pub(crate) fn out_line(line: impl std::fmt::Display) -> io::Result<()> {
 /// Whether an error is a closed standard output (`| head`): the reader's choice, not a
 /// failure.
 pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    use corecap_store::query::QueryError;
     e.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+        let io = c
+            .downcast_ref::<io::Error>()
+            .or_else(|| match c.downcast_ref() {
+                Some(QueryError::Output(io)) => Some(io),
+                _ => None,
+            });
+        io.is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
     })
 }

@@ -1299,3 +1299,46 @@ fn issue40_query_json_into_a_closed_output_exits_0_without_a_panic() {
         assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
     }
 }
+
+/// `query -c 3 FILTER > FILE` prints 3 packets and exits 0, as tcpdump -c does; the rest
+/// of the answer, which had nowhere to go, ended it with "writing the output: Broken pipe"
+/// and exit 2. `-w -` into an output closed early (`| head -c 100`) ends quietly with 0 too.
+#[test]
+fn query_c_stops_after_its_packets_with_exit_0() {
+    let s = Scratch::new("query-count");
+    let big = s.path("mix.pcap");
+    let o = corecap(&[
+        "lab",
+        "mix",
+        "-w",
+        big.to_str().unwrap(),
+        "--connections",
+        "2000",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines = s.path("f");
+    let o = Command::new(util::bin())
+        .args(["query", big.to_str().unwrap(), "-c", "3", "tcp"])
+        .stdout(std::fs::File::create(&lines).expect("create"))
+        .output()
+        .expect("run corecap");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("error"), "{err}");
+    let text = std::fs::read_to_string(&lines).expect("read");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    // A reader that takes 100 bytes of the pcapng stream, then closes its end.
+    let mut c = Command::new(util::bin())
+        .args(["query", big.to_str().unwrap(), "-w", "-", "tcp"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run corecap");
+    let mut head = [0u8; 100];
+    std::io::Read::read_exact(c.stdout.as_mut().expect("stdout"), &mut head).expect("read");
+    drop(c.stdout.take());
+    let o = c.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("error"), "{err}");
+}
