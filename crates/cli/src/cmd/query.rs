@@ -2,14 +2,17 @@
 //! recorded files, printed one line each as tcpdump -r prints them, or written as pcapng.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use corecap_store::query::{
-    expand_paths, parse_time_in, run as run_query, time_zone, utc_text, QuerySpec, QueryStats,
+    expand_paths, parse_time_in, run as run_query, run_into, time_zone, utc_text, QuerySpec,
+    QueryStats,
 };
 
 use corecap_store::read::flow_match::Selectors;
@@ -56,6 +59,7 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
         return Ok(0);
     }
     let to_stdout = a.out.as_deref().is_none_or(|o| o == Path::new("-"));
+    let mut code = 0;
     let stats = match a.out.as_deref() {
         None => match print_packets(&a, &spec)? {
             Some(s) => s,
@@ -65,17 +69,120 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
             let w = io::stdout().lock();
             run_query(&spec, BufWriter::with_capacity(1 << 20, w))?
         }
-        Some(out) => {
-            let f = create(out, a.force)?;
-            let mut w = BufWriter::with_capacity(1 << 20, f);
-            let s = run_query(&spec, &mut w)?;
-            w.flush()
-                .with_context(|| format!("writing {}", out.display()))?;
-            s
-        }
+        Some(out) => match write_file(&spec, out, a.force)? {
+            Written::Whole(s) => s,
+            Written::Stopped(s, signal) => {
+                eprintln!(
+                    "corecap: note: stopped by {}: the answer is cut short; {} holds the {} packets written before it",
+                    signal_name(signal),
+                    out.display(),
+                    s.packets
+                );
+                code = 128 + signal;
+                s
+            }
+            Written::Nothing(signal) => {
+                eprintln!(
+                    "corecap: note: stopped by {} before the answer began; nothing was written",
+                    signal_name(signal)
+                );
+                return Ok(128 + signal);
+            }
+        },
     };
     summary(&a, &stats, skipped, window.as_ref(), to_stdout)?;
-    Ok(0)
+    Ok(code)
+}
+
+/// What a query wrote to its `-w` file.
+enum Written {
+    /// The whole answer.
+    Whole(QueryStats),
+    /// The answer up to the signal (its number), whole as a file.
+    Stopped(QueryStats, i32),
+    /// No file: the signal (its number) came before the answer began.
+    Nothing(i32),
+}
+
+/// Writes the answer to `-w OUT`: under a hidden part (`.OUT.part`) in the same folder,
+/// made only once the query can answer (its files planned, its filter compiled), then
+/// renamed to OUT, never over a file unless `force`. A query that fails removes its part,
+/// so that no short answer is left under either name and the same command can be given
+/// again. SIGINT or SIGTERM ends the answer at the next packet, whole: as tcpdump -w, the
+/// file keeps what was written, and the caller says it was cut short.
+fn write_file(spec: &QuerySpec, out: &Path, force: bool) -> Result<Written> {
+    let signal = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(sig, signal.clone(), sig as usize)
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let part = corecap_store::names::part_path(out);
+    let made = std::cell::Cell::new(false);
+    let open = || {
+        // Relaxed: a flag set by the signal handlers, read here and once a packet.
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "stopped before the answer began",
+            ));
+        }
+        let f = File::create_new(&part).map_err(|e| {
+            let why = match e.kind() {
+                io::ErrorKind::AlreadyExists => format!(
+                    "{} exists: another query is writing {} (or one was killed before it \
+                     ended: remove it)",
+                    part.display(),
+                    out.display()
+                ),
+                _ => format!("creating {}: {e}", part.display()),
+            };
+            io::Error::new(e.kind(), why)
+        })?;
+        made.set(true);
+        Ok(BufWriter::with_capacity(1 << 20, f))
+    };
+    let written = run_into(spec, open, Some(&stop))
+        .map_err(anyhow::Error::from)
+        .and_then(|s| publish(&part, out, force).map(|()| s));
+    if written.is_err() && made.get() {
+        let _ = std::fs::remove_file(&part);
+    }
+    // Relaxed: as above; the answer has ended.
+    let sig = signal.load(Ordering::Relaxed) as i32;
+    match written {
+        Ok(s) if s.stopped => Ok(Written::Stopped(s, sig)),
+        Ok(s) => Ok(Written::Whole(s)),
+        Err(_) if sig != 0 && !made.get() => Ok(Written::Nothing(sig)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Gives the whole part its name: renamed to `out`, over a file there only with `force`.
+fn publish(part: &Path, out: &Path, force: bool) -> Result<()> {
+    if force {
+        std::fs::rename(part, out)
+    } else {
+        corecap_linux::direct::rename_noreplace(part, out)
+    }
+    .map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => exists(out),
+        _ => anyhow::Error::new(e).context(format!(
+            "renaming {} to {}",
+            part.display(),
+            out.display()
+        )),
+    })
+}
+
+/// The signal's name, as a user sends it.
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
 }
 
 /// The query narrowed to the packets of the connections `select` picks, from the files'
@@ -263,12 +370,17 @@ fn create(out: &Path, force: bool) -> Result<File> {
         File::create_new(out)
     }
     .map_err(|e| match e.kind() {
-        io::ErrorKind::AlreadyExists => anyhow!(
-            "{} exists; corecap does not write over a file (--force to replace it)",
-            out.display()
-        ),
+        io::ErrorKind::AlreadyExists => exists(out),
         _ => anyhow::Error::new(e).context(format!("creating {}", out.display())),
     })
+}
+
+/// The refusal of a `-w` file that exists.
+fn exists(out: &Path) -> anyhow::Error {
+    anyhow!(
+        "{} exists; corecap does not write over a file (--force to replace it)",
+        out.display()
+    )
 }
 
 /// The files of a command that takes `PATH... [FILTER]` (folders expanded; and how many

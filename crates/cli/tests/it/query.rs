@@ -1342,3 +1342,132 @@ fn query_c_stops_after_its_packets_with_exit_0() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(!err.contains("error"), "{err}");
 }
+
+/// The capture `capture -r` records of the real loopback sessions (with its index and its
+/// sessions file), in `s`.
+fn recorded_sessions(s: &Scratch) -> PathBuf {
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/real/sessions-loopback.pcap"
+    );
+    std::fs::create_dir_all(s.path("t1")).expect("mkdir");
+    let rec = s.path("t1/out.pcapng");
+    let o = corecap(&["capture", "-r", src, "-w", rec.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    rec
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `query -w` that fails leaves no file (neither the answer nor its hidden part), so the
+/// corrected command runs; it left a 96-byte pcapng, and the rerun was refused because the
+/// file existed. A filter that does not parse, or applies to none of the files, is refused
+/// before any file is made, as tcpdump compiles its filter before it opens its output. A
+/// selection that matches nothing is an empty answer, and written.
+#[test]
+fn query_w_that_fails_leaves_no_file_and_the_rerun_works() {
+    let s = Scratch::new("query-fail-no-file");
+    let rec = recorded_sessions(&s);
+    let r = rec.to_str().unwrap();
+    let out = s.path("x.pcapng");
+    let o = out.to_str().unwrap();
+    let before = names_in(&s.0);
+    for bad in [
+        &["host 10.0.0.7 and"][..],
+        &["ip6 host 10.0.0.7"],
+        &["--sni", "nothing.example", "host 10.0.0.7 and"],
+    ] {
+        let mut args = vec!["query", r, "-w", o];
+        args.extend_from_slice(bad);
+        let q = corecap(&args);
+        let err = String::from_utf8_lossy(&q.stderr);
+        assert_eq!(q.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains("filter"), "{bad:?}: {err}");
+        assert_eq!(names_in(&s.0), before, "{bad:?} left a file: {err}");
+    }
+    let q = corecap(&["query", r, "-w", o, "host 127.0.0.1"]);
+    assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+    assert!(util::tcpdump_packets(&out, "") > 0);
+    // No connection selected: an empty answer, which tcpdump reads as empty.
+    let empty = s.path("empty.pcapng");
+    let q = corecap(&[
+        "query",
+        r,
+        "-w",
+        empty.to_str().unwrap(),
+        "--sni",
+        "nothing.example",
+    ]);
+    assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+    assert_eq!(util::tcpdump_packets(&empty, ""), 0);
+}
+
+/// `query -w` stopped by SIGINT ends its answer whole, as tcpdump -w does: the file holds
+/// what was written, tcpdump reads it without an error, and the note and the exit status
+/// (130) say it was cut short. It left a torn pcapng under its final name ("truncated
+/// pcapng dump file"), and no word. Whether the signal comes before the end depends on
+/// the machine; either way no torn file and no part are left.
+#[test]
+fn query_w_stopped_by_sigint_leaves_a_whole_file() {
+    let s = Scratch::new("query-sigint");
+    let big = s.path("big.pcap");
+    let o = corecap(&[
+        "lab",
+        "mix",
+        "-w",
+        big.to_str().unwrap(),
+        "--connections",
+        "10000",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = s.path("qi.pcapng");
+    let part = s.path(".qi.pcapng.part");
+    let mut child = Command::new(util::bin())
+        .args([
+            "query",
+            big.to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+            "tcp",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run corecap");
+    // Once bytes reach the disk (under either name), or the query ended (at most 30 s).
+    let written = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.len() > 0);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !written(&part) && !written(&out) && std::time::Instant::now() < until {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let o = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let code = o.status.code();
+    assert!(
+        code == Some(0) || code == Some(130),
+        "ends by itself, not by the signal: {:?}: {err}",
+        o.status
+    );
+    assert!(!part.exists(), "the part is gone: {err}");
+    // A torn file makes tcpdump fail ("truncated pcapng dump file"): this asserts it reads
+    // the file whole.
+    let n = util::tcpdump_packets(&out, "");
+    if code == Some(130) {
+        assert!(err.contains("cut short"), "{err}");
+        assert!(err.contains(&format!("{n} packets")), "{n}: {err}");
+    }
+}

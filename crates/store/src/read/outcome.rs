@@ -115,4 +115,7 @@ pub struct QueryStats {
     /// Which part of the window is on record, and why the rest is not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reach: Option<super::reach::Reach>,
+    /// The answer was stopped before its end (a signal): whole, but cut short.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }

@@ -175,6 +175,57 @@ pub struct FilePlan {
     pub(crate) announced: bool,
 }
 
+/// The link types a file declares in its header (the index's copy of it, or a plain file's
+/// first bytes): None when they are not known without reading the file through (compressed,
+/// sealed without an index, unreadable).
+pub(crate) fn header_links(plan: &FilePlan) -> Option<Vec<u16>> {
+    if !plan.header.is_empty() {
+        return corecap_index::header_linktypes(&plan.header);
+    }
+    if plan.opener.is_some() || plan.compression != Compression::None {
+        return None;
+    }
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    File::open(&plan.path)
+        .ok()?
+        .take(HEAD_BYTES as u64)
+        .read_to_end(&mut head)
+        .ok()?;
+    corecap_index::header_linktypes(header_blocks(&head))
+}
+
+/// Bytes a file's header is looked for in ([`header_links`]).
+const HEAD_BYTES: usize = 64 << 10;
+
+/// The header of a capture file that `head` begins: the pcapng section header and the
+/// interface descriptions right after it (the blocks before the first other one), or all
+/// of `head` for pcap (its header is its first 24 bytes).
+fn header_blocks(head: &[u8]) -> &[u8] {
+    const SHB: u32 = 0x0a0d_0d0a;
+    const IDB: u32 = 1;
+    let word = |at: usize, be: bool| -> Option<u32> {
+        let b: [u8; 4] = head.get(at..at + 4)?.try_into().ok()?;
+        Some(if be {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    };
+    if word(0, false) != Some(SHB) {
+        return head;
+    }
+    let be = word(8, false) != Some(0x1a2b_3c4d);
+    let mut at = 0;
+    while let (Some(ty), Some(len)) = (word(at, be), word(at + 4, be)) {
+        let end = at.saturating_add(len as usize);
+        if !(ty == SHB || ty == IDB) || len < 12 || end > head.len() {
+            break;
+        }
+        at = end;
+    }
+    &head[..at]
+}
+
 /// The name a part gets once its file is whole: `.NAME.part` → `NAME`.
 pub(crate) fn whole_name(part: &Path) -> Option<PathBuf> {
     let name = part.file_name()?.to_string_lossy().into_owned();

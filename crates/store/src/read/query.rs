@@ -25,6 +25,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use corecap_wire::{Epb, PcapngWriter};
 use serde::Serialize;
@@ -43,13 +44,35 @@ pub use crate::write::index_file::{build_index, IndexReport};
 
 /// Runs a query: writes the matching packets, in timestamp order, as one pcapng to `out`.
 pub fn run<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
+    run_into(spec, || Ok(out), None)
+}
+
+/// [`run`] into an output that `open` makes only once the query can answer: after its files
+/// are planned and its filter is known to compile for them ([`check_filter`]), so that a
+/// query that fails before its first packet leaves no file behind. When `stop` is set
+/// (a signal), the answer ends at the next packet, whole: the pcapng is finished with what
+/// was written, and [`QueryStats::stopped`] says it was cut short.
+pub fn run_into<W: Write>(
+    spec: &QuerySpec,
+    open: impl FnOnce() -> std::io::Result<W>,
+    stop: Option<&AtomicBool>,
+) -> Result<QueryStats, QueryError> {
     let _leases = lease_folders(&spec.files);
-    run_leased(spec, out)
+    run_leased_into(spec, open, stop)
 }
 
 /// [`run`] for a caller that already keeps retention out of the folders (retention itself,
 /// copying what holds keep before it deletes a file).
 pub(crate) fn run_leased<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStats, QueryError> {
+    run_leased_into(spec, || Ok(out), None)
+}
+
+/// [`run_into`] under the leases its caller holds.
+fn run_leased_into<W: Write>(
+    spec: &QuerySpec,
+    open: impl FnOnce() -> std::io::Result<W>,
+    stop: Option<&AtomicBool>,
+) -> Result<QueryStats, QueryError> {
     let mut stats = QueryStats::default();
     // Under the leases: retention deletes nothing of these folders until the answer ends.
     let reach = spec
@@ -57,6 +80,8 @@ pub(crate) fn run_leased<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStat
         .then(|| super::reach::reach(&spec.folders, &spec.files, spec.from, spec.to));
     let mut plans = plan_all(spec, &mut stats)?;
     plans.sort_by_key(|p| p.start_ts);
+    check_filter(spec, &plans)?;
+    let out = open().map_err(QueryError::Output)?;
     let out = PcapngWriter::new(out, "corecap query", &[]).map_err(QueryError::Output)?;
     let mut ctx = Ctx {
         filter: spec.filter.as_deref().filter(|f| !f.trim().is_empty()),
@@ -69,12 +94,8 @@ pub(crate) fn run_leased<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStat
         stats,
         refused: None,
         same_time: spec.once.then(|| (u64::MAX, Vec::new())),
+        stop,
     };
-    // With no file to read, the filter is still checked (as tcpdump checks it for Ethernet);
-    // otherwise each file's link type checks it.
-    if plans.is_empty() {
-        ctx.program(corecap_wire::pcapng::LINKTYPE_ETHERNET, false)?;
-    }
     let planned = plans.len() as u64;
     prefetch(&mut plans);
     merge(plans, &mut ctx)?;
@@ -97,6 +118,39 @@ pub(crate) fn run_leased<W: Write>(spec: &QuerySpec, out: W) -> Result<QueryStat
         .extend(reach.iter().flat_map(super::reach::Reach::lines));
     ctx.stats.reach = reach;
     Ok(ctx.stats)
+}
+
+/// Checks, before any output is made, that the filter compiles for at least one link type
+/// the files declare in their headers (for Ethernet when no file is left, as tcpdump checks
+/// it): a filter that does not parse, or applies to none of the files, is an error then,
+/// not after an answer was begun. A file whose link types are not known without reading it
+/// (compressed, sealed without an index) leaves the check to the read.
+pub(crate) fn check_filter(spec: &QuerySpec, plans: &[FilePlan]) -> Result<(), QueryError> {
+    let Some(expr) = spec.filter.as_deref().filter(|f| !f.trim().is_empty()) else {
+        return Ok(());
+    };
+    let mut links = Vec::new();
+    if plans.is_empty() {
+        links.push(corecap_wire::pcapng::LINKTYPE_ETHERNET);
+    }
+    for p in plans {
+        match super::plan::header_links(p) {
+            Some(l) => links.extend(l),
+            None => return Ok(()),
+        }
+    }
+    links.sort_unstable();
+    links.dedup();
+    let mut refused = None;
+    for lt in links {
+        match super::stream::compile(expr, spec.sessions.as_deref(), lt, false) {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                refused.get_or_insert(e);
+            }
+        }
+    }
+    refused.map_or(Ok(()), Err)
 }
 
 /// Bytes of listed packets announced to the device before the first read, at most.
@@ -257,6 +311,11 @@ pub(crate) fn merge<W: Write>(
                 streams.push(s);
                 continue;
             }
+        }
+        // Relaxed: a flag a signal handler sets, polled once a packet.
+        if ctx.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            ctx.stats.stopped = true;
+            return Ok(());
         }
         let Some(Reverse((_, i))) = heap.pop() else {
             return Ok(());

@@ -57,6 +57,9 @@ pub(crate) struct Ctx<'a, W: Write> {
     /// With [`QuerySpec::once`]: the packets written at the newest time so far, each as
     /// (its file's stream, hash of its bytes, length on the wire).
     pub(crate) same_time: Option<(u64, Vec<Given>)>,
+    /// Set when the answer is to end now, whole (a signal): the merge stops at the next
+    /// packet.
+    pub(crate) stop: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// A packet written, as [`Ctx::given_before`] compares it: its file's stream, a hash of its
@@ -103,20 +106,30 @@ impl<W: Write> Ctx<'_, W> {
         };
         let key = (linktype, big_endian);
         if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(key) {
-            let compile = |expr| {
-                corecap_linux::filter::compile_for_file(linktype, big_endian, 262_144, expr)
-                    .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))
-            };
-            let insns = match (compile(expr), self.sessions) {
-                // libpcap has no address tests on some link types (NFLOG): the connections'
-                // keys are then checked by the exact match alone, after the user's filter.
-                (Err(_), Some(m)) => compile(m.user_filter.as_deref().unwrap_or(""))?,
-                (r, _) => r?,
-            };
-            e.insert(Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))?);
+            e.insert(compile(expr, self.sessions, linktype, big_endian)?);
         }
         Ok(self.programs.get(&key))
     }
+}
+
+/// The filter `expr` as tcpdump compiles it for a file of `linktype` written in that byte
+/// order. With `sessions`, when libpcap has no address tests on the link type (NFLOG), only
+/// the user's own filter: the connections' keys are then checked by the exact match alone.
+pub(crate) fn compile(
+    expr: &str,
+    sessions: Option<&super::session_match::SessionMatch>,
+    linktype: u16,
+    big_endian: bool,
+) -> Result<Program, QueryError> {
+    let compile = |expr| {
+        corecap_linux::filter::compile_for_file(linktype, big_endian, 262_144, expr)
+            .map_err(|e| QueryError::Filter(corecap_linux::error_chain(&e)))
+    };
+    let insns = match (compile(expr), sessions) {
+        (Err(_), Some(m)) => compile(m.user_filter.as_deref().unwrap_or(""))?,
+        (r, _) => r?,
+    };
+    Program::new(insns).map_err(|e| QueryError::Filter(e.to_string()))
 }
 
 /// How a file frames its packets, from its header (as the index keeps it).
