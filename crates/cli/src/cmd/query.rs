@@ -26,6 +26,9 @@ pub(crate) fn run(a: QueryArgs) -> Result<i32> {
     config::check_print_flags(&a.print, a.out.is_none() && !a.stats, "-w or --stats")?;
     let (from, to, window) = window(&a.window)?;
     let (files, skipped, filter) = files_and_filter(&a.args, &a.read, &a.filter)?;
+    if let Some(out) = a.out.as_deref().filter(|o| *o != Path::new("-")) {
+        check_output(out, &files, a.force)?;
+    }
     let kek = a.key_file.as_deref().map(config::key_file).transpose()?;
     let folders = folders_of(&a.args, &a.read);
     let spec = QuerySpec {
@@ -102,6 +105,35 @@ enum Written {
     Stopped(QueryStats, i32),
     /// No file: the signal (its number) came before the answer began.
     Nothing(i32),
+}
+
+/// Refuses, before anything is read, a `-w` file the query must not write: one of its
+/// inputs (the same file by device and inode, under any name: the answer would be written
+/// over the packets it is read from), or an existing file without `force`.
+fn check_output(out: &Path, inputs: &[PathBuf], force: bool) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::symlink_metadata(out) else {
+        return Ok(());
+    };
+    let target = std::fs::metadata(out).unwrap_or(m);
+    let same = |f: &PathBuf| {
+        std::fs::metadata(f).is_ok_and(|i| i.dev() == target.dev() && i.ino() == target.ino())
+    };
+    if let Some(f) = inputs.iter().find(|f| same(f)) {
+        let which = if f.as_path() == out {
+            "one of the query's inputs".to_owned()
+        } else {
+            format!("the same file as the input {}", f.display())
+        };
+        bail!(
+            "{} is {which}; corecap does not write an answer over a file it reads",
+            out.display()
+        );
+    }
+    if !force {
+        return Err(exists(out));
+    }
+    Ok(())
 }
 
 /// Writes the answer to `-w OUT`: under a hidden part (`.OUT.part`) in the same folder,

@@ -1471,3 +1471,30 @@ fn query_w_stopped_by_sigint_leaves_a_whole_file() {
         assert!(err.contains(&format!("{n} packets")), "{n}: {err}");
     }
 }
+
+/// `query IN -w IN --force` is refused and IN stays as it is, under its own name or another
+/// (a hard link): it emptied the file it read ("0 packets", exit 0). An answer written into
+/// the folder it reads is not read back into itself.
+#[test]
+fn query_w_never_writes_over_its_input() {
+    let s = Scratch::new("query-own-input");
+    let file = s.path("f.pcapng");
+    frames_at(&file, 1_780_000_000_000_000_000);
+    let link = s.path("link.pcapng");
+    std::fs::hard_link(&file, &link).expect("hard link");
+    let bytes = std::fs::read(&file).expect("read");
+    let f = file.to_str().unwrap();
+    for out in [f, link.to_str().unwrap()] {
+        let q = corecap(&["query", f, "-w", out, "--force"]);
+        let err = String::from_utf8_lossy(&q.stderr);
+        assert_eq!(q.status.code(), Some(2), "-w {out}: {err}");
+        assert!(err.contains("input"), "{err}");
+        assert_eq!(std::fs::read(&file).expect("read"), bytes, "-w {out}");
+    }
+    std::fs::remove_file(&link).expect("remove link");
+    // The folder holds f.pcapng alone: the answer written into it is f's packets, once.
+    let out = s.path("answer.pcapng");
+    let q = corecap(&["query", s.0.to_str().unwrap(), "-w", out.to_str().unwrap()]);
+    assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+    assert_eq!(packets(&out), packets(&file));
+}
