@@ -950,3 +950,32 @@ fn issue37_alerts_come_over_a_unix_stream_socket() {
     assert_eq!(v["alerts"][0]["packets_kept"], 1, "{v}");
     assert_eq!(v["alerts"][0]["hold"], "alert-a1", "{v}");
 }
+
+/// A folder of another tool's capture (no catalog entry, no index) says that its reach is
+/// not known and that the file was read whole, beside the packets it gives: not that no
+/// part of the window is on record, nor an empty stretch at the epoch.
+#[test]
+fn issue37_the_reach_of_files_of_unknown_time_is_not_known() {
+    let s = Scratch::new("reach-unknown");
+    let dir = s.path("ev");
+    std::fs::create_dir(&dir).expect("dir");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real/dns-badcookie.pcap");
+    std::fs::copy(&real, dir.join("dns.pcap")).expect("copy");
+    let out = s.path("out.pcapng");
+    let o = util::corecap(&[
+        "query",
+        dir.to_str().expect("utf8"),
+        "udp",
+        "-w",
+        out.to_str().expect("utf8"),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(util::packets(&out).len(), 4, "{err}");
+    assert!(
+        err.contains("reach: not known: 1 files of unknown time"),
+        "{err}"
+    );
+    assert!(!err.contains("no part of the window is on record"), "{err}");
+    assert!(!err.contains("1970-01-01"), "{err}");
+}

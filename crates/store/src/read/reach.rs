@@ -381,6 +381,16 @@ impl Reach {
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         let span = |a: u64, b: u64| format!("{} to {}", utc_text(a), utc_text(b));
+        if self.oldest_ns.is_none() && self.files_without_time > 0 {
+            // No file of known time: nothing is known of what is on record, and the files
+            // of unknown time are read (a folder of another tool's captures).
+            out.push(format!(
+                "reach: not known: {} files of unknown time (no catalog entry, no index), \
+                 read whole",
+                self.files_without_time
+            ));
+            return out;
+        }
         if self.on_record.is_empty() {
             match (self.oldest_ns, self.newest_ns) {
                 (Some(a), Some(b)) => out.push(format!(
@@ -390,7 +400,7 @@ impl Reach {
                 _ => out.push("reach: no part of the window is on record; no file holds a packet of known time".into()),
             }
         }
-        for m in &self.missing {
+        for m in self.missing.iter().filter(|m| m.to_ns > m.from_ns) {
             out.push(format!(
                 "reach: not on record: {} ({})",
                 span(m.from_ns, m.to_ns),
