@@ -366,6 +366,13 @@ pub(crate) fn window_of(
         Some(t) => parse_time_in(t, now, &zone).map_err(|e| anyhow!("--to {t}: {e}"))?,
         None => u64::MAX,
     };
+    if from > to {
+        bail!(
+            "--from {} is after --to {}: the window is empty (the two swapped?)",
+            utc_text(from),
+            utc_text(to)
+        );
+    }
     // The window as it was understood, exact and in UTC.
     let window = (from_text.is_some() || to_text.is_some()).then(|| {
         (

@@ -979,3 +979,34 @@ fn issue37_the_reach_of_files_of_unknown_time_is_not_known() {
     assert!(!err.contains("no part of the window is on record"), "{err}");
     assert!(!err.contains("1970-01-01"), "{err}");
 }
+
+/// A window whose `--from` is after its `--to` (the two swapped) is refused by query and by
+/// flows, before anything is read or written: it was an empty answer that said no part of
+/// the window was on record.
+#[test]
+fn issue37_a_window_from_after_to_is_refused() {
+    let s = Scratch::new("window-swapped");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real/dns-badcookie.pcap");
+    let out = s.path("out.pcapng");
+    let input = real.to_str().expect("utf8");
+    let window = ["--from", "1700000000.2", "--to", "1700000000.1"];
+    let o = util::corecap(
+        &[
+            &["query", input][..],
+            &window,
+            &["-w", out.to_str().expect("utf8")],
+        ]
+        .concat(),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is after --to"), "{err}");
+    assert!(
+        std::fs::read_dir(&s.0).expect("dir").next().is_none(),
+        "nothing written"
+    );
+    let o = util::corecap(&[&["flows", input][..], &window].concat());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is after --to"), "{err}");
+}

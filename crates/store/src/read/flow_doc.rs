@@ -417,7 +417,8 @@ mod tests {
     /// URI a proxy is sent.
     #[test]
     fn test_target_parts() {
-        let cases: [(&[u8], &[u8], Option<&[u8]>); 5] = [
+        type Case<'a> = (&'a [u8], &'a [u8], Option<&'a [u8]>);
+        let cases: [Case; 5] = [
             (b"/", b"/", None),
             (b"/search?q=a?b", b"/search", Some(b"q=a?b")),
             (
