@@ -1498,3 +1498,21 @@ fn query_w_never_writes_over_its_input() {
     assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
     assert_eq!(packets(&out), packets(&file));
 }
+
+/// A file named twice, under other names or inside a folder named too, is read once: the
+/// query's answer and its file count are those of the file named once.
+#[test]
+fn query_reads_a_file_named_twice_once() {
+    let s = Scratch::new("named-twice");
+    let dir = s.path("rec");
+    std::fs::create_dir(&dir).unwrap();
+    let f = dir.join("a.pcapng");
+    synthetic_pcapng(&f, 200, 1_700_000_000);
+    let (d, f_s) = (dir.to_str().unwrap(), f.to_str().unwrap());
+    let once = query(&[d], &s);
+    let dotted = format!("{d}/./");
+    let twice = query(&[d, f_s, &dotted], &s);
+    assert_eq!(twice.0, once.0, "the same packets, once each");
+    assert_eq!(u(&twice.1, "files"), 1, "{}", twice.1);
+    assert!(!once.0.is_empty());
+}

@@ -68,6 +68,7 @@ pub use crate::sniff::{file_kind, FileKind};
 /// query reads them up to their last whole block), while other hidden files, sidecars
 /// (`.idx`) and files that are not captures are skipped; the second value
 /// counts the skipped non-captures. A file named directly that is not a capture is an error.
+/// Each file comes once, however many times it is named.
 pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError> {
     let mut out = Vec::new();
     let mut skipped = 0;
@@ -115,7 +116,19 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, u64), QueryError
             }
         }
     }
-    Ok((out, skipped))
+    Ok((once_each(out), skipped))
+}
+
+/// `files` with each file once (by device and inode, whatever its name): a file named
+/// twice, or named and inside a folder named too, is read once, so no packet of the answer
+/// comes twice.
+fn once_each(files: Vec<PathBuf>) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    files
+        .into_iter()
+        .filter(|f| std::fs::metadata(f).map_or(true, |m| seen.insert((m.dev(), m.ino()))))
+        .collect()
 }
 
 /// One read of a file.
