@@ -309,12 +309,12 @@ pub struct Lease {
 }
 
 impl Lease {
-    fn open(dir: &Path) -> io::Result<File> {
+    fn open(dir: &Path, create: bool) -> io::Result<File> {
         let path = dir.join(LEASE);
         match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
+            .create(create)
             .truncate(false)
             .mode(0o644)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -341,15 +341,18 @@ impl Lease {
         Err(e)
     }
 
-    /// A query's lease on `dir`: shared, waits only while retention deletes.
-    pub fn shared(dir: &Path) -> io::Result<Lease> {
-        let f = Self::open(dir)?;
+    /// A query's lease on `dir`: shared, waits only while retention deletes. The lease
+    /// file is made only with `create` (a folder corecap records into): a query leaves
+    /// another folder as it found it, and takes the lease only if one is there already
+    /// (`NotFound` else: nothing there to wait for).
+    pub fn shared(dir: &Path, create: bool) -> io::Result<Lease> {
+        let f = Self::open(dir, create)?;
         Self::lock(f, libc::LOCK_SH)?.ok_or_else(|| io::Error::from(io::ErrorKind::WouldBlock))
     }
 
     /// Retention's lease on `dir`, alone; None while a query reads the folder.
     pub fn exclusive(dir: &Path) -> io::Result<Option<Lease>> {
-        Self::lock(Self::open(dir)?, libc::LOCK_EX | libc::LOCK_NB)
+        Self::lock(Self::open(dir, true)?, libc::LOCK_EX | libc::LOCK_NB)
     }
 }
 

@@ -978,6 +978,12 @@ fn issue37_the_reach_of_files_of_unknown_time_is_not_known() {
     );
     assert!(!err.contains("no part of the window is on record"), "{err}");
     assert!(!err.contains("1970-01-01"), "{err}");
+    // The folder of another tool's captures is read, not written to (no lease file).
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, ["dns.pcap"], "the input folder as it was");
 }
 
 /// A window whose `--from` is after its `--to` (the two swapped) is refused by query and by

@@ -617,7 +617,7 @@ mod tests {
         let r = Retention::new(150);
         r.adopt(files.iter().map(|(p, t)| (p.clone(), 100, *t)).collect());
         // A query reads the recording folder.
-        let reader = corecap_linux::direct::Lease::shared(&record).expect("lease");
+        let reader = corecap_linux::direct::Lease::shared(&record, true).expect("lease");
         let gone = r.trim();
         assert_eq!(
             gone,

@@ -197,13 +197,17 @@ pub(crate) fn prefetch(plans: &mut [FilePlan]) {
 }
 
 /// Each folder's lease, to hold until the answer is written: retention deletes nothing
-/// there meanwhile (see `corecap_linux::direct::Lease`).
+/// there meanwhile (see `corecap_linux::direct::Lease`). Only a recording's folder (one
+/// with a catalog) gets a lease file made: a folder of other captures is not written to.
 pub(crate) fn lease_folders(files: &[PathBuf]) -> Vec<corecap_linux::direct::Lease> {
     let mut dirs: Vec<&Path> = files.iter().map(|f| crate::names::dir_of(f)).collect();
     dirs.sort();
     dirs.dedup();
     dirs.into_iter()
-        .filter_map(|d| corecap_linux::direct::Lease::shared(d).ok())
+        .filter_map(|d| {
+            let recording = d.join(crate::CATALOG).exists();
+            corecap_linux::direct::Lease::shared(d, recording).ok()
+        })
         .collect()
 }
 
