@@ -316,20 +316,20 @@ pub(crate) struct CaptureArgs {
     /// rotation); comma-separated or repeated, the first reached stops.
     #[arg(short = 'a', long = "autostop", value_name = "KEY:VALUE")]
     pub(crate) autostop: Vec<String>,
-    /// Stop after COUNT packets.
-    #[arg(short = 'c', long = "count")]
+    /// Stop after COUNT packets (at least 1, as tcpdump).
+    #[arg(short = 'c', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) count: Option<u64>,
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     pub(crate) duration: Option<f64>,
-    /// Bytes to keep of each packet.
-    #[arg(short = 's', long = "snaplen", default_value_t = 262144)]
+    /// Bytes to keep of each packet (0: 262144, as tcpdump and dumpcap take it).
+    #[arg(short = 's', long = "snaplen", default_value_t = 262144, value_parser = snaplen_arg)]
     pub(crate) snaplen: u32,
     #[command(flatten)]
     pub(crate) ring: RingArgs,
-    /// Workers per interface (default: one per RX queue, at most one per CPU, placed from
-    /// the last CPU down, away from the CPUs that usually take the interrupts).
-    #[arg(long)]
+    /// Workers per interface, 1 to 1024 (default: one per RX queue, at most one per CPU,
+    /// placed from the last CPU down, away from the CPUs that usually take the interrupts).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub(crate) workers: Option<usize>,
     /// CPUs to run the workers on, e.g. 0-3,6.
     #[arg(long, value_name = "LIST")]
@@ -577,8 +577,8 @@ pub(crate) struct QueryArgs {
     /// (or --stats), one line per packet is printed, as tcpdump -r prints it.
     #[arg(short = 'w', value_name = "OUT")]
     pub(crate) out: Option<PathBuf>,
-    /// Print at most COUNT packets (tcpdump's -c).
-    #[arg(short = 'c', long = "count", value_name = "COUNT", conflicts_with_all = ["out", "stats"])]
+    /// Print at most COUNT packets (tcpdump's -c; at least 1).
+    #[arg(short = 'c', long = "count", value_name = "COUNT", conflicts_with_all = ["out", "stats"], value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) count: Option<u64>,
     /// Print less protocol detail on each line (tcpdump's -q).
     #[arg(short = 'q', conflicts_with_all = ["out", "stats"])]
@@ -778,5 +778,15 @@ mod readme_tests {
             ["corecap", "capture", "-i", "eth0", "-w", "-"]
         );
         assert_eq!(words("a \"b # c\" d"), ["a", "b # c", "d"]);
+    }
+}
+
+/// A snap length as `-s` takes it: 0 is the largest, 262144 bytes, as tcpdump and dumpcap
+/// take it; others are checked where the capture is configured.
+fn snaplen_arg(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(0) => Ok(262_144),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{text:?}: {e}")),
     }
 }

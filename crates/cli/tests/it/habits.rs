@@ -1,9 +1,10 @@
 //! tcpdump's and dumpcap's flags on `corecap capture` (issue 39): `-i any`, `-p`, `-P`
 //! with `--time-stamp-precision`, and `-a packets:`, on a veth lab.
 
+use std::path::Path;
 use std::process::Command;
 
-use crate::util::{self, u, Capture, Lab, Scratch};
+use crate::util::{self, corecap, u, Capture, Lab, Scratch};
 
 /// The flags of an interface in the lab's namespace (/sys/class/net/IF/flags).
 fn flags(lab: &Lab, iface: &str) -> u32 {
@@ -97,4 +98,47 @@ fn issue39_autostop_packets_stops_at_100() {
     lab.gen(1000, &[]);
     let v = cap.wait();
     assert_eq!(u(&v, "packets"), 100, "{v}");
+}
+
+/// Flags whose edge values tcpdump and dumpcap give a meaning: `-s 0` is the largest snap
+/// length (262144), as theirs; `-c 0` is refused as tcpdump refuses it, by capture and by
+/// query; `--workers 0` is refused (leaving it out gives one per RX queue), where it ran one
+/// worker unsaid.
+#[test]
+fn issue39_edge_values_of_s_c_and_workers() {
+    let s = Scratch::new("edge-flags");
+    let input =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real/sessions-loopback.pcap");
+    let input = input.to_str().expect("utf8");
+    let out = s.path("o.pcapng");
+    let o = corecap(&[
+        "capture",
+        "-r",
+        input,
+        "-s",
+        "0",
+        "-w",
+        out.to_str().expect("utf8"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The interface's snap length as tcpdump reads it from the file.
+    let t = Command::new("tcpdump")
+        .args(["-r"])
+        .arg(&out)
+        .args(["-c", "1"])
+        .output();
+    if let Ok(t) = t {
+        let err = String::from_utf8_lossy(&t.stderr);
+        assert!(err.contains("snapshot length 262144"), "{err}");
+    }
+    for args in [
+        &["capture", "-r", input, "-c", "0", "--count-only"][..],
+        &["capture", "-r", input, "--workers", "0", "--count-only"],
+        &["query", input, "-c", "0"],
+    ] {
+        let o = corecap(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is not in 1.."), "{args:?}: {err}");
+    }
 }
