@@ -691,6 +691,16 @@ pub(crate) struct CertsArgs {
     pub(crate) add_client: Option<String>,
 }
 
+/// A snap length as `-s` takes it: 0 is the largest, 262144 bytes, as tcpdump and dumpcap
+/// take it; others are checked where the capture is configured.
+fn snaplen_arg(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(0) => Ok(262_144),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod readme_tests {
     use super::*;
@@ -778,15 +788,5 @@ mod readme_tests {
             ["corecap", "capture", "-i", "eth0", "-w", "-"]
         );
         assert_eq!(words("a \"b # c\" d"), ["a", "b # c", "d"]);
-    }
-}
-
-/// A snap length as `-s` takes it: 0 is the largest, 262144 bytes, as tcpdump and dumpcap
-/// take it; others are checked where the capture is configured.
-fn snaplen_arg(text: &str) -> Result<u32, String> {
-    match text.trim().parse::<u32>() {
-        Ok(0) => Ok(262_144),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("{text:?}: {e}")),
     }
 }
