@@ -480,19 +480,9 @@ impl<R: Read> CaptureReader<R> {
     /// of the file (false), skipping the bodies of all other blocks but section headers.
     fn next_idb(&mut self) -> Result<bool, ReadError> {
         loop {
-            let start = self.pos;
-            let mut h = [0u8; 8];
-            match self.read_some(&mut h)? {
-                0 => return Ok(false),
-                8 => {}
-                _ => return Err(ReadError::Truncated { offset: start }),
-            }
-            if h[..4] == BLOCK_SHB.to_le_bytes() {
-                self.section(start, [h[4], h[5], h[6], h[7]])?;
-                continue;
-            }
-            let e = self.endian;
-            let (btype, len) = (e.u32(&h, 0), e.u32(&h, 4));
+            let Some((start, btype, len)) = self.next_block_head()? else {
+                return Ok(false);
+            };
             if btype != BLOCK_IDB {
                 Self::check_len(len, 12, start)?;
                 self.skip_block(len, start)?;
@@ -689,7 +679,10 @@ impl<R: Read> CaptureReader<R> {
         Ok(())
     }
 
-    fn next_pcapng(&mut self) -> Result<Option<Meta>, ReadError> {
+    /// The next pcapng block's offset, type and total length, its 8 bytes of head read; a
+    /// Section Header Block on the way is read whole and starts its section. None at the
+    /// end of the input.
+    fn next_block_head(&mut self) -> Result<Option<(u64, u32, u32)>, ReadError> {
         loop {
             let start = self.pos;
             let mut h = [0u8; 8];
@@ -703,8 +696,15 @@ impl<R: Read> CaptureReader<R> {
                 continue;
             }
             let e = self.endian;
-            let btype = e.u32(&h, 0);
-            let len = e.u32(&h, 4);
+            return Ok(Some((start, e.u32(&h, 0), e.u32(&h, 4))));
+        }
+    }
+
+    fn next_pcapng(&mut self) -> Result<Option<Meta>, ReadError> {
+        loop {
+            let Some((start, btype, len)) = self.next_block_head()? else {
+                return Ok(None);
+            };
             let min = match btype {
                 BLOCK_EPB | BLOCK_PB => 32,
                 BLOCK_IDB => 20,

@@ -9,7 +9,6 @@ use corecap_wire::flow::{IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP
 use corecap_wire::name::Name;
 use corecap_wire::{FlowKey, IpFamily};
 
-use super::flow_doc::host_parts;
 use super::outcome::QueryError;
 use crate::session::{Session, SessionName, ONE_WAY};
 
@@ -81,6 +80,32 @@ fn http_host(n: &SessionName) -> Option<&[u8]> {
     match n {
         SessionName::Http(r) => non_empty(&r.host),
         _ => None,
+    }
+}
+
+/// A Host header's name and port: `example.com:8080` is (`example.com`, 8080), an IPv6
+/// literal keeps its brackets (`[::1]:80` is (`[::1]`, 80)); a port that is not a number
+/// is left in the name.
+pub fn host_parts(host: &[u8]) -> (&[u8], Option<u16>) {
+    let after_literal = match host.first() {
+        Some(b'[') => host
+            .iter()
+            .position(|&b| b == b']')
+            .map_or(host.len(), |i| i + 1),
+        _ => 0,
+    };
+    match host[after_literal..].iter().rposition(|&b| b == b':') {
+        Some(i) => {
+            let at = after_literal + i;
+            let port = std::str::from_utf8(&host[at + 1..])
+                .ok()
+                .and_then(|p| p.parse().ok());
+            match port {
+                Some(p) => (&host[..at], Some(p)),
+                None => (host, None),
+            }
+        }
+        None => (host, None),
     }
 }
 
@@ -239,6 +264,29 @@ fn transport(s: &Session, k: &FlowKey, back: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Host is split into its name and port as ECS's `url.domain` and `url.port` want;
+    /// what is not a port stays in the name.
+    #[test]
+    fn test_host_parts() {
+        let cases: [(&[u8], &[u8], Option<u16>); 7] = [
+            (b"example.com", b"example.com", None),
+            (b"localhost:8000", b"localhost", Some(8000)),
+            (b"[::1]:80", b"[::1]", Some(80)),
+            (b"[::1]", b"[::1]", None),
+            (b"host:", b"host:", None),
+            (b"host:99999", b"host:99999", None),
+            (b"", b"", None),
+        ];
+        for (host, name, port) in cases {
+            assert_eq!(
+                host_parts(host),
+                (name, port),
+                "{:?}",
+                String::from_utf8_lossy(host)
+            );
+        }
+    }
 
     #[test]
     fn test_name_patterns() {
