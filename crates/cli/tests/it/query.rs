@@ -1300,22 +1300,30 @@ fn issue40_query_json_into_a_closed_output_exits_0_without_a_panic() {
     }
 }
 
+/// A `corecap lab mix` of `connections` connections at `name` in `s` (its default sizes: a
+/// 10,000-connection mix is about 70 MB).
+fn lab_mix(s: &Scratch, name: &str, connections: u32) -> PathBuf {
+    let path = s.path(name);
+    let n = connections.to_string();
+    let o = corecap(&[
+        "lab",
+        "mix",
+        "-w",
+        path.to_str().unwrap(),
+        "--connections",
+        &n,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    path
+}
+
 /// `query -c 3 FILTER > FILE` prints 3 packets and exits 0, as tcpdump -c does; the rest
 /// of the answer, which had nowhere to go, ended it with "writing the output: Broken pipe"
 /// and exit 2. `-w -` into an output closed early (`| head -c 100`) ends quietly with 0 too.
 #[test]
 fn query_c_stops_after_its_packets_with_exit_0() {
     let s = Scratch::new("query-count");
-    let big = s.path("mix.pcap");
-    let o = corecap(&[
-        "lab",
-        "mix",
-        "-w",
-        big.to_str().unwrap(),
-        "--connections",
-        "2000",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let big = lab_mix(&s, "mix.pcap", 2000);
     let lines = s.path("f");
     let o = Command::new(util::bin())
         .args(["query", big.to_str().unwrap(), "-c", "3", "tcp"])
@@ -1419,16 +1427,7 @@ fn query_w_that_fails_leaves_no_file_and_the_rerun_works() {
 #[test]
 fn query_w_stopped_by_sigint_leaves_a_whole_file() {
     let s = Scratch::new("query-sigint");
-    let big = s.path("big.pcap");
-    let o = corecap(&[
-        "lab",
-        "mix",
-        "-w",
-        big.to_str().unwrap(),
-        "--connections",
-        "10000",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let big = lab_mix(&s, "big.pcap", 10000);
     let out = s.path("qi.pcapng");
     let part = s.path(".qi.pcapng.part");
     let mut child = Command::new(util::bin())
