@@ -441,6 +441,15 @@ pub(crate) fn files_and_filter(
             args.first().map_or("", String::as_str)
         );
     }
+    // A path that is not there reads as the filter's first word: said as a missing file
+    // when it looks like one (a capture's name, or a path from / or .), not as a syntax
+    // error of the filter.
+    if let Some(w) = words
+        .first()
+        .filter(|w| given.is_none() && looks_like_a_path(w))
+    {
+        bail!("{w}: no such file or directory");
+    }
     let filter = given
         .clone()
         .or_else(|| (!words.is_empty()).then(|| words.join(" ")));
@@ -457,6 +466,16 @@ pub(crate) fn folders_of(args: &[String], read: &[PathBuf]) -> Vec<PathBuf> {
         read.to_vec()
     };
     given.into_iter().filter(|p| p.is_dir()).collect()
+}
+
+/// Whether `word` reads as a path rather than a filter's word: it begins with `/`, `./`,
+/// `../` or `~`, or ends as a capture file's name does (no filter word does either).
+fn looks_like_a_path(word: &str) -> bool {
+    let lower = word.to_ascii_lowercase();
+    ["/", "./", "../", "~"].iter().any(|p| lower.starts_with(p))
+        || [".pcap", ".pcapng", ".cap", ".gz", ".zst", ".lz4"]
+            .iter()
+            .any(|e| lower.ends_with(e))
 }
 
 /// Leading arguments that exist are paths; the rest is the filter. With `-f`, all are paths.

@@ -1515,3 +1515,26 @@ fn query_reads_a_file_named_twice_once() {
     assert_eq!(u(&twice.1, "files"), 1, "{}", twice.1);
     assert!(!once.0.is_empty());
 }
+
+/// A second path that is not there is said to be missing, not taken as the start of the
+/// filter and refused as its syntax error; a filter whose words look like none (a `net`
+/// with its mask) is still a filter.
+#[test]
+fn query_a_missing_path_is_named_as_missing() {
+    let s = Scratch::new("missing-path");
+    let f = s.path("a.pcapng");
+    synthetic_pcapng(&f, 20, 1_700_000_000);
+    let missing = s.path("nonexist.pcapng");
+    let (f_s, m_s) = (f.to_str().unwrap(), missing.to_str().unwrap());
+    for cmd in ["query", "flows"] {
+        let o = corecap(&[cmd, f_s, m_s, "host", "10.0.0.1"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("nonexist.pcapng: no such file or directory"),
+            "{cmd}: {err}"
+        );
+    }
+    let o = corecap(&["query", f_s, "net", "10.0.0.0/8"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
