@@ -1182,3 +1182,23 @@ fn issue35_sessions_per_file_sizes_the_table() {
     assert!(err.contains("lower --sessions-per-file"), "{err}");
     assert!(!socket.exists());
 }
+
+/// A capture file cut short (a copy that stopped, a disk that filled) with no sessions file
+/// of its own is read from its packets up to the cut, and the listing says where it ended:
+/// the connections after it are not listed, and it was silent about them.
+#[test]
+fn issue35_flows_of_a_file_cut_short_says_where_it_ended() {
+    let s = Scratch::new("flows-cut-short");
+    let whole = std::fs::read(real("sessions-loopback.pcap")).unwrap();
+    let cut = s.path("cut.pcap");
+    std::fs::write(&cut, &whole[..whole.len() - 100]).unwrap();
+    let o = corecap(&["flows", cut.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("cut.pcap: read from its packets up to truncated"),
+        "{err}"
+    );
+    let o = corecap(&["flows", real("sessions-loopback.pcap").to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("read from its packets up to"));
+}

@@ -291,9 +291,20 @@ fn scan_one(
     let f = &spec.files[i];
     let t = table.get_or_insert_with(|| SessionTable::new(SessionConfig::default()));
     match crate::session::scan(f, t, None) {
-        Ok((sessions, dropped)) => {
+        Ok(crate::session::Scanned {
+            sessions,
+            dropped,
+            cut_short,
+        }) => {
             stats.files_scanned += 1;
             stats.records += sessions.len() as u64;
+            if let Some(e) = cut_short {
+                stats.notes.push(format!(
+                    "{}: read from its packets up to {e}: the connections of what follows are \
+                     not listed, and those it cut show only their packets before",
+                    f.display()
+                ));
+            }
             if dropped > 0 {
                 stats.notes.push(format!(
                     "{}: {dropped} packets of connections beyond the {} its reading keeps at \

@@ -43,7 +43,7 @@ pub mod format;
 #[cfg(test)]
 mod tests;
 
-pub use scan::scan;
+pub use scan::{scan, Scanned};
 pub use table::{Prefetched, SessionConfig, SessionStats, SessionTable};
 
 use corecap_wire::name::{ClientHello, DnsQuestion, HttpRequest};

@@ -10,21 +10,43 @@ use corecap_wire::{CaptureReader, Link};
 
 use super::{Session, SessionTable};
 
-/// The connections of the packets of `path` (of its first `upto` bytes, when given), and
-/// how many packets the full table could not keep. The table is empty before and after
-/// (as [`SessionTable::finish`] leaves it); a packet cut by the end of the file (one being
-/// written) ends the reading.
+/// What [`scan`] read of a file.
+#[derive(Debug)]
+pub struct Scanned {
+    /// Its connections, in order of first packet.
+    pub sessions: Vec<Session>,
+    /// Packets the full table could not keep.
+    pub dropped: u64,
+    /// Why the reading ended before the end of the file, if it did (a file cut short or
+    /// damaged): the connections are those of the packets before.
+    pub cut_short: Option<corecap_wire::ReadError>,
+}
+
+/// The connections of the packets of `path` (of its first `upto` bytes, when given). The
+/// table is empty before and after (as [`SessionTable::finish`] leaves it); a packet cut
+/// by the end of the file (one being written), or damage, ends the reading, and says so.
 pub fn scan(
     path: &Path,
     table: &mut SessionTable,
     upto: Option<u64>,
-) -> Result<(Vec<Session>, u64), corecap_wire::ReadError> {
+) -> Result<Scanned, corecap_wire::ReadError> {
     let dropped_before = table.stats().sessions_dropped;
     let mut r = CaptureReader::open(path)?;
+    let mut cut_short = None;
     while upto.is_none_or(|n| r.offset() < n) {
-        let Ok(Some(p)) = r.next_packet() else { break };
-        table.add(p.ts_ns, p.orig_len, p.data, Link::of(p.linktype), None);
+        match r.next_packet() {
+            Ok(Some(p)) => table.add(p.ts_ns, p.orig_len, p.data, Link::of(p.linktype), None),
+            Ok(None) => break,
+            Err(e) => {
+                cut_short = Some(e);
+                break;
+            }
+        }
     }
     let dropped = table.stats().sessions_dropped - dropped_before;
-    Ok((table.finish(), dropped))
+    Ok(Scanned {
+        sessions: table.finish(),
+        dropped,
+        cut_short,
+    })
 }

@@ -173,8 +173,9 @@ fn build_sessions(path: &Path, covered: u64, id: Identity) -> Result<u64, String
     let mut table = SessionTable::new(SessionConfig::default());
     // A packet past the covered bytes (a file that grew after it was indexed) is not the
     // index's, so not its sessions'.
-    let (records, _) =
-        crate::session::scan(path, &mut table, Some(covered)).map_err(|e| e.to_string())?;
+    let records = crate::session::scan(path, &mut table, Some(covered))
+        .map_err(|e| e.to_string())?
+        .sessions;
     let seed = table.config().seed;
     let bytes = crate::session::format::encode(&records, seed, covered, Some(id));
     crate::session::format::write_sessions(path, &bytes, None).map_err(|e| e.to_string())?;
