@@ -308,14 +308,18 @@ fn announce(cfg: &CaptureConfig, cap: &Capture, printing: bool) {
         .map(|i| i.label())
         .chain(cfg.files.iter().map(|f| f.display().to_string()))
         .collect();
+    // Files are read, not taken from a ring: no ring to speak of without an interface.
     let ring = u64::from(cfg.ring.block_size) * u64::from(cfg.ring.block_nr);
+    let ring = match cfg.inputs.is_empty() {
+        true => String::new(),
+        false => format!(", a ring of {} per worker (-B)", size_text(ring)),
+    };
     eprintln!(
-        "corecap: capturing on {} with {} worker{} ({:?} balance), a ring of {} per worker (-B){}",
+        "corecap: capturing on {} with {} worker{} ({:?} balance){ring}{}",
         inputs.join(", "),
         cap.workers.len(),
         if cap.workers.len() == 1 { "" } else { "s" },
         cfg.balance,
-        size_text(ring),
         if cfg.inputs.is_empty() || cfg.promisc {
             ""
         } else {

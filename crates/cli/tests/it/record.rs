@@ -669,6 +669,45 @@ fn issue40_retention_deletes_only_its_own_files_oldest_packets_first_after_a_goo
     );
 }
 
+/// `-w` of a folder says it is a folder (it said the name exists, as of a file it would not
+/// write over); and reading files, the start line names no ring, which only an interface has.
+#[test]
+fn issue40_w_of_a_folder_says_so_and_files_have_no_ring() {
+    let s = Scratch::new("w-folder");
+    let input = s.path("in.pcapng");
+    earlier_run_file(&input, 1_780_000_000 * 1_000_000_000, 10);
+    let dir = s.path("out");
+    std::fs::create_dir(&dir).expect("dir");
+    let o = util::corecap(&[
+        "capture",
+        "-r",
+        input.to_str().expect("utf8"),
+        "-w",
+        dir.to_str().expect("utf8"),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is a directory: -w takes a file's name"),
+        "{err}"
+    );
+    let out = dir.join("x.pcapng");
+    let o = util::corecap(&[
+        "capture",
+        "-r",
+        input.to_str().expect("utf8"),
+        "-w",
+        out.to_str().expect("utf8"),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("capturing on"))
+        .expect("the start line");
+    assert!(!line.contains("a ring of"), "{line}");
+}
+
 /// A `--retain` budget given as a bare number (bytes) that is less than one rotated file is
 /// refused before anything is written: `-C 2 --retain 500` meant 500 MB, and would have
 /// kept one file; with a unit, the same small budget is taken as meant.

@@ -405,6 +405,15 @@ fn check_first(cfg: &FileConfig, path: &Path, stream: bool) -> io::Result<()> {
             }
         }
     }
+    if !stream && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a directory: -w takes a file's name (DIR/NAME.pcapng)",
+                path.display()
+            ),
+        ));
+    }
     if !stream && std::fs::symlink_metadata(path).is_ok() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
