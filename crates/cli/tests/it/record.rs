@@ -708,6 +708,60 @@ fn issue40_w_of_a_folder_says_so_and_files_have_no_ring() {
     assert!(!line.contains("a ring of"), "{line}");
 }
 
+/// A ring of files (`-W N` with `-C`) says in its summary how many older files it deleted,
+/// and names each in the folder's record of deletions with its packets' times, so a query
+/// of their time says the file count took them (it said only that nothing was on record).
+#[test]
+fn issue40_a_ring_of_files_records_what_it_deleted() {
+    let s = Scratch::new("ring-deleted");
+    let input = s.path("in.pcapng");
+    let t0 = 1_780_000_000u64;
+    earlier_run_file(&input, t0 * 1_000_000_000, 4000);
+    let dir = s.path("rec");
+    std::fs::create_dir(&dir).expect("dir");
+    let out = dir.join("r.pcapng");
+    let o = util::corecap(&[
+        "capture",
+        "-r",
+        input.to_str().expect("utf8"),
+        "-w",
+        out.to_str().expect("utf8"),
+        "-C",
+        "1",
+        "-W",
+        "2",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let left = names(&dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".pcapng"))
+        .count();
+    assert_eq!(left, 2, "{err}");
+    let log = std::fs::read_to_string(dir.join(".corecap-deleted")).expect("the record");
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert!(lines.len() >= 2, "{log}");
+    assert!(lines.iter().all(|l| l["rule"] == "files"), "{log}");
+    assert_eq!(lines[0]["file"], "r_00001.pcapng", "{log}");
+    assert_eq!(lines[0]["first_ns"], t0 * 1_000_000_000, "{log}");
+    let said = format!("deleted {} older files of this recording", lines.len());
+    assert!(err.contains(&said), "{err}");
+    let (from, to) = (t0.to_string(), (t0 + 1).to_string());
+    let o = util::corecap(&[
+        "query",
+        dir.to_str().expect("utf8"),
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("by the file count (-b files:N)"), "{err}");
+}
+
 /// A `--retain` budget given as a bare number (bytes) that is less than one rotated file is
 /// refused before anything is written: `-C 2 --retain 500` meant 500 MB, and would have
 /// kept one file; with a unit, the same small budget is taken as meant.

@@ -258,6 +258,29 @@ impl Retention {
     }
 }
 
+/// Records in its folder's record of deletions, synced, that the whole file `path` goes
+/// by `rule`, before the caller removes it: a rule that deletes outside this budget's
+/// (`-b files:N`, the disk writer's ring of files). A query then says which part of its
+/// window that rule took, as it does for retention's. Its packets' times are its index's:
+/// a file without one is not read through on the writer's thread, and gets no line.
+pub fn record_deletion(path: &Path, rule: Rule) -> std::io::Result<()> {
+    let Some((first_ns, last_ns)) = packet_range(path) else {
+        return Ok(());
+    };
+    let line = Deletion {
+        file: path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        files: 1,
+        first_ns,
+        last_ns,
+        at_ns: now_ns(),
+        rule,
+    };
+    deleted::record(dir_of(path), &[line])
+}
+
 impl Retention {
     /// Deletes the whole file `k` of `dir` by `rule`: what holds keep of it copied out
     /// first ([`crate::keep::hold`]), then its line in the folder's record of deletions,

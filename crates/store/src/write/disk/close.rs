@@ -270,7 +270,17 @@ impl DiskWriter {
         if let Some(max) = self.cfg.files {
             while self.kept.len() > max.max(1) {
                 if let Some(old) = self.kept.pop_front() {
+                    // Said where a query reads what was deleted, before it goes.
+                    let recorded =
+                        crate::retention::record_deletion(&old, crate::keep::deleted::Rule::Files);
+                    if let Err(e) = recorded {
+                        self.report.notes.push(format!(
+                            "recording the deletion of {} (-b files:N): {e}",
+                            old.display()
+                        ));
+                    }
                     remove_with_index(&old);
+                    self.ring_deleted += 1;
                     crate::catalog_update::forget(std::slice::from_ref(&old));
                     if let Some(r) = &self.cfg.retention {
                         r.forget(&old);

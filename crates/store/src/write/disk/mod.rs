@@ -184,6 +184,8 @@ struct DiskWriter {
     failed: Arc<AtomicBool>,
     report: DiskReport,
     kept: VecDeque<PathBuf>,
+    /// Files the ring of files (`-b files:N`) deleted, said at the end.
+    ring_deleted: u64,
     noted_buffered: bool,
     noted_catalog: bool,
     /// Compression so far: bytes of capture in, bytes of frames out, and the time this
@@ -358,6 +360,7 @@ impl Disk {
             failed: failed.clone(),
             report: DiskReport::default(),
             kept: VecDeque::new(),
+            ring_deleted: 0,
             noted_buffered: false,
             noted_catalog: false,
             compressed: (0, 0, std::time::Duration::ZERO),
@@ -455,6 +458,14 @@ fn run(mut w: DiskWriter, rx: Receiver<Msg>, direct: bool) -> DiskReport {
         w.discard();
     } else if w.cur.is_some() {
         w.close();
+    }
+    if w.ring_deleted > 0 {
+        w.report.notes.push(format!(
+            "the ring of {} files (-W, -b files:N) deleted {} older files of this recording \
+             (each named, with its packets' times, in the folder's .corecap-deleted)",
+            w.cfg.files.unwrap_or(0),
+            w.ring_deleted
+        ));
     }
     let (plain, frames, took) = w.compressed;
     if plain > 0 {
