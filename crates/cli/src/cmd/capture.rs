@@ -292,7 +292,7 @@ fn announce(cfg: &CaptureConfig, cap: &Capture, printing: bool) {
     if let Some(o) = cfg.output.as_ref().filter(|_| !printing) {
         eprintln!(
             "corecap: {}",
-            writing(o, &cap.files, !cfg.groups.is_empty())
+            writing(o, &cap.files, !cfg.groups.is_empty(), cfg.files.len())
         );
         eprintln!(
             "corecap: {}",
@@ -413,7 +413,12 @@ fn backlog_text(bytes: u64, inputs: &[corecap_engine::capture::Input]) -> String
 /// merged), the format, rotation, sealing, and whether each file gets an index (on unless
 /// `--no-index`) and a sessions file (on unless `--no-sessions`), so that a user knows
 /// what the folder will hold.
-fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups: bool) -> String {
+fn writing(
+    o: &corecap_engine::capture::OutputConfig,
+    files: &[PathBuf],
+    groups: bool,
+    inputs_read: usize,
+) -> String {
     use corecap_engine::sink::file::Format;
     let mut how = vec![match o.file.format {
         Format::Pcapng => "pcapng".to_owned(),
@@ -425,8 +430,15 @@ fn writing(o: &corecap_engine::capture::OutputConfig, files: &[PathBuf], groups:
     if o.file.format == Format::Pcapng && o.path.extension().is_some_and(|e| e == "pcap") {
         how[0] = "pcapng, though the name says .pcap (-P writes classic pcap)".into();
     }
-    if o.merge {
-        how.push("one file in time order".into());
+    // Files given with -r are read one after the other: their packets are in time order
+    // within each, not across them.
+    match (o.merge, inputs_read) {
+        (false, _) => {}
+        (true, 0 | 1) => how.push("one file in time order".into()),
+        (true, n) => how.push(format!(
+            "one file, of {n} inputs read one after the other: in time order within each \
+             input, not across them (mergecap -w merges files by time)"
+        )),
     }
     if let Some(b) = o.file.rotation.filesize {
         how.push(format!("a new file every {}", size_text(b)));

@@ -762,6 +762,40 @@ fn issue40_a_ring_of_files_records_what_it_deleted() {
     assert!(err.contains("by the file count (-b files:N)"), "{err}");
 }
 
+/// Two files read into one (`-r A -r B`) are read one after the other: the start line says
+/// the file is in time order within each input, not across them, where it said "one file
+/// in time order" of a file tshark finds out of order.
+#[test]
+fn issue40_two_inputs_are_not_said_to_be_merged_by_time() {
+    let s = Scratch::new("two-inputs");
+    let (a, b) = (s.path("a.pcapng"), s.path("b.pcapng"));
+    earlier_run_file(&a, 1_780_000_100 * 1_000_000_000, 10);
+    earlier_run_file(&b, 1_780_000_000 * 1_000_000_000, 10);
+    let out = s.path("out.pcapng");
+    let path = |p: &Path| p.to_str().expect("utf8").to_owned();
+    let o = util::corecap(&[
+        "capture",
+        "-r",
+        &path(&a),
+        "-r",
+        &path(&b),
+        "-w",
+        &path(&out),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("not across them"), "{err}");
+    assert!(!err.contains("one file in time order"), "{err}");
+    let o = util::corecap(&[
+        "capture",
+        "-r",
+        &path(&a),
+        "-w",
+        &path(&s.path("one.pcapng")),
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("one file in time order"));
+}
+
 /// A `--retain` budget given as a bare number (bytes) that is less than one rotated file is
 /// refused before anything is written: `-C 2 --retain 500` meant 500 MB, and would have
 /// kept one file; with a unit, the same small budget is taken as meant.
