@@ -209,6 +209,14 @@ fn record_into(
     if !rotation.active() {
         bail!("--record needs rotation (-b filesize:kB or duration:S)");
     }
+    if let Some(n) = rotation.files {
+        // A ring of files deletes the oldest whatever holds and alerts pin in it; retention
+        // copies what they keep out first.
+        bail!(
+            "-b files:{n}: serve keeps its recording by --retain, --retain-age and --min-free, \
+             which keep what holds and alerts pin; a ring of files would delete it"
+        );
+    }
     for b in bases.iter_mut() {
         b.output = Some(recording(&dir, b, a, rotation, retention, run_as)?);
         b.groups = vec![GroupSpec {

@@ -1344,3 +1344,31 @@ fn issue36_a_capture_downloads_as_one_pcapng_and_never_over_a_file() {
     let (ok, _) = d.stop();
     assert!(ok);
 }
+
+/// `serve --record` with a ring of files (`-b files:N`) is refused before it starts: a ring
+/// deletes its oldest file whatever holds and alerts pin in it, where retention copies
+/// what they keep out first; the message names the retention flags to use instead.
+#[test]
+#[ignore = "needs root"]
+fn issue37_serve_refuses_a_ring_of_files_for_its_recording() {
+    let lab = Lab::new(1);
+    let dir = Scratch::new("serve-ring");
+    let (spool, rec) = (dir.path("spool"), dir.path("rec"));
+    let o = Command::new(bin())
+        .args(["serve", "--netns", &lab.netns, "-i", "cap0", "--socket"])
+        .arg(dir.path("s.sock"))
+        .arg("--spool")
+        .arg(&spool)
+        .arg("--record")
+        .arg(&rec)
+        .args(["-b", "filesize:1000,files:3"])
+        .output()
+        .expect("serve");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("-b files:3: serve keeps its recording by --retain"),
+        "{err}"
+    );
+    assert!(!rec.join("rec_00001.pcapng").exists());
+}
