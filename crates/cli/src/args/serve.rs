@@ -64,7 +64,8 @@ pub(crate) struct ServeArgs {
     /// their index), like capture -w with rotation; queries answer over it and the spool.
     #[arg(long, value_name = "DIR", requires = "interfaces")]
     pub(crate) record: Option<std::path::PathBuf>,
-    /// Rotation of the recording, as capture's -b (default: filesize:1G,duration:300).
+    /// Rotation of the recording, as capture's -b (default: filesize:1G,duration:300); not
+    /// files:N: --retain, --retain-age and --min-free keep the recording, and what holds pin.
     #[arg(
         short = 'b',
         long = "rotate",
