@@ -383,9 +383,11 @@ pub(crate) fn window_of(
     Ok((from, to, window))
 }
 /// Writes an answer to `-w OUT` through `answer`, which gets the file, made first (None
-/// for `-`, standard output): never over a file unless `force`. When `answer` fails, the
-/// file this run made goes, so that no short answer stays under its name and the same
-/// command can be given again.
+/// for `-`, standard output): never over a file unless `force`. The answer is written
+/// under a hidden part name (`.OUT.part`) and named `OUT` only when it is whole, so a
+/// failed or killed answer never stands under its name, and a file it was to replace
+/// stays as it was until then. When `answer` fails, the part goes, so the same command can
+/// be given again.
 pub(crate) fn into_new_file<T>(
     out: &Path,
     force: bool,
@@ -394,24 +396,24 @@ pub(crate) fn into_new_file<T>(
     if out == Path::new("-") {
         return answer(None);
     }
-    let r = answer(Some(create(out, force)?));
+    if !force && std::fs::symlink_metadata(out).is_ok() {
+        return Err(exists(out));
+    }
+    let part = corecap_store::names::part_path(out);
+    let file = File::create_new(&part).map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => anyhow!(
+            "{} exists: another answer is being written to {} (or one was killed before \
+             it ended: remove it)",
+            part.display(),
+            out.display()
+        ),
+        _ => anyhow::Error::new(e).context(format!("creating {}", part.display())),
+    })?;
+    let r = answer(Some(file)).and_then(|t| publish(&part, out, force).map(|()| t));
     if r.is_err() {
-        let _ = std::fs::remove_file(out);
+        let _ = std::fs::remove_file(&part);
     }
     r
-}
-
-/// Creates the `-w` file: never over a file, as `capture -w` (`--force` to allow it).
-fn create(out: &Path, force: bool) -> Result<File> {
-    if force {
-        File::create(out)
-    } else {
-        File::create_new(out)
-    }
-    .map_err(|e| match e.kind() {
-        io::ErrorKind::AlreadyExists => exists(out),
-        _ => anyhow::Error::new(e).context(format!("creating {}", out.display())),
-    })
 }
 
 /// The refusal of a `-w` file that exists.

@@ -1269,8 +1269,20 @@ fn issue40_request_query_never_writes_over_a_file() {
     assert!(!o.status.success(), "the fan-out refuses too: {err}");
     assert!(err.contains("exists"), "before asking the sensor: {err}");
     assert_eq!(std::fs::read(&mine).expect("read"), b"the user's own bytes");
+    // The answer is written under a hidden part and named when whole: none is left.
+    let part = s.path(".notes.pcapng.part");
+    assert!(!part.exists());
     d.request_ok(&["query", "--force", "-w", out]);
     assert_ne!(std::fs::read(&mine).expect("read"), b"the user's own bytes");
+    assert!(!part.exists());
+    packets(&mine);
+    // A part another answer left (killed before it ended) is named, not written over.
+    std::fs::write(&part, b"half an answer").expect("write");
+    let o = d.request(&["query", "--force", "-w", out]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(".notes.pcapng.part exists"), "{err}");
+    assert_eq!(std::fs::read(&part).expect("read"), b"half an answer");
 }
 
 /// Issue 40 (fault run): `query --json` whose standard output is closed (`| head -c 100`)
