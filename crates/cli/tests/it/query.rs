@@ -538,7 +538,16 @@ fn issue13_serve_streams_query_results() {
     let o = d.request(&["query", "--force", "-w", out.to_str().unwrap(), "udp port"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("400"), "{o:?}");
-    let o = d.request(&["query", "--from", "yesterday", "-w", out.to_str().unwrap()]);
+    // The refused answer left the file it was to replace as it was.
+    assert_eq!(packets(&out).len(), 1000);
+    let o = d.request(&[
+        "query",
+        "--force",
+        "--from",
+        "yesterday",
+        "-w",
+        out.to_str().unwrap(),
+    ]);
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("from yesterday"),
         "{o:?}"
