@@ -669,6 +669,12 @@ fn issue40_retention_deletes_only_its_own_files_oldest_packets_first_after_a_goo
     );
 }
 
+/// `corecap capture -r INPUT -w OUT MORE...`, as it ended.
+fn capture_r(input: &Path, out: &Path, more: &[&str]) -> std::process::Output {
+    let (i, o) = (input.to_str().expect("utf8"), out.to_str().expect("utf8"));
+    util::corecap(&[&["capture", "-r", i, "-w", o][..], more].concat())
+}
+
 /// `-w` of a folder says it is a folder (it said the name exists, as of a file it would not
 /// write over); and reading files, the start line names no ring, which only an interface has.
 #[test]
@@ -678,27 +684,14 @@ fn issue40_w_of_a_folder_says_so_and_files_have_no_ring() {
     earlier_run_file(&input, 1_780_000_000 * 1_000_000_000, 10);
     let dir = s.path("out");
     std::fs::create_dir(&dir).expect("dir");
-    let o = util::corecap(&[
-        "capture",
-        "-r",
-        input.to_str().expect("utf8"),
-        "-w",
-        dir.to_str().expect("utf8"),
-    ]);
+    let o = capture_r(&input, &dir, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("is a directory: -w takes a file's name"),
         "{err}"
     );
-    let out = dir.join("x.pcapng");
-    let o = util::corecap(&[
-        "capture",
-        "-r",
-        input.to_str().expect("utf8"),
-        "-w",
-        out.to_str().expect("utf8"),
-    ]);
+    let o = capture_r(&input, &dir.join("x.pcapng"), &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let line = err
@@ -719,18 +712,7 @@ fn issue40_a_ring_of_files_records_what_it_deleted() {
     earlier_run_file(&input, t0 * 1_000_000_000, 4000);
     let dir = s.path("rec");
     std::fs::create_dir(&dir).expect("dir");
-    let out = dir.join("r.pcapng");
-    let o = util::corecap(&[
-        "capture",
-        "-r",
-        input.to_str().expect("utf8"),
-        "-w",
-        out.to_str().expect("utf8"),
-        "-C",
-        "1",
-        "-W",
-        "2",
-    ]);
+    let o = capture_r(&input, &dir.join("r.pcapng"), &["-C", "1", "-W", "2"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let left = names(&dir)
@@ -772,27 +754,12 @@ fn issue40_two_inputs_are_not_said_to_be_merged_by_time() {
     earlier_run_file(&a, 1_780_000_100 * 1_000_000_000, 10);
     earlier_run_file(&b, 1_780_000_000 * 1_000_000_000, 10);
     let out = s.path("out.pcapng");
-    let path = |p: &Path| p.to_str().expect("utf8").to_owned();
-    let o = util::corecap(&[
-        "capture",
-        "-r",
-        &path(&a),
-        "-r",
-        &path(&b),
-        "-w",
-        &path(&out),
-    ]);
+    let o = capture_r(&a, &out, &["-r", b.to_str().expect("utf8")]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("not across them"), "{err}");
     assert!(!err.contains("one file in time order"), "{err}");
-    let o = util::corecap(&[
-        "capture",
-        "-r",
-        &path(&a),
-        "-w",
-        &path(&s.path("one.pcapng")),
-    ]);
+    let o = capture_r(&a, &s.path("one.pcapng"), &[]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("one file in time order"));
 }
 
@@ -805,19 +772,7 @@ fn issue40_a_bare_retain_under_one_file_is_refused() {
     let input = s.path("in.pcapng");
     earlier_run_file(&input, 1_780_000_000 * 1_000_000_000, 10);
     let rec = s.path("rec.pcapng");
-    let run = |retain: &str| {
-        util::corecap(&[
-            "capture",
-            "-r",
-            input.to_str().expect("utf8"),
-            "-w",
-            rec.to_str().expect("utf8"),
-            "-C",
-            "2",
-            "--retain",
-            retain,
-        ])
-    };
+    let run = |retain: &str| capture_r(&input, &rec, &["-C", "2", "--retain", retain]);
     let o = run("500");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
