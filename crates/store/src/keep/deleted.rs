@@ -87,6 +87,24 @@ fn one() -> u64 {
     1
 }
 
+impl Deletion {
+    /// The line of one file at `path`, whose packets span `times` (first, last), deleted at
+    /// `at_ns` by `rule`.
+    pub fn of_file(path: &Path, (first_ns, last_ns): (u64, u64), at_ns: u64, rule: Rule) -> Self {
+        Deletion {
+            file: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            files: 1,
+            first_ns,
+            last_ns,
+            at_ns,
+            rule,
+        }
+    }
+}
+
 /// Appends `lines` to the record of `dir` and syncs them (see the module doc); folds the
 /// record first when it has grown past [`MAX_BYTES`].
 pub fn record(dir: &Path, lines: &[Deletion]) -> io::Result<()> {

@@ -267,17 +267,7 @@ pub fn record_deletion(path: &Path, rule: Rule) -> std::io::Result<()> {
     let Some((first_ns, last_ns)) = packet_range(path) else {
         return Ok(());
     };
-    let line = Deletion {
-        file: path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        files: 1,
-        first_ns,
-        last_ns,
-        at_ns: now_ns(),
-        rule,
-    };
+    let line = Deletion::of_file(path, (first_ns, last_ns), now_ns(), rule);
     deleted::record(dir_of(path), &[line])
 }
 
@@ -306,18 +296,7 @@ impl Retention {
                 return false;
             }
         }
-        let line = Deletion {
-            file: k
-                .path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            files: 1,
-            first_ns,
-            last_ns,
-            at_ns: now,
-            rule,
-        };
+        let line = Deletion::of_file(&k.path, (first_ns, last_ns), now, rule);
         if let Err(e) = deleted::record(dir, &[line]) {
             // Retention still deletes (a full disk must make room); answers then call the
             // time a gap instead of naming retention.
