@@ -546,13 +546,24 @@ fn issue38_serve_record_cuts_each_connection_and_counts_the_cut_in_its_metrics()
     assert_eq!(written + cut, sent);
     assert!(cut > 0);
     // GET /flows shows each connection's packets seen beside those its files hold (the file
-    // being written has no sessions file yet: its part is read from what it holds).
-    let o = d.request_ok(&["flows"]);
-    let listed: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
-    assert!(!listed.is_empty());
+    // being written has no sessions file yet: its part is read from what it holds, once the
+    // disk writer has flushed it: the metrics count a packet when it is handed over).
+    let listed: Vec<Value> = loop {
+        let o = d.request_ok(&["flows"]);
+        let listed: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON line"))
+            .collect();
+        if !listed.is_empty() {
+            break listed;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no connection listed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     let seen = |v: &Value| u(&v["corecap"], "packets_seen");
     assert!(listed
         .iter()
