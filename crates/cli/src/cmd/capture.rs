@@ -352,12 +352,16 @@ fn reach_warning(
             format!(", in {n:.1} {unit} at the full {mbps} Mbit/s of the link")
         })
         .unwrap_or_default();
-    // A ring of N files (-W, -b files:N) or a stop after N files bounds the recording: it
-    // fills nothing when N files of its size fit in what is free.
+    // A ring of N files (-W, -b files:N) whose N files fit in what is free, or a stop after
+    // N files (-a files:N, -G with -W) that fit or whose size is not set, bounds the
+    // recording: it fills nothing.
     let rot = &o.file.rotation;
-    let files = rot.files.map(|n| n as u64).or(rot.stop_after_files);
     let fits = |n: u64| rot.filesize.is_some_and(|f| n.saturating_mul(f) <= free);
-    if files.is_some_and(|n| fits(n) || rot.filesize.is_none() && rot.stop_after_files.is_some()) {
+    let ring_fits = rot.files.is_some_and(|n| fits(n as u64));
+    let stops = rot
+        .stop_after_files
+        .is_some_and(|n| rot.filesize.is_none() || fits(n));
+    if ring_fits || stops {
         return None;
     }
     match &o.file.retention {

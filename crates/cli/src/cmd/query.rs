@@ -160,18 +160,7 @@ fn write_file(spec: &QuerySpec, out: &Path, force: bool) -> Result<Written> {
                 "stopped before the answer began",
             ));
         }
-        let f = File::create_new(&part).map_err(|e| {
-            let why = match e.kind() {
-                io::ErrorKind::AlreadyExists => format!(
-                    "{} exists: another query is writing {} (or one was killed before it \
-                     ended: remove it)",
-                    part.display(),
-                    out.display()
-                ),
-                _ => format!("creating {}: {e}", part.display()),
-            };
-            io::Error::new(e.kind(), why)
-        })?;
+        let f = create_part(&part, out)?;
         made.set(true);
         Ok(BufWriter::with_capacity(1 << 20, f))
     };
@@ -189,6 +178,23 @@ fn write_file(spec: &QuerySpec, out: &Path, force: bool) -> Result<Written> {
         Err(_) if sig != 0 && !made.get() => Ok(Written::Nothing(sig)),
         Err(e) => Err(e),
     }
+}
+
+/// Makes the hidden part (`part`) an answer to `out` is written under, never over one: a
+/// part already there is another answer being written, or one killed before it ended.
+fn create_part(part: &Path, out: &Path) -> io::Result<File> {
+    File::create_new(part).map_err(|e| {
+        let why = match e.kind() {
+            io::ErrorKind::AlreadyExists => format!(
+                "{} exists: another answer is being written to {} (or one was killed before \
+                 it ended: remove it)",
+                part.display(),
+                out.display()
+            ),
+            _ => format!("creating {}: {e}", part.display()),
+        };
+        io::Error::new(e.kind(), why)
+    })
 }
 
 /// Gives the whole part its name: renamed to `out`, over a file there only with `force`.
@@ -400,15 +406,7 @@ pub(crate) fn into_new_file<T>(
         return Err(exists(out));
     }
     let part = corecap_store::names::part_path(out);
-    let file = File::create_new(&part).map_err(|e| match e.kind() {
-        io::ErrorKind::AlreadyExists => anyhow!(
-            "{} exists: another answer is being written to {} (or one was killed before \
-             it ended: remove it)",
-            part.display(),
-            out.display()
-        ),
-        _ => anyhow::Error::new(e).context(format!("creating {}", part.display())),
-    })?;
+    let file = create_part(&part, out)?;
     let r = answer(Some(file)).and_then(|t| publish(&part, out, force).map(|()| t));
     if r.is_err() {
         let _ = std::fs::remove_file(&part);

@@ -122,9 +122,6 @@ pub struct FlowStats {
     pub truncated: bool,
     /// One line per file whose connections are missing, and why; and the reach's.
     pub notes: Vec<String>,
-    /// The first of the files with connections not recorded, for the note.
-    #[serde(skip)]
-    incomplete_first: Option<String>,
     /// Which part of the window is on record, and why the rest is not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reach: Option<super::reach::Reach>,
@@ -186,6 +183,8 @@ fn read_all(spec: &FlowSpec, stats: &mut FlowStats) -> Vec<(usize, Session)> {
     let mut missing: HashMap<&'static str, (u64, String)> = HashMap::new();
     let mut table = None;
     let mut pruned_before = false;
+    // The first file whose sessions file lacks some of its connections, for the note.
+    let mut incomplete_first = None;
     for (i, f) in spec.files.iter().enumerate() {
         stats.files += 1;
         if catalogs.outside(f, spec.from, spec.to) {
@@ -203,12 +202,17 @@ fn read_all(spec: &FlowSpec, stats: &mut FlowStats) -> Vec<(usize, Session)> {
             }
         }
         pruned_before = false;
-        if let Some(why) = read_one(spec, i, stats, &mut out, &mut table) {
+        let incomplete_before = stats.files_incomplete;
+        let why = read_one(spec, i, stats, &mut out, &mut table);
+        if stats.files_incomplete > incomplete_before {
+            incomplete_first.get_or_insert_with(|| f.display().to_string());
+        }
+        if let Some(why) = why {
             let e = missing.entry(why).or_insert((0, f.display().to_string()));
             e.0 += 1;
         }
     }
-    if let Some(first) = stats.incomplete_first.take() {
+    if let Some(first) = incomplete_first {
         stats.notes.push(format!(
             "{} files hold {} packets of connections their sessions files have no record of \
              (the recorder's table was full; --sessions-per-file keeps more) (the first: \
@@ -245,9 +249,6 @@ fn read_one(
             if file.unrecorded > 0 {
                 stats.files_incomplete += 1;
                 stats.unrecorded_packets += file.unrecorded;
-                stats
-                    .incomplete_first
-                    .get_or_insert_with(|| f.display().to_string());
             }
             out.extend(file.sessions.into_iter().map(|s| (i, s)));
             None
